@@ -1,0 +1,254 @@
+"""The Python API: open a store, start runs, stream progress, read state, resume by thread id.
+
+>>> from onward import Onward
+>>> with Onward("sqlite:///.onward/onward.db") as ow:          # doctest: +SKIP
+...     view = ow.run("copy every file in inbox/ to archive/")
+...     print(view.thread_id, view.status)
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from pydantic import BaseModel, ConfigDict
+
+from onward.checkpointing.store import RunRow, Store
+from onward.errors import PlanValidationError, UnknownThreadError, UsageError
+from onward.errors import PlanProblem
+from onward.graph.build import compile_graph
+from onward.nodes.deps import NodeDeps
+from onward.planning.validate import parse_declared
+from onward.progress import ProgressEvent
+from onward.state import (
+    ArtifactRef,
+    Goal,
+    Plan,
+    RunFailure,
+    RunState,
+    RunStatus,
+    StepStatus,
+    migrate,
+)
+from onward.tools.registry import (
+    Registry,
+    default_registry,
+    load_tool_modules,
+    tool_modules_from_env,
+)
+
+RECURSION_LIMIT = 1_000_000  # bounded by the plan, not by LangGraph's default of 25
+
+
+class StepView(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    tool: str
+    status: StepStatus
+    attempts: int
+    findings: list[str] = []
+    error: str | None = None
+    failure_class: str | None = None
+    output: ArtifactRef | None = None
+
+
+class RunView(BaseModel):
+    """A run as users see it: what ``onward status --json`` prints."""
+
+    model_config = ConfigDict(frozen=True)
+
+    thread_id: str
+    status: RunStatus
+    objective: str
+    workdir: str
+    plan_version: int | None = None
+    plan_source: str | None = None
+    steps: list[StepView] = []
+    artifacts: dict[str, ArtifactRef] = {}
+    failure: RunFailure | None = None
+    report: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.status.finished
+
+    def artifact_value(self, ow: Onward, name: str) -> Any:
+        return ow.store.artifacts.get(self.artifacts[name])
+
+
+def load_plan_file(path: str | Path, registry: Registry | None = None
+                   ) -> tuple[Goal, Plan, int | None]:
+    """Read and validate a declared plan (YAML or JSON; JSON is YAML)."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"plan file {path} not found; check the --plan path")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise PlanValidationError([PlanProblem("(file)", f"not valid YAML/JSON: {exc}")],
+                                  source=str(path)) from None
+    return parse_declared(data, registry or default_registry, source=str(path))
+
+
+class Onward:
+    """One open store plus the compiled graph. Not thread-safe; one per thread or process."""
+
+    def __init__(
+        self,
+        db: str | None = None,
+        *,
+        registry: Registry | None = None,
+        tool_modules: Sequence[str] = (),
+    ) -> None:
+        self.tool_modules = [*tool_modules_from_env(), *tool_modules]
+        load_tool_modules(self.tool_modules)
+        self.registry = registry or default_registry
+        self.store = Store(db)
+        self.deps = NodeDeps(registry=self.registry, artifacts=self.store.artifacts)
+        self.graph = compile_graph(self.deps, checkpointer=self.store.saver)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Onward:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- starting ---------------------------------------------------------
+
+    def start(
+        self,
+        goal: str | None = None,
+        *,
+        plan: Plan | str | Path | None = None,
+        inputs: Sequence[str] = (),
+        workdir: str | Path | None = None,
+        max_concurrency: int | None = None,
+        thread_id: str | None = None,
+    ) -> str:
+        """Create a run (nothing executes yet) and return its thread id.
+
+        ``plan`` is a :class:`Plan` or a path to a declared plan file; without
+        one, the goal is planned by the template rules when the run starts.
+        """
+        if goal is None and plan is None:
+            raise UsageError("give a goal, or a declared plan (--plan FILE)")
+        wd = Path(workdir or Path.cwd()).absolute()
+        if not wd.is_dir():
+            raise UsageError(f"work directory {wd} does not exist")
+        goal_obj = Goal(objective=goal or "", inputs=list(inputs))
+        plan_obj = Plan()
+        concurrency = max_concurrency
+        if isinstance(plan, (str, Path)):
+            declared_goal, plan_obj, file_concurrency = load_plan_file(plan, self.registry)
+            goal_obj = declared_goal.model_copy(update={
+                "objective": goal or declared_goal.objective,
+                "inputs": [*declared_goal.inputs, *inputs],
+            })
+            concurrency = max_concurrency or file_concurrency
+        elif isinstance(plan, Plan):
+            plan_obj = plan
+            goal_obj = goal_obj.model_copy(update={"objective": goal or "run plan"})
+        for name in inputs:
+            if not (wd / name).exists():
+                raise UsageError(f"input file {name} not found in {wd}; check --input")
+        thread_id = thread_id or str(uuid.uuid4())
+        if self.store.get_run(thread_id) is not None:
+            raise UsageError(f"thread id {thread_id} is already used; resume it instead")
+        state = RunState(
+            workdir=str(wd), goal=goal_obj, plan=plan_obj, tool_modules=self.tool_modules,
+            max_concurrency=concurrency or 4,
+            messages=[HumanMessage(goal_obj.objective)],
+        )
+        self.store.add_run(thread_id, goal_obj.objective,
+                           {"input": state.model_dump(mode="json")})
+        return thread_id
+
+    # -- driving ----------------------------------------------------------
+
+    def stream(self, thread_id: str) -> Iterator[ProgressEvent]:
+        """Drive a run until it stops, yielding progress events. Resumes where it stopped."""
+        row = self._row(thread_id)
+        load_tool_modules(row.request["input"].get("tool_modules", []))
+        config = self._config(thread_id)
+        snapshot = self.graph.get_state(config)
+        run_input: Any = None
+        if not snapshot.values:  # killed before the first checkpoint: start from the request
+            run_input = RunState.model_validate(migrate(dict(row.request["input"])))
+        for _mode, chunk in self.graph.stream(
+            run_input, config, stream_mode=["custom"], durability="sync"
+        ):
+            yield ProgressEvent.model_validate(chunk)
+        self.store.set_run_status(thread_id, self.get(thread_id).status)
+
+    def drive(self, thread_id: str,
+              on_event: Callable[[ProgressEvent], None] | None = None) -> RunView:
+        for event in self.stream(thread_id):
+            if on_event is not None:
+                on_event(event)
+        return self.get(thread_id)
+
+    def run(self, goal: str | None = None, *,
+            on_event: Callable[[ProgressEvent], None] | None = None, **start: Any) -> RunView:
+        """Start a run and drive it to its end (or until it waits for a human)."""
+        return self.drive(self.start(goal, **start), on_event)
+
+    def resume(self, thread_id: str,
+               on_event: Callable[[ProgressEvent], None] | None = None) -> RunView:
+        """Finish a run that stopped (crash, kill, interrupt). A finished run is returned as is."""
+        return self.drive(thread_id, on_event)
+
+    # -- reading ----------------------------------------------------------
+
+    def _config(self, thread_id: str) -> RunnableConfig:
+        return {"configurable": {"thread_id": thread_id}, "recursion_limit": RECURSION_LIMIT}
+
+    def _row(self, thread_id: str) -> RunRow:
+        row = self.store.get_run(thread_id)
+        if row is None:
+            raise UnknownThreadError(thread_id, self.store.url)
+        return row
+
+    def state(self, thread_id: str) -> RunState:
+        """The run's current typed state (the latest checkpoint)."""
+        row = self._row(thread_id)
+        values = self.graph.get_state(self._config(thread_id)).values
+        if not values:
+            return RunState.model_validate(migrate(dict(row.request["input"])))
+        if isinstance(values, RunState):
+            return values
+        return RunState.model_validate(migrate(dict(values)))
+
+    def get(self, thread_id: str) -> RunView:
+        state = self.state(thread_id)
+        steps = []
+        if state.plan.steps:
+            for s in state.plan.steps:
+                rec = state.record(s.id)
+                steps.append(StepView(
+                    id=s.id, tool=s.tool, status=rec.status, attempts=rec.attempts,
+                    findings=rec.findings, output=rec.output,
+                    error=rec.failure.message if rec.failure else None,
+                    failure_class=rec.failure.failure_class if rec.failure else None,
+                ))
+        report = ""
+        if state.status.finished and state.messages:
+            report = state.messages[-1].text
+        return RunView(
+            thread_id=thread_id, status=state.status,
+            objective=state.goal.objective if state.goal else "", workdir=state.workdir,
+            plan_version=state.plan.version if state.plan.steps else None,
+            plan_source=state.plan.source if state.plan.steps else None,
+            steps=steps, artifacts=dict(state.artifacts), failure=state.failure, report=report,
+        )
+
+    def list_runs(self, limit: int = 100) -> list[RunRow]:
+        return self.store.list_runs(limit)

@@ -1,0 +1,92 @@
+"""Content-addressed artifact store beside the database.
+
+Bodies are canonical JSON, stored once per sha256 under ``artifacts/ab/cdef…``;
+state only ever holds an ``ArtifactRef``. Reads verify the hash, so a body
+that was edited or truncated on disk is reported, never silently used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from onward.errors import ArtifactError
+from onward.state import ArtifactRef
+
+URI_PREFIX = "artifact://sha256/"
+
+
+def canonical_json(value: Any) -> bytes:
+    """The one byte encoding of a JSON value: sorted keys, no spaces, UTF-8."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    ).encode("utf-8")
+
+
+def summarize(value: Any, limit: int = 120) -> str:
+    if isinstance(value, dict):
+        text = "{" + ", ".join(str(k) for k in list(value)[:8]) + (", …}" if len(value) > 8 else "}")
+    elif isinstance(value, list):
+        text = f"{len(value)} items"
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write to a temp file in the same directory, fsync, then rename over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class ArtifactStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _path(self, sha256: str) -> Path:
+        return self.root / sha256[:2] / sha256[2:]
+
+    def put(self, name: str, value: Any) -> ArtifactRef:
+        body = canonical_json(value)
+        digest = hashlib.sha256(body).hexdigest()
+        path = self._path(digest)
+        if not path.exists():
+            atomic_write(path, body)
+        return ArtifactRef(
+            name=name,
+            uri=URI_PREFIX + digest,
+            sha256=digest,
+            size=len(body),
+            summary=summarize(value),
+        )
+
+    def get(self, ref: ArtifactRef) -> Any:
+        path = self._path(ref.sha256)
+        try:
+            body = path.read_bytes()
+        except FileNotFoundError:
+            raise ArtifactError(
+                f"artifact {ref.name!r} is missing from the artifact store ({path}); "
+                "re-run the step that produces it (fork the run before that step)"
+            ) from None
+        actual = hashlib.sha256(body).hexdigest()
+        if actual != ref.sha256:
+            raise ArtifactError(
+                f"artifact {ref.name!r} was changed on disk: sha256 is {actual[:12]}…, "
+                f"expected {ref.sha256[:12]}… ({path}); restore it, or re-run the step "
+                "that produces it"
+            )
+        return json.loads(body)

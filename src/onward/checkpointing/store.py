@@ -1,0 +1,214 @@
+"""The store: one URL → LangGraph checkpointer + onward's own tables + artifact store.
+
+SQLite is the embedded default (``sqlite:///.onward/onward.db``). The schema is
+created once under an exclusive file lock, so several processes starting on a
+fresh file at once do not race into "database is locked". WAL and a busy
+timeout are set on every connection.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from onward.artifacts import ArtifactStore
+from onward.checkpointing.serde import checkpoint_types
+from onward.errors import StoreCorruptError, StoreError, StoreLockedError, UsageError
+from onward.state import RunStatus, utcnow
+
+DEFAULT_URL = "sqlite:///.onward/onward.db"
+STORE_SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS onward_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS onward_runs (
+    thread_id   TEXT PRIMARY KEY,
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    objective   TEXT NOT NULL,
+    request     TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS onward_runs_created ON onward_runs (created_at);
+"""
+
+
+def default_url() -> str:
+    return os.environ.get("ONWARD_DB") or DEFAULT_URL
+
+
+def sqlite_path(url: str) -> Path:
+    """``sqlite:///rel/path.db`` (relative to cwd), ``sqlite:////abs/path.db`` or a bare path."""
+    if url.startswith("postgres://") or url.startswith("postgresql://"):
+        raise UsageError(
+            "Postgres stores are not available in this version of onward; use a sqlite:/// URL"
+        )
+    if url.startswith("sqlite:///"):
+        return Path(url.removeprefix("sqlite:///"))
+    if "://" in url:
+        raise UsageError(f"unsupported store URL {url!r}; use sqlite:///path/to/onward.db")
+    return Path(url)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    thread_id: str
+    created_at: datetime
+    updated_at: datetime
+    status: RunStatus
+    objective: str
+    request: dict[str, Any]
+
+
+def _classify(exc: sqlite3.Error, path: Path) -> StoreError:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return StoreLockedError(
+            f"the database {path} is locked by another process ({text}); wait for it to "
+            "finish, or stop it, then run the command again. Nothing was written"
+        )
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return StoreCorruptError(
+            f"{path} is not a usable onward database ({text}). Nothing was written to it. "
+            "Point --db / ONWARD_DB at another file, or move this one aside to start fresh"
+        )
+    return StoreError(f"cannot use the database {path}: {text}")
+
+
+@contextmanager
+def translate_errors(path: Path) -> Iterator[None]:
+    """sqlite3 errors → onward StoreErrors that say what to do."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise _classify(exc, path) from exc
+
+
+class Store:
+    """An open store. Use as a context manager, or call :meth:`close`."""
+
+    def __init__(self, url: str | None = None, *, busy_timeout: float | None = None) -> None:
+        self.url = url or default_url()
+        self.path = sqlite_path(self.url).expanduser().absolute()
+        timeout = busy_timeout if busy_timeout is not None else float(
+            os.environ.get("ONWARD_BUSY_TIMEOUT", "10")
+        )
+        existed = self.path.exists()
+        if existed and self.path.is_dir():
+            raise StoreError(f"{self.path} is a directory; --db must name a database file")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with translate_errors(self.path):
+            self.conn = sqlite3.connect(
+                str(self.path), timeout=timeout, check_same_thread=False, isolation_level=None
+            )
+            try:
+                # Read first: on a file that is not SQLite this fails before anything is written.
+                self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                self.conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+                self._create_schema_once()
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+            except BaseException:
+                self.conn.close()
+                raise
+        serde = JsonPlusSerializer(allowed_msgpack_modules=None).with_msgpack_allowlist(
+            checkpoint_types()
+        )
+        self.saver = SqliteSaver(self.conn, serde=serde)
+        self.saver.is_setup = True  # created under the lock above
+        self.artifacts = ArtifactStore(self.path.parent / "artifacts")
+
+    def _create_schema_once(self) -> None:
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        with open(lock_path, "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                row = self.conn.execute(
+                    "SELECT name FROM sqlite_master WHERE name='onward_meta'"
+                ).fetchone()
+                if row is None:
+                    self.conn.execute("PRAGMA journal_mode=WAL")
+                    SqliteSaver(self.conn).setup()
+                    self.conn.executescript(_SCHEMA)
+                    self.conn.execute(
+                        "INSERT OR REPLACE INTO onward_meta VALUES ('schema_version', ?)",
+                        (str(STORE_SCHEMA_VERSION),),
+                    )
+                    self.conn.commit()
+                else:
+                    self._check_schema_version()
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _check_schema_version(self) -> None:
+        row = self.conn.execute(
+            "SELECT value FROM onward_meta WHERE key='schema_version'"
+        ).fetchone()
+        found = int(row[0]) if row else 0
+        if found > STORE_SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} was written by a newer onward (store schema {found}, this onward "
+                f"knows {STORE_SCHEMA_VERSION}); upgrade onward to use it"
+            )
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- runs -------------------------------------------------------------
+
+    def add_run(self, thread_id: str, objective: str, request: dict[str, Any]) -> None:
+        now = utcnow().isoformat()
+        with translate_errors(self.path):
+            self.conn.execute(
+                "INSERT INTO onward_runs VALUES (?, ?, ?, ?, ?, ?)",
+                (thread_id, now, now, RunStatus.PLANNING.value, objective,
+                 json.dumps(request, ensure_ascii=False)),
+            )
+
+    def set_run_status(self, thread_id: str, status: RunStatus) -> None:
+        with translate_errors(self.path):
+            self.conn.execute(
+                "UPDATE onward_runs SET status=?, updated_at=? WHERE thread_id=?",
+                (status.value, utcnow().isoformat(), thread_id),
+            )
+
+    def get_run(self, thread_id: str) -> RunRow | None:
+        with translate_errors(self.path):
+            row = self.conn.execute(
+                "SELECT * FROM onward_runs WHERE thread_id=?", (thread_id,)
+            ).fetchone()
+        return _row(row) if row else None
+
+    def list_runs(self, limit: int = 100) -> list[RunRow]:
+        with translate_errors(self.path):
+            rows = self.conn.execute(
+                "SELECT * FROM onward_runs ORDER BY created_at DESC LIMIT ?", (limit,)
+            ).fetchall()
+        return [_row(r) for r in rows]
+
+
+def _row(r: tuple[Any, ...]) -> RunRow:
+    return RunRow(
+        thread_id=r[0],
+        created_at=datetime.fromisoformat(r[1]),
+        updated_at=datetime.fromisoformat(r[2]),
+        status=RunStatus(r[3]),
+        objective=r[4],
+        request=json.loads(r[5]),
+    )

@@ -1,0 +1,247 @@
+"""The ``onward`` command line (Typer + Rich).
+
+Exit codes: 0 run done · 1 run failed · 2 usage or validation error ·
+3 waiting for a human or suspended · 4 busy (the database or run is held by another process).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from onward.api import Onward, RunView
+from onward.checkpointing.store import default_url
+from onward.demo import DEMO_GOAL, write_sample_orders
+from onward.errors import OnwardError, StoreLockedError, UsageError
+from onward.progress import EventKind, ProgressEvent
+from onward.state import RunFailureKind, RunStatus
+
+EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_BUSY = 0, 1, 2, 3, 4
+
+app = typer.Typer(
+    name="onward",
+    help="Crash-safe long agent tasks: plan, execute, verify, resume by thread id.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+DbOpt = Annotated[str | None, typer.Option(
+    "--db", help="Store URL (default: $ONWARD_DB, else sqlite:///.onward/onward.db).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+ToolsOpt = Annotated[list[str] | None, typer.Option(
+    "--tools", help="Python file or module registering @onward.tool tools (repeatable; "
+                    "also $ONWARD_TOOLS, comma-separated).")]
+
+
+def exit_code(view: RunView) -> int:
+    if view.status is RunStatus.DONE:
+        return EXIT_DONE
+    if view.status in (RunStatus.WAITING_FOR_HUMAN, RunStatus.SUSPENDED):
+        return EXIT_WAITING
+    if view.failure is not None and view.failure.kind is RunFailureKind.PLANNING:
+        return EXIT_USAGE
+    return EXIT_FAILED
+
+
+@contextmanager
+def _errors(as_json: bool) -> Iterator[None]:
+    """OnwardErrors → a clear message and an exit code, never a traceback."""
+    try:
+        yield
+    except OnwardError as exc:
+        code = EXIT_BUSY if isinstance(exc, StoreLockedError) else (
+            EXIT_USAGE if isinstance(exc, UsageError) else EXIT_USAGE)
+        if as_json:
+            print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
+        else:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+        raise typer.Exit(code) from None
+
+
+def _open(db: str | None, tools: list[str] | None) -> Onward:
+    return Onward(db or default_url(), tool_modules=tools or [])
+
+
+def _view_json(view: RunView) -> str:
+    return view.model_dump_json(indent=2)
+
+
+def _print_view(view: RunView) -> None:
+    colour = {"done": "green", "failed": "red"}.get(view.status.value, "yellow")
+    out.print(f"thread [bold]{view.thread_id}[/]  status [{colour}]{view.status}[/]  "
+              f"{view.objective}", highlight=False)
+    if view.steps:
+        table = Table(show_edge=False, pad_edge=False)
+        for col in ("step", "tool", "status", "attempts", "detail"):
+            table.add_column(col)
+        for s in view.steps:
+            detail = s.error or (s.output.summary if s.output else "")
+            table.add_row(s.id, s.tool, s.status.value, str(s.attempts), detail[:80])
+        out.print(table)
+    if view.failure:
+        out.print(f"[red]reason:[/] {view.failure.message}", highlight=False)
+
+
+def _drive(ow: Onward, thread_id: str, as_json: bool) -> RunView:
+    if as_json:
+        return ow.drive(thread_id)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("{task.fields[current]}"),
+                  console=err, transient=False) as bar:
+        task = bar.add_task("planning", total=None, current="")
+        done = 0
+
+        def on_event(e: ProgressEvent) -> None:
+            nonlocal done
+            if e.kind is EventKind.PLAN_CREATED:
+                bar.update(task, description="running", total=e.total_steps)
+            elif e.kind is EventKind.STEP_STARTED:
+                bar.update(task, current=f"{e.step_id} ({e.tool})")
+            elif e.kind is EventKind.STEP_DONE:
+                done += 1
+                bar.update(task, completed=done, current=f"✓ {e.step_id}")
+            elif e.kind is EventKind.STEP_FAILED:
+                bar.update(task, current=f"[red]✗ {e.step_id}: {e.message[:60]}")
+            elif e.kind is EventKind.RUN_FINISHED:
+                bar.update(task, description=e.message, current="")
+
+        # Skip steps already done when resuming, so the bar starts where the run is.
+        state = ow.state(thread_id)
+        if state.plan.steps:
+            done = sum(1 for r in state.steps.values() if r.status.value == "done")
+            bar.update(task, description="running", total=len(state.plan.steps), completed=done)
+        return ow.drive(thread_id, on_event)
+
+
+def _finish(view: RunView, as_json: bool, extra: Callable[[RunView], None] | None = None) -> None:
+    if as_json:
+        print(_view_json(view))
+    else:
+        _print_view(view)
+        if view.report and view.status is RunStatus.DONE:
+            out.print(view.report, highlight=False)
+        if extra:
+            extra(view)
+    raise typer.Exit(exit_code(view))
+
+
+@app.command()
+def run(
+    goal: Annotated[str | None, typer.Argument(help="What to do, in plain words.")] = None,
+    plan: Annotated[Path | None, typer.Option("--plan", help="Declared plan (YAML/JSON).")] = None,
+    inputs: Annotated[list[str] | None, typer.Option("--input", help="Input file (repeatable).")
+                      ] = None,
+    workdir: Annotated[Path | None, typer.Option(help="Work directory (default: cwd).")] = None,
+    max_concurrency: Annotated[int | None, typer.Option(min=1)] = None,
+    thread_id: Annotated[str | None, typer.Option("--thread-id")] = None,
+    db: DbOpt = None, as_json: JsonOpt = False, tools: ToolsOpt = None,
+) -> None:
+    """Plan and run a goal (or a declared --plan) to the end."""
+    with _errors(as_json):
+        with _open(db, tools) as ow:
+            tid = ow.start(goal, plan=plan, inputs=inputs or [], workdir=workdir,
+                           max_concurrency=max_concurrency, thread_id=thread_id)
+            if not as_json:
+                err.print(f"thread id: [bold]{tid}[/]  (resume with `onward resume {tid}`)",
+                          highlight=False)
+            view = _drive(ow, tid, as_json)
+    _finish(view, as_json)
+
+
+@app.command()
+def resume(
+    thread_id: str, db: DbOpt = None, as_json: JsonOpt = False, tools: ToolsOpt = None,
+) -> None:
+    """Finish a run that stopped (crash, kill, Ctrl-C); completed steps are not run again."""
+    with _errors(as_json), _open(db, tools) as ow:
+        ow.get(thread_id)  # unknown thread → clear error before any progress output
+        view = _drive(ow, thread_id, as_json)
+    _finish(view, as_json)
+
+
+@app.command()
+def status(thread_id: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
+    """Show a run's status and steps."""
+    with _errors(as_json), _open(db, None) as ow:
+        view = ow.get(thread_id)
+    if as_json:
+        print(_view_json(view))
+    else:
+        _print_view(view)
+
+
+@app.command("list")
+def list_runs(
+    db: DbOpt = None, as_json: JsonOpt = False,
+    limit: Annotated[int, typer.Option(min=1)] = 50,
+) -> None:
+    """List runs, newest first."""
+    with _errors(as_json), _open(db, None) as ow:
+        rows = ow.list_runs(limit)
+    if as_json:
+        print(json.dumps([{"thread_id": r.thread_id, "status": r.status.value,
+                           "objective": r.objective, "created_at": r.created_at.isoformat(),
+                           "updated_at": r.updated_at.isoformat()} for r in rows], indent=2,
+                         ensure_ascii=False))
+        return
+    table = Table(show_edge=False)
+    for col in ("thread id", "status", "created", "goal"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.thread_id, r.status.value, r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                      r.objective[:60])
+    out.print(table)
+
+
+@app.command()
+def demo(
+    workdir: Annotated[Path, typer.Option(help="Where to write orders.csv and the report.")
+                       ] = Path("onward-demo"),
+    rows: Annotated[int, typer.Option(min=10)] = 200,
+    db: DbOpt = None, as_json: JsonOpt = False,
+) -> None:
+    """Offline demo: write a sample orders.csv and analyse it (no API key, no network)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    expected = write_sample_orders(workdir / "orders.csv", rows=rows)
+    if not as_json:
+        err.print(f"wrote {workdir / 'orders.csv'} ({rows} orders, injected anomalies: "
+                  + ", ".join(f"{k} {v}" for k, v in expected.items()) + ")", highlight=False)
+    with _errors(as_json), _open(db, None) as ow:
+        tid = ow.start(DEMO_GOAL, inputs=["orders.csv"], workdir=workdir)
+        if not as_json:
+            err.print(f"thread id: [bold]{tid}[/]", highlight=False)
+        view = _drive(ow, tid, as_json)
+        summary: dict[str, Any] = view.artifact_value(ow, "summary") if (
+            "summary" in view.artifacts) else {}
+
+    def counts(v: RunView) -> None:
+        report = Path(v.workdir) / "orders-report.md"
+        out.print(f"\nthread id: [bold]{v.thread_id}[/]\nreport:    {report}", highlight=False)
+        table = Table(title="abnormal orders per rule", show_edge=False)
+        table.add_column("rule")
+        table.add_column("count", justify="right")
+        for rule, n in summary.get("by_rule", {}).items():
+            table.add_row(rule, str(n))
+        out.print(table)
+
+    _finish(view, as_json, counts)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted; resume the run with `onward resume THREAD`")
+        sys.exit(130)

@@ -1,0 +1,33 @@
+"""Crash-test aids, off unless their environment variables are set.
+
+``ONWARD_EXECUTION_LOG=FILE`` appends one JSON line per tool call phase
+(``start`` / ``end``), written and flushed outside the checkpoint, so a test can
+count every execution, including ones a crash later threw away.
+``ONWARD_FAULT_TOOL_DELAY=SECONDS`` sleeps inside every tool call after its
+``start`` line, so a SIGKILL can be aimed at the inside of a tool.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+
+def journal(phase: str, step_id: str, tool: str, attempt: int, thread_id: str) -> None:
+    path = os.environ.get("ONWARD_EXECUTION_LOG")
+    if not path:
+        return
+    line = json.dumps({"phase": phase, "step": step_id, "tool": tool, "attempt": attempt,
+                       "thread": thread_id, "pid": os.getpid(), "t": time.time()})
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def fault_delay() -> None:
+    delay = float(os.environ.get("ONWARD_FAULT_TOOL_DELAY") or 0)
+    if delay > 0:
+        time.sleep(delay)

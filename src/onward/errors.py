@@ -1,0 +1,113 @@
+"""onward's one error tree.
+
+Failures are things that went wrong and that the user must act on; control
+signals are not errors at all but tell a caller how a run stopped. Every
+message says what is wrong *and* what to do about it::
+
+    OnwardError
+    ├── UsageError                  bad input from the user (CLI exit code 2)
+    │   ├── PlanValidationError     a plan with one or more problems, each located
+    │   ├── PlanningError           no plan could be made for a goal
+    │   ├── UnknownThreadError      resume/status of a thread the store does not have
+    │   └── ToolLoadError           a --tools module could not be imported
+    ├── StoreError                  the database cannot be used; nothing was written
+    │   ├── StoreCorruptError       the file is not an onward/SQLite database
+    │   └── StoreLockedError        another process holds the database lock
+    └── ArtifactError               an artifact body is missing or does not match its sha256
+
+    ToolError                       raised by tools (failures of one step, not of onward)
+    ├── TransientToolError          worth retrying later (timeouts, 5xx, ...)
+    └── DeterministicToolError      retrying with the same arguments cannot help
+
+Tool errors never escape the execute node: they become a classified
+``StepFailure`` stored on the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class OnwardError(Exception):
+    """Base class of every error onward raises on purpose."""
+
+
+class UsageError(OnwardError):
+    """The user's input is wrong; fix it and run the command again."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanProblem:
+    """One problem in a plan, with where it is."""
+
+    location: str
+    """Where the problem is, e.g. ``steps[2].args.src`` or ``steps[copy-a].depends_on``."""
+    message: str
+    """What is wrong and what to do."""
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.message}"
+
+
+class PlanValidationError(UsageError):
+    """A plan has problems; all of them are listed, each with its location."""
+
+    def __init__(self, problems: Sequence[PlanProblem], *, source: str = "plan") -> None:
+        self.problems = list(problems)
+        self.source = source
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        n = len(self.problems)
+        super().__init__(
+            f"{source} is invalid ({n} problem{'s' if n != 1 else ''}); fix them and run again:\n"
+            f"{lines}"
+        )
+
+
+class PlanningError(UsageError):
+    """No plan could be made for a goal."""
+
+
+class UnknownThreadError(UsageError):
+    def __init__(self, thread_id: str, db: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(
+            f"no run with thread id {thread_id!r} in {db}; "
+            "check the id with `onward list`, or pass the --db the run was started with"
+        )
+
+
+class ToolLoadError(UsageError):
+    """A module named by --tools / ONWARD_TOOLS could not be imported."""
+
+
+class StoreError(OnwardError):
+    """The store cannot be opened or used. Nothing was written."""
+
+
+class StoreCorruptError(StoreError):
+    pass
+
+
+class StoreLockedError(StoreError):
+    pass
+
+
+class ArtifactError(OnwardError):
+    """An artifact body is missing or its content no longer matches its sha256."""
+
+
+class ToolError(Exception):
+    """Raised by a tool to fail its step with a known class."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class TransientToolError(ToolError):
+    """The failure may go away on its own (timeouts, rate limits, 5xx)."""
+
+
+class DeterministicToolError(ToolError):
+    """Retrying with the same arguments gives the same failure; ``hint`` says what to change."""

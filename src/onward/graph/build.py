@@ -1,0 +1,38 @@
+"""The graph: START → plan → gate ⇉ execute → verify → gate … → finalize → END."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from onward.nodes.deps import NodeDeps
+from onward.nodes.execute import make_execute_node
+from onward.nodes.finalize import make_finalize_node
+from onward.nodes.plan import make_plan_node
+from onward.nodes.verify import make_verify_node
+from onward.graph.routing import EXECUTE, FINALIZE, gate
+from onward.state import RunState
+
+
+def build_graph(deps: NodeDeps) -> StateGraph[Any]:
+    """The uncompiled builder (``langgraph dev`` and tests compile it their own way)."""
+    g: StateGraph[Any] = StateGraph(RunState)
+    g.add_node("plan", make_plan_node(deps))
+    g.add_node(EXECUTE, make_execute_node(deps))
+    g.add_node("verify", make_verify_node(deps))
+    g.add_node(FINALIZE, make_finalize_node(deps))
+    g.add_edge(START, "plan")
+    g.add_conditional_edges("plan", gate, [EXECUTE, FINALIZE])
+    g.add_edge(EXECUTE, "verify")
+    g.add_conditional_edges("verify", gate, [EXECUTE, FINALIZE])
+    g.add_edge(FINALIZE, END)
+    return g
+
+
+def compile_graph(
+    deps: NodeDeps, checkpointer: BaseCheckpointSaver[Any] | None = None
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    return build_graph(deps).compile(checkpointer=checkpointer)

@@ -1,0 +1,1 @@
+"""Graph nodes: plan, execute, verify, finalize. ``gate`` is a routing function (graph/)."""

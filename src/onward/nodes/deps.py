@@ -1,0 +1,28 @@
+"""What nodes need from outside the state: the tool registry and the artifact store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from onward.artifacts import ArtifactStore
+from onward.checks import CheckContext
+from onward.state import ArtifactRef
+from onward.tools.registry import Registry
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NodeDeps:
+    registry: Registry
+    """Tools plans may use."""
+    artifacts: ArtifactStore
+    """Where step outputs live (content-addressed)."""
+
+    def check_context(self, workdir: str, refs: dict[str, ArtifactRef]) -> CheckContext:
+        def value_of(name: str) -> Any:
+            if name not in refs:
+                raise KeyError(f"artifact {name!r} has not been produced yet")
+            return self.artifacts.get(refs[name])
+
+        return CheckContext(Path(workdir), value_of)

@@ -1,0 +1,57 @@
+"""plan: goal → validated Plan (a declared plan is re-validated; otherwise the template rules)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage
+
+from onward.errors import PlanningError, PlanValidationError
+from onward.nodes.deps import NodeDeps
+from onward.planning.templates import plan_from_template
+from onward.planning.validate import validate_plan
+from onward.progress import EventKind, emit
+from onward.state import RunFailure, RunFailureKind, RunState, RunStatus
+from onward.tools.registry import load_tool_modules
+
+
+def make_plan_node(deps: NodeDeps) -> Any:
+    def plan(state: RunState) -> dict[str, Any]:
+        assert state.goal is not None, "a run starts with a goal"
+        goal, the_plan = state.goal, state.plan
+        try:
+            load_tool_modules(state.tool_modules)
+            if not the_plan.steps:
+                goal, the_plan = plan_from_template(
+                    goal.objective, Path(state.workdir), list(goal.inputs)
+                )
+                goal = goal.model_copy(update={
+                    "acceptance": [*goal.acceptance, *state.goal.acceptance],
+                    "constraints": state.goal.constraints,
+                })
+            validate_plan(the_plan, deps.registry, goal)
+        except (PlanningError, PlanValidationError) as exc:
+            emit(EventKind.PLAN_FAILED, message=str(exc))
+            return {
+                "status": RunStatus.FAILED,
+                "failure": RunFailure(kind=RunFailureKind.PLANNING, message=str(exc)),
+            }
+        emit(EventKind.PLAN_CREATED, total_steps=len(the_plan.steps),
+             message=f"{len(the_plan.steps)} steps ({the_plan.source})")
+        listing = "\n".join(f"{i}. {s.id}: {s.tool}" + (f" ({s.description})" if s.description
+                                                           else "")
+                            for i, s in enumerate(the_plan.steps[:20], 1))
+        more = f"\n… and {len(the_plan.steps) - 20} more" if len(the_plan.steps) > 20 else ""
+        updates: dict[str, Any] = {
+            "status": RunStatus.RUNNING,
+            "messages": [AIMessage(
+                f"Plan v{the_plan.version} ({the_plan.source}), {len(the_plan.steps)} steps:\n"
+                f"{listing}{more}"
+            )],
+        }
+        if not state.plan.steps:  # a declared plan is already in state; don't store it twice
+            updates |= {"goal": goal, "plan": the_plan}
+        return updates
+
+    return plan

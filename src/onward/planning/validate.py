@@ -1,0 +1,240 @@
+"""Plan validation: every problem at once, each with its location.
+
+Whatever made a plan (a file, the template rules, a model), it passes through
+here before it runs: known tools, args valid for the tool's schema, unique ids,
+known dependencies, no cycles, every referenced artifact produced upstream,
+known check kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from onward import refs
+from onward.checks import CHECK_KINDS, artifact_names
+from onward.errors import PlanProblem, PlanValidationError
+from onward.state import Goal, Plan, PlanSource, PlanStep
+from onward.tools.registry import Registry
+
+
+def _loc(parts: tuple[int | str, ...]) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _pydantic_problems(prefix: str, exc: ValidationError) -> list[PlanProblem]:
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(p for p in err["loc"] if p not in CHECK_KINDS)
+        where = f"{prefix}.{_loc(loc)}" if loc else prefix
+        if err["type"] == "union_tag_invalid":
+            tag = (err.get("ctx") or {}).get("tag")
+            msg = f"unknown check kind {tag!r}; known kinds: {', '.join(CHECK_KINDS)}"
+        elif err["type"] == "union_tag_not_found":
+            msg = f"a check needs a 'check' kind, one of: {', '.join(CHECK_KINDS)}"
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+        elif err["type"] == "extra_forbidden":
+            msg = "unknown field; remove it or check its spelling"
+        else:
+            msg = err["msg"]
+        problems.append(PlanProblem(where, msg))
+    return problems
+
+
+def parse_declared(
+    data: Any, registry: Registry, *, source: str = "plan"
+) -> tuple[Goal, Plan, int | None]:
+    """A declared plan (already parsed YAML/JSON) → validated goal, plan and max_concurrency."""
+    if not isinstance(data, Mapping):
+        raise PlanValidationError(
+            [PlanProblem("(top)", "a plan must be a mapping with 'goal' and 'steps'")], source=source
+        )
+    problems: list[PlanProblem] = []
+    known = {"goal", "acceptance", "steps", "max_concurrency", "constraints", "inputs"}
+    problems += [
+        PlanProblem(str(k), f"unknown top-level key; expected one of: {', '.join(sorted(known))}")
+        for k in data if k not in known
+    ]
+    goal: Goal | None = None
+    try:
+        goal = Goal(
+            objective=str(data.get("goal") or f"run {source}"),
+            acceptance=data.get("acceptance") or [],
+            constraints=data.get("constraints") or {},
+            inputs=data.get("inputs") or [],
+        )
+    except ValidationError as exc:
+        problems += _pydantic_problems("acceptance", exc)
+    raw_steps = data.get("steps")
+    steps: list[PlanStep] = []
+    if not isinstance(raw_steps, list) or not raw_steps:
+        problems.append(PlanProblem("steps", "a plan needs a non-empty list of steps"))
+        raw_steps = []
+    for i, raw in enumerate(raw_steps):
+        label = f"steps[{i}]" + (f" ({raw.get('id')})" if isinstance(raw, Mapping) else "")
+        try:
+            steps.append(PlanStep.model_validate(raw))
+        except ValidationError as exc:
+            problems += _pydantic_problems(label, exc)
+    max_concurrency = data.get("max_concurrency")
+    if max_concurrency is not None and (not isinstance(max_concurrency, int) or max_concurrency < 1):
+        problems.append(PlanProblem("max_concurrency", "must be a positive integer"))
+    plan = Plan(source=PlanSource.DECLARED, steps=steps)
+    problems += plan_problems(plan, registry, goal)
+    if problems:
+        raise PlanValidationError(problems, source=source)
+    assert goal is not None
+    return goal, plan, max_concurrency
+
+
+def validate_plan(plan: Plan, registry: Registry, goal: Goal | None = None, *,
+                  source: str = "plan") -> Plan:
+    problems = plan_problems(plan, registry, goal)
+    if problems:
+        raise PlanValidationError(problems, source=source)
+    return plan
+
+
+def plan_problems(plan: Plan, registry: Registry, goal: Goal | None = None) -> list[PlanProblem]:
+    problems: list[PlanProblem] = []
+    ids: dict[str, int] = {}
+    producers: dict[str, str] = {}
+    for i, step in enumerate(plan.steps):
+        where = f"steps[{i}] ({step.id})"
+        if step.id in ids:
+            problems.append(PlanProblem(
+                f"{where}.id", f"duplicate step id {step.id!r} (first used by steps[{ids[step.id]}])"
+            ))
+        else:
+            ids[step.id] = i
+        if step.output:
+            if step.output in producers:
+                problems.append(PlanProblem(
+                    f"{where}.output",
+                    f"artifact {step.output!r} is already produced by step {producers[step.output]!r}",
+                ))
+            else:
+                producers[step.output] = step.id
+    by_id = {s.id: s for s in plan.steps}
+    for i, step in enumerate(plan.steps):
+        where = f"steps[{i}] ({step.id})"
+        for dep in step.depends_on:
+            if dep not in by_id:
+                problems.append(PlanProblem(
+                    f"{where}.depends_on", f"unknown step {dep!r}; known steps: {_some(by_id)}"
+                ))
+        problems += _tool_problems(step, where, registry)
+    cycle = _find_cycle(plan)
+    if cycle:
+        problems.append(PlanProblem(
+            "steps", "dependency cycle: " + " → ".join(cycle) + "; remove one of these depends_on"
+        ))
+    else:
+        problems += _reference_problems(plan, producers)
+    if goal is not None:
+        for j, check in enumerate(goal.acceptance):
+            for name in artifact_names(check):
+                if name not in producers:
+                    problems.append(PlanProblem(
+                        f"acceptance[{j}]", f"artifact {name!r} is not produced by any step"
+                    ))
+    return problems
+
+
+def _some(names: Mapping[str, Any], limit: int = 8) -> str:
+    keys = list(names)
+    return ", ".join(keys[:limit]) + (", …" if len(keys) > limit else "") if keys else "(none)"
+
+
+def _tool_problems(step: PlanStep, where: str, registry: Registry) -> list[PlanProblem]:
+    spec = registry.get(step.tool)
+    if spec is None:
+        return [PlanProblem(
+            f"{where}.tool",
+            f"unknown tool {step.tool!r}; registered tools: {', '.join(registry.names())}. "
+            "Register your own with @onward.tool and pass --tools (or ONWARD_TOOLS)",
+        )]
+    referenced = {loc.split(".")[1].split("[")[0] for loc, _, _ in refs.walk(step.args)}
+    try:
+        spec.args_model.model_validate(step.args)
+    except ValidationError as exc:
+        # A field holding a ${ref} is type-checked when the step runs, with the real value.
+        errors = [e for e in exc.errors(include_url=False)
+                  if not (e["loc"] and e["loc"][0] in referenced)]
+        if errors:
+            return _pydantic_problems(
+                f"{where}.args", ValidationError.from_exception_data(exc.title, errors)  # type: ignore[arg-type]
+            )
+    return []
+
+
+def _find_cycle(plan: Plan) -> list[str] | None:
+    deps = {s.id: [d for d in s.depends_on] for s in plan.steps}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for dep in deps.get(node, []):
+            if dep not in deps:
+                continue
+            if state.get(dep) == 1:
+                return [*stack[stack.index(dep):], dep]
+            if dep not in state and (found := visit(dep)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for step_id in deps:
+        if step_id not in state and (found := visit(step_id)):
+            return found
+    return None
+
+
+def upstream(plan: Plan) -> dict[str, set[str]]:
+    """Step id → every step it transitively depends on (plan must be acyclic)."""
+    by_id = {s.id: s for s in plan.steps}
+    memo: dict[str, set[str]] = {}
+
+    def up(step_id: str) -> set[str]:
+        if step_id not in memo:
+            memo[step_id] = set()
+            acc: set[str] = set()
+            for dep in by_id[step_id].depends_on if step_id in by_id else []:
+                if dep in by_id:
+                    acc |= {dep} | up(dep)
+            memo[step_id] = acc
+        return memo[step_id]
+
+    return {s.id: up(s.id) for s in plan.steps}
+
+
+def _reference_problems(plan: Plan, producers: dict[str, str]) -> list[PlanProblem]:
+    problems = []
+    ups = upstream(plan)
+    for i, step in enumerate(plan.steps):
+        where = f"steps[{i}] ({step.id})"
+        used = [(f"{where}.{loc}", name) for loc, name, _ in refs.walk(step.args)]
+        used += [(f"{where}.checks[{j}]", name) for j, c in enumerate(step.checks)
+                 for name in artifact_names(c)]
+        for loc, name in used:
+            producer = producers.get(name)
+            if producer is None:
+                problems.append(PlanProblem(
+                    loc, f"references artifact {name!r}, which no step produces "
+                    f"(known outputs: {_some(producers)})",
+                ))
+            elif producer != step.id and producer not in ups[step.id]:
+                problems.append(PlanProblem(
+                    loc, f"references artifact {name!r} from step {producer!r}, which is not "
+                    f"upstream; add {producer!r} to depends_on",
+                ))
+    return problems

@@ -1,0 +1,258 @@
+"""Typed run state: enums, plan and step records, the one transition table, migrations.
+
+Checkpoint size matters: LangGraph's SQLite saver stores every channel value in
+every checkpoint, so anything that grows with the run (the plan, the step
+records, the artifact refs) lives in ``DeltaChannel``s, which store only the
+writes of each superstep plus a periodic snapshot. Artifact *bodies* never live
+here, only their refs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+from langchain_core.messages import AnyMessage
+from langgraph.channels import DeltaChannel
+from langgraph.graph.message import add_messages
+from pydantic import BaseModel, ConfigDict, Field
+
+from onward.checks import Check
+
+SCHEMA_VERSION = 1
+
+
+class StepStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class RunStatus(StrEnum):
+    PLANNING = "planning"
+    RUNNING = "running"
+    WAITING_FOR_HUMAN = "waiting_for_human"
+    SUSPENDED = "suspended"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class FailureClass(StrEnum):
+    TRANSIENT = "transient"
+    DETERMINISTIC = "deterministic"
+    VALIDATION = "validation"
+    NON_CONVERGENT = "non_convergent"
+
+
+class SideEffect(StrEnum):
+    PURE = "pure"
+    IDEMPOTENT = "idempotent"
+    UNSAFE = "unsafe"
+
+
+class PlanSource(StrEnum):
+    DECLARED = "declared"
+    TEMPLATE = "template"
+    LLM = "llm"
+
+
+class RunFailureKind(StrEnum):
+    """Why a run failed: planning failures are the user's input (exit code 2)."""
+
+    PLANNING = "planning"
+    STEP = "step"
+    ACCEPTANCE = "acceptance"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Goal(_Frozen):
+    objective: str
+    acceptance: list[Check] = Field(default_factory=list)
+    """Goal-level checks, run by finalize after every step is done."""
+    constraints: dict[str, str] = Field(default_factory=dict)
+    inputs: list[str] = Field(default_factory=list)
+    """Input files named by the user (``--input``), relative to the work directory."""
+
+
+class PlanStep(_Frozen):
+    id: str
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    depends_on: list[str] = Field(default_factory=list)
+    output: str | None = None
+    """Artifact name for this step's output; later args reference it as ``${name}``."""
+    checks: list[Check] = Field(default_factory=list)
+    description: str = ""
+
+
+class Plan(_Frozen):
+    version: int = 1
+    source: PlanSource = PlanSource.DECLARED
+    steps: list[PlanStep] = Field(default_factory=list)
+    """Empty until the plan node has run (or a declared plan was given)."""
+
+    def step(self, step_id: str) -> PlanStep:
+        for s in self.steps:
+            if s.id == step_id:
+                return s
+        raise KeyError(step_id)
+
+
+class ArtifactRef(_Frozen):
+    name: str
+    uri: str
+    sha256: str
+    size: int
+    summary: str = ""
+
+
+class StepFailure(_Frozen):
+    failure_class: FailureClass
+    message: str
+    error_type: str = ""
+    hint: str | None = None
+
+
+class StepRecord(_Frozen):
+    id: str
+    status: StepStatus = StepStatus.PENDING
+    attempts: int = 0
+    output: ArtifactRef | None = None
+    failure: StepFailure | None = None
+    findings: list[str] = Field(default_factory=list)
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+class RunFailure(_Frozen):
+    kind: RunFailureKind
+    message: str
+    step_id: str | None = None
+
+
+class Budget(_Frozen):
+    """Limits and usage; enforced by the failure-routing work, carried from the start."""
+
+    max_steps: int | None = None
+    steps_used: int = 0
+
+
+class ExecuteTask(_Frozen):
+    """The payload of one ``Send`` to execute: everything the step needs, nothing more."""
+
+    step: PlanStep
+    record: StepRecord
+    inputs: dict[str, ArtifactRef] = Field(default_factory=dict)
+    workdir: str
+    tool_modules: list[str] = Field(default_factory=list)
+
+
+class IllegalTransitionError(RuntimeError):
+    """A node tried a step transition the table forbids: a bug in onward, not user input."""
+
+
+_ALLOWED: Mapping[StepStatus, frozenset[StepStatus]] = {
+    StepStatus.PENDING: frozenset({StepStatus.RUNNING, StepStatus.SKIPPED}),
+    StepStatus.RUNNING: frozenset({StepStatus.DONE, StepStatus.FAILED, StepStatus.SKIPPED}),
+    StepStatus.FAILED: frozenset({StepStatus.RUNNING, StepStatus.SKIPPED}),
+    StepStatus.DONE: frozenset(),
+    StepStatus.SKIPPED: frozenset(),
+}
+
+
+def transition(record: StepRecord, to: StepStatus, **changes: Any) -> StepRecord:
+    """The one place step status changes; never done → running."""
+    if to not in _ALLOWED[record.status]:
+        raise IllegalTransitionError(f"step {record.id!r}: {record.status} → {to} is not allowed")
+    return record.model_copy(update={"status": to, **changes})
+
+
+def merge_records(current: dict[str, Any], writes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Keyed merge for DeltaChannels: later writes win per key (batching-invariant)."""
+    merged = dict(current)
+    for write in writes:
+        merged.update(write)
+    return merged
+
+
+def replace_value(current: Any, writes: Sequence[Any]) -> Any:
+    """Last-write-wins for DeltaChannels holding one large value (the plan)."""
+    return writes[-1] if writes else current
+
+
+class RunState(BaseModel):
+    """The graph state. Small fields are plain channels; growing ones are deltas."""
+
+    schema_version: int = SCHEMA_VERSION
+    messages: Annotated[list[AnyMessage], add_messages] = Field(default_factory=list)
+    workdir: str = "."
+    goal: Goal | None = None
+    plan: Annotated[Plan, DeltaChannel(replace_value, snapshot_frequency=1)] = Field(
+        default_factory=Plan
+    )
+    steps: Annotated[dict[str, StepRecord], DeltaChannel(merge_records, dict)] = Field(
+        default_factory=dict
+    )
+    artifacts: Annotated[dict[str, ArtifactRef], DeltaChannel(merge_records, dict)] = Field(
+        default_factory=dict
+    )
+    budget: Budget = Field(default_factory=Budget)
+    tool_modules: list[str] = Field(default_factory=list)
+    """User tool modules the run needs; re-imported when a new process resumes it."""
+    max_concurrency: int = 4
+    status: RunStatus = RunStatus.PLANNING
+    failure: RunFailure | None = None
+
+    def record(self, step_id: str) -> StepRecord:
+        return self.steps.get(step_id) or StepRecord(id=step_id)
+
+
+# Migrations: schema_version N → N+1, applied to raw state values on load.
+MIGRATIONS: dict[int, Any] = {}
+
+
+def migrate(values: dict[str, Any]) -> dict[str, Any]:
+    """Bring state values saved by an older onward up to ``SCHEMA_VERSION``."""
+    version = int(values.get("schema_version", 1))
+    while version < SCHEMA_VERSION:
+        values = MIGRATIONS[version](values)
+        version += 1
+        values["schema_version"] = version
+    return values
+
+
+CHECKPOINT_TYPES: tuple[type[Any], ...] = (
+    StepStatus,
+    RunStatus,
+    FailureClass,
+    SideEffect,
+    PlanSource,
+    RunFailureKind,
+    Goal,
+    PlanStep,
+    Plan,
+    ArtifactRef,
+    StepFailure,
+    StepRecord,
+    RunFailure,
+    Budget,
+    ExecuteTask,
+    RunState,
+)
+"""onward types that go into checkpoints: registered with LangGraph's msgpack allowlist."""

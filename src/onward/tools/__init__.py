@@ -1,0 +1,22 @@
+"""Tool registry, spec and built-in tools (registered on import)."""
+
+from onward.tools import files, orders  # noqa: F401  (registers the built-ins)
+from onward.tools.registry import (
+    ToolContext,
+    ToolSpec,
+    Registry,
+    default_registry,
+    load_tool_modules,
+    tool,
+    tool_modules_from_env,
+)
+
+__all__ = [
+    "Registry",
+    "ToolContext",
+    "ToolSpec",
+    "default_registry",
+    "load_tool_modules",
+    "tool",
+    "tool_modules_from_env",
+]

@@ -1,0 +1,55 @@
+"""Built-in file and utility tools: copy_file, write_file, wait, noop."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+from onward.artifacts import atomic_write
+from onward.checks import NonEmpty
+from onward.errors import DeterministicToolError
+from onward.state import SideEffect, utcnow
+from onward.tools.registry import ToolContext, tool
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@tool(side_effect=SideEffect.IDEMPOTENT)
+def copy_file(src: str, dst: str, ctx: ToolContext) -> dict[str, Any]:
+    """Copy one file; atomic (temp file + rename), so a crash never leaves half a file."""
+    source = ctx.path(src)
+    if not source.is_file():
+        raise DeterministicToolError(
+            f"source file {src} does not exist", hint="check the path or re-plan the copy"
+        )
+    data = source.read_bytes()
+    atomic_write(ctx.path(dst), data)
+    return {"src": src, "dst": dst, "bytes": len(data), "sha256": _sha256(data)}
+
+
+@tool(side_effect=SideEffect.IDEMPOTENT)
+def write_file(path: str, content: str, ctx: ToolContext) -> dict[str, Any]:
+    """Write text to a file atomically (temp file + rename)."""
+    data = content.encode("utf-8")
+    atomic_write(ctx.path(path), data)
+    return {"path": path, "bytes": len(data), "sha256": _sha256(data)}
+
+
+@tool
+def wait(seconds: float = 1.0, label: str = "") -> dict[str, Any]:
+    """Sleep in small slices (long-run demos and tests); records when it started and ended."""
+    started = utcnow()
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, 0.05))
+    return {"label": label, "seconds": seconds, "started_at": started.isoformat(),
+            "ended_at": utcnow().isoformat()}
+
+
+@tool(checks=[NonEmpty()])
+def noop(value: Any = True) -> Any:
+    """Return ``value`` unchanged (plumbing tests and benchmarks)."""
+    return {"value": value}

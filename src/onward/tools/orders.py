@@ -1,0 +1,233 @@
+"""Built-in tools of the order-anomaly template: read_csv → validate_fields →
+find_anomalies → aggregate → render_report."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from collections import Counter
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from onward.artifacts import atomic_write
+from onward.checks import FileExists, Matches, RowCount
+from onward.errors import DeterministicToolError
+from onward.state import SideEffect
+from onward.tools.registry import ToolContext, tool
+
+FIELD_ALIASES: dict[str, tuple[str, ...]] = {
+    "order_id": ("order_id", "orderid", "order_no", "order_number", "id", "订单号", "订单编号"),
+    "amount": ("amount", "order_amount", "total", "price", "金额", "订单金额"),
+    "order_time": ("order_time", "order_date", "ordered_at", "created_at", "下单时间", "订单时间"),
+    "ship_time": (
+        "ship_time", "shipped_at", "ship_date", "delivery_time", "delivered_at", "发货时间",
+        "配送时间",
+    ),
+    "customer": ("customer", "customer_id", "customer_name", "client", "客户", "客户名"),
+    "region": ("region", "area", "city", "地区", "区域"),
+}
+REQUIRED_FIELDS = ("order_id", "amount", "order_time")
+GROUP_FIELDS = ("customer", "region")
+EXAMPLES_PER_RULE = 5
+
+
+def detect_fields(columns: list[str]) -> dict[str, str]:
+    """Canonical field → actual column, matched case-insensitively against the aliases."""
+    by_lower = {c.strip().lower(): c for c in columns}
+    found: dict[str, str] = {}
+    for canonical, aliases in FIELD_ALIASES.items():
+        for alias in aliases:
+            if alias.lower() in by_lower:
+                found[canonical] = by_lower[alias.lower()]
+                break
+    return found
+
+
+def missing_field_message(source: str, missing: list[str], columns: list[str]) -> str:
+    wanted = "; ".join(f"{m} (any of: {', '.join(FIELD_ALIASES[m])})" for m in missing)
+    return (
+        f"{source} has no column for required field(s) {wanted}. Its columns are: "
+        f"{', '.join(columns) or '(none)'}. Rename the column(s) or pass a declared plan (--plan)"
+    )
+
+
+def read_header(path: str) -> list[str]:
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        return next(csv.reader(f), [])
+
+
+@tool(checks=[RowCount(field="rows", min=1)])
+def read_csv(path: str, ctx: ToolContext) -> dict[str, Any]:
+    """Read a CSV into rows (dicts keyed by header); rows with the wrong field count are kept aside."""
+    file = ctx.path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"input file {path} not found in {ctx.workdir}")
+    with file.open(newline="", encoding="utf-8-sig") as f:
+        reader = csv.reader(f)
+        header = [h.strip() for h in next(reader, [])]
+        rows: list[dict[str, Any]] = []
+        malformed: list[dict[str, Any]] = []
+        for values in reader:
+            line = reader.line_num
+            if not any(v.strip() for v in values):
+                continue
+            if len(values) != len(header):
+                malformed.append({"line": line, "fields": len(values), "expected": len(header),
+                                  "raw": ",".join(values)})
+                continue
+            rows.append({"_line": line, **dict(zip(header, values, strict=True))})
+    return {"path": path, "columns": header, "rows": rows, "malformed": malformed}
+
+
+@tool
+def validate_fields(table: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    """Map required and optional fields to columns; report malformed rows instead of crashing."""
+    columns: list[str] = table["columns"]
+    fields = detect_fields(columns)
+    missing = [f for f in (required or list(REQUIRED_FIELDS)) if f not in fields]
+    if missing:
+        raise DeterministicToolError(missing_field_message(table["path"], missing, columns))
+    return {
+        "fields": fields,
+        "missing_optional": [f for f in FIELD_ALIASES if f not in fields],
+        "row_count": len(table["rows"]),
+        "malformed_rows": table["malformed"],
+    }
+
+
+def _parse_time(value: str) -> datetime | None:
+    text = value.strip().replace("/", "-")
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def _parse_amount(value: str) -> Decimal | None:
+    try:
+        return Decimal(value.strip().replace(",", "").lstrip("¥$€"))
+    except InvalidOperation:
+        return None
+
+
+@tool(checks=[RowCount(field="rules", min=1)])
+def find_anomalies(table: dict[str, Any], validation: dict[str, Any]) -> dict[str, Any]:
+    """Apply the anomaly rules; every rule lists its matching lines and example rows."""
+    fields: dict[str, str] = validation["fields"]
+    rows: list[dict[str, Any]] = table["rows"]
+    hits: dict[str, list[dict[str, Any]]] = {
+        "missing_required_fields": [], "invalid_value": [], "non_positive_amount": [],
+        "ship_before_order": [], "duplicate_order_id": [],
+    }
+    id_counts = Counter(r[fields["order_id"]].strip() for r in rows)
+    for row in rows:
+        value = {f: str(row[c]).strip() for f, c in fields.items()}
+        if any(not value[f] for f in REQUIRED_FIELDS):
+            hits["missing_required_fields"].append(row)
+        amount = _parse_amount(value["amount"]) if value["amount"] else None
+        ordered = _parse_time(value["order_time"]) if value["order_time"] else None
+        shipped = _parse_time(value["ship_time"]) if value.get("ship_time") else None
+        bad_amount = bool(value["amount"]) and amount is None
+        bad_time = (bool(value["order_time"]) and ordered is None) or (
+            bool(value.get("ship_time")) and shipped is None
+        )
+        if bad_amount or bad_time:
+            hits["invalid_value"].append(row)
+        if amount is not None and amount <= 0:
+            hits["non_positive_amount"].append(row)
+        if ordered and shipped and _comparable(shipped) < _comparable(ordered):
+            hits["ship_before_order"].append(row)
+        if value["order_id"] and id_counts[value["order_id"]] > 1:
+            hits["duplicate_order_id"].append(row)
+    descriptions = {
+        "missing_required_fields": "a required field (order id, amount, order time) is empty",
+        "invalid_value": "amount is not a number or a time cannot be parsed",
+        "non_positive_amount": "amount is zero or negative",
+        "ship_before_order": "ship/delivery time is earlier than the order time",
+        "duplicate_order_id": "the order id appears on more than one row",
+    }
+    rules = []
+    for rule, matched in hits.items():
+        entry: dict[str, Any] = {
+            "rule": rule, "description": descriptions[rule], "count": len(matched),
+            "lines": [r["_line"] for r in matched], "examples": matched[:EXAMPLES_PER_RULE],
+        }
+        if rule == "ship_before_order" and "ship_time" not in fields:
+            entry["skipped"] = "the file has no ship/delivery time column"
+        rules.append(entry)
+    abnormal = sorted({line for r in rules for line in r["lines"]})
+    return {"columns": table["columns"], "rules": rules, "total_rows": len(rows),
+            "anomalous_rows": len(abnormal), "anomalous_lines": abnormal}
+
+
+def _comparable(t: datetime) -> datetime:
+    return t.replace(tzinfo=None)
+
+
+@tool
+def aggregate(
+    table: dict[str, Any], validation: dict[str, Any], anomalies: dict[str, Any],
+    group_by: str | None = None,
+) -> dict[str, Any]:
+    """Count abnormal orders per rule and per a grouping column (customer or region)."""
+    fields: dict[str, str] = validation["fields"]
+    column = fields.get(group_by) if group_by else next(
+        (fields[f] for f in GROUP_FIELDS if f in fields), None
+    )
+    if group_by and column is None:
+        column = group_by if group_by in table["columns"] else None
+        if column is None:
+            raise DeterministicToolError(
+                f"cannot group by {group_by!r}: no such column in {table['path']}",
+                hint="group by one of: " + ", ".join(table["columns"]),
+            )
+    abnormal = set(anomalies["anomalous_lines"])
+    by_group: Counter[str] = Counter()
+    if column:
+        for row in table["rows"]:
+            if row["_line"] in abnormal:
+                by_group[str(row[column]).strip() or "(empty)"] += 1
+    return {
+        "by_rule": {r["rule"]: r["count"] for r in anomalies["rules"]},
+        "group_by": column,
+        # A list, not a dict: artifact JSON sorts keys, and this order is by count.
+        "by_group": [{"group": g, "count": n}
+                     for g, n in sorted(by_group.items(), key=lambda kv: (-kv[1], kv[0]))],
+        "total_rows": anomalies["total_rows"],
+        "anomalous_rows": anomalies["anomalous_rows"],
+        "malformed_rows": len(validation["malformed_rows"]),
+    }
+
+
+_templates = Environment(
+    loader=PackageLoader("onward", "templates"),
+    undefined=StrictUndefined,
+    keep_trailing_newline=True,
+    autoescape=False,  # Markdown, not HTML
+)
+
+
+@tool(
+    side_effect=SideEffect.IDEMPOTENT,
+    checks=[Matches(field="title", pattern=r"\S")],
+)
+def render_report(
+    path: str, source: str, validation: dict[str, Any], anomalies: dict[str, Any],
+    summary: dict[str, Any], ctx: ToolContext,
+) -> dict[str, Any]:
+    """Render the Markdown report (Jinja2) and write it atomically."""
+    text = _templates.get_template("order_report.md.j2").render(
+        source=source, validation=validation, anomalies=anomalies, summary=summary
+    )
+    data = text.encode("utf-8")
+    atomic_write(ctx.path(path), data)
+    return {"path": path, "title": text.splitlines()[0].lstrip("# "), "bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(), "by_rule": summary["by_rule"]}
+
+
+def report_checks(path: str) -> list[Any]:
+    """Checks the template planner attaches to render_report (the path is per run)."""
+    return [FileExists(path=path), Matches(path=path, pattern=r"## Counts per rule")]

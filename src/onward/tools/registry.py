@@ -1,0 +1,213 @@
+"""Tool specs, the ``@tool`` decorator and the registry plans are validated against."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, create_model
+
+from onward.checks import Check
+from onward.errors import ToolLoadError
+from onward.state import SideEffect
+
+# Verbs that make a tool dangerous enough to need a human by default (used by approvals).
+DANGEROUS_TAGS = frozenset({"delete", "overwrite", "send", "pay", "publish"})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolContext:
+    """What a tool may know about the call it is serving."""
+
+    thread_id: str
+    """The run's thread id."""
+    step_id: str
+    """The plan step being executed."""
+    attempt: int
+    """1 for the first execution of the step, 2 for the next, ..."""
+    workdir: Path
+    """The run's work directory; relative paths in args resolve against it."""
+    idempotency_key: str | None = None
+    """Stable key for this logical effect (set for non-pure tools)."""
+
+    def path(self, p: str | os.PathLike[str]) -> Path:
+        q = Path(p)
+        return q if q.is_absolute() else self.workdir / q
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolSpec:
+    """A registered tool. Frozen: a run's behaviour must not change under it."""
+
+    name: str
+    """Unique name plans use in ``tool:``."""
+    fn: Callable[..., Any]
+    """The implementation; called with validated args as keywords (and ``ctx`` if declared)."""
+    args_model: type[BaseModel]
+    """Pydantic model the step's args must validate against."""
+    description: str = ""
+    """One line for humans and planners."""
+    side_effect: SideEffect = SideEffect.PURE
+    """pure: safe to re-run; idempotent: re-running with the same key is safe; unsafe: neither."""
+    timeout: float | None = 300.0
+    """Seconds before the call is abandoned and the step fails as transient."""
+    checks: tuple[Check, ...] = ()
+    """Default checks applied to every step that uses this tool."""
+    tags: frozenset[str] = field(default_factory=frozenset)
+    """Verbs such as delete / send / pay; dangerous ones require approval by default."""
+    wants_context: bool = False
+    """Whether ``fn`` takes a ``ctx: ToolContext`` keyword."""
+
+    @property
+    def requires_approval(self) -> bool:
+        return self.side_effect is SideEffect.UNSAFE or bool(self.tags & DANGEROUS_TAGS)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the plain function (handy in notebooks and unit tests)."""
+        return self.fn(*args, **kwargs)
+
+    def call(self, args: BaseModel, ctx: ToolContext) -> Any:
+        kwargs = {name: getattr(args, name) for name in type(args).model_fields}
+        if self.wants_context:
+            kwargs["ctx"] = ctx
+        return self.fn(**kwargs)
+
+
+class Registry:
+    """Name → ToolSpec. A later registration under the same name replaces the earlier one."""
+
+    def __init__(self, specs: Iterable[ToolSpec] = ()) -> None:
+        self._specs: dict[str, ToolSpec] = {s.name: s for s in specs}
+
+    def register(self, spec: ToolSpec) -> ToolSpec:
+        self._specs[spec.name] = spec
+        return spec
+
+    def get(self, name: str) -> ToolSpec | None:
+        return self._specs.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        return iter(sorted(self._specs.values(), key=lambda s: s.name))
+
+    def names(self) -> list[str]:
+        return sorted(self._specs)
+
+
+default_registry = Registry()
+"""Where ``@tool`` registers; the CLI, the API and the server all read it."""
+
+
+def _args_model(fn: Callable[..., Any]) -> tuple[type[BaseModel], bool]:
+    hints = get_type_hints(fn)
+    fields: dict[str, Any] = {}
+    wants_context = False
+    for name, param in inspect.signature(fn).parameters.items():
+        if name == "ctx":
+            wants_context = True
+            continue
+        annotation = hints.get(name, Any)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[name] = (annotation, default)
+    model = create_model(  # type: ignore[call-overload]
+        f"{fn.__name__}_args",
+        __config__=ConfigDict(extra="forbid"),
+        **fields,
+    )
+    return model, wants_context
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> ToolSpec: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    side_effect: SideEffect | str = SideEffect.PURE,
+    timeout: float | None = 300.0,
+    checks: Iterable[Check] = (),
+    tags: Iterable[str] = (),
+    description: str | None = None,
+    registry: Registry | None = None,
+) -> Callable[[Callable[..., Any]], ToolSpec]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    side_effect: SideEffect | str = SideEffect.PURE,
+    timeout: float | None = 300.0,
+    checks: Iterable[Check] = (),
+    tags: Iterable[str] = (),
+    description: str | None = None,
+    registry: Registry | None = None,
+) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
+    """Register a function as a tool. Its typed parameters become the args schema.
+
+    A parameter named ``ctx`` receives the :class:`ToolContext`. The function
+    returns a JSON-serialisable value (or a pydantic model), stored as the
+    step's output artifact.
+    """
+
+    def decorate(f: Callable[..., Any]) -> ToolSpec:
+        model, wants_context = _args_model(f)
+        doc = (inspect.getdoc(f) or "").strip().splitlines()
+        spec = ToolSpec(
+            name=name or f.__name__,
+            fn=f,
+            args_model=model,
+            description=description if description is not None else (doc[0] if doc else ""),
+            side_effect=SideEffect(side_effect),
+            timeout=timeout,
+            checks=tuple(checks),
+            tags=frozenset(tags),
+            wants_context=wants_context,
+        )
+        return (registry or default_registry).register(spec)
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def load_tool_modules(names: Iterable[str]) -> list[str]:
+    """Import user modules that register tools: file paths (``my_tools.py``) or dotted names."""
+    loaded: list[str] = []
+    for raw in names:
+        ref = raw.strip()
+        if not ref:
+            continue
+        try:
+            if ref.endswith(".py") or os.sep in ref:
+                path = Path(ref).resolve()
+                if not path.is_file():
+                    raise ToolLoadError(f"tools file {ref} does not exist; check the --tools path")
+                mod_name = f"onward_user_tools_{path.stem}"
+                if mod_name not in sys.modules:
+                    spec = importlib.util.spec_from_file_location(mod_name, path)
+                    assert spec is not None and spec.loader is not None
+                    module = importlib.util.module_from_spec(spec)
+                    sys.modules[mod_name] = module
+                    spec.loader.exec_module(module)
+            else:
+                importlib.import_module(ref)
+        except ToolLoadError:
+            raise
+        except Exception as exc:
+            raise ToolLoadError(
+                f"could not import tools from {ref!r}: {type(exc).__name__}: {exc}; "
+                "fix the module or the --tools / ONWARD_TOOLS value"
+            ) from exc
+        loaded.append(ref)
+    return loaded
+
+
+def tool_modules_from_env() -> list[str]:
+    return [m for m in os.environ.get("ONWARD_TOOLS", "").split(",") if m.strip()]
