@@ -19,8 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ConfigDict
 
 from onward.checkpointing.store import RunRow, Store
-from onward.errors import PlanValidationError, UnknownThreadError, UsageError
-from onward.errors import PlanProblem
+from onward.errors import PlanProblem, PlanValidationError, UnknownThreadError, UsageError
 from onward.graph.build import compile_graph
 from onward.nodes.deps import NodeDeps
 from onward.planning.validate import parse_declared
@@ -82,8 +81,9 @@ class RunView(BaseModel):
         return ow.store.artifacts.get(self.artifacts[name])
 
 
-def load_plan_file(path: str | Path, registry: Registry | None = None
-                   ) -> tuple[Goal, Plan, int | None]:
+def load_plan_file(
+    path: str | Path, registry: Registry | None = None
+) -> tuple[Goal, Plan, int | None]:
     """Read and validate a declared plan (YAML or JSON; JSON is YAML)."""
     p = Path(path)
     if not p.is_file():
@@ -91,8 +91,9 @@ def load_plan_file(path: str | Path, registry: Registry | None = None
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise PlanValidationError([PlanProblem("(file)", f"not valid YAML/JSON: {exc}")],
-                                  source=str(path)) from None
+        raise PlanValidationError(
+            [PlanProblem("(file)", f"not valid YAML/JSON: {exc}")], source=str(path)
+        ) from None
     return parse_declared(data, registry or default_registry, source=str(path))
 
 
@@ -149,10 +150,12 @@ class Onward:
         concurrency = max_concurrency
         if isinstance(plan, (str, Path)):
             declared_goal, plan_obj, file_concurrency = load_plan_file(plan, self.registry)
-            goal_obj = declared_goal.model_copy(update={
-                "objective": goal or declared_goal.objective,
-                "inputs": [*declared_goal.inputs, *inputs],
-            })
+            goal_obj = declared_goal.model_copy(
+                update={
+                    "objective": goal or declared_goal.objective,
+                    "inputs": [*declared_goal.inputs, *inputs],
+                }
+            )
             concurrency = max_concurrency or file_concurrency
         elif isinstance(plan, Plan):
             plan_obj = plan
@@ -164,12 +167,14 @@ class Onward:
         if self.store.get_run(thread_id) is not None:
             raise UsageError(f"thread id {thread_id} is already used; resume it instead")
         state = RunState(
-            workdir=str(wd), goal=goal_obj, plan=plan_obj, tool_modules=self.tool_modules,
+            workdir=str(wd),
+            goal=goal_obj,
+            plan=plan_obj,
+            tool_modules=self.tool_modules,
             max_concurrency=concurrency or 4,
             messages=[HumanMessage(goal_obj.objective)],
         )
-        self.store.add_run(thread_id, goal_obj.objective,
-                           {"input": state.model_dump(mode="json")})
+        self.store.add_run(thread_id, goal_obj.objective, {"input": state.model_dump(mode="json")})
         return thread_id
 
     # -- driving ----------------------------------------------------------
@@ -189,20 +194,27 @@ class Onward:
             yield ProgressEvent.model_validate(chunk)
         self.store.set_run_status(thread_id, self.get(thread_id).status)
 
-    def drive(self, thread_id: str,
-              on_event: Callable[[ProgressEvent], None] | None = None) -> RunView:
+    def drive(
+        self, thread_id: str, on_event: Callable[[ProgressEvent], None] | None = None
+    ) -> RunView:
         for event in self.stream(thread_id):
             if on_event is not None:
                 on_event(event)
         return self.get(thread_id)
 
-    def run(self, goal: str | None = None, *,
-            on_event: Callable[[ProgressEvent], None] | None = None, **start: Any) -> RunView:
+    def run(
+        self,
+        goal: str | None = None,
+        *,
+        on_event: Callable[[ProgressEvent], None] | None = None,
+        **start: Any,
+    ) -> RunView:
         """Start a run and drive it to its end (or until it waits for a human)."""
         return self.drive(self.start(goal, **start), on_event)
 
-    def resume(self, thread_id: str,
-               on_event: Callable[[ProgressEvent], None] | None = None) -> RunView:
+    def resume(
+        self, thread_id: str, on_event: Callable[[ProgressEvent], None] | None = None
+    ) -> RunView:
         """Finish a run that stopped (crash, kill, interrupt). A finished run is returned as is."""
         return self.drive(thread_id, on_event)
 
@@ -233,21 +245,32 @@ class Onward:
         if state.plan.steps:
             for s in state.plan.steps:
                 rec = state.record(s.id)
-                steps.append(StepView(
-                    id=s.id, tool=s.tool, status=rec.status, attempts=rec.attempts,
-                    findings=rec.findings, output=rec.output,
-                    error=rec.failure.message if rec.failure else None,
-                    failure_class=rec.failure.failure_class if rec.failure else None,
-                ))
+                steps.append(
+                    StepView(
+                        id=s.id,
+                        tool=s.tool,
+                        status=rec.status,
+                        attempts=rec.attempts,
+                        findings=rec.findings,
+                        output=rec.output,
+                        error=rec.failure.message if rec.failure else None,
+                        failure_class=rec.failure.failure_class if rec.failure else None,
+                    )
+                )
         report = ""
         if state.status.finished and state.messages:
             report = state.messages[-1].text
         return RunView(
-            thread_id=thread_id, status=state.status,
-            objective=state.goal.objective if state.goal else "", workdir=state.workdir,
+            thread_id=thread_id,
+            status=state.status,
+            objective=state.goal.objective if state.goal else "",
+            workdir=state.workdir,
             plan_version=state.plan.version if state.plan.steps else None,
             plan_source=state.plan.source if state.plan.steps else None,
-            steps=steps, artifacts=dict(state.artifacts), failure=state.failure, report=report,
+            steps=steps,
+            artifacts=dict(state.artifacts),
+            failure=state.failure,
+            report=report,
         )
 
     def list_runs(self, limit: int = 100) -> list[RunRow]:

@@ -29,7 +29,8 @@ def canonical_json(value: Any) -> bytes:
 
 def summarize(value: Any, limit: int = 120) -> str:
     if isinstance(value, dict):
-        text = "{" + ", ".join(str(k) for k in list(value)[:8]) + (", …}" if len(value) > 8 else "}")
+        keys = ", ".join(str(k) for k in list(value)[:8])
+        text = "{" + keys + (", …}" if len(value) > 8 else "}")
     elif isinstance(value, list):
         text = f"{len(value)} items"
     else:

@@ -21,7 +21,7 @@ from rich.table import Table
 from onward.api import Onward, RunView
 from onward.checkpointing.store import default_url
 from onward.demo import DEMO_GOAL, write_sample_orders
-from onward.errors import OnwardError, StoreLockedError, UsageError
+from onward.errors import OnwardError, StoreLockedError
 from onward.progress import EventKind, ProgressEvent
 from onward.state import RunFailureKind, RunStatus
 
@@ -37,12 +37,19 @@ app = typer.Typer(
 out = Console()
 err = Console(stderr=True)
 
-DbOpt = Annotated[str | None, typer.Option(
-    "--db", help="Store URL (default: $ONWARD_DB, else sqlite:///.onward/onward.db).")]
+DbOpt = Annotated[
+    str | None,
+    typer.Option("--db", help="Store URL (default: $ONWARD_DB, else sqlite:///.onward/onward.db)."),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
-ToolsOpt = Annotated[list[str] | None, typer.Option(
-    "--tools", help="Python file or module registering @onward.tool tools (repeatable; "
-                    "also $ONWARD_TOOLS, comma-separated).")]
+ToolsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tools",
+        help="Python file or module registering @onward.tool tools (repeatable; "
+        "also $ONWARD_TOOLS, comma-separated).",
+    ),
+]
 
 
 def exit_code(view: RunView) -> int:
@@ -61,8 +68,9 @@ def _errors(as_json: bool) -> Iterator[None]:
     try:
         yield
     except OnwardError as exc:
-        code = EXIT_BUSY if isinstance(exc, StoreLockedError) else (
-            EXIT_USAGE if isinstance(exc, UsageError) else EXIT_USAGE)
+        # A locked database is "busy" (4); everything else is bad input (2): a wrong path,
+        # plan, thread id or a file that is not a database.
+        code = EXIT_BUSY if isinstance(exc, StoreLockedError) else EXIT_USAGE
         if as_json:
             print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
         else:
@@ -80,8 +88,10 @@ def _view_json(view: RunView) -> str:
 
 def _print_view(view: RunView) -> None:
     colour = {"done": "green", "failed": "red"}.get(view.status.value, "yellow")
-    out.print(f"thread [bold]{view.thread_id}[/]  status [{colour}]{view.status}[/]  "
-              f"{view.objective}", highlight=False)
+    out.print(
+        f"thread [bold]{view.thread_id}[/]  status [{colour}]{view.status}[/]  {view.objective}",
+        highlight=False,
+    )
     if view.steps:
         table = Table(show_edge=False, pad_edge=False)
         for col in ("step", "tool", "status", "attempts", "detail"):
@@ -97,9 +107,15 @@ def _print_view(view: RunView) -> None:
 def _drive(ow: Onward, thread_id: str, as_json: bool) -> RunView:
     if as_json:
         return ow.drive(thread_id)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("{task.fields[current]}"),
-                  console=err, transient=False) as bar:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[current]}"),
+        console=err,
+        transient=False,
+    ) as bar:
         task = bar.add_task("planning", total=None, current="")
         done = 0
 
@@ -141,28 +157,40 @@ def _finish(view: RunView, as_json: bool, extra: Callable[[RunView], None] | Non
 def run(
     goal: Annotated[str | None, typer.Argument(help="What to do, in plain words.")] = None,
     plan: Annotated[Path | None, typer.Option("--plan", help="Declared plan (YAML/JSON).")] = None,
-    inputs: Annotated[list[str] | None, typer.Option("--input", help="Input file (repeatable).")
-                      ] = None,
+    inputs: Annotated[
+        list[str] | None, typer.Option("--input", help="Input file (repeatable).")
+    ] = None,
     workdir: Annotated[Path | None, typer.Option(help="Work directory (default: cwd).")] = None,
     max_concurrency: Annotated[int | None, typer.Option(min=1)] = None,
     thread_id: Annotated[str | None, typer.Option("--thread-id")] = None,
-    db: DbOpt = None, as_json: JsonOpt = False, tools: ToolsOpt = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+    tools: ToolsOpt = None,
 ) -> None:
     """Plan and run a goal (or a declared --plan) to the end."""
-    with _errors(as_json):
-        with _open(db, tools) as ow:
-            tid = ow.start(goal, plan=plan, inputs=inputs or [], workdir=workdir,
-                           max_concurrency=max_concurrency, thread_id=thread_id)
-            if not as_json:
-                err.print(f"thread id: [bold]{tid}[/]  (resume with `onward resume {tid}`)",
-                          highlight=False)
-            view = _drive(ow, tid, as_json)
+    with _errors(as_json), _open(db, tools) as ow:
+        tid = ow.start(
+            goal,
+            plan=plan,
+            inputs=inputs or [],
+            workdir=workdir,
+            max_concurrency=max_concurrency,
+            thread_id=thread_id,
+        )
+        if not as_json:
+            err.print(
+                f"thread id: [bold]{tid}[/]  (resume with `onward resume {tid}`)", highlight=False
+            )
+        view = _drive(ow, tid, as_json)
     _finish(view, as_json)
 
 
 @app.command()
 def resume(
-    thread_id: str, db: DbOpt = None, as_json: JsonOpt = False, tools: ToolsOpt = None,
+    thread_id: str,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+    tools: ToolsOpt = None,
 ) -> None:
     """Finish a run that stopped (crash, kill, Ctrl-C); completed steps are not run again."""
     with _errors(as_json), _open(db, tools) as ow:
@@ -184,47 +212,71 @@ def status(thread_id: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
 
 @app.command("list")
 def list_runs(
-    db: DbOpt = None, as_json: JsonOpt = False,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
     limit: Annotated[int, typer.Option(min=1)] = 50,
 ) -> None:
     """List runs, newest first."""
     with _errors(as_json), _open(db, None) as ow:
         rows = ow.list_runs(limit)
     if as_json:
-        print(json.dumps([{"thread_id": r.thread_id, "status": r.status.value,
-                           "objective": r.objective, "created_at": r.created_at.isoformat(),
-                           "updated_at": r.updated_at.isoformat()} for r in rows], indent=2,
-                         ensure_ascii=False))
+        print(
+            json.dumps(
+                [
+                    {
+                        "thread_id": r.thread_id,
+                        "status": r.status.value,
+                        "objective": r.objective,
+                        "created_at": r.created_at.isoformat(),
+                        "updated_at": r.updated_at.isoformat(),
+                    }
+                    for r in rows
+                ],
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
         return
     table = Table(show_edge=False)
     for col in ("thread id", "status", "created", "goal"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r.thread_id, r.status.value, r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-                      r.objective[:60])
+        table.add_row(
+            r.thread_id,
+            r.status.value,
+            r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            r.objective[:60],
+        )
     out.print(table)
 
 
 @app.command()
 def demo(
-    workdir: Annotated[Path, typer.Option(help="Where to write orders.csv and the report.")
-                       ] = Path("onward-demo"),
+    workdir: Annotated[Path, typer.Option(help="Where to write orders.csv and the report.")] = Path(
+        "onward-demo"
+    ),
     rows: Annotated[int, typer.Option(min=10)] = 200,
-    db: DbOpt = None, as_json: JsonOpt = False,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Offline demo: write a sample orders.csv and analyse it (no API key, no network)."""
     workdir.mkdir(parents=True, exist_ok=True)
     expected = write_sample_orders(workdir / "orders.csv", rows=rows)
     if not as_json:
-        err.print(f"wrote {workdir / 'orders.csv'} ({rows} orders, injected anomalies: "
-                  + ", ".join(f"{k} {v}" for k, v in expected.items()) + ")", highlight=False)
+        err.print(
+            f"wrote {workdir / 'orders.csv'} ({rows} orders, injected anomalies: "
+            + ", ".join(f"{k} {v}" for k, v in expected.items())
+            + ")",
+            highlight=False,
+        )
     with _errors(as_json), _open(db, None) as ow:
         tid = ow.start(DEMO_GOAL, inputs=["orders.csv"], workdir=workdir)
         if not as_json:
             err.print(f"thread id: [bold]{tid}[/]", highlight=False)
         view = _drive(ow, tid, as_json)
-        summary: dict[str, Any] = view.artifact_value(ow, "summary") if (
-            "summary" in view.artifacts) else {}
+        summary: dict[str, Any] = (
+            view.artifact_value(ow, "summary") if ("summary" in view.artifacts) else {}
+        )
 
     def counts(v: RunView) -> None:
         report = Path(v.workdir) / "orders-report.md"

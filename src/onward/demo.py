@@ -22,13 +22,24 @@ def write_sample_orders(path: Path, rows: int = 200, seed: int = 7) -> dict[str,
     for i in range(rows):
         ordered = start + timedelta(minutes=37 * i)
         shipped = ordered + timedelta(hours=rng.randint(2, 72))
-        records.append([
-            f"A{10000 + i}", rng.choice(CUSTOMERS), rng.choice(REGIONS),
-            f"{rng.uniform(5, 900):.2f}", ordered.strftime("%Y-%m-%d %H:%M"),
-            shipped.strftime("%Y-%m-%d %H:%M"),
-        ])
-    expected = {"non_positive_amount": 0, "ship_before_order": 0, "duplicate_order_id": 0,
-                "missing_required_fields": 0, "invalid_value": 0, "malformed": 0}
+        records.append(
+            [
+                f"A{10000 + i}",
+                rng.choice(CUSTOMERS),
+                rng.choice(REGIONS),
+                f"{rng.uniform(5, 900):.2f}",
+                ordered.strftime("%Y-%m-%d %H:%M"),
+                shipped.strftime("%Y-%m-%d %H:%M"),
+            ]
+        )
+    expected = {
+        "non_positive_amount": 0,
+        "ship_before_order": 0,
+        "duplicate_order_id": 0,
+        "missing_required_fields": 0,
+        "invalid_value": 0,
+        "malformed": 0,
+    }
     slots = iter(rng.sample(range(1, rows), rows // 6))
     for _ in range(max(1, rows // 40)):  # zero or negative amounts
         records[next(slots)][3] = rng.choice(["0", "-12.50", "-3.00", "0.00"])
@@ -36,7 +47,8 @@ def write_sample_orders(path: Path, rows: int = 200, seed: int = 7) -> dict[str,
     for _ in range(max(1, rows // 50)):  # shipped before ordered
         r = records[next(slots)]
         r[5] = (datetime.strptime(r[4], "%Y-%m-%d %H:%M") - timedelta(hours=5)).strftime(
-            "%Y-%m-%d %H:%M")
+            "%Y-%m-%d %H:%M"
+        )
         expected["ship_before_order"] += 1
     for _ in range(max(1, rows // 60)):  # an id used twice: both rows are flagged
         a, b = next(slots), next(slots)

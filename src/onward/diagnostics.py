@@ -18,8 +18,17 @@ def journal(phase: str, step_id: str, tool: str, attempt: int, thread_id: str) -
     path = os.environ.get("ONWARD_EXECUTION_LOG")
     if not path:
         return
-    line = json.dumps({"phase": phase, "step": step_id, "tool": tool, "attempt": attempt,
-                       "thread": thread_id, "pid": os.getpid(), "t": time.time()})
+    line = json.dumps(
+        {
+            "phase": phase,
+            "step": step_id,
+            "tool": tool,
+            "attempt": attempt,
+            "thread": thread_id,
+            "pid": os.getpid(),
+            "t": time.time(),
+        }
+    )
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, (line + "\n").encode())

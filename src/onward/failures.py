@@ -9,8 +9,16 @@ from onward.state import FailureClass, StepFailure
 
 _TRANSIENT: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError)
 _DETERMINISTIC: tuple[type[BaseException], ...] = (
-    ValueError, TypeError, KeyError, LookupError, FileNotFoundError, PermissionError,
-    IsADirectoryError, NotADirectoryError, ValidationError, ArtifactError,
+    ValueError,
+    TypeError,
+    KeyError,
+    LookupError,
+    FileNotFoundError,
+    PermissionError,
+    IsADirectoryError,
+    NotADirectoryError,
+    ValidationError,
+    ArtifactError,
 )
 
 

@@ -101,8 +101,10 @@ class Store:
     def __init__(self, url: str | None = None, *, busy_timeout: float | None = None) -> None:
         self.url = url or default_url()
         self.path = sqlite_path(self.url).expanduser().absolute()
-        timeout = busy_timeout if busy_timeout is not None else float(
-            os.environ.get("ONWARD_BUSY_TIMEOUT", "10")
+        timeout = (
+            busy_timeout
+            if busy_timeout is not None
+            else float(os.environ.get("ONWARD_BUSY_TIMEOUT", "10"))
         )
         existed = self.path.exists()
         if existed and self.path.is_dir():
@@ -177,8 +179,14 @@ class Store:
         with translate_errors(self.path):
             self.conn.execute(
                 "INSERT INTO onward_runs VALUES (?, ?, ?, ?, ?, ?)",
-                (thread_id, now, now, RunStatus.PLANNING.value, objective,
-                 json.dumps(request, ensure_ascii=False)),
+                (
+                    thread_id,
+                    now,
+                    now,
+                    RunStatus.PLANNING.value,
+                    objective,
+                    json.dumps(request, ensure_ascii=False),
+                ),
             )
 
     def set_run_status(self, thread_id: str, status: RunStatus) -> None:

@@ -8,12 +8,12 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from onward.graph.routing import EXECUTE, FINALIZE, gate
 from onward.nodes.deps import NodeDeps
 from onward.nodes.execute import make_execute_node
 from onward.nodes.finalize import make_finalize_node
 from onward.nodes.plan import make_plan_node
 from onward.nodes.verify import make_verify_node
-from onward.graph.routing import EXECUTE, FINALIZE, gate
 from onward.state import RunState
 
 

@@ -32,7 +32,10 @@ def gate(state: RunState) -> list[Send] | str:
         if all(state.record(d).status in _SETTLED for d in step.depends_on):
             wanted = refs.names(step.args) | {n for c in step.checks for n in artifact_names(c)}
             task = ExecuteTask(
-                step=step, record=rec, workdir=state.workdir, tool_modules=state.tool_modules,
+                step=step,
+                record=rec,
+                workdir=state.workdir,
+                tool_modules=state.tool_modules,
                 inputs={n: state.artifacts[n] for n in wanted if n in state.artifacts},
             )
             sends.append(Send(EXECUTE, task))

@@ -69,19 +69,34 @@ def make_execute_node(deps: NodeDeps) -> Any:
                 return deps.artifacts.get(task.inputs[name])
 
             args = spec.args_model.model_validate(refs.resolve(step.args, value_of))
-            ctx = ToolContext(thread_id=thread_id, step_id=step.id, attempt=attempt,
-                              workdir=Path(task.workdir))
+            ctx = ToolContext(
+                thread_id=thread_id, step_id=step.id, attempt=attempt, workdir=Path(task.workdir)
+            )
             diagnostics.journal("start", step.id, step.tool, attempt, thread_id)
             output = _call_with_timeout(spec, args, ctx)
             diagnostics.journal("end", step.id, step.tool, attempt, thread_id)
             ref = deps.artifacts.put(step.output or f"step:{step.id}", _jsonable(output))
-            record = transition(task.record, StepStatus.RUNNING, attempts=attempt, output=ref,
-                                failure=None, findings=[], started_at=started,
-                                ended_at=utcnow())
+            record = transition(
+                task.record,
+                StepStatus.RUNNING,
+                attempts=attempt,
+                output=ref,
+                failure=None,
+                findings=[],
+                started_at=started,
+                ended_at=utcnow(),
+            )
         except Exception as exc:
-            record = transition(task.record, StepStatus.RUNNING, attempts=attempt, output=None,
-                                failure=classify(exc), findings=[], started_at=started,
-                                ended_at=utcnow())
+            record = transition(
+                task.record,
+                StepStatus.RUNNING,
+                attempts=attempt,
+                output=None,
+                failure=classify(exc),
+                findings=[],
+                started_at=started,
+                ended_at=utcnow(),
+            )
         return {"steps": {step.id: record}}
 
     return execute

@@ -21,15 +21,20 @@ def make_finalize_node(deps: NodeDeps) -> Any:
                 rec = failed[0]
                 why = rec.failure.message if rec.failure else "failed"
                 cls = rec.failure.failure_class if rec.failure else "unknown"
-                failure = RunFailure(kind=RunFailureKind.STEP, step_id=rec.id,
-                                     message=f"step {rec.id!r} failed ({cls}): {why}")
+                failure = RunFailure(
+                    kind=RunFailureKind.STEP,
+                    step_id=rec.id,
+                    message=f"step {rec.id!r} failed ({cls}): {why}",
+                )
             else:
                 assert state.goal is not None
                 ctx = deps.check_context(state.workdir, dict(state.artifacts))
                 findings = [f for c in state.goal.acceptance for f in evaluate(c, None, ctx)]
                 if findings:
-                    failure = RunFailure(kind=RunFailureKind.ACCEPTANCE,
-                                         message="acceptance checks failed: " + "; ".join(findings))
+                    failure = RunFailure(
+                        kind=RunFailureKind.ACCEPTANCE,
+                        message="acceptance checks failed: " + "; ".join(findings),
+                    )
         status = RunStatus.FAILED if failure else RunStatus.DONE
         report = execution_report(state, status, failure)
         emit(EventKind.RUN_FINISHED, message=status.value)
@@ -48,8 +53,10 @@ def execution_report(state: RunState, status: RunStatus, failure: RunFailure | N
         for s in state.plan.steps:
             st = state.record(s.id).status.value
             by_status[st] = by_status.get(st, 0) + 1
-        lines.append(f"Steps: {n} in plan v{state.plan.version} — "
-                     + ", ".join(f"{v} {k}" for k, v in sorted(by_status.items())))
+        lines.append(
+            f"Steps: {n} in plan v{state.plan.version} — "
+            + ", ".join(f"{v} {k}" for k, v in sorted(by_status.items()))
+        )
         retried = [s.id for s in state.plan.steps if state.record(s.id).attempts > 1]
         if retried:
             lines.append(f"Deviations: re-attempted {', '.join(retried)}")
@@ -58,15 +65,21 @@ def execution_report(state: RunState, status: RunStatus, failure: RunFailure | N
             rec = state.record(s.id)
             if rec.status is StepStatus.DONE and shown < 10:
                 checks = len(s.checks)
-                lines.append(f"  ✓ {s.id} ({s.tool}): {rec.output.summary if rec.output else ''}"
-                             + (f" — {checks} step check(s) passed" if checks else ""))
+                lines.append(
+                    f"  ✓ {s.id} ({s.tool}): {rec.output.summary if rec.output else ''}"
+                    + (f" — {checks} step check(s) passed" if checks else "")
+                )
                 shown += 1
             elif rec.status is StepStatus.FAILED:
                 lines.append(f"  ✗ {s.id} ({s.tool}): {rec.failure.message if rec.failure else ''}")
     if state.artifacts:
-        lines.append("Artifacts: " + ", ".join(
-            f"{name} (sha256 {ref.sha256[:12]}…)" for name, ref in sorted(state.artifacts.items())
-        ))
+        lines.append(
+            "Artifacts: "
+            + ", ".join(
+                f"{name} (sha256 {ref.sha256[:12]}…)"
+                for name, ref in sorted(state.artifacts.items())
+            )
+        )
     if state.goal and state.goal.acceptance and status is RunStatus.DONE:
         lines.append(f"Acceptance: {len(state.goal.acceptance)} check(s) passed")
     return "\n".join(lines)

@@ -26,10 +26,12 @@ def make_plan_node(deps: NodeDeps) -> Any:
                 goal, the_plan = plan_from_template(
                     goal.objective, Path(state.workdir), list(goal.inputs)
                 )
-                goal = goal.model_copy(update={
-                    "acceptance": [*goal.acceptance, *state.goal.acceptance],
-                    "constraints": state.goal.constraints,
-                })
+                goal = goal.model_copy(
+                    update={
+                        "acceptance": [*goal.acceptance, *state.goal.acceptance],
+                        "constraints": state.goal.constraints,
+                    }
+                )
             validate_plan(the_plan, deps.registry, goal)
         except (PlanningError, PlanValidationError) as exc:
             emit(EventKind.PLAN_FAILED, message=str(exc))
@@ -37,18 +39,24 @@ def make_plan_node(deps: NodeDeps) -> Any:
                 "status": RunStatus.FAILED,
                 "failure": RunFailure(kind=RunFailureKind.PLANNING, message=str(exc)),
             }
-        emit(EventKind.PLAN_CREATED, total_steps=len(the_plan.steps),
-             message=f"{len(the_plan.steps)} steps ({the_plan.source})")
-        listing = "\n".join(f"{i}. {s.id}: {s.tool}" + (f" ({s.description})" if s.description
-                                                           else "")
-                            for i, s in enumerate(the_plan.steps[:20], 1))
+        emit(
+            EventKind.PLAN_CREATED,
+            total_steps=len(the_plan.steps),
+            message=f"{len(the_plan.steps)} steps ({the_plan.source})",
+        )
+        listing = "\n".join(
+            f"{i}. {s.id}: {s.tool}" + (f" ({s.description})" if s.description else "")
+            for i, s in enumerate(the_plan.steps[:20], 1)
+        )
         more = f"\n… and {len(the_plan.steps) - 20} more" if len(the_plan.steps) > 20 else ""
         updates: dict[str, Any] = {
             "status": RunStatus.RUNNING,
-            "messages": [AIMessage(
-                f"Plan v{the_plan.version} ({the_plan.source}), {len(the_plan.steps)} steps:\n"
-                f"{listing}{more}"
-            )],
+            "messages": [
+                AIMessage(
+                    f"Plan v{the_plan.version} ({the_plan.source}), {len(the_plan.steps)} steps:\n"
+                    f"{listing}{more}"
+                )
+            ],
         }
         if not state.plan.steps:  # a declared plan is already in state; don't store it twice
             updates |= {"goal": goal, "plan": the_plan}

@@ -35,8 +35,13 @@ def make_verify_node(deps: NodeDeps) -> Any:
             step = state.plan.step(rec.id)
             if rec.failure is not None or rec.output is None:
                 records[rec.id] = transition(rec, StepStatus.FAILED)
-                emit(EventKind.STEP_FAILED, step_id=rec.id, tool=step.tool, attempt=rec.attempts,
-                     message=rec.failure.message if rec.failure else "no output")
+                emit(
+                    EventKind.STEP_FAILED,
+                    step_id=rec.id,
+                    tool=step.tool,
+                    attempt=rec.attempts,
+                    message=rec.failure.message if rec.failure else "no output",
+                )
                 continue
             spec = deps.registry.get(step.tool)
             checks = [*(spec.checks if spec else ()), *step.checks]
@@ -51,18 +56,33 @@ def make_verify_node(deps: NodeDeps) -> Any:
             except Exception as exc:
                 findings = [f"output could not be read: {exc}"]
             if findings:
-                failure = StepFailure(failure_class=FailureClass.VALIDATION,
-                                      message="; ".join(findings), error_type="CheckFailed")
-                records[rec.id] = transition(rec, StepStatus.FAILED, failure=failure,
-                                             findings=findings)
-                emit(EventKind.STEP_FAILED, step_id=rec.id, tool=step.tool,
-                     attempt=rec.attempts, message=failure.message)
+                failure = StepFailure(
+                    failure_class=FailureClass.VALIDATION,
+                    message="; ".join(findings),
+                    error_type="CheckFailed",
+                )
+                records[rec.id] = transition(
+                    rec, StepStatus.FAILED, failure=failure, findings=findings
+                )
+                emit(
+                    EventKind.STEP_FAILED,
+                    step_id=rec.id,
+                    tool=step.tool,
+                    attempt=rec.attempts,
+                    message=failure.message,
+                )
             else:
                 records[rec.id] = transition(rec, StepStatus.DONE)
                 if step.output:
                     produced[step.output] = rec.output
-                emit(EventKind.STEP_DONE, step_id=rec.id, tool=step.tool, attempt=rec.attempts,
-                     total_steps=len(state.plan.steps), message=rec.output.summary)
+                emit(
+                    EventKind.STEP_DONE,
+                    step_id=rec.id,
+                    tool=step.tool,
+                    attempt=rec.attempts,
+                    total_steps=len(state.plan.steps),
+                    message=rec.output.summary,
+                )
         updates: dict[str, Any] = {"steps": records}
         if produced:
             updates["artifacts"] = produced

@@ -16,9 +16,7 @@ from onward.state import Goal, Plan, PlanSource, PlanStep
 from onward.tools.orders import REQUIRED_FIELDS, detect_fields, missing_field_message, read_header
 from onward.tools.orders import report_checks as _report_checks
 
-_ANALYZE = re.compile(
-    r"(analy[sz]e|anomal|abnormal|outlier|audit|分析|异常|汇总)", re.IGNORECASE
-)
+_ANALYZE = re.compile(r"(analy[sz]e|anomal|abnormal|outlier|audit|分析|异常|汇总)", re.IGNORECASE)
 _CSV_NAME = re.compile(r"([\w./\\-]+\.csv)\b", re.IGNORECASE)
 _COPY_EN = re.compile(
     r"\b(?:copy|sync|mirror|back ?up)\b.*?\b(?:in|from)\s+['\"]?(?P<src>[^\s'\"]+?)/?['\"]?"
@@ -68,28 +66,54 @@ def _orders_plan(objective: str, csv_path: str, workdir: Path) -> tuple[Goal, Pl
         raise PlanningError(missing_field_message(csv_path, missing, header))
     report = str(Path(csv_path).with_name(Path(csv_path).stem + "-report.md"))
     steps = [
-        PlanStep(id="read", tool="read_csv", args={"path": csv_path}, output="table",
-                 description=f"read {csv_path}"),
-        PlanStep(id="validate", tool="validate_fields", args={"table": "${table}"},
-                 depends_on=["read"], output="validation",
-                 description="map columns and report malformed rows"),
-        PlanStep(id="detect", tool="find_anomalies",
-                 args={"table": "${table}", "validation": "${validation}"},
-                 depends_on=["read", "validate"], output="anomalies",
-                 description="apply the anomaly rules"),
-        PlanStep(id="aggregate", tool="aggregate",
-                 args={"table": "${table}", "validation": "${validation}",
-                       "anomalies": "${anomalies}"},
-                 depends_on=["read", "validate", "detect"], output="summary",
-                 description="count per rule and per group"),
-        PlanStep(id="report", tool="render_report",
-                 args={"path": report, "source": csv_path, "validation": "${validation}",
-                       "anomalies": "${anomalies}", "summary": "${summary}"},
-                 depends_on=["validate", "detect", "aggregate"], output="report",
-                 checks=_report_checks(report), description=f"write {report}"),
+        PlanStep(
+            id="read",
+            tool="read_csv",
+            args={"path": csv_path},
+            output="table",
+            description=f"read {csv_path}",
+        ),
+        PlanStep(
+            id="validate",
+            tool="validate_fields",
+            args={"table": "${table}"},
+            depends_on=["read"],
+            output="validation",
+            description="map columns and report malformed rows",
+        ),
+        PlanStep(
+            id="detect",
+            tool="find_anomalies",
+            args={"table": "${table}", "validation": "${validation}"},
+            depends_on=["read", "validate"],
+            output="anomalies",
+            description="apply the anomaly rules",
+        ),
+        PlanStep(
+            id="aggregate",
+            tool="aggregate",
+            args={"table": "${table}", "validation": "${validation}", "anomalies": "${anomalies}"},
+            depends_on=["read", "validate", "detect"],
+            output="summary",
+            description="count per rule and per group",
+        ),
+        PlanStep(
+            id="report",
+            tool="render_report",
+            args={
+                "path": report,
+                "source": csv_path,
+                "validation": "${validation}",
+                "anomalies": "${anomalies}",
+                "summary": "${summary}",
+            },
+            depends_on=["validate", "detect", "aggregate"],
+            output="report",
+            checks=_report_checks(report),
+            description=f"write {report}",
+        ),
     ]
-    goal = Goal(objective=objective, inputs=[csv_path],
-                acceptance=[FileExists(path=report)])
+    goal = Goal(objective=objective, inputs=[csv_path], acceptance=[FileExists(path=report)])
     return goal, Plan(source=PlanSource.TEMPLATE, steps=steps)
 
 
@@ -107,9 +131,14 @@ def _copy_plan(objective: str, src: str, dst: str, workdir: Path) -> tuple[Goal,
             step_id += "-x"
         used.add(step_id)
         target = f"{dst}/{name}"
-        steps.append(PlanStep(
-            id=step_id, tool="copy_file", args={"src": f"{src}/{name}", "dst": target},
-            checks=[FileExists(path=target)], description=f"copy {name}",
-        ))
+        steps.append(
+            PlanStep(
+                id=step_id,
+                tool="copy_file",
+                args={"src": f"{src}/{name}", "dst": target},
+                checks=[FileExists(path=target)],
+                description=f"copy {name}",
+            )
+        )
     goal = Goal(objective=objective, acceptance=[FileCount(path=dst, min=len(files))])
     return goal, Plan(source=PlanSource.TEMPLATE, steps=steps)

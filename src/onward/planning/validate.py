@@ -53,13 +53,15 @@ def parse_declared(
     """A declared plan (already parsed YAML/JSON) → validated goal, plan and max_concurrency."""
     if not isinstance(data, Mapping):
         raise PlanValidationError(
-            [PlanProblem("(top)", "a plan must be a mapping with 'goal' and 'steps'")], source=source
+            [PlanProblem("(top)", "a plan must be a mapping with 'goal' and 'steps'")],
+            source=source,
         )
     problems: list[PlanProblem] = []
     known = {"goal", "acceptance", "steps", "max_concurrency", "constraints", "inputs"}
     problems += [
         PlanProblem(str(k), f"unknown top-level key; expected one of: {', '.join(sorted(known))}")
-        for k in data if k not in known
+        for k in data
+        if k not in known
     ]
     goal: Goal | None = None
     try:
@@ -83,7 +85,9 @@ def parse_declared(
         except ValidationError as exc:
             problems += _pydantic_problems(label, exc)
     max_concurrency = data.get("max_concurrency")
-    if max_concurrency is not None and (not isinstance(max_concurrency, int) or max_concurrency < 1):
+    if max_concurrency is not None and (
+        not isinstance(max_concurrency, int) or max_concurrency < 1
+    ):
         problems.append(PlanProblem("max_concurrency", "must be a positive integer"))
     plan = Plan(source=PlanSource.DECLARED, steps=steps)
     problems += plan_problems(plan, registry, goal)
@@ -93,8 +97,9 @@ def parse_declared(
     return goal, plan, max_concurrency
 
 
-def validate_plan(plan: Plan, registry: Registry, goal: Goal | None = None, *,
-                  source: str = "plan") -> Plan:
+def validate_plan(
+    plan: Plan, registry: Registry, goal: Goal | None = None, *, source: str = "plan"
+) -> Plan:
     problems = plan_problems(plan, registry, goal)
     if problems:
         raise PlanValidationError(problems, source=source)
@@ -108,17 +113,23 @@ def plan_problems(plan: Plan, registry: Registry, goal: Goal | None = None) -> l
     for i, step in enumerate(plan.steps):
         where = f"steps[{i}] ({step.id})"
         if step.id in ids:
-            problems.append(PlanProblem(
-                f"{where}.id", f"duplicate step id {step.id!r} (first used by steps[{ids[step.id]}])"
-            ))
+            problems.append(
+                PlanProblem(
+                    f"{where}.id",
+                    f"duplicate step id {step.id!r} (first used by steps[{ids[step.id]}])",
+                )
+            )
         else:
             ids[step.id] = i
         if step.output:
             if step.output in producers:
-                problems.append(PlanProblem(
-                    f"{where}.output",
-                    f"artifact {step.output!r} is already produced by step {producers[step.output]!r}",
-                ))
+                problems.append(
+                    PlanProblem(
+                        f"{where}.output",
+                        f"artifact {step.output!r} is already produced by step "
+                        f"{producers[step.output]!r}",
+                    )
+                )
             else:
                 producers[step.output] = step.id
     by_id = {s.id: s for s in plan.steps}
@@ -126,24 +137,31 @@ def plan_problems(plan: Plan, registry: Registry, goal: Goal | None = None) -> l
         where = f"steps[{i}] ({step.id})"
         for dep in step.depends_on:
             if dep not in by_id:
-                problems.append(PlanProblem(
-                    f"{where}.depends_on", f"unknown step {dep!r}; known steps: {_some(by_id)}"
-                ))
+                problems.append(
+                    PlanProblem(
+                        f"{where}.depends_on", f"unknown step {dep!r}; known steps: {_some(by_id)}"
+                    )
+                )
         problems += _tool_problems(step, where, registry)
     cycle = _find_cycle(plan)
     if cycle:
-        problems.append(PlanProblem(
-            "steps", "dependency cycle: " + " → ".join(cycle) + "; remove one of these depends_on"
-        ))
+        problems.append(
+            PlanProblem(
+                "steps",
+                "dependency cycle: " + " → ".join(cycle) + "; remove one of these depends_on",
+            )
+        )
     else:
         problems += _reference_problems(plan, producers)
     if goal is not None:
         for j, check in enumerate(goal.acceptance):
             for name in artifact_names(check):
                 if name not in producers:
-                    problems.append(PlanProblem(
-                        f"acceptance[{j}]", f"artifact {name!r} is not produced by any step"
-                    ))
+                    problems.append(
+                        PlanProblem(
+                            f"acceptance[{j}]", f"artifact {name!r} is not produced by any step"
+                        )
+                    )
     return problems
 
 
@@ -155,21 +173,25 @@ def _some(names: Mapping[str, Any], limit: int = 8) -> str:
 def _tool_problems(step: PlanStep, where: str, registry: Registry) -> list[PlanProblem]:
     spec = registry.get(step.tool)
     if spec is None:
-        return [PlanProblem(
-            f"{where}.tool",
-            f"unknown tool {step.tool!r}; registered tools: {', '.join(registry.names())}. "
-            "Register your own with @onward.tool and pass --tools (or ONWARD_TOOLS)",
-        )]
+        return [
+            PlanProblem(
+                f"{where}.tool",
+                f"unknown tool {step.tool!r}; registered tools: {', '.join(registry.names())}. "
+                "Register your own with @onward.tool and pass --tools (or ONWARD_TOOLS)",
+            )
+        ]
     referenced = {loc.split(".")[1].split("[")[0] for loc, _, _ in refs.walk(step.args)}
     try:
         spec.args_model.model_validate(step.args)
     except ValidationError as exc:
         # A field holding a ${ref} is type-checked when the step runs, with the real value.
-        errors = [e for e in exc.errors(include_url=False)
-                  if not (e["loc"] and e["loc"][0] in referenced)]
+        errors = [
+            e for e in exc.errors(include_url=False) if not (e["loc"] and e["loc"][0] in referenced)
+        ]
         if errors:
             return _pydantic_problems(
-                f"{where}.args", ValidationError.from_exception_data(exc.title, errors)  # type: ignore[arg-type]
+                f"{where}.args",
+                ValidationError.from_exception_data(exc.title, errors),  # type: ignore[arg-type]
             )
     return []
 
@@ -186,7 +208,7 @@ def _find_cycle(plan: Plan) -> list[str] | None:
             if dep not in deps:
                 continue
             if state.get(dep) == 1:
-                return [*stack[stack.index(dep):], dep]
+                return [*stack[stack.index(dep) :], dep]
             if dep not in state and (found := visit(dep)):
                 return found
         stack.pop()
@@ -223,18 +245,27 @@ def _reference_problems(plan: Plan, producers: dict[str, str]) -> list[PlanProbl
     for i, step in enumerate(plan.steps):
         where = f"steps[{i}] ({step.id})"
         used = [(f"{where}.{loc}", name) for loc, name, _ in refs.walk(step.args)]
-        used += [(f"{where}.checks[{j}]", name) for j, c in enumerate(step.checks)
-                 for name in artifact_names(c)]
+        used += [
+            (f"{where}.checks[{j}]", name)
+            for j, c in enumerate(step.checks)
+            for name in artifact_names(c)
+        ]
         for loc, name in used:
             producer = producers.get(name)
             if producer is None:
-                problems.append(PlanProblem(
-                    loc, f"references artifact {name!r}, which no step produces "
-                    f"(known outputs: {_some(producers)})",
-                ))
+                problems.append(
+                    PlanProblem(
+                        loc,
+                        f"references artifact {name!r}, which no step produces "
+                        f"(known outputs: {_some(producers)})",
+                    )
+                )
             elif producer != step.id and producer not in ups[step.id]:
-                problems.append(PlanProblem(
-                    loc, f"references artifact {name!r} from step {producer!r}, which is not "
-                    f"upstream; add {producer!r} to depends_on",
-                ))
+                problems.append(
+                    PlanProblem(
+                        loc,
+                        f"references artifact {name!r} from step {producer!r}, which is not "
+                        f"upstream; add {producer!r} to depends_on",
+                    )
+                )
     return problems

@@ -2,9 +2,9 @@
 
 from onward.tools import files, orders  # noqa: F401  (registers the built-ins)
 from onward.tools.registry import (
+    Registry,
     ToolContext,
     ToolSpec,
-    Registry,
     default_registry,
     load_tool_modules,
     tool,

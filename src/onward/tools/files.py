@@ -45,8 +45,12 @@ def wait(seconds: float = 1.0, label: str = "") -> dict[str, Any]:
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
         time.sleep(min(left, 0.05))
-    return {"label": label, "seconds": seconds, "started_at": started.isoformat(),
-            "ended_at": utcnow().isoformat()}
+    return {
+        "label": label,
+        "seconds": seconds,
+        "started_at": started.isoformat(),
+        "ended_at": utcnow().isoformat(),
+    }
 
 
 @tool(checks=[NonEmpty()])

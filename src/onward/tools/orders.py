@@ -23,7 +23,12 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "amount": ("amount", "order_amount", "total", "price", "金额", "订单金额"),
     "order_time": ("order_time", "order_date", "ordered_at", "created_at", "下单时间", "订单时间"),
     "ship_time": (
-        "ship_time", "shipped_at", "ship_date", "delivery_time", "delivered_at", "发货时间",
+        "ship_time",
+        "shipped_at",
+        "ship_date",
+        "delivery_time",
+        "delivered_at",
+        "发货时间",
         "配送时间",
     ),
     "customer": ("customer", "customer_id", "customer_name", "client", "客户", "客户名"),
@@ -61,7 +66,7 @@ def read_header(path: str) -> list[str]:
 
 @tool(checks=[RowCount(field="rows", min=1)])
 def read_csv(path: str, ctx: ToolContext) -> dict[str, Any]:
-    """Read a CSV into rows (dicts keyed by header); rows with the wrong field count are kept aside."""
+    """Read a CSV into rows (dicts keyed by header); malformed lines are kept aside."""
     file = ctx.path(path)
     if not file.is_file():
         raise FileNotFoundError(f"input file {path} not found in {ctx.workdir}")
@@ -75,8 +80,14 @@ def read_csv(path: str, ctx: ToolContext) -> dict[str, Any]:
             if not any(v.strip() for v in values):
                 continue
             if len(values) != len(header):
-                malformed.append({"line": line, "fields": len(values), "expected": len(header),
-                                  "raw": ",".join(values)})
+                malformed.append(
+                    {
+                        "line": line,
+                        "fields": len(values),
+                        "expected": len(header),
+                        "raw": ",".join(values),
+                    }
+                )
                 continue
             rows.append({"_line": line, **dict(zip(header, values, strict=True))})
     return {"path": path, "columns": header, "rows": rows, "malformed": malformed}
@@ -119,8 +130,11 @@ def find_anomalies(table: dict[str, Any], validation: dict[str, Any]) -> dict[st
     fields: dict[str, str] = validation["fields"]
     rows: list[dict[str, Any]] = table["rows"]
     hits: dict[str, list[dict[str, Any]]] = {
-        "missing_required_fields": [], "invalid_value": [], "non_positive_amount": [],
-        "ship_before_order": [], "duplicate_order_id": [],
+        "missing_required_fields": [],
+        "invalid_value": [],
+        "non_positive_amount": [],
+        "ship_before_order": [],
+        "duplicate_order_id": [],
     }
     id_counts = Counter(r[fields["order_id"]].strip() for r in rows)
     for row in rows:
@@ -152,15 +166,23 @@ def find_anomalies(table: dict[str, Any], validation: dict[str, Any]) -> dict[st
     rules = []
     for rule, matched in hits.items():
         entry: dict[str, Any] = {
-            "rule": rule, "description": descriptions[rule], "count": len(matched),
-            "lines": [r["_line"] for r in matched], "examples": matched[:EXAMPLES_PER_RULE],
+            "rule": rule,
+            "description": descriptions[rule],
+            "count": len(matched),
+            "lines": [r["_line"] for r in matched],
+            "examples": matched[:EXAMPLES_PER_RULE],
         }
         if rule == "ship_before_order" and "ship_time" not in fields:
             entry["skipped"] = "the file has no ship/delivery time column"
         rules.append(entry)
     abnormal = sorted({line for r in rules for line in r["lines"]})
-    return {"columns": table["columns"], "rules": rules, "total_rows": len(rows),
-            "anomalous_rows": len(abnormal), "anomalous_lines": abnormal}
+    return {
+        "columns": table["columns"],
+        "rules": rules,
+        "total_rows": len(rows),
+        "anomalous_rows": len(abnormal),
+        "anomalous_lines": abnormal,
+    }
 
 
 def _comparable(t: datetime) -> datetime:
@@ -169,13 +191,17 @@ def _comparable(t: datetime) -> datetime:
 
 @tool
 def aggregate(
-    table: dict[str, Any], validation: dict[str, Any], anomalies: dict[str, Any],
+    table: dict[str, Any],
+    validation: dict[str, Any],
+    anomalies: dict[str, Any],
     group_by: str | None = None,
 ) -> dict[str, Any]:
     """Count abnormal orders per rule and per a grouping column (customer or region)."""
     fields: dict[str, str] = validation["fields"]
-    column = fields.get(group_by) if group_by else next(
-        (fields[f] for f in GROUP_FIELDS if f in fields), None
+    column = (
+        fields.get(group_by)
+        if group_by
+        else next((fields[f] for f in GROUP_FIELDS if f in fields), None)
     )
     if group_by and column is None:
         column = group_by if group_by in table["columns"] else None
@@ -194,8 +220,10 @@ def aggregate(
         "by_rule": {r["rule"]: r["count"] for r in anomalies["rules"]},
         "group_by": column,
         # A list, not a dict: artifact JSON sorts keys, and this order is by count.
-        "by_group": [{"group": g, "count": n}
-                     for g, n in sorted(by_group.items(), key=lambda kv: (-kv[1], kv[0]))],
+        "by_group": [
+            {"group": g, "count": n}
+            for g, n in sorted(by_group.items(), key=lambda kv: (-kv[1], kv[0]))
+        ],
         "total_rows": anomalies["total_rows"],
         "anomalous_rows": anomalies["anomalous_rows"],
         "malformed_rows": len(validation["malformed_rows"]),
@@ -215,8 +243,12 @@ _templates = Environment(
     checks=[Matches(field="title", pattern=r"\S")],
 )
 def render_report(
-    path: str, source: str, validation: dict[str, Any], anomalies: dict[str, Any],
-    summary: dict[str, Any], ctx: ToolContext,
+    path: str,
+    source: str,
+    validation: dict[str, Any],
+    anomalies: dict[str, Any],
+    summary: dict[str, Any],
+    ctx: ToolContext,
 ) -> dict[str, Any]:
     """Render the Markdown report (Jinja2) and write it atomically."""
     text = _templates.get_template("order_report.md.j2").render(
@@ -224,8 +256,13 @@ def render_report(
     )
     data = text.encode("utf-8")
     atomic_write(ctx.path(path), data)
-    return {"path": path, "title": text.splitlines()[0].lstrip("# "), "bytes": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(), "by_rule": summary["by_rule"]}
+    return {
+        "path": path,
+        "title": text.splitlines()[0].lstrip("# "),
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "by_rule": summary["by_rule"],
+    }
 
 
 def report_checks(path: str) -> list[Any]:

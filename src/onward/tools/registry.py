@@ -118,7 +118,7 @@ def _args_model(fn: Callable[..., Any]) -> tuple[type[BaseModel], bool]:
         annotation = hints.get(name, Any)
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[name] = (annotation, default)
-    model = create_model(  # type: ignore[call-overload]
+    model = create_model(
         f"{fn.__name__}_args",
         __config__=ConfigDict(extra="forbid"),
         **fields,
@@ -192,7 +192,8 @@ def load_tool_modules(names: Iterable[str]) -> list[str]:
                 mod_name = f"onward_user_tools_{path.stem}"
                 if mod_name not in sys.modules:
                     spec = importlib.util.spec_from_file_location(mod_name, path)
-                    assert spec is not None and spec.loader is not None
+                    assert spec is not None
+                    assert spec.loader is not None
                     module = importlib.util.module_from_spec(spec)
                     sys.modules[mod_name] = module
                     spec.loader.exec_module(module)

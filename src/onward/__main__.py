@@ -1,0 +1,3 @@
+from onward.cli import main
+
+main()

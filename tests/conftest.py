@@ -1,0 +1,72 @@
+"""Shared fixtures: a fresh work directory and store per test, and a CLI runner
+that starts real ``onward`` processes (crash tests kill those)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from onward import Onward
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    wd = tmp_path / "work"
+    wd.mkdir()
+    monkeypatch.chdir(wd)
+    monkeypatch.delenv("ONWARD_DB", raising=False)
+    monkeypatch.delenv("ONWARD_TOOLS", raising=False)
+    return wd
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'store' / 'onward.db'}"
+
+
+@pytest.fixture
+def ow(db_url: str, workdir: Path) -> Iterator[Onward]:
+    with Onward(db_url) as client:
+        yield client
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONWARD_")}
+    env.update({"NO_COLOR": "1", "COLUMNS": "200", **extra})
+    return env
+
+
+def onward_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "onward", *args]
+
+
+@pytest.fixture
+def run_cli(workdir: Path, db_url: str):  # type: ignore[no-untyped-def]
+    """Run ``onward ARGS`` in a new process with --db pointing at this test's store."""
+
+    def run(*args: str, db: str | None = db_url, env: dict[str, str] | None = None,
+            timeout: float = 120) -> CliResult:
+        argv = [*args, *(["--db", db] if db else [])]
+        proc = subprocess.run(onward_cmd(*argv), cwd=workdir, capture_output=True, text=True,
+                              env=cli_env(**(env or {})), timeout=timeout)
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+    return run
