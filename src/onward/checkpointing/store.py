@@ -111,9 +111,11 @@ class Store:
             raise StoreError(f"{self.path} is a directory; --db must name a database file")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with translate_errors(self.path):
-            self.conn = sqlite3.connect(
-                str(self.path), timeout=timeout, check_same_thread=False, isolation_level=None
-            )
+            # Default (deferred) transactions, not autocommit: SqliteSaver writes a task's
+            # writes with one executemany and commits once; in autocommit each row would
+            # commit alone, and a SIGKILL mid-way leaves half a task's writes (seen: the
+            # routing write lost, the run resumed into nothing).
+            self.conn = sqlite3.connect(str(self.path), timeout=timeout, check_same_thread=False)
             try:
                 # Read first: on a file that is not SQLite this fails before anything is written.
                 self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -176,7 +178,7 @@ class Store:
 
     def add_run(self, thread_id: str, objective: str, request: dict[str, Any]) -> None:
         now = utcnow().isoformat()
-        with translate_errors(self.path):
+        with translate_errors(self.path), self.conn:
             self.conn.execute(
                 "INSERT INTO onward_runs VALUES (?, ?, ?, ?, ?, ?)",
                 (
@@ -190,7 +192,7 @@ class Store:
             )
 
     def set_run_status(self, thread_id: str, status: RunStatus) -> None:
-        with translate_errors(self.path):
+        with translate_errors(self.path), self.conn:
             self.conn.execute(
                 "UPDATE onward_runs SET status=?, updated_at=? WHERE thread_id=?",
                 (status.value, utcnow().isoformat(), thread_id),
