@@ -315,11 +315,6 @@ def test_row_count_without_any_bound_is_reported(registry: Registry) -> None:
     assert "give at least one of min, max, equals" in problem.message
 
 
-@pytest.mark.xfail(
-    reason="validator messages keep pydantic's 'Value error, ' prefix "
-    "(_pydantic_problems passes err['msg'] through for value_error)",
-    strict=True,
-)
 def test_check_validator_messages_have_no_pydantic_prefix(registry: Registry) -> None:
     plan = {"steps": [step("a", checks=[{"check": "matches", "pattern": "(total"}])]}
 
@@ -356,11 +351,6 @@ def test_non_positive_max_concurrency_is_reported(registry: Registry) -> None:
     assert problem == PlanProblem("max_concurrency", "must be a positive integer")
 
 
-@pytest.mark.xfail(
-    reason="goal-level problems are all prefixed 'acceptance.', giving "
-    "'acceptance.acceptance[0]' and 'acceptance.constraints.team'",
-    strict=True,
-)
 def test_goal_level_problems_are_located_at_their_own_key(registry: Registry) -> None:
     plan = {
         "acceptance": [{"check": "row_count"}],
@@ -373,7 +363,6 @@ def test_goal_level_problems_are_located_at_their_own_key(registry: Registry) ->
     assert locations == ["acceptance[0]", "constraints.team"]
 
 
-@pytest.mark.xfail(reason="a step without an id is labelled 'steps[0] (None).id'", strict=True)
 def test_step_without_id_is_not_labelled_none(registry: Registry) -> None:
     problem = only_problem({"steps": [{"tool": "emit"}]}, registry)
 
@@ -414,12 +403,6 @@ def test_every_problem_of_a_plan_is_reported_in_one_error(registry: Registry) ->
     assert all(f"  - {p}" in message for p in info.value.problems)
 
 
-@pytest.mark.xfail(
-    reason="a step that fails its own schema is dropped before the plan checks, so the steps "
-    "after it are re-numbered and others get spurious 'unknown step' / 'no step produces' "
-    "problems",
-    strict=True,
-)
 def test_step_with_an_invalid_check_does_not_cause_spurious_problems(
     registry: Registry,
 ) -> None:
@@ -595,11 +578,6 @@ def test_empty_plan_file_is_a_validation_error(tmp_path: Path, registry: Registr
     ]
 
 
-@pytest.mark.xfail(
-    reason="load_plan_file reads the file outside its try block, so a non-UTF-8 file raises "
-    "UnicodeDecodeError instead of PlanValidationError",
-    strict=True,
-)
 def test_plan_file_that_is_not_text_is_a_validation_error(
     tmp_path: Path, registry: Registry
 ) -> None:
@@ -653,11 +631,6 @@ def test_cli_rejects_an_invalid_plan_with_exit_2_and_creates_no_run(
     assert listed.json() == []
 
 
-@pytest.mark.xfail(
-    reason="the CLI prints error messages as Rich markup: '[a-z]' in a message is swallowed "
-    "as a style tag",
-    strict=True,
-)
 def test_cli_prints_brackets_in_problems_verbatim(workdir: Path, run_cli: Any) -> None:
     (workdir / "bad.yaml").write_text(
         "steps:\n  - id: a\n    tool: noop\n    checks:\n"
@@ -671,11 +644,6 @@ def test_cli_prints_brackets_in_problems_verbatim(workdir: Path, run_cli: Any) -
     assert "pattern '([a-z]+' is not a valid regex" in result.stderr
 
 
-@pytest.mark.xfail(
-    reason="the CLI prints error messages as Rich markup: '[/]' in a message raises "
-    "rich.errors.MarkupError (traceback, exit code 1)",
-    strict=True,
-)
 def test_cli_reports_a_closing_tag_lookalike_without_crashing(workdir: Path, run_cli: Any) -> None:
     (workdir / "bad.yaml").write_text(
         "steps:\n  - id: a\n    tool: noop\n    checks:\n"

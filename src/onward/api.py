@@ -90,6 +90,11 @@ def load_plan_file(
         raise UsageError(f"plan file {path} not found; check the --plan path")
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise PlanValidationError(
+            [PlanProblem("(file)", f"not UTF-8 text ({exc}); save the plan as UTF-8")],
+            source=str(path),
+        ) from None
     except yaml.YAMLError as exc:
         raise PlanValidationError(
             [PlanProblem("(file)", f"not valid YAML/JSON: {exc}")], source=str(path)

@@ -38,15 +38,23 @@ def summarize(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def fsync_enabled() -> bool:
+    """``ONWARD_FSYNC=1``: survive power loss too (fsync files, SQLite synchronous=FULL).
+    Off by default: a killed *process* loses nothing either way, and fsync costs ~1 ms."""
+    return os.environ.get("ONWARD_FSYNC", "0") not in ("", "0", "false")
+
+
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write to a temp file in the same directory, fsync, then rename over ``path``."""
+    """Write to a temp file in the same directory, then rename over ``path``: readers see
+    the old or the new content, never half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if fsync_enabled():
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -52,6 +52,8 @@ class _Bounds(_Check):
     def _some_bound(self) -> _Bounds:
         if self.min is None and self.max is None and self.equals is None:
             raise ValueError("give at least one of min, max, equals")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min}) is greater than max ({self.max}); no value passes")
         return self
 
     def bound_findings(self, what: str, n: int) -> list[str]:
@@ -217,7 +219,9 @@ def _columns_include(c: ColumnsInclude, out: Any, _ctx: CheckContext) -> list[st
     value, missing = _field(out, c.field, "columns_include")
     if missing:
         return missing
-    have = {str(v).lower() for v in value or []}
+    if not isinstance(value, list):
+        return [f"columns_include: {c.field} is not a list of column names"]
+    have = {str(v).lower() for v in value}
     absent = [col for col in c.columns if col.lower() not in have]
     return [f"columns_include: missing column(s) {', '.join(absent)}"] if absent else []
 
@@ -231,9 +235,20 @@ def _equals(c: Equals, out: Any, ctx: CheckContext) -> list[str]:
         expected = lookup(ctx.artifact_value(c.artifact), c.artifact_field)
         if expected is _MISSING:
             return [f"equals: artifact {c.artifact!r} has no field {c.artifact_field!r}"]
-    if value != expected:
+    if not same_value(value, expected):
         return [f"equals: {c.field or 'output'} is {value!r}, expected {expected!r}"]
     return []
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """JSON equality: ``true`` is not ``1`` (Python's ``==`` says it is); 3 still equals 3.0."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    return bool(a == b)
 
 
 def _matches(c: Matches, out: Any, ctx: CheckContext) -> list[str]:
@@ -271,7 +286,7 @@ def _json_path(c: JsonPath, out: Any, ctx: CheckContext) -> list[str]:
         return [f"json_path: {c.path} not found"] if c.exists else []
     if not c.exists:
         return [f"json_path: {c.path} exists but should not"]
-    if c.equals is not None and value != c.equals:
+    if c.equals is not None and not same_value(value, c.equals):
         return [f"json_path: {c.path} is {value!r}, expected {c.equals!r}"]
     return []
 

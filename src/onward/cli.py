@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from onward.api import Onward, RunView
 from onward.checkpointing.store import default_url
@@ -74,7 +75,8 @@ def _errors(as_json: bool) -> Iterator[None]:
         if as_json:
             print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
         else:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+            # Text, not markup: messages quote user input such as regexes with [brackets].
+            err.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
         raise typer.Exit(code) from None
 
 

@@ -42,7 +42,7 @@ class PlanProblem:
     """One problem in a plan, with where it is."""
 
     location: str
-    """Where the problem is, e.g. ``steps[2].args.src`` or ``steps[copy-a].depends_on``."""
+    """Where the problem is, e.g. ``steps[2] (copy-a).args.src`` or ``acceptance[0]``."""
     message: str
     """What is wrong and what to do."""
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, convert_to_messages
 from langgraph.channels import DeltaChannel
 from langgraph.graph.message import add_messages
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,6 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from onward.checks import Check
 
 SCHEMA_VERSION = 1
+SNAPSHOT_EVERY = 1000
+"""Updates between full snapshots of a growing dict channel. A snapshot costs O(steps), so
+a small cadence makes storage quadratic; a load replays at most this many small writes."""
 
 
 class StepStatus(StrEnum):
@@ -196,22 +199,38 @@ def replace_value(current: Any, writes: Sequence[Any]) -> Any:
     return writes[-1] if writes else current
 
 
+def append_messages(current: list[AnyMessage], writes: Sequence[Any]) -> list[AnyMessage]:
+    """``add_messages`` for a DeltaChannel: batched, and replay-deterministic because a
+    message without an id gets one from its position, not a random uuid."""
+    result: Any = list(current)
+    for write in writes:
+        batch: list[Any] = convert_to_messages(write if isinstance(write, list) else [write])
+        for i, m in enumerate(batch):
+            if m.id is None:
+                batch[i] = m.model_copy(update={"id": f"m{len(result) + i}"})
+        result = add_messages(result, batch)
+    return list(result)
+
+
 class RunState(BaseModel):
     """The graph state. Small fields are plain channels; growing ones are deltas."""
 
     schema_version: int = SCHEMA_VERSION
-    messages: Annotated[list[AnyMessage], add_messages] = Field(default_factory=list)
+    messages: Annotated[list[AnyMessage], DeltaChannel(append_messages, list)] = Field(
+        default_factory=list
+    )
     workdir: str = "."
     goal: Goal | None = None
     plan: Annotated[Plan, DeltaChannel(replace_value, snapshot_frequency=1)] = Field(
         default_factory=Plan
     )
-    steps: Annotated[dict[str, StepRecord], DeltaChannel(merge_records, dict)] = Field(
-        default_factory=dict
-    )
-    artifacts: Annotated[dict[str, ArtifactRef], DeltaChannel(merge_records, dict)] = Field(
-        default_factory=dict
-    )
+    steps: Annotated[
+        dict[str, StepRecord], DeltaChannel(merge_records, dict, snapshot_frequency=SNAPSHOT_EVERY)
+    ] = Field(default_factory=dict)
+    artifacts: Annotated[
+        dict[str, ArtifactRef],
+        DeltaChannel(merge_records, dict, snapshot_frequency=SNAPSHOT_EVERY),
+    ] = Field(default_factory=dict)
     budget: Budget = Field(default_factory=Budget)
     tool_modules: list[str] = Field(default_factory=list)
     """User tool modules the run needs; re-imported when a new process resumes it."""
@@ -221,6 +240,10 @@ class RunState(BaseModel):
 
     def record(self, step_id: str) -> StepRecord:
         return self.steps.get(step_id) or StepRecord(id=step_id)
+
+    def status_of(self, step_id: str) -> StepStatus:
+        rec = self.steps.get(step_id)
+        return rec.status if rec is not None else StepStatus.PENDING
 
 
 # Migrations: schema_version N → N+1, applied to raw state values on load.

@@ -22,7 +22,7 @@ from typing import Any
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from onward.artifacts import ArtifactStore
+from onward.artifacts import ArtifactStore, fsync_enabled
 from onward.checkpointing.serde import checkpoint_types
 from onward.errors import StoreCorruptError, StoreError, StoreLockedError, UsageError
 from onward.state import RunStatus, utcnow
@@ -121,7 +121,8 @@ class Store:
                 self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
                 self.conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
                 self._create_schema_once()
-                self.conn.execute("PRAGMA synchronous=NORMAL")
+                sync = "FULL" if fsync_enabled() else "NORMAL"
+                self.conn.execute(f"PRAGMA synchronous={sync}")
             except BaseException:
                 self.conn.close()
                 raise

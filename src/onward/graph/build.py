@@ -1,4 +1,7 @@
-"""The graph: START → plan → gate ⇉ execute → verify → gate … → finalize → END."""
+"""The graph: START → plan → gate ⇉ execute (tool + verify) → gate … → finalize → END.
+
+``gate`` is a routing function, so a step costs one superstep: one checkpoint.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,6 @@ from onward.nodes.deps import NodeDeps
 from onward.nodes.execute import make_execute_node
 from onward.nodes.finalize import make_finalize_node
 from onward.nodes.plan import make_plan_node
-from onward.nodes.verify import make_verify_node
 from onward.state import RunState
 
 
@@ -22,12 +24,10 @@ def build_graph(deps: NodeDeps) -> StateGraph[Any]:
     g: StateGraph[Any] = StateGraph(RunState)
     g.add_node("plan", make_plan_node(deps))
     g.add_node(EXECUTE, make_execute_node(deps))
-    g.add_node("verify", make_verify_node(deps))
     g.add_node(FINALIZE, make_finalize_node(deps))
     g.add_edge(START, "plan")
     g.add_conditional_edges("plan", gate, [EXECUTE, FINALIZE])
-    g.add_edge(EXECUTE, "verify")
-    g.add_conditional_edges("verify", gate, [EXECUTE, FINALIZE])
+    g.add_conditional_edges(EXECUTE, gate, [EXECUTE, FINALIZE])
     g.add_edge(FINALIZE, END)
     return g
 

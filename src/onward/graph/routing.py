@@ -26,14 +26,13 @@ def gate(state: RunState) -> list[Send] | str:
         return FINALIZE  # failure routes (retry / replan / escalate) plug in here
     sends: list[Send] = []
     for step in state.plan.steps:
-        rec = state.record(step.id)
-        if rec.status is not StepStatus.PENDING:
+        if state.status_of(step.id) is not StepStatus.PENDING:
             continue
-        if all(state.record(d).status in _SETTLED for d in step.depends_on):
+        if all(state.status_of(d) in _SETTLED for d in step.depends_on):
             wanted = refs.names(step.args) | {n for c in step.checks for n in artifact_names(c)}
             task = ExecuteTask(
                 step=step,
-                record=rec,
+                record=state.record(step.id),
                 workdir=state.workdir,
                 tool_modules=state.tool_modules,
                 inputs={n: state.artifacts[n] for n in wanted if n in state.artifacts},

@@ -1,9 +1,9 @@
-"""execute: run one step's tool (one ``Send`` per ready step).
+"""execute: run one step (one ``Send`` per ready step) and verify its output.
 
 Input artifacts are loaded and their sha256 verified first; args are resolved
-and validated against the tool's schema; the tool runs under its timeout.
-Every exception becomes a classified ``StepFailure`` on the step record; none
-escapes. The step stays ``running`` until verify has judged its output.
+and validated against the tool's schema; the tool runs under its timeout; then
+the verifier's checks decide done or failed, all before the task's writes
+commit. Every exception becomes a classified ``StepFailure``; none escapes.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from onward import diagnostics, refs
 from onward.errors import ArtifactError
 from onward.failures import classify
 from onward.nodes.deps import NodeDeps
+from onward.nodes.verify import verify_step
 from onward.progress import EventKind, emit
 from onward.state import ExecuteTask, StepStatus, transition, utcnow
 from onward.tools.registry import ToolContext, ToolSpec, load_tool_modules
@@ -28,20 +29,20 @@ def _call(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:
     return spec.call(args, ctx)
 
 
+# One shared pool: a pool per call cost ~2 ms a step. A timed-out call keeps its worker
+# until the tool returns (Python cannot kill a thread), so the pool is generous.
+_POOL = concurrent.futures.ThreadPoolExecutor(64, thread_name_prefix="onward-tool")
+
+
 def _call_with_timeout(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:
     if spec.timeout is None:
         return _call(spec, args, ctx)
-    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"onward-{spec.name}")
+    future = _POOL.submit(_call, spec, args, ctx)
     try:
-        future = pool.submit(_call, spec, args, ctx)
-        try:
-            return future.result(timeout=spec.timeout)
-        except concurrent.futures.TimeoutError:
-            raise TimeoutError(
-                f"tool {spec.name!r} did not finish within {spec.timeout:g}s"
-            ) from None
-    finally:
-        pool.shutdown(wait=False)
+        return future.result(timeout=spec.timeout)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise TimeoutError(f"tool {spec.name!r} did not finish within {spec.timeout:g}s") from None
 
 
 def _jsonable(value: Any) -> Any:
@@ -49,54 +50,76 @@ def _jsonable(value: Any) -> Any:
 
 
 def make_execute_node(deps: NodeDeps) -> Any:
-    def execute(task: ExecuteTask, config: RunnableConfig) -> dict[str, Any]:
+    # `task: Any`, not `ExecuteTask`: LangGraph would add the annotated model's fields to the
+    # graph as channels. The Send payload arrives as is.
+    def execute(task: Any, config: RunnableConfig) -> dict[str, Any]:
+        assert isinstance(task, ExecuteTask)
         step, attempt = task.step, task.record.attempts + 1
         thread_id = str(config.get("configurable", {}).get("thread_id", ""))
         started = utcnow()
         emit(EventKind.STEP_STARTED, step_id=step.id, tool=step.tool, attempt=attempt)
+        running = transition(
+            task.record,
+            StepStatus.RUNNING,
+            attempts=attempt,
+            output=None,
+            failure=None,
+            findings=[],
+            started_at=started,
+        )
         try:
-            load_tool_modules(task.tool_modules)
-            spec = deps.registry.get(step.tool)
-            if spec is None:
-                raise LookupError(
-                    f"tool {step.tool!r} is not registered in this process; pass the --tools "
-                    "module that defines it"
-                )
-
-            def value_of(name: str) -> Any:
-                if name not in task.inputs:
-                    raise ArtifactError(f"input artifact {name!r} of step {step.id!r} is missing")
-                return deps.artifacts.get(task.inputs[name])
-
-            args = spec.args_model.model_validate(refs.resolve(step.args, value_of))
-            ctx = ToolContext(
-                thread_id=thread_id, step_id=step.id, attempt=attempt, workdir=Path(task.workdir)
-            )
-            diagnostics.journal("start", step.id, step.tool, attempt, thread_id)
-            output = _call_with_timeout(spec, args, ctx)
-            diagnostics.journal("end", step.id, step.tool, attempt, thread_id)
-            ref = deps.artifacts.put(step.output or f"step:{step.id}", _jsonable(output))
-            record = transition(
-                task.record,
-                StepStatus.RUNNING,
-                attempts=attempt,
-                output=ref,
-                failure=None,
-                findings=[],
-                started_at=started,
-                ended_at=utcnow(),
-            )
+            output = _run_tool(deps, task, thread_id, attempt)
+            ref = deps.artifacts.put(step.output or f"step:{step.id}", output)
+            executed = running.model_copy(update={"output": ref, "ended_at": utcnow()})
+            record = verify_step(deps, task, executed, output)
         except Exception as exc:
-            record = transition(
-                task.record,
-                StepStatus.RUNNING,
-                attempts=attempt,
-                output=None,
-                failure=classify(exc),
-                findings=[],
-                started_at=started,
-                ended_at=utcnow(),
+            failure = classify(exc)
+            record = transition(running, StepStatus.FAILED, failure=failure, ended_at=utcnow())
+        updates: dict[str, Any] = {"steps": {step.id: record}}
+        if record.status is StepStatus.DONE:
+            if step.output and record.output is not None:
+                updates["artifacts"] = {step.output: record.output}
+            emit(
+                EventKind.STEP_DONE,
+                step_id=step.id,
+                tool=step.tool,
+                attempt=attempt,
+                message=record.output.summary if record.output else "",
             )
-        return {"steps": {step.id: record}}
+        else:
+            emit(
+                EventKind.STEP_FAILED,
+                step_id=step.id,
+                tool=step.tool,
+                attempt=attempt,
+                message=record.failure.message if record.failure else "failed",
+            )
+        return updates
 
     return execute
+
+
+def _run_tool(deps: NodeDeps, task: ExecuteTask, thread_id: str, attempt: int) -> Any:
+    """Resolve and validate args (inputs sha256-checked), call the tool under its timeout."""
+    step = task.step
+    load_tool_modules(task.tool_modules)
+    spec = deps.registry.get(step.tool)
+    if spec is None:
+        raise LookupError(
+            f"tool {step.tool!r} is not registered in this process; pass the --tools "
+            "module that defines it"
+        )
+
+    def value_of(name: str) -> Any:
+        if name not in task.inputs:
+            raise ArtifactError(f"input artifact {name!r} of step {step.id!r} is missing")
+        return deps.artifacts.get(task.inputs[name])
+
+    args = spec.args_model.model_validate(refs.resolve(step.args, value_of))
+    ctx = ToolContext(
+        thread_id=thread_id, step_id=step.id, attempt=attempt, workdir=Path(task.workdir)
+    )
+    diagnostics.journal("start", step.id, step.tool, attempt, thread_id)
+    output = _call_with_timeout(spec, args, ctx)
+    diagnostics.journal("end", step.id, step.tool, attempt, thread_id)
+    return _jsonable(output)

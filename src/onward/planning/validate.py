@@ -31,7 +31,7 @@ def _pydantic_problems(prefix: str, exc: ValidationError) -> list[PlanProblem]:
     problems = []
     for err in exc.errors(include_url=False):
         loc = tuple(p for p in err["loc"] if p not in CHECK_KINDS)
-        where = f"{prefix}.{_loc(loc)}" if loc else prefix
+        where = ".".join(p for p in (prefix, _loc(loc)) if p) or "(top)"
         if err["type"] == "union_tag_invalid":
             tag = (err.get("ctx") or {}).get("tag")
             msg = f"unknown check kind {tag!r}; known kinds: {', '.join(CHECK_KINDS)}"
@@ -42,7 +42,7 @@ def _pydantic_problems(prefix: str, exc: ValidationError) -> list[PlanProblem]:
         elif err["type"] == "extra_forbidden":
             msg = "unknown field; remove it or check its spelling"
         else:
-            msg = err["msg"]
+            msg = err["msg"].removeprefix("Value error, ")
         problems.append(PlanProblem(where, msg))
     return problems
 
@@ -72,25 +72,30 @@ def parse_declared(
             inputs=data.get("inputs") or [],
         )
     except ValidationError as exc:
-        problems += _pydantic_problems("acceptance", exc)
+        problems += _pydantic_problems("", exc)
     raw_steps = data.get("steps")
     steps: list[PlanStep] = []
+    broken: set[int] = set()
     if not isinstance(raw_steps, list) or not raw_steps:
         problems.append(PlanProblem("steps", "a plan needs a non-empty list of steps"))
         raw_steps = []
     for i, raw in enumerate(raw_steps):
-        label = f"steps[{i}]" + (f" ({raw.get('id')})" if isinstance(raw, Mapping) else "")
+        raw_id = raw.get("id") if isinstance(raw, Mapping) else None
+        label = f"steps[{i}]" + (f" ({raw_id})" if isinstance(raw_id, str) else "")
         try:
             steps.append(PlanStep.model_validate(raw))
         except ValidationError as exc:
             problems += _pydantic_problems(label, exc)
+            # Keep a stand-in so later steps keep their index and may still depend on it.
+            broken.add(i)
+            steps.append(_stand_in(raw, i))
     max_concurrency = data.get("max_concurrency")
     if max_concurrency is not None and (
         not isinstance(max_concurrency, int) or max_concurrency < 1
     ):
         problems.append(PlanProblem("max_concurrency", "must be a positive integer"))
-    plan = Plan(source=PlanSource.DECLARED, steps=steps)
-    problems += plan_problems(plan, registry, goal)
+    plan = Plan.model_construct(source=PlanSource.DECLARED, steps=steps, version=1)
+    problems += plan_problems(plan, registry, goal, unchecked=broken)
     if problems:
         raise PlanValidationError(problems, source=source)
     assert goal is not None
@@ -106,7 +111,29 @@ def validate_plan(
     return plan
 
 
-def plan_problems(plan: Plan, registry: Registry, goal: Goal | None = None) -> list[PlanProblem]:
+def _stand_in(raw: Any, index: int) -> PlanStep:
+    """What can be salvaged of a step that failed its schema (its own problems are reported)."""
+    data = raw if isinstance(raw, Mapping) else {}
+
+    def str_list(v: Any) -> list[str]:
+        return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
+
+    return PlanStep.model_construct(
+        id=data["id"] if isinstance(data.get("id"), str) else f"#{index}",
+        tool=str(data.get("tool", "")),
+        args=data["args"] if isinstance(data.get("args"), dict) else {},
+        depends_on=str_list(data.get("depends_on")),
+        output=data["output"] if isinstance(data.get("output"), str) else None,
+        checks=[],
+        description="",
+    )
+
+
+def plan_problems(
+    plan: Plan, registry: Registry, goal: Goal | None = None, *, unchecked: frozenset[int] | set[int] = frozenset()
+) -> list[PlanProblem]:
+    """Problems of a parsed plan; steps in ``unchecked`` failed their schema and only
+    count as ids/outputs for the others."""
     problems: list[PlanProblem] = []
     ids: dict[str, int] = {}
     producers: dict[str, str] = {}
@@ -142,7 +169,8 @@ def plan_problems(plan: Plan, registry: Registry, goal: Goal | None = None) -> l
                         f"{where}.depends_on", f"unknown step {dep!r}; known steps: {_some(by_id)}"
                     )
                 )
-        problems += _tool_problems(step, where, registry)
+        if i not in unchecked:
+            problems += _tool_problems(step, where, registry)
     cycle = _find_cycle(plan)
     if cycle:
         problems.append(
