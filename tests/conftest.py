@@ -62,11 +62,18 @@ def onward_cmd(*args: str) -> list[str]:
 def run_cli(workdir: Path, db_url: str):  # type: ignore[no-untyped-def]
     """Run ``onward ARGS`` in a new process with --db pointing at this test's store."""
 
-    def run(*args: str, db: str | None = db_url, env: dict[str, str] | None = None,
-            timeout: float = 120) -> CliResult:
+    def run(
+        *args: str, db: str | None = db_url, env: dict[str, str] | None = None, timeout: float = 120
+    ) -> CliResult:
         argv = [*args, *(["--db", db] if db else [])]
-        proc = subprocess.run(onward_cmd(*argv), cwd=workdir, capture_output=True, text=True,
-                              env=cli_env(**(env or {})), timeout=timeout)
+        proc = subprocess.run(
+            onward_cmd(*argv),
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            env=cli_env(**(env or {})),
+            timeout=timeout,
+        )
         return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
     return run

@@ -49,13 +49,17 @@ class KillPoint:
 # Demo: 5 steps → 10 journal lines. Copy: 30 steps → 60 lines, run 4 at a time.
 DEMO_POINTS = [
     *(KillPoint(line, tool_delay=0.3) for line in (1, 3, 5, 7, 9)),  # inside each tool
-    *(KillPoint(line, delay=d) for line, d in ((2, 0.0), (4, 0.005), (6, 0.02), (8, 0.0),
-                                               (10, 0.01))),
+    *(
+        KillPoint(line, delay=d)
+        for line, d in ((2, 0.0), (4, 0.005), (6, 0.02), (8, 0.0), (10, 0.01))
+    ),
 ]
 COPY_POINTS = [
     *(KillPoint(line, tool_delay=0.2) for line in (1, 11, 25, 41, 59)),  # inside a copy
-    *(KillPoint(line, delay=d) for line, d in ((4, 0.0), (18, 0.01), (32, 0.003), (48, 0.0),
-                                               (60, 0.02))),
+    *(
+        KillPoint(line, delay=d)
+        for line, d in ((4, 0.0), (18, 0.01), (32, 0.003), (48, 0.0), (60, 0.02))
+    ),
 ]
 
 
@@ -93,8 +97,14 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, b
     for name, make in SCENARIOS.items():
         wd = tmp_path_factory.mktemp(f"ref-{name}")
         args = make(wd)
-        proc = subprocess.run(onward_cmd(*args, "--db", f"sqlite:///{wd}/db/o.db"), cwd=wd,
-                              env=cli_env(), capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            onward_cmd(*args, "--db", f"sqlite:///{wd}/db/o.db"),
+            cwd=wd,
+            env=cli_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         refs[name] = _outputs(wd, name)
     return refs
@@ -105,8 +115,7 @@ def _kill_at(cmd: list[str], wd: Path, journal: Path, point: KillPoint) -> bool:
     env = cli_env(ONWARD_EXECUTION_LOG=str(journal))
     if point.tool_delay:
         env["ONWARD_FAULT_TOOL_DELAY"] = str(point.tool_delay)
-    proc = subprocess.Popen(cmd, cwd=wd, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, cwd=wd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while len(_journal(journal)) < point.line:
         if proc.poll() is not None:
@@ -147,8 +156,11 @@ def test_sigkill_then_resume_matches_uninterrupted_run(
     before = Counter(str(e["step"]) for e in _journal(journal) if e["phase"] == "start")
 
     resumed = subprocess.run(
-        onward_cmd("resume", thread_id, "--db", db, "--json"), cwd=wd,
-        env=cli_env(ONWARD_EXECUTION_LOG=str(journal)), capture_output=True, text=True,
+        onward_cmd("resume", thread_id, "--db", db, "--json"),
+        cwd=wd,
+        env=cli_env(ONWARD_EXECUTION_LOG=str(journal)),
+        capture_output=True,
+        text=True,
         timeout=120,
     )
     assert resumed.returncode == 0, resumed.stderr + resumed.stdout
@@ -178,8 +190,11 @@ def test_resume_of_a_finished_run_runs_nothing(run_cli, workdir: Path) -> None: 
     assert len(_journal(journal)) == 2  # one start, one end: nothing re-ran
 
 
-def test_kill_before_the_first_checkpoint_is_resumable(run_cli, workdir: Path,  # type: ignore[no-untyped-def]
-                                                       db_url: str) -> None:
+def test_kill_before_the_first_checkpoint_is_resumable(
+    run_cli,
+    workdir: Path,  # type: ignore[no-untyped-def]
+    db_url: str,
+) -> None:
     """A run killed while still importing/planning resumes from its stored request."""
     (workdir / "inbox").mkdir()
     (workdir / "inbox" / "a.txt").write_text("a")

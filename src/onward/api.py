@@ -22,6 +22,7 @@ from onward.checkpointing.store import RunRow, Store
 from onward.errors import PlanProblem, PlanValidationError, UnknownThreadError, UsageError
 from onward.graph.build import compile_graph
 from onward.nodes.deps import NodeDeps
+from onward.planning.templates import plan_from_template
 from onward.planning.validate import parse_declared
 from onward.progress import ProgressEvent
 from onward.state import (
@@ -168,6 +169,10 @@ class Onward:
         for name in inputs:
             if not (wd / name).exists():
                 raise UsageError(f"input file {name} not found in {wd}; check --input")
+        if not plan_obj.steps:
+            # Fail fast, before a run exists: the rules are cheap and deterministic. The plan
+            # node plans again inside the graph, durably.
+            plan_from_template(goal_obj.objective, wd, list(goal_obj.inputs))
         thread_id = thread_id or str(uuid.uuid4())
         if self.store.get_run(thread_id) is not None:
             raise UsageError(f"thread id {thread_id} is already used; resume it instead")

@@ -293,6 +293,14 @@ def demo(
     _finish(view, as_json, counts)
 
 
+@app.command()
+def graph() -> None:
+    """Print the graph as a Mermaid diagram."""
+    from onward.graph.build import mermaid
+
+    print(mermaid(), end="")
+
+
 def main() -> None:
     try:
         app()

@@ -36,3 +36,15 @@ def compile_graph(
     deps: NodeDeps, checkpointer: BaseCheckpointSaver[Any] | None = None
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     return build_graph(deps).compile(checkpointer=checkpointer)
+
+
+def mermaid() -> str:
+    """The graph as a Mermaid diagram (the README's copy is checked against this)."""
+    import tempfile
+    from pathlib import Path
+
+    from onward.artifacts import ArtifactStore
+    from onward.tools.registry import default_registry
+
+    deps = NodeDeps(registry=default_registry, artifacts=ArtifactStore(Path(tempfile.gettempdir())))
+    return compile_graph(deps).get_graph().draw_mermaid()

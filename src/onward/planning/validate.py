@@ -130,7 +130,11 @@ def _stand_in(raw: Any, index: int) -> PlanStep:
 
 
 def plan_problems(
-    plan: Plan, registry: Registry, goal: Goal | None = None, *, unchecked: frozenset[int] | set[int] = frozenset()
+    plan: Plan,
+    registry: Registry,
+    goal: Goal | None = None,
+    *,
+    unchecked: frozenset[int] | set[int] = frozenset(),
 ) -> list[PlanProblem]:
     """Problems of a parsed plan; steps in ``unchecked`` failed their schema and only
     count as ids/outputs for the others."""

@@ -1,0 +1,263 @@
+"""The CLI end to end, in real processes: demo, template goals (English and Chinese),
+--json output, status/list, exit codes, and bad input that must lose nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from onward import Onward
+from onward.demo import DEMO_GOAL, write_sample_orders
+from tests.conftest import cli_env, onward_cmd
+
+ZH_GOAL = "分析 orders.csv，找出异常订单并生成汇总"
+RULES = (
+    "non_positive_amount",
+    "ship_before_order",
+    "duplicate_order_id",
+    "missing_required_fields",
+    "invalid_value",
+)
+
+
+def test_demo_runs_offline_and_prints_thread_report_and_counts(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    result = run_cli("demo", "--workdir", "d", "--rows", "120")
+    assert result.code == 0, result.stderr
+    expected = write_sample_orders(workdir / "expected.csv", rows=120)
+    report = workdir / "d" / "orders-report.md"
+    assert report.is_file()
+    assert "thread id:" in result.stdout
+    assert str(report) in result.stdout
+    for rule in RULES:
+        line = next(ln for ln in result.stdout.splitlines() if rule in ln)
+        assert line.split()[-1] == str(expected[rule])
+        assert f"| {rule} |" in report.read_text()
+
+
+def test_demo_json_names_every_step(run_cli) -> None:  # type: ignore[no-untyped-def]
+    result = run_cli("demo", "--workdir", "d", "--rows", "50", "--json")
+    assert result.code == 0, result.stderr
+    status = result.json()
+    assert status["status"] == "done"
+    assert [(s["id"], s["tool"]) for s in status["steps"]] == [
+        ("read", "read_csv"),
+        ("validate", "validate_fields"),
+        ("detect", "find_anomalies"),
+        ("aggregate", "aggregate"),
+        ("report", "render_report"),
+    ]
+    assert all(s["status"] == "done" and s["attempts"] == 1 for s in status["steps"])
+
+
+@pytest.mark.parametrize("goal", [DEMO_GOAL, ZH_GOAL], ids=["english", "chinese"])
+def test_order_goal_in_english_or_chinese_plans_the_same_template(
+    run_cli,
+    workdir: Path,
+    goal: str,  # type: ignore[no-untyped-def]
+) -> None:
+    write_sample_orders(workdir / "orders.csv", rows=80)
+    result = run_cli("run", goal, "--input", "orders.csv", "--json")
+    assert result.code == 0, result.stderr
+    assert [s["tool"] for s in result.json()["steps"]] == [
+        "read_csv",
+        "validate_fields",
+        "find_anomalies",
+        "aggregate",
+        "render_report",
+    ]
+    digest = hashlib.sha256((workdir / "orders-report.md").read_bytes()).hexdigest()
+    reference = workdir.parent / "ref"
+    reference.mkdir(exist_ok=True)
+    write_sample_orders(reference / "orders.csv", rows=80)
+    with Onward(f"sqlite:///{reference}/db.db") as ow:
+        view = ow.run(DEMO_GOAL, inputs=["orders.csv"], workdir=reference)
+    assert view.status == "done"
+    assert hashlib.sha256((reference / "orders-report.md").read_bytes()).hexdigest() == digest
+
+
+def test_copy_goal_in_chinese_makes_one_step_per_file(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    (workdir / "inbox").mkdir()
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (workdir / "inbox" / name).write_text(name)
+    result = run_cli("run", "把 inbox 里的文件同步到 archive", "--json")
+    assert result.code == 0, result.stderr
+    assert [s["tool"] for s in result.json()["steps"]] == ["copy_file"] * 3
+    assert sorted(p.name for p in (workdir / "archive").iterdir()) == ["a.txt", "b.txt", "c.txt"]
+
+
+def test_declared_plan_runs_and_status_and_list_report_it(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    (workdir / "inbox").mkdir()
+    (workdir / "inbox" / "a.txt").write_text("hello")
+    (workdir / "plan.yaml").write_text(
+        "goal: Copy the inbox into the archive\n"
+        "acceptance:\n  - {check: file_count, path: archive, equals: 1}\n"
+        "steps:\n"
+        "  - id: copy-a\n    tool: copy_file\n"
+        "    args: {src: inbox/a.txt, dst: archive/a.txt}\n"
+        "    output: copied_a\n"
+        "    checks:\n      - {check: file_exists, path: archive/a.txt}\n"
+        "  - id: confirm\n    tool: noop\n    args: {value: '${copied_a.sha256}'}\n"
+        "    depends_on: [copy-a]\n"
+        "    checks:\n      - {check: equals, field: value, artifact: copied_a,"
+        " artifact_field: sha256}\n",
+        encoding="utf-8",
+    )
+    result = run_cli("run", "--plan", "plan.yaml", "--json")
+    assert result.code == 0, result.stderr
+    status = result.json()
+    assert {"thread_id", "status", "steps"} <= status.keys()
+    assert status["status"] == "done"
+    shown = run_cli("status", status["thread_id"], "--json").json()
+    assert shown["steps"] == status["steps"]
+    listed = run_cli("list", "--json").json()
+    assert [(r["thread_id"], r["status"]) for r in listed] == [(status["thread_id"], "done")]
+
+
+def test_failed_acceptance_check_fails_the_run_with_exit_code_1(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    (workdir / "plan.yaml").write_text(
+        "goal: impossible\nacceptance:\n  - {check: file_exists, path: never.txt}\n"
+        "steps:\n  - {id: a, tool: noop}\n",
+        encoding="utf-8",
+    )
+    result = run_cli("run", "--plan", "plan.yaml", "--json")
+    assert result.code == 1
+    status = result.json()
+    assert status["status"] == "failed"
+    assert "never.txt does not exist" in status["failure"]["message"]
+
+
+def test_failed_step_check_fails_the_run_and_records_findings(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    (workdir / "plan.yaml").write_text(
+        "steps:\n  - id: a\n    tool: noop\n    args: {value: 3}\n"
+        "    checks: [{check: equals, field: value, value: 4}]\n"
+        "  - {id: b, tool: noop, depends_on: [a]}\n",
+        encoding="utf-8",
+    )
+    result = run_cli("run", "--plan", "plan.yaml", "--json")
+    assert result.code == 1
+    steps = {s["id"]: s for s in result.json()["steps"]}
+    assert steps["a"]["status"] == "failed"
+    assert steps["a"]["failure_class"] == "validation"
+    assert steps["a"]["findings"] == ["equals: value is 3, expected 4"]
+    assert steps["b"]["status"] == "pending"  # never started after a failure
+
+
+def test_unknown_goal_says_to_pass_a_plan(run_cli) -> None:  # type: ignore[no-untyped-def]
+    result = run_cli("run", "bake a cake")
+    assert result.code == 2
+    assert "--plan" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_input_file_is_a_usage_error(run_cli) -> None:  # type: ignore[no-untyped-def]
+    result = run_cli("run", DEMO_GOAL, "--input", "orders.csv")
+    assert result.code == 2
+    assert "orders.csv not found" in result.stderr
+    assert run_cli("list", "--json").json() == []
+
+
+def test_csv_with_malformed_rows_is_reported_not_a_crash(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    (workdir / "orders.csv").write_text(
+        "order_id,amount,order_time\nA1,10,2026-01-01 10:00\nA2,broken\n"
+        "A3,5,2026-01-01 11:00,extra\nA4,-1,2026-01-01 12:00\n",
+        encoding="utf-8",
+    )
+    result = run_cli("run", DEMO_GOAL, "--input", "orders.csv")
+    assert result.code == 0, result.stderr
+    report = (workdir / "orders-report.md").read_text()
+    assert "2 malformed line(s) could not be read and were left out: lines 3, 4." in report
+    assert "| non_positive_amount | amount is zero or negative | 1 |" in report
+
+
+def test_empty_csv_and_missing_column_get_clear_messages(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    (workdir / "orders.csv").write_text("", encoding="utf-8")
+    empty = run_cli("run", DEMO_GOAL, "--input", "orders.csv")
+    assert empty.code == 2
+    assert "orders.csv is empty" in empty.stderr
+    (workdir / "orders.csv").write_text("order_id,amount,order_time\n", encoding="utf-8")
+    no_rows = run_cli("run", DEMO_GOAL, "--input", "orders.csv", "--json")
+    assert no_rows.code == 1
+    assert "expected at least 1, got 0" in no_rows.json()["failure"]["message"]
+    (workdir / "orders.csv").write_text("order_id,price_usd,order_time\nA,1,2026-01-01\n")
+    no_amount = run_cli("run", DEMO_GOAL, "--input", "orders.csv")
+    assert no_amount.code == 2
+    assert "no column for required field(s) amount" in no_amount.stderr
+    assert "金额" in no_amount.stderr  # the accepted aliases are listed
+
+
+def test_resume_of_an_unknown_thread_is_a_usage_error(run_cli) -> None:  # type: ignore[no-untyped-def]
+    result = run_cli("resume", "no-such-thread")
+    assert result.code == 2
+    assert "no run with thread id 'no-such-thread'" in result.stderr
+    assert "onward list" in result.stderr
+
+
+def test_corrupt_database_is_reported_and_left_untouched(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    bad = workdir / "bad.db"
+    bad.write_bytes(b"this is not a database" * 100)
+    before = bad.read_bytes()
+    result = run_cli("list", db=f"sqlite:///{bad}")
+    assert result.code == 2
+    assert "is not a usable onward database" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert bad.read_bytes() == before
+    assert not (workdir / "bad.db-wal").exists()
+
+
+def test_locked_database_is_reported_as_busy_and_nothing_is_lost(
+    run_cli,
+    workdir: Path,
+    db_url: str,  # type: ignore[no-untyped-def]
+) -> None:
+    with Onward(db_url) as ow:
+        (workdir / "inbox").mkdir()
+        (workdir / "inbox" / "a.txt").write_text("a")
+        done = ow.run("copy every file in inbox/ to archive/")
+    path = db_url.removeprefix("sqlite:///")
+    holder = sqlite3.connect(path)
+    holder.execute("BEGIN EXCLUSIVE")
+    busy = {"ONWARD_BUSY_TIMEOUT": "0.2"}
+    try:
+        # WAL: readers are not blocked by a writer, so status still answers ...
+        read = run_cli("status", done.thread_id, "--json", env=busy)
+        # ... but a new run cannot be written.
+        write = run_cli("run", "copy every file in inbox/ to archive2/", env=busy)
+    finally:
+        holder.rollback()
+        holder.close()
+    assert read.code == 0
+    assert read.json()["status"] == "done"
+    assert write.code == 4
+    assert "locked by another process" in write.stderr
+    assert "Nothing was written" in write.stderr
+    with Onward(db_url) as ow:
+        assert [r.thread_id for r in ow.list_runs()] == [done.thread_id]
+        assert ow.get(done.thread_id).status == "done"
+
+
+def test_schema_is_created_once_when_processes_start_together(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path}/fresh/onward.db"
+    procs = [
+        subprocess.Popen(
+            onward_cmd("list", "--json", "--db", db),
+            env=cli_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, [e for _, e in results]
+    assert all(out.strip() == "[]" for out, _ in results)
+
+
+def test_every_command_takes_db_and_json(run_cli) -> None:  # type: ignore[no-untyped-def]
+    for command in ("run", "resume", "status", "list", "demo"):
+        help_text = run_cli(command, "--help", db=None).stdout
+        assert "--db" in help_text
+        assert "--json" in help_text
