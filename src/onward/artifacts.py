@@ -28,9 +28,18 @@ def canonical_json(value: Any) -> bytes:
 
 
 def summarize(value: Any, limit: int = 120) -> str:
+    """A one-line gist for humans: scalars shown, collections counted."""
+
+    def gist(v: Any) -> str:
+        if isinstance(v, list):
+            return f"[{len(v)}]"
+        if isinstance(v, dict):
+            return f"{{{len(v)}}}"
+        text = repr(v)
+        return text if len(text) <= 24 else text[:23] + "…"
+
     if isinstance(value, dict):
-        keys = ", ".join(str(k) for k in list(value)[:8])
-        text = "{" + keys + (", …}" if len(value) > 8 else "}")
+        text = ", ".join(f"{k}={gist(v)}" for k, v in value.items() if k != "sha256")
     elif isinstance(value, list):
         text = f"{len(value)} items"
     else:

@@ -148,10 +148,10 @@ def _finish(view: RunView, as_json: bool, extra: Callable[[RunView], None] | Non
         print(_view_json(view))
     else:
         _print_view(view)
-        if view.report and view.status is RunStatus.DONE:
-            out.print(view.report, highlight=False)
         if extra:
             extra(view)
+        elif view.report and view.status is RunStatus.DONE:
+            out.print(view.report, highlight=False)
     raise typer.Exit(exit_code(view))
 
 

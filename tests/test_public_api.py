@@ -1,0 +1,32 @@
+"""The public names are a promise: adding one is a decision, removing one breaks users."""
+
+from __future__ import annotations
+
+import onward
+
+PUBLIC = {
+    "ArtifactError", "ArtifactRef", "DeterministicToolError", "EventKind", "FailureClass",
+    "Goal", "Onward", "OnwardError", "Plan", "PlanProblem", "PlanStep", "PlanValidationError",
+    "PlanningError", "ProgressEvent", "Registry", "RunState", "RunStatus", "RunView",
+    "SideEffect", "StepRecord", "StepStatus", "StepView", "Store", "StoreCorruptError",
+    "StoreError", "StoreLockedError", "ToolContext", "ToolError", "ToolLoadError", "ToolSpec",
+    "TransientToolError", "UnknownThreadError", "UsageError", "build_graph", "compile_graph",
+    "default_registry", "load_plan_file", "tool",
+}
+
+
+def test_public_names_are_pinned() -> None:
+    assert set(onward.__all__) == PUBLIC
+
+
+def test_every_public_name_is_importable() -> None:
+    for name in onward.__all__:
+        assert getattr(onward, name) is not None
+
+
+def test_usage_errors_are_onward_errors() -> None:
+    for cls in (onward.PlanValidationError, onward.PlanningError, onward.UnknownThreadError,
+                onward.ToolLoadError):
+        assert issubclass(cls, onward.UsageError)
+        assert issubclass(cls, onward.OnwardError)
+    assert issubclass(onward.StoreLockedError, onward.StoreError)

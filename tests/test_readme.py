@@ -1,0 +1,52 @@
+"""The README stays true: its graph is the compiled graph, its test command is what CI
+runs, and its code examples run."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from onward.graph.build import mermaid
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _block(after: str, lang: str) -> str:
+    start = README.index(after)
+    match = re.compile(rf"```{lang}\n(.*?)```", re.S).search(README, start)
+    assert match, f"no {lang} block after {after!r}"
+    return match.group(1)
+
+
+def test_readme_graph_is_the_compiled_graph() -> None:
+    block = README.split("<!-- graph:start -->")[1].split("<!-- graph:end -->")[0]
+    assert block.strip() == f"```mermaid\n{mermaid()}```", (
+        "README graph is stale: replace the block with the output of `onward graph`"
+    )
+
+
+def test_readme_test_command_is_what_ci_runs() -> None:
+    command = _block("## Tests", "bash").strip()
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()
+    assert ci[-1] == command
+
+
+def test_readme_custom_tool_example_runs(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    (workdir / "my_tools.py").write_text(_block("### Tools and custom tools", "python"))
+    (workdir / "plan.yaml").write_text(
+        "steps:\n  - id: s\n    tool: stamp\n    args: {path: stamp.txt, text: hi}\n"
+        "    checks: [{check: equals, field: chars, value: 2}]\n", encoding="utf-8")
+    result = run_cli("run", "--plan", "plan.yaml", "--tools", "my_tools.py", "--json")
+    assert result.code == 0, result.stderr
+    assert (workdir / "stamp.txt").read_text() == "hi"
+
+
+def test_readme_declared_plan_example_is_valid(workdir: Path) -> None:
+    from onward import load_plan_file
+
+    (workdir / "plan.yaml").write_text(_block("### Declared plans", "yaml"), encoding="utf-8")
+    goal, plan, concurrency = load_plan_file(workdir / "plan.yaml")
+    assert goal.objective == "Copy the inbox into the archive"
+    assert [s.id for s in plan.steps] == ["copy-a", "confirm"]
+    assert concurrency == 4
