@@ -164,6 +164,8 @@ class ExecuteTask(_Frozen):
     inputs: dict[str, ArtifactRef] = Field(default_factory=dict)
     workdir: str
     tool_modules: list[str] = Field(default_factory=list)
+    wave: int = 1
+    """How many steps were sent together with this one (including it)."""
 
 
 class IllegalTransitionError(RuntimeError):
@@ -197,6 +199,11 @@ def merge_records(current: dict[str, Any], writes: Sequence[dict[str, Any]]) -> 
 def replace_value(current: Any, writes: Sequence[Any]) -> Any:
     """Last-write-wins for DeltaChannels holding one large value (the plan)."""
     return writes[-1] if writes else current
+
+
+def take_last(current: int, new: int) -> int:
+    """Reducer that lets every task of a wave write the same value in one superstep."""
+    return new
 
 
 def append_messages(current: list[AnyMessage], writes: Sequence[Any]) -> list[AnyMessage]:
@@ -235,6 +242,8 @@ class RunState(BaseModel):
     tool_modules: list[str] = Field(default_factory=list)
     """User tool modules the run needs; re-imported when a new process resumes it."""
     max_concurrency: int = 4
+    wave: Annotated[int, take_last] = 1
+    """Size of the last wave of steps sent together (routing after execute reads it)."""
     status: RunStatus = RunStatus.PLANNING
     failure: RunFailure | None = None
 

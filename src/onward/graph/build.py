@@ -1,6 +1,7 @@
 """The graph: START → plan → gate ⇉ execute (tool + verify) → gate … → finalize → END.
 
-``gate`` is a routing function, so a step costs one superstep: one checkpoint.
+``gate`` is a routing function after a lone step (one superstep, one checkpoint
+per step) and a join node after a parallel wave (see graph/routing.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from onward.graph.routing import EXECUTE, FINALIZE, gate
+from onward.graph.routing import EXECUTE, FINALIZE, GATE, after_execute, gate, join
 from onward.nodes.deps import NodeDeps
 from onward.nodes.execute import make_execute_node
 from onward.nodes.finalize import make_finalize_node
@@ -27,7 +28,9 @@ def build_graph(deps: NodeDeps) -> StateGraph[Any]:
     g.add_node(FINALIZE, make_finalize_node(deps))
     g.add_edge(START, "plan")
     g.add_conditional_edges("plan", gate, [EXECUTE, FINALIZE])
-    g.add_conditional_edges(EXECUTE, gate, [EXECUTE, FINALIZE])
+    g.add_conditional_edges(EXECUTE, after_execute, [EXECUTE, GATE, FINALIZE])
+    g.add_node(GATE, join)
+    g.add_conditional_edges(GATE, gate, [EXECUTE, FINALIZE])
     g.add_edge(FINALIZE, END)
     return g
 

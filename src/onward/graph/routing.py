@@ -1,9 +1,14 @@
-"""gate: the scheduler as a routing function (no superstep of its own).
+"""gate: the scheduler, as a routing function wherever it can be.
 
-It is a pure function of state: pick ready steps (dependencies done) in plan
-order, at most ``max_concurrency`` of them, and fan them out with ``Send``; or
-route to finalize. This is the single place later routes (retry, replan,
+``gate`` is a pure function of state: pick ready steps (dependencies done) in
+plan order, at most ``max_concurrency`` of them, and fan them out with ``Send``;
+or route to finalize. This is the single place later routes (retry, replan,
 approve, escalate) plug in, keyed by the failed step's FailureClass.
+
+After a lone step, gate routes straight from execute: one superstep per step.
+After a parallel wave it cannot: each task's routing sees only its own writes,
+not its siblings', so every task would re-send the others. Then the tasks go to
+the ``gate`` *node*, a join that runs once the whole wave has committed.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from onward.state import ExecuteTask, RunState, RunStatus, StepStatus
 
 EXECUTE = "execute"
 FINALIZE = "finalize"
+GATE = "gate"
 _SETTLED = (StepStatus.DONE, StepStatus.SKIPPED)
 
 
@@ -40,4 +46,19 @@ def gate(state: RunState) -> list[Send] | str:
             sends.append(Send(EXECUTE, task))
             if len(sends) >= state.max_concurrency:
                 break
-    return sends or FINALIZE
+    if not sends:
+        return FINALIZE
+    # Tell each task how many siblings it has, so its routing knows whether to join.
+    for send in sends:
+        send.arg = send.arg.model_copy(update={"wave": len(sends)})
+    return sends
+
+
+def after_execute(state: RunState) -> list[Send] | str:
+    """Route a finished step: straight on if it ran alone, else join at the gate node."""
+    return GATE if state.wave > 1 else gate(state)
+
+
+def join(state: RunState) -> dict[str, object]:
+    """The gate node: no work of its own; its outgoing edge is ``gate``."""
+    return {}

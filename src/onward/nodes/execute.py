@@ -75,7 +75,7 @@ def make_execute_node(deps: NodeDeps) -> Any:
         except Exception as exc:
             failure = classify(exc)
             record = transition(running, StepStatus.FAILED, failure=failure, ended_at=utcnow())
-        updates: dict[str, Any] = {"steps": {step.id: record}}
+        updates: dict[str, Any] = {"steps": {step.id: record}, "wave": task.wave}
         if record.status is StepStatus.DONE:
             if step.output and record.output is not None:
                 updates["artifacts"] = {step.output: record.output}

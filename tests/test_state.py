@@ -1,0 +1,272 @@
+"""Run state: the step transition table, the DeltaChannel reducers (batching-invariant,
+replay-deterministic), and checkpoints that load under LangGraph's strict msgpack mode."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+
+from onward import Onward, Plan, PlanStep, StepRecord, StepStatus
+from onward.checkpointing.store import sqlite_path
+from onward.state import IllegalTransitionError, append_messages, merge_records, transition
+from tests.conftest import cli_env
+
+P, R, D, F, S = (
+    StepStatus.PENDING,
+    StepStatus.RUNNING,
+    StepStatus.DONE,
+    StepStatus.FAILED,
+    StepStatus.SKIPPED,
+)
+ALLOWED = {(P, R), (R, D), (R, F), (R, S), (F, R), (P, S), (F, S)}
+"""pending→running, running→done/failed/skipped, failed→running (a retry), and any
+non-terminal status → skipped. Nothing else, and nothing leaves done or skipped."""
+FORBIDDEN = sorted({(a, b) for a in StepStatus for b in StepStatus} - ALLOWED)
+
+
+# -- the transition table ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("src", "dst"), sorted(ALLOWED), ids=lambda s: str(s))
+def test_allowed_transition_changes_status_and_fields(src: StepStatus, dst: StepStatus) -> None:
+    record = StepRecord(id="a", status=src, attempts=1)
+
+    moved = transition(record, dst, attempts=2, findings=["note"])
+
+    assert moved.status is dst
+    assert moved.attempts == 2
+    assert moved.findings == ["note"]
+    assert record.status is src, "the old record is not changed"
+
+
+@pytest.mark.parametrize(("src", "dst"), FORBIDDEN, ids=lambda s: str(s))
+def test_forbidden_transition_raises(src: StepStatus, dst: StepStatus) -> None:
+    with pytest.raises(IllegalTransitionError, match=f"step 'a': {src} → {dst} is not allowed"):
+        transition(StepRecord(id="a", status=src), dst)
+
+
+@pytest.mark.parametrize(("src", "dst"), [(D, R), (D, P), (S, R), (P, D)], ids=lambda s: str(s))
+def test_transitions_that_would_lose_or_fake_work_are_forbidden(
+    src: StepStatus, dst: StepStatus
+) -> None:
+    assert (src, dst) in FORBIDDEN
+    with pytest.raises(IllegalTransitionError):
+        transition(StepRecord(id="a", status=src), dst)
+
+
+@pytest.mark.parametrize("src", [P, R, F], ids=str)
+def test_any_non_terminal_step_can_be_skipped(src: StepStatus) -> None:
+    assert transition(StepRecord(id="a", status=src), S).status is S
+
+
+@pytest.mark.parametrize("terminal", [D, S], ids=str)
+def test_nothing_leaves_a_terminal_status(terminal: StepStatus) -> None:
+    for dst in StepStatus:
+        with pytest.raises(IllegalTransitionError):
+            transition(StepRecord(id="a", status=terminal), dst)
+
+
+# -- merge_records -------------------------------------------------------------------
+
+
+def random_writes(rng: random.Random, n: int) -> list[dict[str, Any]]:
+    keys = [f"s{i}" for i in range(6)]
+    return [
+        {k: rng.randint(0, 99) for k in rng.sample(keys, rng.randint(0, len(keys)))}
+        for _ in range(n)
+    ]
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_merge_records_gives_the_same_result_however_writes_are_batched(seed: int) -> None:
+    rng = random.Random(seed)
+    start = random_writes(rng, 1)[0]
+    writes = random_writes(rng, rng.randint(0, 8))
+    cut = rng.randint(0, len(writes))
+    xs, ys = writes[:cut], writes[cut:]
+
+    assert merge_records(merge_records(start, xs), ys) == merge_records(start, xs + ys)
+    one_by_one = start
+    for w in writes:
+        one_by_one = merge_records(one_by_one, [w])
+    assert one_by_one == merge_records(start, writes)
+
+
+def test_merge_records_later_write_wins_and_current_is_not_changed() -> None:
+    current = {"a": 1, "b": 2}
+
+    merged = merge_records(current, [{"a": 10}, {"c": 3}, {"a": 11}])
+
+    assert merged == {"a": 11, "b": 2, "c": 3}
+    assert current == {"a": 1, "b": 2}
+    assert merge_records(current, []) == current
+
+
+# -- append_messages -----------------------------------------------------------------
+
+
+def message_writes() -> list[Any]:
+    """Fresh messages without ids, as nodes write them (a new list per replay)."""
+    return [
+        [HumanMessage("copy the files")],
+        [AIMessage("Plan v1 (declared), 2 steps"), AIMessage("step a done")],
+        AIMessage("Run done"),
+        [{"role": "user", "content": "thanks"}],
+    ]
+
+
+def test_append_messages_gives_the_same_ids_when_replayed_twice() -> None:
+    first = append_messages([], message_writes())
+    second = append_messages([], message_writes())
+
+    assert [m.id for m in first] == ["m0", "m1", "m2", "m3", "m4"]
+    assert [(m.id, m.type, m.text) for m in first] == [(m.id, m.type, m.text) for m in second]
+
+
+def test_append_messages_ids_do_not_depend_on_batching() -> None:
+    writes = message_writes()
+    for cut in range(len(writes) + 1):
+        batched = append_messages(append_messages([], writes[:cut]), writes[cut:])
+        assert [m.id for m in batched] == [m.id for m in append_messages([], writes)]
+
+
+def test_append_messages_keeps_given_ids_and_replaces_by_id() -> None:
+    writes: list[Any] = [[HumanMessage("v1", id="goal")], [AIMessage("x")]]
+    first = append_messages([], writes)
+    again = append_messages(first, [[HumanMessage("v2", id="goal")]])
+
+    assert [m.id for m in first] == ["goal", "m1"]
+    assert [(m.id, m.text) for m in again] == [("goal", "v2"), ("m1", "x")]
+
+
+def test_message_ids_are_stable_across_separate_loads_of_a_run(db_url: str, workdir: Path) -> None:
+    plan = Plan(steps=[PlanStep(id="a", tool="noop"), PlanStep(id="b", tool="noop")])
+    with Onward(db_url) as ow:
+        tid = ow.run(plan=plan).thread_id
+        first = [(m.id, m.text) for m in ow.state(tid).messages]
+    with Onward(db_url) as reopened:
+        second = [(m.id, m.text) for m in reopened.state(tid).messages]
+
+    assert first == second
+    ids = [i for i, _ in first]
+    assert None not in ids
+    assert len(set(ids)) == len(ids) >= 3  # goal, plan, report
+
+
+# -- strict msgpack deserialization ----------------------------------------------------
+
+STRICT = {"LANGGRAPH_STRICT_MSGPACK": "true"}
+SERDE_WARNINGS = (
+    # langgraph/checkpoint/serde/jsonplus.py, the texts it logs for types it will not
+    # (or may soon not) rebuild from a checkpoint.
+    "Blocked deserialization of",
+    "not in allowed_msgpack_modules",
+    "Deserializing unregistered type",
+    "not in the deserialization allowlist",
+    "Could not reconstruct",
+    "Failed to revive",
+)
+
+DONE_PLAN = """\
+goal: strict round trip
+acceptance:
+  - {check: file_exists, path: out.txt}
+  - {check: matches, path: out.txt, pattern: "^hello"}
+steps:
+  - id: write
+    tool: write_file
+    args: {path: out.txt, content: "hello strict\\n"}
+    output: written
+  - id: echo
+    tool: noop
+    args: {value: "${written.bytes}"}
+    depends_on: [write]
+    output: echoed
+    checks:
+      - {check: json_path, path: value, equals: 13}
+      - {check: equals, field: value, artifact: written, artifact_field: bytes}
+"""
+FAILED_PLAN = """\
+goal: strict round trip of a failure
+steps:
+  - id: ok
+    tool: noop
+    args: {value: 1}
+  - id: bad
+    tool: noop
+    args: {value: 2}
+    depends_on: [ok]
+    checks:
+      - {check: json_path, path: value, equals: 3}
+"""
+
+
+def serde_warnings(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if any(w in line for w in SERDE_WARNINGS)]
+
+
+@pytest.mark.parametrize(
+    ("plan", "code", "status", "steps"),
+    [
+        pytest.param(DONE_PLAN, 0, "done", {"write": "done", "echo": "done"}, id="done"),
+        pytest.param(FAILED_PLAN, 1, "failed", {"ok": "done", "bad": "failed"}, id="failed"),
+    ],
+)
+def test_run_state_round_trips_under_strict_msgpack_without_warnings(
+    run_cli: Any, workdir: Path, plan: str, code: int, status: str, steps: dict[str, str]
+) -> None:
+    (workdir / "p.yaml").write_text(plan, encoding="utf-8")
+
+    ran = run_cli("run", "--plan", "p.yaml", "--json", env=STRICT)
+    assert ran.code == code, ran.stderr
+    assert serde_warnings(ran.stderr) == []
+    tid = ran.json()["thread_id"]
+
+    shown = run_cli("status", tid, "--json", env=STRICT)
+    assert shown.code == 0, shown.stderr
+    assert serde_warnings(shown.stderr) == []
+    assert shown.stdout == ran.stdout, "a new process reads back exactly what the run saw"
+    view = shown.json()
+    assert view["status"] == status
+    assert {s["id"]: s["status"] for s in view["steps"]} == steps
+    if status == "failed":
+        assert view["failure"]["step_id"] == "bad"
+        assert view["steps"][1]["failure_class"] == "validation"
+    else:
+        assert set(view["artifacts"]) == {"written", "echoed"}
+
+
+READ_WITHOUT_ALLOWLIST = """
+import sqlite3, sys
+from langgraph.checkpoint.sqlite import SqliteSaver
+saver = SqliteSaver(sqlite3.connect(sys.argv[1], check_same_thread=False))
+saver.get_tuple({"configurable": {"thread_id": sys.argv[2]}})
+"""
+
+
+def test_strict_mode_warning_is_visible_when_onward_types_are_not_allowlisted(
+    run_cli: Any, workdir: Path, db_url: str
+) -> None:
+    """The control for the test above: the same checkpoint read by a saver *without*
+    onward's allowlist makes LangGraph log the warning on stderr, so its absence there
+    means the allowlist did its job, not that warnings were hidden."""
+    (workdir / "p.yaml").write_text(FAILED_PLAN, encoding="utf-8")
+    tid = run_cli("run", "--plan", "p.yaml", "--json", env=STRICT).json()["thread_id"]
+
+    proc = subprocess.run(
+        [sys.executable, "-c", READ_WITHOUT_ALLOWLIST, str(sqlite_path(db_url)), tid],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=cli_env(**STRICT),
+        timeout=60,
+    )
+
+    assert proc.returncode == 0, proc.stderr
+    assert any("Blocked deserialization of onward.state." in w for w in serde_warnings(proc.stderr))
