@@ -2,8 +2,9 @@
 
 What is compared
     * **onward**: a declared plan of N ``noop`` steps in a dependency chain, run by
-      ``Onward(db).run(plan=...)`` on a fresh SQLite store. Each plan step is two
-      LangGraph supersteps (execute, verify) with a checkpoint after each, plus a
+      ``Onward(db).run(plan=...)`` on a fresh SQLite store. Each plan step is one
+      LangGraph superstep (execute runs the tool and verifies its output; the gate
+      routes without a superstep of its own) with a checkpoint after it, plus a
       plan and a finalize superstep per run.
     * **bare-langgraph (sqlite)**: ``StateGraph`` + ``SqliteSaver`` with
       ``durability="sync"``; one node increments a counter and a conditional edge
@@ -166,7 +167,7 @@ def report(ms: dict[str, list[float]], steps: int, rounds: int, console: Console
         f"onward ÷ bare-langgraph (sqlite, sync): {med[ONWARD] / med[BARE_SQLITE]:.2f}×\n"
         f"onward ÷ bare-langgraph (no checkpointer): {med[ONWARD] / med[BARE_NONE]:.2f}×\n"
         f"bare sqlite ÷ bare no checkpointer: {med[BARE_SQLITE] / med[BARE_NONE]:.2f}×\n"
-        "(an onward step is 2 supersteps, execute + verify; a bare step is 1)"
+        "(an onward step and a bare step are each one superstep and one checkpoint)"
     )
 
 

@@ -3,8 +3,8 @@
 What is compared
     * **onward**: a declared plan of N ``noop`` steps in a dependency chain
       (``s{i}`` depends on ``s{i-1}``), run by ``Onward(db).run(plan=...)`` on a
-      fresh SQLite store in a temporary directory. Each plan step is two
-      LangGraph supersteps (execute, verify), so two checkpoints.
+      fresh SQLite store in a temporary directory. Each plan step is one
+      LangGraph superstep (execute + verify in one task), so one checkpoint.
     * **bare LangGraph (baseline)**: ``StateGraph`` + ``SqliteSaver`` with
       ``durability="sync"``; one node loops N times and appends a 200-byte string
       to a ``list`` channel reduced with ``operator.add``, so the state grows 200

@@ -111,12 +111,6 @@ def test_resume_in_a_new_process_reimports_the_runs_tool_modules(
     assert_greeted(result.json(), tools_dir)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the run stores its --tools file path as given (relative, 'my_tools.py'), "
-    "not resolved; resume from another directory fails: ToolLoadError 'tools file "
-    "my_tools.py does not exist; check the --tools path' (exit 2)",
-)
 @pytest.mark.usefixtures("isolated_registry")
 def test_resume_from_another_directory_still_finds_the_runs_tools_file(
     tools_dir: Path, db_url: str, tmp_path: Path
@@ -163,7 +157,8 @@ def test_tools_file_that_raises_on_import_fails_naming_the_file(
     result = run_cli("run", "--plan", "plan.yaml", "--tools", "broken_tools.py")
 
     assert result.code == 2
-    assert "could not import tools from 'broken_tools.py'" in result.stderr
+    assert "could not import tools from '" in result.stderr
+    assert "broken_tools.py'" in result.stderr
     assert "RuntimeError: cannot reach the license server" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tools_dir / "hello.txt").exists()

@@ -18,13 +18,6 @@ import pytest
 
 from onward import Onward, Plan, PlanStep, RunStatus, RunView
 
-DUPLICATE_EXECUTION = pytest.mark.xfail(
-    strict=True,
-    reason="bug: each parallel execute task's gate sees only its own write, so it re-sends "
-    "sibling steps of the same superstep that are still pending in its view; those steps run "
-    "again (several times), more than max_concurrency run at once, and attempts stays 1",
-)
-
 Span = tuple[datetime, datetime]
 
 
@@ -93,7 +86,6 @@ def run_done(ow: Onward, plan: Plan, max_concurrency: int) -> RunView:
     return view
 
 
-@DUPLICATE_EXECUTION
 def test_independent_steps_run_at_the_same_time_once_each(ow: Onward, journal: Path) -> None:
     view = run_done(ow, independent_waits(4), max_concurrency=4)
 
@@ -104,7 +96,6 @@ def test_independent_steps_run_at_the_same_time_once_each(ow: Onward, journal: P
     assert executions_per_step(journal) == dict.fromkeys(spans, 1)
 
 
-@DUPLICATE_EXECUTION
 def test_parallel_steps_each_execute_exactly_once(ow: Onward, journal: Path) -> None:
     started: Counter[str] = Counter()
     view = ow.run(
@@ -119,7 +110,6 @@ def test_parallel_steps_each_execute_exactly_once(ow: Onward, journal: Path) -> 
     assert executions_per_step(journal) == started
 
 
-@DUPLICATE_EXECUTION
 def test_max_concurrency_bounds_how_many_steps_overlap(ow: Onward, journal: Path) -> None:
     view = run_done(ow, independent_waits(6), max_concurrency=2)
 
@@ -150,9 +140,7 @@ WITH_UNRELATED_SIBLING = Plan(
     ("plan", "dependent"),
     [
         pytest.param(FAN_IN, "join", id="fan-in"),
-        pytest.param(
-            WITH_UNRELATED_SIBLING, "then", id="beside-a-sibling", marks=DUPLICATE_EXECUTION
-        ),
+        pytest.param(WITH_UNRELATED_SIBLING, "then", id="beside-a-sibling"),
     ],
 )
 def test_dependent_step_starts_only_after_all_its_dependencies_ended(

@@ -39,6 +39,7 @@ from onward.tools.registry import (
     Registry,
     default_registry,
     load_tool_modules,
+    normalize_tool_refs,
     tool_modules_from_env,
 )
 
@@ -113,7 +114,7 @@ class Onward:
         registry: Registry | None = None,
         tool_modules: Sequence[str] = (),
     ) -> None:
-        self.tool_modules = [*tool_modules_from_env(), *tool_modules]
+        self.tool_modules = normalize_tool_refs([*tool_modules_from_env(), *tool_modules])
         load_tool_modules(self.tool_modules)
         self.registry = registry or default_registry
         self.store = Store(db)

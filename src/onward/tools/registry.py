@@ -177,6 +177,15 @@ def tool(
     return decorate(fn) if fn is not None else decorate
 
 
+def _is_file_ref(ref: str) -> bool:
+    return ref.endswith(".py") or os.sep in ref
+
+
+def normalize_tool_refs(names: Iterable[str]) -> list[str]:
+    """File paths made absolute, so a run resumed from another directory finds them."""
+    return [str(Path(r).resolve()) if _is_file_ref(r) else r for r in map(str.strip, names) if r]
+
+
 def load_tool_modules(names: Iterable[str]) -> list[str]:
     """Import user modules that register tools: file paths (``my_tools.py``) or dotted names."""
     loaded: list[str] = []
@@ -185,7 +194,7 @@ def load_tool_modules(names: Iterable[str]) -> list[str]:
         if not ref:
             continue
         try:
-            if ref.endswith(".py") or os.sep in ref:
+            if _is_file_ref(ref):
                 path = Path(ref).resolve()
                 if not path.is_file():
                     raise ToolLoadError(f"tools file {ref} does not exist; check the --tools path")
