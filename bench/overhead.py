@@ -40,7 +40,8 @@ from langgraph.graph import END, START, StateGraph
 from rich.console import Console
 from rich.table import Table
 
-from onward import Onward, Plan, PlanStep, RunStatus, StepStatus
+from _common import chain_plan
+from onward import Onward, RunStatus, StepStatus
 
 ONWARD = "onward (sqlite)"
 BARE_SQLITE = "bare-langgraph (sqlite, sync)"
@@ -48,21 +49,6 @@ BARE_NONE = "bare-langgraph (no checkpointer)"
 
 Runner = Callable[[int], float]
 """Runs N steps on a fresh store and returns the timed seconds."""
-
-
-def chain_plan(n: int) -> Plan:
-    """N noop steps, each depending on the previous one."""
-    return Plan(
-        steps=[
-            PlanStep(
-                id=f"s{i}",
-                tool="noop",
-                args={"value": i},
-                depends_on=[f"s{i - 1}"] if i else [],
-            )
-            for i in range(n)
-        ]
-    )
 
 
 def run_onward(n: int) -> float:

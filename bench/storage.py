@@ -41,7 +41,8 @@ from langgraph.graph import END, START, StateGraph
 from rich.console import Console
 from rich.table import Table
 
-from onward import Onward, Plan, PlanStep, RunStatus, StepStatus
+from _common import chain_plan
+from onward import Onward, RunStatus, StepStatus
 
 TARGET_BYTES_PER_STEP = 10 * 1024
 TARGET_RATIO = 1.5
@@ -66,21 +67,6 @@ class Sample:
     @property
     def per_step(self) -> float:
         return self.db_bytes / self.steps
-
-
-def chain_plan(n: int) -> Plan:
-    """N noop steps, each depending on the previous one."""
-    return Plan(
-        steps=[
-            PlanStep(
-                id=f"s{i}",
-                tool="noop",
-                args={"value": i},
-                depends_on=[f"s{i - 1}"] if i else [],
-            )
-            for i in range(n)
-        ]
-    )
 
 
 def measure_db(path: Path) -> tuple[int, int, int, int, int]:

@@ -7,6 +7,7 @@ that was edited or truncated on disk is reported, never silently used.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -57,6 +58,10 @@ def atomic_write(path: Path, data: bytes) -> None:
     """Write to a temp file in the same directory, then rename over ``path``: readers see
     the old or the new content, never half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    # A process killed between mkstemp and rename leaves its temp file behind; the step
+    # re-runs after resume and lands here again, so this is where it gets cleaned up.
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        stale.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

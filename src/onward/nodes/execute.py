@@ -76,24 +76,18 @@ def make_execute_node(deps: NodeDeps) -> Any:
             failure = classify(exc)
             record = transition(running, StepStatus.FAILED, failure=failure, ended_at=utcnow())
         updates: dict[str, Any] = {"steps": {step.id: record}, "wave": task.wave}
-        if record.status is StepStatus.DONE:
-            if step.output and record.output is not None:
-                updates["artifacts"] = {step.output: record.output}
-            emit(
-                EventKind.STEP_DONE,
-                step_id=step.id,
-                tool=step.tool,
-                attempt=attempt,
-                message=record.output.summary if record.output else "",
-            )
-        else:
-            emit(
-                EventKind.STEP_FAILED,
-                step_id=step.id,
-                tool=step.tool,
-                attempt=attempt,
-                message=record.failure.message if record.failure else "failed",
-            )
+        done = record.status is StepStatus.DONE
+        if done and step.output and record.output is not None:
+            updates["artifacts"] = {step.output: record.output}
+        emit(
+            EventKind.STEP_DONE if done else EventKind.STEP_FAILED,
+            step_id=step.id,
+            tool=step.tool,
+            attempt=attempt,
+            message=(record.output.summary if record.output else "")
+            if done
+            else (record.failure.message if record.failure else "failed"),
+        )
         return updates
 
     return execute
