@@ -199,6 +199,7 @@ class Onward:
         run_input: Any = None
         if not snapshot.values:  # killed before the first checkpoint: start from the request
             run_input = RunState.model_validate(migrate(dict(row.request["input"])))
+        self.store.set_run_status(thread_id, RunStatus.RUNNING)
         for _mode, chunk in self.graph.stream(
             run_input, config, stream_mode=["custom"], durability="sync"
         ):
