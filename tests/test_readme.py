@@ -50,3 +50,13 @@ def test_readme_declared_plan_example_is_valid(workdir: Path) -> None:
     assert goal.objective == "Copy the inbox into the archive"
     assert [s.id for s in plan.steps] == ["copy-a", "confirm"]
     assert concurrency == 4
+
+
+def test_example_plan_runs(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    shutil.copytree(ROOT / "examples", workdir / "examples")
+    result = run_cli("run", "--plan", "examples/archive-plan.yaml", "--workdir", "examples", "--json")
+    assert result.code == 0, result.stderr
+    assert sorted(p.name for p in (workdir / "examples" / "archive").iterdir()) == [
+        "a.txt", "b.txt", "c.txt", "manifest.json"]
