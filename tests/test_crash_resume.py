@@ -29,6 +29,8 @@ from tests.conftest import cli_env, onward_cmd
 pytestmark = pytest.mark.crash
 
 COPY_FILES = 30
+SHORT_LEASE = {"ONWARD_LEASE_TTL": "0.5", "ONWARD_HEARTBEAT": "0.1"}
+"""The killed driver's lease outlives it by at most half a second."""
 COPY_GOAL = "copy every file in inbox/ to archive/"
 
 
@@ -112,7 +114,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, b
 
 def _kill_at(cmd: list[str], wd: Path, journal: Path, point: KillPoint) -> bool:
     """Start the run and SIGKILL it at ``point``; False if it finished first."""
-    env = cli_env(ONWARD_EXECUTION_LOG=str(journal))
+    env = cli_env(ONWARD_EXECUTION_LOG=str(journal), **SHORT_LEASE)
     if point.tool_delay:
         env["ONWARD_FAULT_TOOL_DELAY"] = str(point.tool_delay)
     proc = subprocess.Popen(cmd, cwd=wd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -156,9 +158,9 @@ def test_sigkill_then_resume_matches_uninterrupted_run(
     before = Counter(str(e["step"]) for e in _journal(journal) if e["phase"] == "start")
 
     resumed = subprocess.run(
-        onward_cmd("resume", thread_id, "--db", db, "--json"),
+        onward_cmd("resume", thread_id, "--takeover", "--db", db, "--json"),
         cwd=wd,
-        env=cli_env(ONWARD_EXECUTION_LOG=str(journal)),
+        env=cli_env(ONWARD_EXECUTION_LOG=str(journal), **SHORT_LEASE),
         capture_output=True,
         text=True,
         timeout=120,
@@ -174,6 +176,11 @@ def test_sigkill_then_resume_matches_uninterrupted_run(
     assert not rerun, f"steps completed before the kill ran again: {rerun}"
     assert set(starts) == {s["id"] for s in status["steps"]}
     assert max(starts.values()) <= 2  # only the step killed mid-flight may run twice
+    with Onward(db) as ow:
+        kinds = [kind for _, kind, _ in ow.store.leases.events(thread_id)]
+    # The dead driver's lease was taken over (and logged), unless the kill came after the
+    # run had finished and released it.
+    assert kinds[1] in ("lease_released", "lease_taken_over"), kinds
 
 
 def test_resume_of_a_finished_run_runs_nothing(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]

@@ -5,13 +5,47 @@ from __future__ import annotations
 import onward
 
 PUBLIC = {
-    "ArtifactError", "ArtifactRef", "DeterministicToolError", "EventKind", "FailureClass",
-    "Goal", "Onward", "OnwardError", "Plan", "PlanProblem", "PlanStep", "PlanValidationError",
-    "PlanningError", "ProgressEvent", "Registry", "RunState", "RunStatus", "RunView",
-    "SideEffect", "StepRecord", "StepStatus", "StepView", "Store", "StoreCorruptError",
-    "StoreError", "StoreLockedError", "ToolContext", "ToolError", "ToolLoadError", "ToolSpec",
-    "TransientToolError", "UnknownThreadError", "UsageError", "build_graph", "compile_graph",
-    "default_registry", "load_plan_file", "tool",
+    "ArtifactError",
+    "ArtifactRef",
+    "DeterministicToolError",
+    "EventKind",
+    "FailureClass",
+    "Goal",
+    "LeaseLostError",
+    "LeasePolicy",
+    "Onward",
+    "OnwardError",
+    "Plan",
+    "PlanProblem",
+    "PlanStep",
+    "PlanValidationError",
+    "PlanningError",
+    "ProgressEvent",
+    "Registry",
+    "RunBusyError",
+    "RunState",
+    "RunStatus",
+    "RunView",
+    "SideEffect",
+    "StepRecord",
+    "StepStatus",
+    "StepView",
+    "Store",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreLockedError",
+    "ToolContext",
+    "ToolError",
+    "ToolLoadError",
+    "ToolSpec",
+    "TransientToolError",
+    "UnknownThreadError",
+    "UsageError",
+    "build_graph",
+    "compile_graph",
+    "default_registry",
+    "load_plan_file",
+    "tool",
 }
 
 
@@ -25,8 +59,12 @@ def test_every_public_name_is_importable() -> None:
 
 
 def test_usage_errors_are_onward_errors() -> None:
-    for cls in (onward.PlanValidationError, onward.PlanningError, onward.UnknownThreadError,
-                onward.ToolLoadError):
+    for cls in (
+        onward.PlanValidationError,
+        onward.PlanningError,
+        onward.UnknownThreadError,
+        onward.ToolLoadError,
+    ):
         assert issubclass(cls, onward.UsageError)
         assert issubclass(cls, onward.OnwardError)
     assert issubclass(onward.StoreLockedError, onward.StoreError)

@@ -36,7 +36,9 @@ def test_readme_custom_tool_example_runs(run_cli, workdir: Path) -> None:  # typ
     (workdir / "my_tools.py").write_text(_block("### Tools and custom tools", "python"))
     (workdir / "plan.yaml").write_text(
         "steps:\n  - id: s\n    tool: stamp\n    args: {path: stamp.txt, text: hi}\n"
-        "    checks: [{check: equals, field: chars, value: 2}]\n", encoding="utf-8")
+        "    checks: [{check: equals, field: chars, value: 2}]\n",
+        encoding="utf-8",
+    )
     result = run_cli("run", "--plan", "plan.yaml", "--tools", "my_tools.py", "--json")
     assert result.code == 0, result.stderr
     assert (workdir / "stamp.txt").read_text() == "hi"
@@ -56,7 +58,13 @@ def test_example_plan_runs(run_cli, workdir: Path) -> None:  # type: ignore[no-u
     import shutil
 
     shutil.copytree(ROOT / "examples", workdir / "examples")
-    result = run_cli("run", "--plan", "examples/archive-plan.yaml", "--workdir", "examples", "--json")
+    result = run_cli(
+        "run", "--plan", "examples/archive-plan.yaml", "--workdir", "examples", "--json"
+    )
     assert result.code == 0, result.stderr
     assert sorted(p.name for p in (workdir / "examples" / "archive").iterdir()) == [
-        "a.txt", "b.txt", "c.txt", "manifest.json"]
+        "a.txt",
+        "b.txt",
+        "c.txt",
+        "manifest.json",
+    ]

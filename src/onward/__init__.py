@@ -5,14 +5,17 @@ any crash, without losing work or repeating a side effect.
 """
 
 from onward.api import Onward, RunView, StepView, load_plan_file
+from onward.checkpointing.leases import LeasePolicy
 from onward.checkpointing.store import Store
 from onward.errors import (
     ArtifactError,
     DeterministicToolError,
+    LeaseLostError,
     OnwardError,
     PlanningError,
     PlanProblem,
     PlanValidationError,
+    RunBusyError,
     StoreCorruptError,
     StoreError,
     StoreLockedError,
@@ -45,6 +48,8 @@ __all__ = [
     "EventKind",
     "FailureClass",
     "Goal",
+    "LeaseLostError",
+    "LeasePolicy",
     "Onward",
     "OnwardError",
     "Plan",
@@ -54,6 +59,7 @@ __all__ = [
     "PlanningError",
     "ProgressEvent",
     "Registry",
+    "RunBusyError",
     "RunState",
     "RunStatus",
     "RunView",

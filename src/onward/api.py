@@ -8,8 +8,10 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,16 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ConfigDict
 
+from onward.checkpointing.leases import Heartbeat, new_owner
 from onward.checkpointing.store import RunRow, Store
-from onward.errors import PlanProblem, PlanValidationError, UnknownThreadError, UsageError
+from onward.errors import (
+    LeaseLostError,
+    PlanProblem,
+    PlanValidationError,
+    RunBusyError,
+    UnknownThreadError,
+    UsageError,
+)
 from onward.graph.build import compile_graph
 from onward.nodes.deps import NodeDeps
 from onward.planning.templates import plan_from_template
@@ -74,6 +84,11 @@ class RunView(BaseModel):
     artifacts: dict[str, ArtifactRef] = {}
     failure: RunFailure | None = None
     report: str = ""
+    driver: str | None = None
+    """Owner of the live or last lease (host:pid:random), if any."""
+    heartbeat_at: datetime | None = None
+    stalled: bool = False
+    """Unfinished, and its driver's heartbeat is stale: the driver died or hangs."""
 
     @property
     def finished(self) -> bool:
@@ -190,26 +205,53 @@ class Onward:
 
     # -- driving ----------------------------------------------------------
 
-    def stream(self, thread_id: str) -> Iterator[ProgressEvent]:
-        """Drive a run until it stops, yielding progress events. Resumes where it stopped."""
+    def stream(self, thread_id: str, *, takeover: bool = False) -> Iterator[ProgressEvent]:
+        """Drive a run until it stops, yielding progress events. Resumes where it stopped.
+
+        Holds the run's lease while driving: a run another live process drives raises
+        :class:`RunBusyError`; ``takeover=True`` waits for that lease to expire instead.
+        """
         row = self._row(thread_id)
         load_tool_modules(row.request["input"].get("tool_modules", []))
-        config = self._config(thread_id)
-        snapshot = self.graph.get_state(config)
-        run_input: Any = None
-        if not snapshot.values:  # killed before the first checkpoint: start from the request
-            run_input = RunState.model_validate(migrate(dict(row.request["input"])))
-        self.store.set_run_status(thread_id, RunStatus.RUNNING)
-        for _mode, chunk in self.graph.stream(
-            run_input, config, stream_mode=["custom"], durability="sync"
-        ):
-            yield ProgressEvent.model_validate(chunk)
-        self.store.set_run_status(thread_id, self.get(thread_id).status)
+        owner = new_owner()
+        self._acquire(thread_id, owner, takeover)
+        try:
+            with Heartbeat(self.store.leases, thread_id, owner) as beat:
+                config = self._config(thread_id)
+                run_input: Any = None
+                if not self.graph.get_state(config).values:
+                    # Killed before the first checkpoint: start from the stored request.
+                    run_input = RunState.model_validate(migrate(dict(row.request["input"])))
+                self.store.set_run_status(thread_id, RunStatus.RUNNING)
+                for _mode, chunk in self.graph.stream(
+                    run_input, config, stream_mode=["custom"], durability="sync"
+                ):
+                    if beat.lost.is_set():
+                        raise LeaseLostError(thread_id)
+                    yield ProgressEvent.model_validate(chunk)
+                self.store.set_run_status(thread_id, self.state(thread_id).status)
+        finally:
+            self.store.leases.release(thread_id, owner)
+
+    def _acquire(self, thread_id: str, owner: str, takeover: bool) -> None:
+        while True:
+            try:
+                self.store.leases.acquire(thread_id, owner)
+                return
+            except RunBusyError as busy:
+                if not takeover:
+                    raise
+                wait = (busy.expires_at - self.store.leases.clock()).total_seconds()
+                time.sleep(min(max(wait, 0.0) + 0.05, 5.0))
 
     def drive(
-        self, thread_id: str, on_event: Callable[[ProgressEvent], None] | None = None
+        self,
+        thread_id: str,
+        on_event: Callable[[ProgressEvent], None] | None = None,
+        *,
+        takeover: bool = False,
     ) -> RunView:
-        for event in self.stream(thread_id):
+        for event in self.stream(thread_id, takeover=takeover):
             if on_event is not None:
                 on_event(event)
         return self.get(thread_id)
@@ -225,10 +267,15 @@ class Onward:
         return self.drive(self.start(goal, **start), on_event)
 
     def resume(
-        self, thread_id: str, on_event: Callable[[ProgressEvent], None] | None = None
+        self,
+        thread_id: str,
+        on_event: Callable[[ProgressEvent], None] | None = None,
+        *,
+        takeover: bool = False,
     ) -> RunView:
-        """Finish a run that stopped (crash, kill, interrupt). A finished run is returned as is."""
-        return self.drive(thread_id, on_event)
+        """Finish a run that stopped (crash, kill, interrupt). A finished run is returned as is.
+        ``takeover=True`` waits for a dead driver's lease to expire, then takes the run over."""
+        return self.drive(thread_id, on_event, takeover=takeover)
 
     # -- reading ----------------------------------------------------------
 
@@ -272,6 +319,7 @@ class Onward:
         report = ""
         if state.status.finished and state.messages:
             report = state.messages[-1].text
+        lease = self.store.leases.get(thread_id)
         return RunView(
             thread_id=thread_id,
             status=state.status,
@@ -283,7 +331,23 @@ class Onward:
             artifacts=dict(state.artifacts),
             failure=state.failure,
             report=report,
+            driver=lease.owner if lease else None,
+            heartbeat_at=lease.heartbeat_at if lease else None,
+            stalled=lease is not None
+            and not state.status.finished
+            and self.store.leases.policy.stale(lease.heartbeat_at, self.store.leases.clock()),
         )
 
     def list_runs(self, limit: int = 100) -> list[RunRow]:
         return self.store.list_runs(limit)
+
+    def stalled_threads(self) -> set[str]:
+        """Unfinished runs whose driver's heartbeat is stale."""
+        leases = self.store.leases
+        now = leases.clock()
+        return {
+            tid
+            for tid, lease in leases.all().items()
+            if leases.policy.stale(lease.heartbeat_at, now)
+            and not ((row := self.store.get_run(tid)) and row.status.finished)
+        }

@@ -22,7 +22,7 @@ from rich.text import Text
 from onward.api import Onward, RunView
 from onward.checkpointing.store import default_url
 from onward.demo import DEMO_GOAL, write_sample_orders
-from onward.errors import OnwardError, StoreLockedError
+from onward.errors import LeaseLostError, OnwardError, RunBusyError, StoreLockedError
 from onward.progress import EventKind, ProgressEvent
 from onward.state import RunFailureKind, RunStatus
 
@@ -71,7 +71,8 @@ def _errors(as_json: bool) -> Iterator[None]:
     except OnwardError as exc:
         # A locked database is "busy" (4); everything else is bad input (2): a wrong path,
         # plan, thread id or a file that is not a database.
-        code = EXIT_BUSY if isinstance(exc, StoreLockedError) else EXIT_USAGE
+        busy = (StoreLockedError, RunBusyError, LeaseLostError)
+        code = EXIT_BUSY if isinstance(exc, busy) else EXIT_USAGE
         if as_json:
             print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
         else:
@@ -90,10 +91,13 @@ def _view_json(view: RunView) -> str:
 
 def _print_view(view: RunView) -> None:
     colour = {"done": "green", "failed": "red"}.get(view.status.value, "yellow")
+    shown = "stalled" if view.stalled else view.status.value
     out.print(
-        f"thread [bold]{view.thread_id}[/]  status [{colour}]{view.status}[/]  {view.objective}",
+        f"thread [bold]{view.thread_id}[/]  status [{colour}]{shown}[/]  {view.objective}",
         highlight=False,
     )
+    if view.driver:
+        out.print(f"driver {view.driver}, last heartbeat {view.heartbeat_at}", highlight=False)
     if view.steps:
         table = Table(show_edge=False, pad_edge=False)
         for col in ("step", "tool", "status", "attempts", "detail"):
@@ -106,9 +110,9 @@ def _print_view(view: RunView) -> None:
         out.print(f"[red]reason:[/] {view.failure.message}", highlight=False)
 
 
-def _drive(ow: Onward, thread_id: str, as_json: bool) -> RunView:
+def _drive(ow: Onward, thread_id: str, as_json: bool, takeover: bool = False) -> RunView:
     if as_json:
-        return ow.drive(thread_id)
+        return ow.drive(thread_id, takeover=takeover)
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -140,7 +144,7 @@ def _drive(ow: Onward, thread_id: str, as_json: bool) -> RunView:
         if state.plan.steps:
             done = sum(1 for r in state.steps.values() if r.status.value == "done")
             bar.update(task, description="running", total=len(state.plan.steps), completed=done)
-        return ow.drive(thread_id, on_event)
+        return ow.drive(thread_id, on_event, takeover=takeover)
 
 
 def _finish(view: RunView, as_json: bool, extra: Callable[[RunView], None] | None = None) -> None:
@@ -190,6 +194,14 @@ def run(
 @app.command()
 def resume(
     thread_id: str,
+    takeover: Annotated[
+        bool,
+        typer.Option(
+            "--takeover",
+            help="If another driver's lease is live, wait for it to expire, then take the run "
+            "over (for a driver that died).",
+        ),
+    ] = False,
     db: DbOpt = None,
     as_json: JsonOpt = False,
     tools: ToolsOpt = None,
@@ -197,7 +209,7 @@ def resume(
     """Finish a run that stopped (crash, kill, Ctrl-C); completed steps are not run again."""
     with _errors(as_json), _open(db, tools) as ow:
         ow.get(thread_id)  # unknown thread → clear error before any progress output
-        view = _drive(ow, thread_id, as_json)
+        view = _drive(ow, thread_id, as_json, takeover)
     _finish(view, as_json)
 
 
@@ -221,6 +233,7 @@ def list_runs(
     """List runs, newest first."""
     with _errors(as_json), _open(db, None) as ow:
         rows = ow.list_runs(limit)
+        stalled = ow.stalled_threads()
     if as_json:
         print(
             json.dumps(
@@ -228,6 +241,7 @@ def list_runs(
                     {
                         "thread_id": r.thread_id,
                         "status": r.status.value,
+                        "stalled": r.thread_id in stalled,
                         "objective": r.objective,
                         "created_at": r.created_at.isoformat(),
                         "updated_at": r.updated_at.isoformat(),
@@ -245,7 +259,7 @@ def list_runs(
     for r in rows:
         table.add_row(
             r.thread_id,
-            r.status.value,
+            "stalled" if r.thread_id in stalled else r.status.value,
             r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             r.objective[:60],
         )

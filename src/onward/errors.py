@@ -13,7 +13,9 @@ message says what is wrong *and* what to do about it::
     ├── StoreError                  the database cannot be used; nothing was written
     │   ├── StoreCorruptError       the file is not an onward/SQLite database
     │   └── StoreLockedError        another process holds the database lock
-    └── ArtifactError               an artifact body is missing or does not match its sha256
+    ├── ArtifactError               an artifact body is missing or does not match its sha256
+    ├── RunBusyError                another live driver holds the run's lease (exit code 4)
+    └── LeaseLostError              this driver's lease expired and was taken over mid-run
 
     ToolError                       raised by tools (failures of one step, not of onward)
     ├── TransientToolError          worth retrying later (timeouts, 5xx, ...)
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 
 class OnwardError(Exception):
@@ -95,6 +98,25 @@ class StoreLockedError(StoreError):
 
 class ArtifactError(OnwardError):
     """An artifact body is missing or its content no longer matches its sha256."""
+
+
+class RunBusyError(OnwardError):
+    """Another process is driving the run (its lease is live)."""
+
+    def __init__(self, thread_id: str, owner: str, heartbeat_age: float, expires_at: datetime):
+        self.thread_id, self.owner, self.expires_at = thread_id, owner, expires_at
+        super().__init__(
+            f"run {thread_id} is being driven by {owner} (heartbeat {heartbeat_age:.0f} s ago); "
+            f"wait, or use --takeover after the lease expires at {expires_at.isoformat()}"
+        )
+
+
+class LeaseLostError(OnwardError):
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(
+            f"lost the lease on run {thread_id}: this process missed its heartbeats long enough "
+            "for another to take the run over; it stopped driving. Check `onward status`"
+        )
 
 
 class ToolError(Exception):

@@ -23,12 +23,15 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from onward.artifacts import ArtifactStore, fsync_enabled
+from onward.checkpointing.leases import LEASE_SCHEMA, LeasePolicy, Leases
 from onward.checkpointing.serde import checkpoint_types
 from onward.errors import StoreCorruptError, StoreError, StoreLockedError, UsageError
 from onward.state import RunStatus, utcnow
 
 DEFAULT_URL = "sqlite:///.onward/onward.db"
-STORE_SCHEMA_VERSION = 1
+STORE_SCHEMA_VERSION = 2
+"""1: runs. 2: leases and events. Each version's tables are created with IF NOT EXISTS,
+so opening an older store brings it up to date under the schema lock."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS onward_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -106,6 +109,7 @@ class Store:
             if busy_timeout is not None
             else float(os.environ.get("ONWARD_BUSY_TIMEOUT", "10"))
         )
+        self._timeout = timeout
         existed = self.path.exists()
         if existed and self.path.is_dir():
             raise StoreError(f"{self.path} is a directory; --db must name a database file")
@@ -132,6 +136,14 @@ class Store:
         self.saver = SqliteSaver(self.conn, serde=serde)
         self.saver.is_setup = True  # created under the lock above
         self.artifacts = ArtifactStore(self.path.parent / "artifacts")
+        self.leases = Leases(self.connect, LeasePolicy.from_env())
+
+    def connect(self) -> sqlite3.Connection:
+        """A new connection to the same database (for work on other threads)."""
+        with translate_errors(self.path):
+            conn = sqlite3.connect(str(self.path), timeout=self._timeout, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
+        return conn
 
     def _create_schema_once(self) -> None:
         lock_path = self.path.with_name(self.path.name + ".lock")
@@ -141,21 +153,20 @@ class Store:
                 row = self.conn.execute(
                     "SELECT name FROM sqlite_master WHERE name='onward_meta'"
                 ).fetchone()
-                if row is None:
+                found = 0 if row is None else self._check_schema_version()
+                if found < STORE_SCHEMA_VERSION:
                     self.conn.execute("PRAGMA journal_mode=WAL")
                     SqliteSaver(self.conn).setup()
-                    self.conn.executescript(_SCHEMA)
+                    self.conn.executescript(_SCHEMA + LEASE_SCHEMA)
                     self.conn.execute(
                         "INSERT OR REPLACE INTO onward_meta VALUES ('schema_version', ?)",
                         (str(STORE_SCHEMA_VERSION),),
                     )
                     self.conn.commit()
-                else:
-                    self._check_schema_version()
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def _check_schema_version(self) -> None:
+    def _check_schema_version(self) -> int:
         row = self.conn.execute(
             "SELECT value FROM onward_meta WHERE key='schema_version'"
         ).fetchone()
@@ -165,6 +176,7 @@ class Store:
                 f"{self.path} was written by a newer onward (store schema {found}, this onward "
                 f"knows {STORE_SCHEMA_VERSION}); upgrade onward to use it"
             )
+        return found
 
     def close(self) -> None:
         self.conn.close()
