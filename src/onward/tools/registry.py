@@ -42,6 +42,22 @@ class ToolContext:
         return q if q.is_absolute() else self.workdir / q
 
 
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """What a ``reconcile`` probe found out about an effect whose outcome was unknown."""
+
+    happened: bool
+    """True: the effect took place (``result`` is its result). False: it did not, so it is
+    safe to perform it now."""
+    result: Any = None
+
+
+Reconcile = Callable[[str, Any], Reconciled]
+"""``reconcile(idempotency_key, args) -> Reconciled``; raise if it still cannot tell."""
+Compensate = Callable[[str, Any, Any], Any]
+"""``compensate(idempotency_key, args, result)``: undo a completed effect (saga)."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolSpec:
     """A registered tool. Frozen: a run's behaviour must not change under it."""
@@ -64,6 +80,10 @@ class ToolSpec:
     """Verbs such as delete / send / pay; dangerous ones require approval by default."""
     wants_context: bool = False
     """Whether ``fn`` takes a ``ctx: ToolContext`` keyword."""
+    reconcile: Reconcile | None = None
+    """For unsafe tools: find out whether an interrupted effect happened (else a human must)."""
+    compensate: Compensate | None = None
+    """Undo a completed effect; recorded with the effect, used when a run is cancelled."""
 
     @property
     def requires_approval(self) -> bool:
@@ -138,6 +158,8 @@ def tool(
     tags: Iterable[str] = (),
     description: str | None = None,
     registry: Registry | None = None,
+    reconcile: Reconcile | None = None,
+    compensate: Compensate | None = None,
 ) -> Callable[[Callable[..., Any]], ToolSpec]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -150,10 +172,13 @@ def tool(
     tags: Iterable[str] = (),
     description: str | None = None,
     registry: Registry | None = None,
+    reconcile: Reconcile | None = None,
+    compensate: Compensate | None = None,
 ) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
     """Register a function as a tool. Its typed parameters become the args schema.
 
-    A parameter named ``ctx`` receives the :class:`ToolContext`. The function
+    A parameter named ``ctx`` receives the :class:`ToolContext`; non-pure tools find their
+    idempotency key there (``ctx.idempotency_key``), stable across crashes and retries. The function
     returns a JSON-serialisable value (or a pydantic model), stored as the
     step's output artifact.
     """
@@ -171,6 +196,8 @@ def tool(
             checks=tuple(checks),
             tags=frozenset(tags),
             wants_context=wants_context,
+            reconcile=reconcile,
+            compensate=compensate,
         )
         return (registry or default_registry).register(spec)
 
