@@ -2,6 +2,7 @@
 
 from onward.tools import files, orders  # noqa: F401  (registers the built-ins)
 from onward.tools.registry import (
+    Reconciled,
     Registry,
     ToolContext,
     ToolSpec,
@@ -12,6 +13,7 @@ from onward.tools.registry import (
 )
 
 __all__ = [
+    "Reconciled",
     "Registry",
     "ToolContext",
     "ToolSpec",
