@@ -24,9 +24,11 @@ P, R, D, F, S = (
     StepStatus.FAILED,
     StepStatus.SKIPPED,
 )
-ALLOWED = {(P, R), (R, D), (R, F), (R, S), (F, R), (P, S), (F, S)}
-"""pending→running, running→done/failed/skipped, failed→running (a retry), and any
-non-terminal status → skipped. Nothing else, and nothing leaves done or skipped."""
+ALLOWED = {(P, R), (R, D), (R, F), (R, S), (F, R), (P, S), (F, S), (R, P), (D, P)}
+"""pending→running, running→done/failed/skipped, failed→running (a retry), any
+non-terminal status → skipped, and two human/consistency decisions: running→pending (retry
+an effect whose outcome was unknown) and done→pending (re-open a pure step whose output
+artifact is gone). Never done→running; nothing leaves skipped."""
 FORBIDDEN = sorted({(a, b) for a in StepStatus for b in StepStatus} - ALLOWED)
 
 
@@ -51,7 +53,7 @@ def test_forbidden_transition_raises(src: StepStatus, dst: StepStatus) -> None:
         transition(StepRecord(id="a", status=src), dst)
 
 
-@pytest.mark.parametrize(("src", "dst"), [(D, R), (D, P), (S, R), (P, D)], ids=lambda s: str(s))
+@pytest.mark.parametrize(("src", "dst"), [(D, R), (D, F), (S, R), (P, D)], ids=lambda s: str(s))
 def test_transitions_that_would_lose_or_fake_work_are_forbidden(
     src: StepStatus, dst: StepStatus
 ) -> None:
@@ -65,11 +67,13 @@ def test_any_non_terminal_step_can_be_skipped(src: StepStatus) -> None:
     assert transition(StepRecord(id="a", status=src), S).status is S
 
 
-@pytest.mark.parametrize("terminal", [D, S], ids=str)
-def test_nothing_leaves_a_terminal_status(terminal: StepStatus) -> None:
+def test_nothing_leaves_skipped_and_done_only_reopens_to_pending() -> None:
     for dst in StepStatus:
         with pytest.raises(IllegalTransitionError):
-            transition(StepRecord(id="a", status=terminal), dst)
+            transition(StepRecord(id="a", status=S), dst)
+    for dst in set(StepStatus) - {P}:
+        with pytest.raises(IllegalTransitionError):
+            transition(StepRecord(id="a", status=D), dst)
 
 
 # -- merge_records -------------------------------------------------------------------

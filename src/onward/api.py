@@ -20,9 +20,12 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ConfigDict
 
+from onward import refs
 from onward.checkpointing.leases import Heartbeat, new_owner
 from onward.checkpointing.store import RunRow, Store
 from onward.errors import (
+    ArtifactError,
+    InconsistentRunError,
     LeaseLostError,
     PlanProblem,
     PlanValidationError,
@@ -32,18 +35,27 @@ from onward.errors import (
 )
 from onward.graph.build import compile_graph
 from onward.nodes.deps import NodeDeps
+from onward.nodes.verify import verify_step
 from onward.planning.templates import plan_from_template
 from onward.planning.validate import parse_declared
 from onward.progress import ProgressEvent
 from onward.state import (
     ArtifactRef,
+    Decision,
+    DecisionAction,
+    ExecuteTask,
     Goal,
     Plan,
     RunFailure,
     RunState,
     RunStatus,
+    SideEffect,
+    StepRecord,
     StepStatus,
+    Waiting,
     migrate,
+    transition,
+    utcnow,
 )
 from onward.tools.registry import (
     Registry,
@@ -89,6 +101,9 @@ class RunView(BaseModel):
     heartbeat_at: datetime | None = None
     stalled: bool = False
     """Unfinished, and its driver's heartbeat is stale: the driver died or hangs."""
+    waiting: list[Waiting] = []
+    """What the run waits for a human about (``onward resolve`` settles it)."""
+    decisions: list[Decision] = []
 
     @property
     def finished(self) -> bool:
@@ -133,7 +148,9 @@ class Onward:
         load_tool_modules(self.tool_modules)
         self.registry = registry or default_registry
         self.store = Store(db)
-        self.deps = NodeDeps(registry=self.registry, artifacts=self.store.artifacts)
+        self.deps = NodeDeps(
+            registry=self.registry, artifacts=self.store.artifacts, ledger=self.store.ledger
+        )
         self.graph = compile_graph(self.deps, checkpointer=self.store.saver)
 
     def close(self) -> None:
@@ -222,6 +239,8 @@ class Onward:
                 if not self.graph.get_state(config).values:
                     # Killed before the first checkpoint: start from the stored request.
                     run_input = RunState.model_validate(migrate(dict(row.request["input"])))
+                else:
+                    self._check_consistency(thread_id)
                 self.store.set_run_status(thread_id, RunStatus.RUNNING)
                 for _mode, chunk in self.graph.stream(
                     run_input, config, stream_mode=["custom"], durability="sync"
@@ -232,6 +251,123 @@ class Onward:
                 self.store.set_run_status(thread_id, self.state(thread_id).status)
         finally:
             self.store.leases.release(thread_id, owner)
+
+    # -- deciding ---------------------------------------------------------
+
+    def resolve(
+        self,
+        thread_id: str,
+        step_id: str,
+        action: DecisionAction | str,
+        *,
+        result: Any = None,
+        by: str | None = None,
+        reason: str = "",
+    ) -> RunView:
+        """Settle a step that waits for a human (an effect whose outcome is unknown).
+
+        ``done``: the effect happened; ``result`` (JSON) is its result, verified by the
+        step's checks like any output. ``retry``: it did not happen; run it again.
+        ``skip``: leave it; dependants run without it. Drive the run on with :meth:`resume`.
+        """
+        action = DecisionAction(action)
+        if action is DecisionAction.REOPEN:
+            raise UsageError("reopen is decided by onward's consistency check, not by resolve")
+        state = self.state(thread_id)
+        waiting = state.waiting.get(step_id)
+        if waiting is None:
+            known = ", ".join(state.waiting) or "none"
+            raise UsageError(
+                f"step {step_id!r} of run {thread_id} is not waiting for a decision "
+                f"(waiting steps: {known})"
+            )
+        owner = new_owner()
+        self._acquire(thread_id, owner, takeover=False)
+        try:
+            rec = state.record(step_id)
+            key = waiting.key
+            decision = Decision(
+                step_id=step_id,
+                action=action,
+                by=by or _whoami(),
+                at=utcnow(),
+                reason=reason,
+                key=key,
+            )
+            updates: dict[str, Any] = {
+                "waiting": {step_id: None},
+                "decisions": [decision],
+                "status": RunStatus.RUNNING,
+            }
+            if action is DecisionAction.DONE:
+                step = state.plan.step(step_id)
+                if key:
+                    self.store.ledger.complete(key, result)
+                ref = self.store.artifacts.put(step.output or f"step:{step_id}", result)
+                task = ExecuteTask(
+                    step=step, record=rec, workdir=state.workdir, inputs=dict(state.artifacts)
+                )
+                executed = rec.model_copy(update={"output": ref, "ended_at": utcnow()})
+                done = verify_step(self.deps, task, executed, result)
+                updates["steps"] = {step_id: done}
+                if done.status is StepStatus.DONE and step.output:
+                    updates["artifacts"] = {step.output: ref}
+            elif action is DecisionAction.RETRY:
+                updates["steps"] = {step_id: transition(rec, StepStatus.PENDING)}
+            else:
+                if key:
+                    self.store.ledger.skip(key)
+                updates["steps"] = {step_id: transition(rec, StepStatus.SKIPPED)}
+            self.graph.update_state(self._config(thread_id), updates, as_node="gate")
+            self.store.set_run_status(thread_id, RunStatus.RUNNING)
+        finally:
+            self.store.leases.release(thread_id, owner)
+        return self.get(thread_id)
+
+    def _check_consistency(self, thread_id: str) -> None:
+        """Before driving on: every artifact a remaining step reads must still be intact.
+        A pure producer is re-opened (recorded as a decision); otherwise the run stops."""
+        state = self.state(thread_id)
+        if not state.plan.steps or state.status.finished:
+            return
+        producers = {s.output: s for s in state.plan.steps if s.output}
+        reopen: dict[str, StepRecord] = {}
+        decisions: list[Decision] = []
+        for step in state.plan.steps:
+            if state.status_of(step.id) in (StepStatus.DONE, StepStatus.SKIPPED):
+                continue
+            for name in refs.names(step.args):
+                ref = state.artifacts.get(name)
+                if ref is None or name not in producers:
+                    continue
+                try:
+                    self.store.artifacts.get(ref)
+                    continue
+                except ArtifactError as exc:
+                    problem = str(exc)
+                producer = producers[name]
+                spec = self.registry.get(producer.tool)
+                if spec is None or spec.side_effect is not SideEffect.PURE:
+                    raise InconsistentRunError(
+                        f"cannot resume run {thread_id}: {problem}. It was produced by step "
+                        f"{producer.id!r} ({producer.tool}), which has side effects, so onward "
+                        "will not re-run it on its own. Restore the artifact, or fork the run"
+                    )
+                if producer.id not in reopen:
+                    reopen[producer.id] = transition(state.record(producer.id), StepStatus.PENDING)
+                    decisions.append(
+                        Decision(
+                            step_id=producer.id,
+                            action=DecisionAction.REOPEN,
+                            by="onward",
+                            at=utcnow(),
+                            reason=problem,
+                        )
+                    )
+        if reopen:
+            self.graph.update_state(
+                self._config(thread_id), {"steps": reopen, "decisions": decisions}, as_node="gate"
+            )
 
     def _acquire(self, thread_id: str, owner: str, takeover: bool) -> None:
         while True:
@@ -331,6 +467,8 @@ class Onward:
             artifacts=dict(state.artifacts),
             failure=state.failure,
             report=report,
+            waiting=[w for w in state.waiting.values() if w is not None],
+            decisions=list(state.decisions),
             driver=lease.owner if lease else None,
             heartbeat_at=lease.heartbeat_at if lease else None,
             stalled=lease is not None
@@ -351,3 +489,14 @@ class Onward:
             if leases.policy.stale(lease.heartbeat_at, now)
             and not ((row := self.store.get_run(tid)) and row.status.finished)
         }
+
+
+def _whoami() -> str:
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except Exception:  # no login name in some containers
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"

@@ -10,6 +10,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,7 +23,14 @@ from rich.text import Text
 from onward.api import Onward, RunView
 from onward.checkpointing.store import default_url
 from onward.demo import DEMO_GOAL, write_sample_orders
-from onward.errors import LeaseLostError, OnwardError, RunBusyError, StoreLockedError
+from onward.errors import (
+    InconsistentRunError,
+    LeaseLostError,
+    OnwardError,
+    RunBusyError,
+    StoreLockedError,
+    UsageError,
+)
 from onward.progress import EventKind, ProgressEvent
 from onward.state import RunFailureKind, RunStatus
 
@@ -72,7 +80,12 @@ def _errors(as_json: bool) -> Iterator[None]:
         # A locked database is "busy" (4); everything else is bad input (2): a wrong path,
         # plan, thread id or a file that is not a database.
         busy = (StoreLockedError, RunBusyError, LeaseLostError)
-        code = EXIT_BUSY if isinstance(exc, busy) else EXIT_USAGE
+        if isinstance(exc, busy):
+            code = EXIT_BUSY
+        elif isinstance(exc, InconsistentRunError):
+            code = EXIT_WAITING  # stopped; a human must restore the artifact or fork
+        else:
+            code = EXIT_USAGE
         if as_json:
             print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
         else:
@@ -108,6 +121,8 @@ def _print_view(view: RunView) -> None:
         out.print(table)
     if view.failure:
         out.print(f"[red]reason:[/] {view.failure.message}", highlight=False)
+    for w in view.waiting:
+        out.print(Text.assemble(("waiting: ", "yellow"), f"{w.step_id}: {w.reason}"))
 
 
 def _drive(ow: Onward, thread_id: str, as_json: bool, takeover: bool = False) -> RunView:
@@ -211,6 +226,46 @@ def resume(
         ow.get(thread_id)  # unknown thread → clear error before any progress output
         view = _drive(ow, thread_id, as_json, takeover)
     _finish(view, as_json)
+
+
+class ResolveAs(StrEnum):
+    done = "done"
+    retry = "retry"
+    skip = "skip"
+
+
+@app.command()
+def resolve(
+    thread_id: str,
+    step: Annotated[str, typer.Option("--step", help="The waiting step.")],
+    action: Annotated[
+        ResolveAs,
+        typer.Option(
+            "--as", help="done: it happened; retry: it did not, run it again; skip: leave it out."
+        ),
+    ],
+    result_file: Annotated[
+        Path | None,
+        typer.Option("--result-file", help="JSON result of the effect (with --as done)."),
+    ] = None,
+    reason: Annotated[str, typer.Option(help="Why; kept in the decision log.")] = "",
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Settle a step waiting for a human (an effect whose outcome is unknown)."""
+    with _errors(as_json), _open(db, None) as ow:
+        result: Any = None
+        if result_file is not None:
+            try:
+                result = json.loads(result_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise UsageError(f"cannot read --result-file {result_file}: {exc}") from None
+        view = ow.resolve(thread_id, step, action.value, result=result, reason=reason)
+    if as_json:
+        print(_view_json(view))
+    else:
+        _print_view(view)
+        err.print(f"decided; continue with `onward resume {thread_id}`", highlight=False)
 
 
 @app.command()

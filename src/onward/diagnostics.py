@@ -5,12 +5,15 @@
 count every execution, including ones a crash later threw away.
 ``ONWARD_FAULT_TOOL_DELAY=SECONDS`` sleeps inside every tool call after its
 ``start`` line, so a SIGKILL can be aimed at the inside of a tool.
+``ONWARD_FAULT_KILL=after_effect:STEP`` (or ``after_effect:*``) kills the process
+between an effect and its ledger record.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 
 
@@ -40,3 +43,11 @@ def fault_delay() -> None:
     delay = float(os.environ.get("ONWARD_FAULT_TOOL_DELAY") or 0)
     if delay > 0:
         time.sleep(delay)
+
+
+def fault_point(name: str, step_id: str) -> None:
+    """``ONWARD_FAULT_KILL=after_effect:STEP`` SIGKILLs this process at that point: after
+    the effect of STEP happened, before the ledger recorded it (the worst moment)."""
+    target = os.environ.get("ONWARD_FAULT_KILL")
+    if target and target in (f"{name}:{step_id}", f"{name}:*"):
+        os.kill(os.getpid(), signal.SIGKILL)

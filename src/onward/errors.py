@@ -14,12 +14,16 @@ message says what is wrong *and* what to do about it::
     │   ├── StoreCorruptError       the file is not an onward/SQLite database
     │   └── StoreLockedError        another process holds the database lock
     ├── ArtifactError               an artifact body is missing or does not match its sha256
+    ├── InconsistentRunError        a done step's artifact is gone and cannot be re-made safely
     ├── RunBusyError                another live driver holds the run's lease (exit code 4)
     └── LeaseLostError              this driver's lease expired and was taken over mid-run
 
     ToolError                       raised by tools (failures of one step, not of onward)
     ├── TransientToolError          worth retrying later (timeouts, 5xx, ...)
     └── DeterministicToolError      retrying with the same arguments cannot help
+
+    OutcomeUnknown                  control signal, not a failure: an interrupted effect
+                                    may or may not have happened; a human must say
 
 Tool errors never escape the execute node: they become a classified
 ``StepFailure`` stored on the step.
@@ -111,6 +115,10 @@ class RunBusyError(OnwardError):
         )
 
 
+class InconsistentRunError(OnwardError):
+    """Resuming would build on a missing or changed artifact that onward must not re-make."""
+
+
 class LeaseLostError(OnwardError):
     def __init__(self, thread_id: str) -> None:
         super().__init__(
@@ -133,3 +141,12 @@ class TransientToolError(ToolError):
 
 class DeterministicToolError(ToolError):
     """Retrying with the same arguments gives the same failure; ``hint`` says what to change."""
+
+
+class OutcomeUnknown(Exception):
+    """An unsafe effect was started by a process that died, and nothing can tell whether
+    it happened. The run waits for a human (``onward resolve``) instead of guessing."""
+
+    def __init__(self, key: str, started_at: datetime, why: str) -> None:
+        self.key, self.started_at = key, started_at
+        super().__init__(why)

@@ -16,6 +16,7 @@ class EventKind(StrEnum):
     STEP_STARTED = "step_started"
     STEP_DONE = "step_done"
     STEP_FAILED = "step_failed"
+    STEP_WAITING = "step_waiting"
     RUN_FINISHED = "run_finished"
 
 

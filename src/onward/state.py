@@ -136,11 +136,41 @@ class StepRecord(_Frozen):
     id: str
     status: StepStatus = StepStatus.PENDING
     attempts: int = 0
+    effect_key: str | None = None
+    """Idempotency key of the step's side effect in the ledger (non-pure tools)."""
     output: ArtifactRef | None = None
     failure: StepFailure | None = None
     findings: list[str] = Field(default_factory=list)
     started_at: datetime | None = None
     ended_at: datetime | None = None
+
+
+class Waiting(_Frozen):
+    """Why a step waits for a human: an effect whose outcome onward cannot know."""
+
+    step_id: str
+    reason: str
+    key: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    started_at: datetime | None = None
+
+
+class DecisionAction(StrEnum):
+    DONE = "done"
+    RETRY = "retry"
+    SKIP = "skip"
+    REOPEN = "reopen"
+
+
+class Decision(_Frozen):
+    """A recorded decision about a step: by whom, when, what, and why."""
+
+    step_id: str
+    action: DecisionAction
+    by: str
+    at: datetime
+    reason: str = ""
+    key: str | None = None
 
 
 class RunFailure(_Frozen):
@@ -174,9 +204,13 @@ class IllegalTransitionError(RuntimeError):
 
 _ALLOWED: Mapping[StepStatus, frozenset[StepStatus]] = {
     StepStatus.PENDING: frozenset({StepStatus.RUNNING, StepStatus.SKIPPED}),
-    StepStatus.RUNNING: frozenset({StepStatus.DONE, StepStatus.FAILED, StepStatus.SKIPPED}),
+    # running → pending: a human chose "retry" for an effect whose outcome was unknown.
+    StepStatus.RUNNING: frozenset(
+        {StepStatus.DONE, StepStatus.FAILED, StepStatus.SKIPPED, StepStatus.PENDING}
+    ),
     StepStatus.FAILED: frozenset({StepStatus.RUNNING, StepStatus.SKIPPED}),
-    StepStatus.DONE: frozenset(),
+    # done → pending: a pure step re-opened because its output artifact is missing/changed.
+    StepStatus.DONE: frozenset({StepStatus.PENDING}),
     StepStatus.SKIPPED: frozenset(),
 }
 
@@ -199,6 +233,22 @@ def merge_records(current: dict[str, Any], writes: Sequence[dict[str, Any]]) -> 
 def replace_value(current: Any, writes: Sequence[Any]) -> Any:
     """Last-write-wins for DeltaChannels holding one large value (the plan)."""
     return writes[-1] if writes else current
+
+
+def merge_waiting(
+    current: dict[str, Waiting | None], new: dict[str, Waiting | None]
+) -> dict[str, Waiting | None]:
+    """Keyed merge where ``None`` removes a key (a decision settled that step)."""
+    merged = {**current, **new}
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+def append_items(current: list[Any], writes: Sequence[Any]) -> list[Any]:
+    """Append-only list for DeltaChannels (decisions)."""
+    out = list(current)
+    for w in writes:
+        out.extend(w if isinstance(w, list) else [w])
+    return out
 
 
 def take_last(current: int, new: int) -> int:
@@ -244,6 +294,11 @@ class RunState(BaseModel):
     max_concurrency: int = 4
     wave: Annotated[int, take_last] = 1
     """Size of the last wave of steps sent together (routing after execute reads it)."""
+    waiting: Annotated[dict[str, Waiting | None], merge_waiting] = Field(default_factory=dict)
+    """Steps waiting for a human, by step id (empty almost always)."""
+    decisions: Annotated[list[Decision], DeltaChannel(append_items, list)] = Field(
+        default_factory=list
+    )
     status: RunStatus = RunStatus.PLANNING
     failure: RunFailure | None = None
 
@@ -285,6 +340,9 @@ CHECKPOINT_TYPES: tuple[type[Any], ...] = (
     RunFailure,
     Budget,
     ExecuteTask,
+    Waiting,
+    DecisionAction,
+    Decision,
     RunState,
 )
 """onward types that go into checkpoints: registered with LangGraph's msgpack allowlist."""

@@ -24,14 +24,15 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from onward.artifacts import ArtifactStore, fsync_enabled
 from onward.checkpointing.leases import LEASE_SCHEMA, LeasePolicy, Leases
+from onward.checkpointing.ledger import LEDGER_SCHEMA, Ledger
 from onward.checkpointing.serde import checkpoint_types
 from onward.errors import StoreCorruptError, StoreError, StoreLockedError, UsageError
 from onward.state import RunStatus, utcnow
 
 DEFAULT_URL = "sqlite:///.onward/onward.db"
-STORE_SCHEMA_VERSION = 2
-"""1: runs. 2: leases and events. Each version's tables are created with IF NOT EXISTS,
-so opening an older store brings it up to date under the schema lock."""
+STORE_SCHEMA_VERSION = 3
+"""1: runs. 2: leases and events. 3: the effect ledger. Each version's tables are created
+with IF NOT EXISTS, so opening an older store brings it up to date under the schema lock."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS onward_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -137,6 +138,7 @@ class Store:
         self.saver.is_setup = True  # created under the lock above
         self.artifacts = ArtifactStore(self.path.parent / "artifacts")
         self.leases = Leases(self.connect, LeasePolicy.from_env())
+        self.ledger = Ledger(self.connect)
 
     def connect(self) -> sqlite3.Connection:
         """A new connection to the same database (for work on other threads)."""
@@ -157,7 +159,7 @@ class Store:
                 if found < STORE_SCHEMA_VERSION:
                     self.conn.execute("PRAGMA journal_mode=WAL")
                     SqliteSaver(self.conn).setup()
-                    self.conn.executescript(_SCHEMA + LEASE_SCHEMA)
+                    self.conn.executescript(_SCHEMA + LEASE_SCHEMA + LEDGER_SCHEMA)
                     self.conn.execute(
                         "INSERT OR REPLACE INTO onward_meta VALUES ('schema_version', ?)",
                         (str(STORE_SCHEMA_VERSION),),
@@ -179,6 +181,7 @@ class Store:
         return found
 
     def close(self) -> None:
+        self.ledger.close()
         self.conn.close()
 
     def __enter__(self) -> Store:

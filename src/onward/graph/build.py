@@ -12,7 +12,16 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from onward.graph.routing import EXECUTE, FINALIZE, GATE, after_execute, gate, join
+from onward.graph.routing import (
+    ESCALATE,
+    EXECUTE,
+    FINALIZE,
+    GATE,
+    after_execute,
+    escalate,
+    gate,
+    join,
+)
 from onward.nodes.deps import NodeDeps
 from onward.nodes.execute import make_execute_node
 from onward.nodes.finalize import make_finalize_node
@@ -27,10 +36,12 @@ def build_graph(deps: NodeDeps) -> StateGraph[Any]:
     g.add_node(EXECUTE, make_execute_node(deps))
     g.add_node(FINALIZE, make_finalize_node(deps))
     g.add_edge(START, "plan")
-    g.add_conditional_edges("plan", gate, [EXECUTE, FINALIZE])
-    g.add_conditional_edges(EXECUTE, after_execute, [EXECUTE, GATE, FINALIZE])
     g.add_node(GATE, join)
-    g.add_conditional_edges(GATE, gate, [EXECUTE, FINALIZE])
+    g.add_node(ESCALATE, escalate)
+    g.add_conditional_edges("plan", gate, [EXECUTE, ESCALATE, FINALIZE])
+    g.add_conditional_edges(EXECUTE, after_execute, [EXECUTE, GATE, ESCALATE, FINALIZE])
+    g.add_conditional_edges(GATE, gate, [EXECUTE, ESCALATE, FINALIZE])
+    g.add_edge(ESCALATE, END)
     g.add_edge(FINALIZE, END)
     return g
 

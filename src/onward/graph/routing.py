@@ -13,6 +13,7 @@ the ``gate`` *node*, a join that runs once the whole wave has committed.
 
 from __future__ import annotations
 
+from langchain_core.messages import AIMessage
 from langgraph.types import Send
 
 from onward import refs
@@ -22,10 +23,13 @@ from onward.state import ExecuteTask, RunState, RunStatus, StepStatus
 EXECUTE = "execute"
 FINALIZE = "finalize"
 GATE = "gate"
+ESCALATE = "escalate"
 _SETTLED = (StepStatus.DONE, StepStatus.SKIPPED)
 
 
 def gate(state: RunState) -> list[Send] | str:
+    if state.waiting:
+        return ESCALATE  # an unknown outcome: stop and ask before anything else runs
     if state.status is not RunStatus.RUNNING or not state.plan.steps:
         return FINALIZE
     if any(r.status is StepStatus.FAILED for r in state.steps.values()):
@@ -62,3 +66,13 @@ def after_execute(state: RunState) -> list[Send] | str:
 def join(state: RunState) -> dict[str, object]:
     """The gate node: no work of its own; its outgoing edge is ``gate``."""
     return {}
+
+
+def escalate(state: RunState) -> dict[str, object]:
+    """Stop the run for a human: status waiting_for_human with the reasons. No side
+    effects here (the human-in-the-loop work turns this into an ``interrupt()``)."""
+    reasons = "\n".join(f"- {w.step_id}: {w.reason}" for w in state.waiting.values() if w)
+    return {
+        "status": RunStatus.WAITING_FOR_HUMAN,
+        "messages": [AIMessage(f"Waiting for a human:\n{reasons}")],
+    }

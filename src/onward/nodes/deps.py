@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from onward.artifacts import ArtifactStore
+from onward.checkpointing.ledger import Ledger
 from onward.checks import CheckContext
 from onward.state import ArtifactRef
 from onward.tools.registry import Registry
@@ -18,6 +19,9 @@ class NodeDeps:
     """Tools plans may use."""
     artifacts: ArtifactStore
     """Where step outputs live (content-addressed)."""
+    ledger: Ledger | None = None
+    """The effect ledger; without one (diagrams, `langgraph dev` export) non-pure tools
+    cannot run exactly once, and execute refuses them."""
 
     def check_context(self, workdir: str, refs: dict[str, ArtifactRef]) -> CheckContext:
         def value_of(name: str) -> Any:

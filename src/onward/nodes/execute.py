@@ -15,12 +15,13 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from onward import diagnostics, refs
-from onward.errors import ArtifactError
+from onward.effects import perform
+from onward.errors import ArtifactError, OutcomeUnknown
 from onward.failures import classify
 from onward.nodes.deps import NodeDeps
 from onward.nodes.verify import verify_step
 from onward.progress import EventKind, emit
-from onward.state import ExecuteTask, StepStatus, transition, utcnow
+from onward.state import ExecuteTask, StepStatus, Waiting, transition, utcnow
 from onward.tools.registry import ToolContext, ToolSpec, load_tool_modules
 
 
@@ -45,10 +46,6 @@ def _call_with_timeout(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:
         raise TimeoutError(f"tool {spec.name!r} did not finish within {spec.timeout:g}s") from None
 
 
-def _jsonable(value: Any) -> Any:
-    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
-
-
 def make_execute_node(deps: NodeDeps) -> Any:
     # `task: Any`, not `ExecuteTask`: LangGraph would add the annotated model's fields to the
     # graph as channels. The Send payload arrives as is.
@@ -68,10 +65,33 @@ def make_execute_node(deps: NodeDeps) -> Any:
             started_at=started,
         )
         try:
-            output = _run_tool(deps, task, thread_id, attempt)
+            output, key = _run_tool(deps, task, thread_id, attempt)
             ref = deps.artifacts.put(step.output or f"step:{step.id}", output)
-            executed = running.model_copy(update={"output": ref, "ended_at": utcnow()})
+            executed = running.model_copy(
+                update={"output": ref, "ended_at": utcnow(), "effect_key": key}
+            )
             record = verify_step(deps, task, executed, output)
+        except OutcomeUnknown as unknown:
+            # Not a failure: the step stays running, and the run waits for a human.
+            emit(
+                EventKind.STEP_WAITING,
+                step_id=step.id,
+                tool=step.tool,
+                attempt=attempt,
+                message=str(unknown),
+            )
+            waiting = Waiting(
+                step_id=step.id,
+                reason=str(unknown),
+                key=unknown.key,
+                args=step.args,
+                started_at=unknown.started_at,
+            )
+            return {
+                "steps": {step.id: running.model_copy(update={"effect_key": unknown.key})},
+                "waiting": {step.id: waiting},
+                "wave": task.wave,
+            }
         except Exception as exc:
             failure = classify(exc)
             record = transition(running, StepStatus.FAILED, failure=failure, ended_at=utcnow())
@@ -93,8 +113,11 @@ def make_execute_node(deps: NodeDeps) -> Any:
     return execute
 
 
-def _run_tool(deps: NodeDeps, task: ExecuteTask, thread_id: str, attempt: int) -> Any:
-    """Resolve and validate args (inputs sha256-checked), call the tool under its timeout."""
+def _run_tool(
+    deps: NodeDeps, task: ExecuteTask, thread_id: str, attempt: int
+) -> tuple[Any, str | None]:
+    """Resolve and validate args (inputs sha256-checked), then perform the tool's call
+    through the side-effect protocol; returns (output, idempotency key)."""
     step = task.step
     load_tool_modules(task.tool_modules)
     spec = deps.registry.get(step.tool)
@@ -113,7 +136,4 @@ def _run_tool(deps: NodeDeps, task: ExecuteTask, thread_id: str, attempt: int) -
     ctx = ToolContext(
         thread_id=thread_id, step_id=step.id, attempt=attempt, workdir=Path(task.workdir)
     )
-    diagnostics.journal("start", step.id, step.tool, attempt, thread_id)
-    output = _call_with_timeout(spec, args, ctx)
-    diagnostics.journal("end", step.id, step.tool, attempt, thread_id)
-    return _jsonable(output)
+    return perform(spec, args, ctx, deps.ledger, _call_with_timeout)

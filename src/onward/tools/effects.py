@@ -1,0 +1,255 @@
+"""Built-in tools with effects outside the work directory's artifacts: notify, http_post.
+
+Both take their idempotency key from ``ctx.idempotency_key`` (the effect ledger sets it for
+non-pure tools). ``notify`` is idempotent by construction: one outbox line per key.
+``http_post`` is unsafe (the server may ignore ``Idempotency-Key``); after a crash the ledger
+asks :func:`reconcile_http_post` whether the interrupted POST arrived.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from onward.artifacts import fsync_enabled
+from onward.errors import DeterministicToolError, TransientToolError
+from onward.state import SideEffect, utcnow
+from onward.tools.registry import Reconciled, ToolContext, tool
+
+BODY_EXCERPT = 500
+"""Characters of a response body quoted in error messages."""
+
+
+def _require_key(ctx: ToolContext, tool_name: str) -> str:
+    if ctx.idempotency_key is None:
+        raise DeterministicToolError(
+            f"{tool_name} needs an idempotency key (ctx.idempotency_key is None)",
+            hint="run it through onward's execute node, or pass "
+            "ToolContext(idempotency_key=...) when calling it directly",
+        )
+    return ctx.idempotency_key
+
+
+# --------------------------------------------------------------------------- notify
+
+
+def _lock(fd: int) -> None:
+    # Scan-then-append must be one critical section, or two writers (parallel steps, or a
+    # retry racing a zombie worker) could both miss the key and both append it. The lock
+    # is released when the fd is closed.
+    if sys.platform != "win32":
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX)
+
+
+def _find_key(data: bytes, key: str) -> int | None:
+    """1-based line number of the first record with ``key``; unparseable lines (a torn
+    tail left by a crash mid-write) are skipped, not fatal."""
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError both
+            continue
+        if isinstance(record, dict) and record.get("key") == key:
+            return number
+    return None
+
+
+@tool(side_effect=SideEffect.IDEMPOTENT)
+def notify(outbox: str, message: str, ctx: ToolContext, channel: str = "default") -> dict[str, Any]:
+    """Append one JSON line {key, channel, message, at} to an outbox file, once per key."""
+    key = _require_key(ctx, "notify")
+    path = ctx.path(outbox)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        _lock(fd)
+        data = path.read_bytes()
+        found = _find_key(data, key)
+        if found is not None:
+            return {"outbox": outbox, "key": key, "line": found, "duplicate": True}
+        record = {"key": key, "channel": channel, "message": message, "at": utcnow().isoformat()}
+        line = json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
+        torn = bool(data) and not data.endswith(b"\n")
+        if torn:
+            # Terminate the torn tail first, or our record would be glued onto it and
+            # become unparseable too. Same write: a crash cannot split the two.
+            line = b"\n" + line
+        lines_before = data.count(b"\n") + (1 if torn else 0)
+        # One write on an O_APPEND fd: the line lands whole at the end, or (crash, disk
+        # full) as a torn tail that later scans skip.
+        written = os.write(fd, line)
+        if written != len(line):
+            raise TransientToolError(
+                f"short write to outbox {outbox} ({written} of {len(line)} bytes); "
+                "the partial line is ignored by later scans, retry"
+            )
+        if fsync_enabled():
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    return {"outbox": outbox, "key": key, "line": lines_before + 1, "duplicate": False}
+
+
+# --------------------------------------------------------------------------- http_post
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    # urllib turns a redirected POST into a GET without the body: the effect would silently
+    # not happen. Surface the 3xx instead.
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        return None
+
+
+
+def _check_url(url: str, what: str) -> None:
+    # urllib also speaks file:// and ftp://; an effect tool must not.
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise DeterministicToolError(
+            f"{what} {url!r} is not an http(s) URL", hint="use an http:// or https:// URL"
+        )
+
+
+def _decode(raw: bytes) -> Any:
+    """Parsed JSON if the body is JSON, else its text."""
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _excerpt(body: Any) -> str:
+    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+    return text if len(text) <= BODY_EXCERPT else text[: BODY_EXCERPT - 1] + "…"
+
+
+def _read_error_body(err: urllib.error.HTTPError) -> Any:
+    try:
+        return _decode(err.read())
+    except (OSError, http.client.HTTPException):
+        return ""
+
+
+def _with_query(url: str, **params: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    query += list(params.items())
+    return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
+
+
+def reconcile_http_post(key: str, args: Any) -> Reconciled:
+    """Ask ``args.status_url?key=KEY`` whether an interrupted POST arrived.
+
+    200 ``{"received": true}``: it happened. ``{"received": false}`` (200 or 404): it did
+    not. Anything else raises: onward cannot tell, so a human decides.
+    """
+    status_url: str | None = args.status_url
+    if status_url is None:
+        raise DeterministicToolError(
+            f"cannot tell whether POST {args.url} with Idempotency-Key {key} happened: "
+            "the step has no status_url to ask",
+            hint="check the receiving service, then mark the effect as done or not; "
+            "give http_post a status_url so onward can check by itself next time",
+        )
+    _check_url(status_url, "status_url")
+    probe = _with_query(status_url, key=key)
+    try:
+        with urllib.request.urlopen(probe, timeout=args.timeout) as response:
+            status = int(response.status)
+            body = _decode(response.read())
+    except urllib.error.HTTPError as err:
+        status, body = err.code, _read_error_body(err)
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        raise TransientToolError(
+            f"cannot tell whether POST {args.url} with Idempotency-Key {key} happened: "
+            f"GET {probe} failed: {type(reason).__name__}: {reason}"
+        ) from None
+    received = body.get("received") if isinstance(body, dict) else None
+    if status == 200 and received is True:
+        return Reconciled(
+            happened=True, result={"status": 200, "body": body, "key": key, "reconciled": True}
+        )
+    # A bare 404 (no {"received": false}) may just mean status_url is wrong; reading it as
+    # "not sent" would send twice, so only the explicit answer counts.
+    if status in (200, 404) and received is False:
+        return Reconciled(happened=False)
+    raise DeterministicToolError(
+        f"cannot tell whether POST {args.url} with Idempotency-Key {key} happened: "
+        f"GET {probe} answered {status}: {_excerpt(body)}",
+        hint='status_url must answer 200 {"received": true} or 404 {"received": false}; '
+        "check the receiving service, then mark the effect as done or not",
+    )
+
+
+@tool(side_effect=SideEffect.UNSAFE, reconcile=reconcile_http_post)
+def http_post(
+    url: str,
+    payload: dict[str, Any],
+    status_url: str | None = None,
+    timeout: float = 10.0,
+    *,
+    ctx: ToolContext,
+) -> dict[str, Any]:
+    """POST JSON with an Idempotency-Key header; 429/5xx/network errors are transient."""
+    key = _require_key(ctx, "http_post")
+    _check_url(url, "url")
+    if timeout <= 0:
+        raise DeterministicToolError(f"timeout must be > 0 seconds, got {timeout:g}")
+    try:
+        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise DeterministicToolError(f"payload is not JSON-serialisable: {exc}") from None
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method="POST",
+        headers={"Content-Type": "application/json", "Idempotency-Key": key},
+    )
+    try:
+        # Built per call: the opener reads the proxy environment when it is built.
+        opener = urllib.request.build_opener(_NoRedirect)
+        with opener.open(request, timeout=timeout) as response:
+            status = int(response.status)
+            body = _decode(response.read())
+    except urllib.error.HTTPError as err:
+        status, body = err.code, _read_error_body(err)
+        if status == 429 or status >= 500:
+            raise TransientToolError(
+                f"POST {url} answered {status}: {_excerpt(body)}; worth retrying with the "
+                "same Idempotency-Key later"
+            ) from None
+        hint = (
+            "fix the payload or the URL; the same request will be refused again"
+            if 400 <= status < 500
+            else "the endpoint redirected or answered oddly; post to the final URL"
+        )
+        raise DeterministicToolError(
+            f"POST {url} answered {status}: {_excerpt(body)}", hint=hint
+        ) from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+        # Refused, reset, DNS, timeout. After a timeout the server may still have acted;
+        # a retry reuses the key, and the ledger's reconcile covers a crash here.
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        raise TransientToolError(f"POST {url} failed: {type(reason).__name__}: {reason}") from None
+    if not 200 <= status < 300:  # 1xx/3xx that urllib did not raise for
+        raise DeterministicToolError(f"POST {url} answered {status}: {_excerpt(body)}")
+    return {"status": status, "body": body, "key": key}
