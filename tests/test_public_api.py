@@ -21,7 +21,7 @@ PUBLIC = {
     "PlanValidationError",
     "PlanningError",
     "ProgressEvent",
-    "Registry",
+    "Reconciled", "Registry", "InconsistentRunError",
     "RunBusyError",
     "RunState",
     "RunStatus",

@@ -10,6 +10,7 @@ from onward.checkpointing.store import Store
 from onward.errors import (
     ArtifactError,
     DeterministicToolError,
+    InconsistentRunError,
     LeaseLostError,
     OnwardError,
     PlanningError,
@@ -39,7 +40,7 @@ from onward.state import (
     StepRecord,
     StepStatus,
 )
-from onward.tools import Registry, ToolContext, ToolSpec, default_registry, tool
+from onward.tools import Reconciled, Registry, ToolContext, ToolSpec, default_registry, tool
 
 __all__ = [
     "ArtifactError",
@@ -56,8 +57,10 @@ __all__ = [
     "PlanProblem",
     "PlanStep",
     "PlanValidationError",
+    "InconsistentRunError",
     "PlanningError",
     "ProgressEvent",
+    "Reconciled",
     "Registry",
     "RunBusyError",
     "RunState",

@@ -313,6 +313,8 @@ class Onward:
                 if done.status is StepStatus.DONE and step.output:
                     updates["artifacts"] = {step.output: ref}
             elif action is DecisionAction.RETRY:
+                if key:
+                    self.store.ledger.allow_retry(key)
                 updates["steps"] = {step_id: transition(rec, StepStatus.PENDING)}
             else:
                 if key:

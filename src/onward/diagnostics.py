@@ -6,7 +6,8 @@ count every execution, including ones a crash later threw away.
 ``ONWARD_FAULT_TOOL_DELAY=SECONDS`` sleeps inside every tool call after its
 ``start`` line, so a SIGKILL can be aimed at the inside of a tool.
 ``ONWARD_FAULT_KILL=after_effect:STEP`` (or ``after_effect:*``) kills the process
-between an effect and its ledger record.
+between an effect and its ledger record; ``after_record:STEP`` between the ledger
+record and the checkpoint.
 """
 
 from __future__ import annotations

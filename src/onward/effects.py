@@ -61,7 +61,7 @@ def perform(
             return existing.result, key  # done before a crash: never twice
         if existing.status is EffectStatus.SKIPPED:
             raise OutcomeUnknown(key, existing.started_at, "the effect was skipped by a human")
-        if spec.side_effect is SideEffect.UNSAFE:
+        if spec.side_effect is SideEffect.UNSAFE and existing.status is EffectStatus.STARTED:
             if spec.reconcile is None:
                 raise OutcomeUnknown(
                     key,
@@ -88,6 +88,7 @@ def perform(
     result = _called(spec, args, ctx, call)
     diagnostics.fault_point("after_effect", ctx.step_id)
     ledger.complete(key, result)
+    diagnostics.fault_point("after_record", ctx.step_id)
     return result, key
 
 

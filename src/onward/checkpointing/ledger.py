@@ -47,6 +47,8 @@ class EffectStatus(StrEnum):
     COMPLETED = "completed"
     SKIPPED = "skipped"
     """A human settled an unknown outcome as "skip": neither done nor to be retried."""
+    RETRY = "retry"
+    """A human settled an unknown outcome as "did not happen": perform it again."""
 
 
 def effect_key(thread_id: str, step_id: str, args: Any) -> str:
@@ -133,10 +135,16 @@ class Ledger:
             )
 
     def skip(self, key: str) -> None:
+        self._settle(key, EffectStatus.SKIPPED)
+
+    def allow_retry(self, key: str) -> None:
+        self._settle(key, EffectStatus.RETRY)
+
+    def _settle(self, key: str, status: EffectStatus) -> None:
         with self._lock, self._conn:
             self._conn.execute(
                 "UPDATE onward_effects SET status = ?, completed_at = ? WHERE key = ?",
-                (EffectStatus.SKIPPED.value, utcnow().isoformat(), key),
+                (status.value, utcnow().isoformat(), key),
             )
 
     def get(self, key: str) -> Effect | None:

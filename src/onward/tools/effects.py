@@ -118,7 +118,6 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-
 def _check_url(url: str, what: str) -> None:
     # urllib also speaks file:// and ftp://; an effect tool must not.
     if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
