@@ -240,4 +240,5 @@ def test_effect_key_is_in_the_tool_context_and_on_the_step(
     done = run_cli("run", "--plan", "plan.yaml", "--tools", "tools_fx.py", "--json")
     assert done.code == 0, done.stderr
     [effect] = _effects(workdir)
-    assert effect["key"] and len(effect["key"]) == 64
+    assert effect["key"]
+    assert len(effect["key"]) == 64
