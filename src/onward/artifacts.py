@@ -86,7 +86,9 @@ class ArtifactStore:
         body = canonical_json(value)
         digest = hashlib.sha256(body).hexdigest()
         path = self._path(digest)
-        if not path.exists():
+        # Same content is stored once; but a body damaged on disk is rewritten, so re-running
+        # a step repairs its artifact.
+        if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
             atomic_write(path, body)
         return ArtifactRef(
             name=name,

@@ -1,0 +1,127 @@
+"""Resume checks what it builds on, and state saved by an older onward keeps loading."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from onward import InconsistentRunError, Onward, Plan, PlanStep
+from onward.state import SCHEMA_VERSION, migrate
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def _stop_after(ow: Onward, thread_id: str, step_id: str) -> None:
+    """Drive until ``step_id`` is done, then stop (as a killed driver would)."""
+    for event in ow.stream(thread_id):
+        if event.kind == "step_done" and event.step_id == step_id:
+            break
+
+
+def _body(ow: Onward, thread_id: str, name: str) -> Path:
+    ref = ow.state(thread_id).artifacts[name]
+    return ow.store.artifacts.root / ref.sha256[:2] / ref.sha256[2:]
+
+
+def _chain(producer: PlanStep) -> Plan:
+    return Plan(
+        steps=[
+            producer,
+            PlanStep(id="pause", tool="noop", depends_on=[producer.id]),
+            PlanStep(
+                id="use", tool="noop", args={"value": "${made}"}, depends_on=[producer.id, "pause"]
+            ),
+        ]
+    )
+
+
+@pytest.mark.parametrize("damage", ["delete", "alter"])
+def test_pure_producer_of_a_damaged_artifact_is_reopened_and_rerun(
+    ow: Onward, workdir: Path, damage: str
+) -> None:
+    plan = _chain(PlanStep(id="make", tool="noop", args={"value": 41}, output="made"))
+    thread_id = ow.start(plan=plan, workdir=workdir)
+    _stop_after(ow, thread_id, "make")
+    body = _body(ow, thread_id, "made")
+    if damage == "delete":
+        body.unlink()
+    else:
+        body.write_text('{"value": 666}')
+
+    view = ow.resume(thread_id)
+
+    assert view.status == "done"
+    make = next(s for s in view.steps if s.id == "make")
+    assert make.attempts == 2  # re-opened and run again
+    [decision] = view.decisions
+    assert (decision.step_id, decision.action, decision.by) == ("make", "reopen", "onward")
+    assert "'made'" in decision.reason
+    assert ow.store.artifacts.get(ow.state(thread_id).artifacts["made"]) == {"value": 41}
+
+
+def test_non_pure_producer_of_a_damaged_artifact_stops_the_resume(
+    ow: Onward,
+    workdir: Path,
+    run_cli,
+    db_url: str,  # type: ignore[no-untyped-def]
+) -> None:
+    plan = _chain(
+        PlanStep(
+            id="make",
+            tool="write_file",
+            output="made",
+            args={"path": "out.txt", "content": "hello"},
+        )
+    )
+    thread_id = ow.start(plan=plan, workdir=workdir)
+    _stop_after(ow, thread_id, "make")
+    _body(ow, thread_id, "made").write_text("tampered")
+    before = ow.state(thread_id)
+
+    with pytest.raises(InconsistentRunError, match="artifact 'made'") as err:
+        ow.resume(thread_id)
+    assert "step 'make' (write_file)" in str(err.value)
+    assert ow.state(thread_id) == before  # nothing changed, nothing lost
+    assert ow.store.leases.get(thread_id) is None  # and the lease was released
+
+    cli = run_cli("resume", thread_id)
+    assert cli.code == 3
+    assert "artifact 'made' was changed on disk" in cli.stderr
+
+
+def test_golden_v1_store_resumes_to_completion(tmp_path: Path) -> None:
+    store = tmp_path / "v1"
+    shutil.copytree(GOLDEN / "v1", store)
+    with Onward(f"sqlite:///{store / 'onward.db'}") as ow:
+        before = ow.state("golden-thread")
+        assert before.schema_version == 1
+        assert {k: v.status for k, v in before.steps.items()} == {"a": "done", "b": "done"}
+        view = ow.resume("golden-thread")
+    assert view.status == "done"
+    assert [(s.id, s.status, s.attempts) for s in view.steps] == [
+        ("a", "done", 1),
+        ("b", "done", 1),
+        ("c", "done", 1),
+        ("d", "done", 1),
+    ]
+
+
+def test_golden_stores_are_never_rewritten_by_tests() -> None:
+    conn = sqlite3.connect(f"file:{GOLDEN / 'v1' / 'onward.db'}?mode=ro", uri=True)
+    try:
+        version = conn.execute(
+            "SELECT value FROM onward_meta WHERE key='schema_version'"
+        ).fetchone()[0]
+    finally:
+        conn.close()
+    assert int(version) >= 1
+    assert not (GOLDEN / "v1" / "onward.db-wal").exists()
+
+
+def test_migrate_brings_state_to_the_current_schema() -> None:
+    values = {"schema_version": 1, "workdir": "."}
+    assert migrate(json.loads(json.dumps(values)))["schema_version"] == SCHEMA_VERSION
