@@ -73,8 +73,9 @@ class FakeService:
 
     def start(self) -> FakeService:
         if self._thread is None:
+            # A short poll interval: shutdown() waits up to one interval (0.5 s by default).
             self._thread = threading.Thread(
-                target=self._server.serve_forever, name="httpfake", daemon=True
+                target=self._server.serve_forever, args=(0.02,), name="httpfake", daemon=True
             )
             self._thread.start()
         return self

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-import onward.tools.effects  # noqa: F401  (registers notify and http_post)
+import onward.tools.effects  # registers notify and http_post
 from onward.errors import DeterministicToolError, TransientToolError
 from onward.state import SideEffect
 from onward.tools import Reconciled, ToolContext, ToolSpec, default_registry
@@ -47,9 +47,7 @@ def spec_of(name: str) -> ToolSpec:
 
 def call(name: str, args: dict[str, Any], workdir: Path, key: str | None = "k1") -> Any:
     spec = spec_of(name)
-    ctx = ToolContext(
-        thread_id="t", step_id="s", attempt=1, workdir=workdir, idempotency_key=key
-    )
+    ctx = ToolContext(thread_id="t", step_id="s", attempt=1, workdir=workdir, idempotency_key=key)
     return spec.call(spec.args_model.model_validate(args), ctx)
 
 
@@ -232,9 +230,7 @@ def test_http_post_refuses_non_http_urls(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- reconcile
 
 
-def test_reconcile_says_happened_for_a_received_key(
-    service: FakeService, tmp_path: Path
-) -> None:
+def test_reconcile_says_happened_for_a_received_key(service: FakeService, tmp_path: Path) -> None:
     args = {"url": service.url, "payload": {"a": 1}, "status_url": service.status_url}
     call("http_post", args, tmp_path, key="k1")
 
