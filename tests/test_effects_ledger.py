@@ -71,8 +71,8 @@ def _effects(workdir: Path) -> list[dict[str, str]]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-def _crash_after_effect(workdir: Path, db: str, tool: str) -> str:
-    """Run the plan; the process SIGKILLs itself right after the effect of step 'pay'."""
+def _crash_after_effect(workdir: Path, db: str, tool: str, fault: str = "after_effect") -> str:
+    """Run the plan; the process SIGKILLs itself at ``fault`` of step 'pay'."""
     _plan(workdir, tool)
     proc = subprocess.run(
         onward_cmd(
@@ -83,11 +83,11 @@ def _crash_after_effect(workdir: Path, db: str, tool: str) -> str:
         text=True,
         timeout=120,
         env=cli_env(
-            ONWARD_FAULT_KILL="after_effect:pay", ONWARD_LEASE_TTL="0.3", ONWARD_HEARTBEAT="0.1"
+            ONWARD_FAULT_KILL=f"{fault}:pay", ONWARD_LEASE_TTL="0.3", ONWARD_HEARTBEAT="0.1"
         ),
     )
     assert proc.returncode == -9, proc.stderr
-    assert len(_effects(workdir)) == 1  # the effect happened; the ledger never heard
+    assert len(_effects(workdir)) == 1  # the effect happened
     return "t-1"
 
 
@@ -188,37 +188,16 @@ def test_completed_effect_is_replayed_from_the_ledger_not_called(
 ) -> None:
     """Killed after the ledger recorded the effect but before the checkpoint: the step
     re-runs and gets the recorded result instead of a second effect."""
-    _plan(workdir, "charge")
-    proc = subprocess.run(
-        onward_cmd(
-            "run",
-            "--plan",
-            "plan.yaml",
-            "--tools",
-            "tools_fx.py",
-            "--db",
-            db_url,
-            "--thread-id",
-            "t-2",
-        ),
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=cli_env(
-            ONWARD_FAULT_KILL="after_record:pay", ONWARD_LEASE_TTL="0.3", ONWARD_HEARTBEAT="0.1"
-        ),
-    )
-    assert proc.returncode == -9, proc.stderr
+    thread_id = _crash_after_effect(workdir, db_url, "charge", fault="after_record")
     with Onward(db_url) as ow:
-        assert ow.state("t-2").status_of("pay") == "pending"  # the checkpoint never saw it
-    finished = _resume(workdir, db_url, "t-2")
+        assert ow.state(thread_id).status_of("pay") == "pending"  # no checkpoint saw it
+    finished = _resume(workdir, db_url, thread_id)
     assert finished.returncode == 0, finished.stderr
     assert len(_effects(workdir)) == 1
     with Onward(db_url) as ow:
-        [effect] = ow.store.ledger.for_thread("t-2")
+        [effect] = ow.store.ledger.for_thread(thread_id)
         assert (effect.status, effect.calls) == ("completed", 1)
-        assert ow.state("t-2").record("pay").effect_key == effect.key
+        assert ow.state(thread_id).record("pay").effect_key == effect.key
 
 
 def test_resolve_of_a_step_that_is_not_waiting_is_refused(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
