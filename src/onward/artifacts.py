@@ -7,7 +7,6 @@ that was edited or truncated on disk is reported, never silently used.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import os
@@ -54,15 +53,21 @@ def fsync_enabled() -> bool:
     return os.environ.get("ONWARD_FSYNC", "0") not in ("", "0", "false")
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, *, unique_temp: bool = False) -> None:
     """Write to a temp file in the same directory, then rename over ``path``: readers see
-    the old or the new content, never half of it."""
+    the old or the new content, never half of it.
+
+    The temp name is fixed per target (``.NAME.onward-tmp``), so a write a killed process
+    left behind is simply overwritten when its step runs again, with no directory scan.
+    ``unique_temp`` uses a fresh name instead, for writers that may race on one target.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    # A process killed between mkstemp and rename leaves its temp file behind; the step
-    # re-runs after resume and lands here again, so this is where it gets cleaned up.
-    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
-        stale.unlink(missing_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if unique_temp:
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        tmp = Path(name)
+    else:
+        tmp = path.with_name(f".{path.name}.onward-tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -71,7 +76,7 @@ def atomic_write(path: Path, data: bytes) -> None:
                 os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -89,7 +94,7 @@ class ArtifactStore:
         # Same content is stored once; but a body damaged on disk is rewritten, so re-running
         # a step repairs its artifact.
         if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-            atomic_write(path, body)
+            atomic_write(path, body, unique_temp=True)  # parallel steps may store one body
         return ArtifactRef(
             name=name,
             uri=URI_PREFIX + digest,

@@ -32,24 +32,32 @@ def gate(state: RunState) -> list[Send] | str:
         return ESCALATE  # an unknown outcome: stop and ask before anything else runs
     if state.status is not RunStatus.RUNNING or not state.plan.steps:
         return FINALIZE
-    if any(r.status is StepStatus.FAILED for r in state.steps.values()):
-        return FINALIZE  # failure routes (retry / replan / escalate) plug in here
+    # One pass over the records, then set lookups: gate runs after every step, so this
+    # loop is O(steps) per step; keep its constant small.
+    settled: set[str] = set()
+    started: set[str] = set()
+    for sid, rec in state.steps.items():
+        if rec.status is StepStatus.FAILED:
+            return FINALIZE  # failure routes (retry / replan / escalate) plug in here
+        if rec.status is not StepStatus.PENDING:
+            started.add(sid)
+            if rec.status in _SETTLED:
+                settled.add(sid)
     sends: list[Send] = []
     for step in state.plan.steps:
-        if state.status_of(step.id) is not StepStatus.PENDING:
+        if step.id in started or not all(d in settled for d in step.depends_on):
             continue
-        if all(state.status_of(d) in _SETTLED for d in step.depends_on):
-            wanted = refs.names(step.args) | {n for c in step.checks for n in artifact_names(c)}
-            task = ExecuteTask(
-                step=step,
-                record=state.record(step.id),
-                workdir=state.workdir,
-                tool_modules=state.tool_modules,
-                inputs={n: state.artifacts[n] for n in wanted if n in state.artifacts},
-            )
-            sends.append(Send(EXECUTE, task))
-            if len(sends) >= state.max_concurrency:
-                break
+        wanted = refs.names(step.args) | {n for c in step.checks for n in artifact_names(c)}
+        task = ExecuteTask(
+            step=step,
+            record=state.record(step.id),
+            workdir=state.workdir,
+            tool_modules=state.tool_modules,
+            inputs={n: state.artifacts[n] for n in wanted if n in state.artifacts},
+        )
+        sends.append(Send(EXECUTE, task))
+        if len(sends) >= state.max_concurrency:
+            break
     if not sends:
         return FINALIZE
     # Tell each task how many siblings it has, so its routing knows whether to join.
