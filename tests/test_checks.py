@@ -457,3 +457,9 @@ def test_checks_round_trip_through_plan_data() -> None:
     ]
 
     assert [check(**c.model_dump()) for c in original] == original
+
+
+def test_equals_needs_an_expected_value_or_an_artifact() -> None:
+    with pytest.raises(ValidationError, match="give the expected `value`"):
+        Equals(field="x")
+    assert Equals(field="x", value=None).value is None  # an explicit null is fine

@@ -274,6 +274,7 @@ class Onward:
         if action is DecisionAction.REOPEN:
             raise UsageError("reopen is decided by onward's consistency check, not by resolve")
         state = self.state(thread_id)
+        load_tool_modules(state.tool_modules)  # the tool's default checks verify --as done
         waiting = state.waiting.get(step_id)
         if waiting is None:
             known = ", ".join(state.waiting) or "none"
@@ -353,7 +354,7 @@ class Onward:
                     raise InconsistentRunError(
                         f"cannot resume run {thread_id}: {problem}. It was produced by step "
                         f"{producer.id!r} ({producer.tool}), which has side effects, so onward "
-                        "will not re-run it on its own. Restore the artifact, or fork the run"
+                        "will not re-run it on its own. Restore the artifact (or start a new run)"
                     )
                 if producer.id not in reopen:
                     reopen[producer.id] = transition(state.record(producer.id), StepStatus.PENDING)

@@ -105,6 +105,12 @@ class Equals(_Check):
     artifact: str | None = None
     artifact_field: str | None = None
 
+    @model_validator(mode="after")
+    def _has_expected(self) -> Equals:
+        if "value" not in self.model_fields_set and self.artifact is None:
+            raise ValueError("give the expected `value` (null is allowed) or an `artifact`")
+        return self
+
 
 class Matches(_Check):
     """A regular expression is found in a file's text (``path``) or the output's ``field``."""

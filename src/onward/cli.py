@@ -117,12 +117,17 @@ def _print_view(view: RunView) -> None:
             table.add_column(col)
         for s in view.steps:
             detail = s.error or (s.output.summary if s.output else "")
-            table.add_row(s.id, s.tool, s.status.value, str(s.attempts), detail[:80])
+            table.add_row(s.id, s.tool, s.status.value, str(s.attempts), detail[:160])
         out.print(table)
     if view.failure:
         out.print(f"[red]reason:[/] {view.failure.message}", highlight=False)
     for w in view.waiting:
         out.print(Text.assemble(("waiting: ", "yellow"), f"{w.step_id}: {w.reason}"))
+        out.print(
+            f"  key {w.key}  args {json.dumps(w.args, ensure_ascii=False)}",
+            highlight=False,
+            markup=False,
+        )
 
 
 def _drive(ow: Onward, thread_id: str, as_json: bool, takeover: bool = False) -> RunView:
@@ -309,7 +314,8 @@ def list_runs(
         )
         return
     table = Table(show_edge=False)
-    for col in ("thread id", "status", "created", "goal"):
+    table.add_column("thread id", no_wrap=True, min_width=36)  # copyable for resume/status
+    for col in ("status", "created", "goal"):
         table.add_column(col)
     for r in rows:
         table.add_row(

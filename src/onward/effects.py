@@ -69,7 +69,7 @@ def perform(
                     f"outcome unknown: {spec.name} was started at "
                     f"{existing.started_at.isoformat()} by a process that died, and the tool "
                     "has no reconcile probe. Check whether it happened, then "
-                    f"`onward resolve THREAD --step {ctx.step_id} --as done|retry|skip`",
+                    f"`onward resolve {ctx.thread_id} --step {ctx.step_id} --as done|retry|skip`",
                 )
             try:
                 found = spec.reconcile(key, args)
@@ -79,7 +79,7 @@ def perform(
                     existing.started_at,
                     f"outcome unknown: {spec.name} was interrupted and its reconcile probe "
                     f"could not tell ({type(exc).__name__}: {exc}). Check, then "
-                    f"`onward resolve THREAD --step {ctx.step_id} --as done|retry|skip`",
+                    f"`onward resolve {ctx.thread_id} --step {ctx.step_id} --as done|retry|skip`",
                 ) from exc
             if found.happened:
                 ledger.complete(key, found.result)

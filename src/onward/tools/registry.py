@@ -234,6 +234,9 @@ def load_tool_modules(names: Iterable[str]) -> list[str]:
                     sys.modules[mod_name] = module
                     spec.loader.exec_module(module)
             else:
+                # Like `python -m`: a module next to where the user runs onward is importable.
+                if os.getcwd() not in sys.path:
+                    sys.path.insert(0, os.getcwd())
                 importlib.import_module(ref)
         except ToolLoadError:
             raise
