@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from onward import Onward
+from onward import Onward, Plan, PlanStep, ToolContext
 from tests.conftest import cli_env, onward_cmd
 
 TOOLS = '''
@@ -221,3 +221,32 @@ def test_effect_key_is_in_the_tool_context_and_on_the_step(
     [effect] = _effects(workdir)
     assert effect["key"]
     assert len(effect["key"]) == 64
+
+
+def test_an_effects_compensation_is_recorded_with_it(workdir: Path, db_url: str) -> None:
+    from onward import Registry, SideEffect, tool
+
+    registry = Registry()
+
+    def undo(key: str, args: object, result: object) -> None:
+        """Would refund; here only its presence matters."""
+
+    @tool(side_effect=SideEffect.UNSAFE, compensate=undo, registry=registry)
+    def refundable(amount: int, ctx: ToolContext) -> dict[str, int]:
+        return {"charged": amount}
+
+    @tool(side_effect=SideEffect.IDEMPOTENT, registry=registry)
+    def plain(amount: int, ctx: ToolContext) -> dict[str, int]:
+        return {"value": amount}
+
+    plan = Plan(
+        steps=[
+            PlanStep(id="a", tool="refundable", args={"amount": 1}),
+            PlanStep(id="b", tool="plain", args={"amount": 2}),
+        ]
+    )
+    with Onward(db_url, registry=registry) as ow:
+        view = ow.run(plan=plan, workdir=workdir)
+        assert view.status == "done"
+        effects = {e.step_id: e.compensable for e in ow.store.ledger.for_thread(view.thread_id)}
+    assert effects == {"a": True, "b": False}

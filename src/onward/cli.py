@@ -32,7 +32,7 @@ from onward.errors import (
     UsageError,
 )
 from onward.progress import EventKind, ProgressEvent
-from onward.state import RunFailureKind, RunStatus
+from onward.state import RunFailureKind, RunStatus, StepStatus
 
 EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_BUSY = 0, 1, 2, 3, 4
 
@@ -162,7 +162,7 @@ def _drive(ow: Onward, thread_id: str, as_json: bool, takeover: bool = False) ->
         # Skip steps already done when resuming, so the bar starts where the run is.
         state = ow.state(thread_id)
         if state.plan.steps:
-            done = sum(1 for r in state.steps.values() if r.status.value == "done")
+            done = sum(1 for r in state.steps.values() if r.status is StepStatus.DONE)
             bar.update(task, description="running", total=len(state.plan.steps), completed=done)
         return ow.drive(thread_id, on_event, takeover=takeover)
 

@@ -4,22 +4,10 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from onward.errors import ArtifactError, DeterministicToolError, ToolError, TransientToolError
+from onward.errors import DeterministicToolError, ToolError, TransientToolError
 from onward.state import FailureClass, StepFailure
 
 _TRANSIENT: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError)
-_DETERMINISTIC: tuple[type[BaseException], ...] = (
-    ValueError,
-    TypeError,
-    KeyError,
-    LookupError,
-    FileNotFoundError,
-    PermissionError,
-    IsADirectoryError,
-    NotADirectoryError,
-    ValidationError,
-    ArtifactError,
-)
 
 
 def classify(exc: BaseException) -> StepFailure:

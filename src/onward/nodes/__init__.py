@@ -1,1 +1,2 @@
-"""Graph nodes: plan, execute, verify, finalize. ``gate`` is a routing function (graph/)."""
+"""Graph nodes: plan, execute (which verifies its output before committing), finalize.
+``gate`` and ``escalate`` live with the routing in graph/routing.py."""

@@ -213,6 +213,12 @@ def normalize_tool_refs(names: Iterable[str]) -> list[str]:
     return [str(Path(r).resolve()) if _is_file_ref(r) else r for r in map(str.strip, names) if r]
 
 
+_imported: dict[str, str] = {}
+"""Ref → module name, for refs this process imported: execute calls load_tool_modules for
+every step (a process serving someone else's run must find its tools), so a repeat must
+cost a dict lookup, not path resolution and stat calls."""
+
+
 def load_tool_modules(names: Iterable[str]) -> list[str]:
     """Import user modules that register tools: file paths (``my_tools.py``) or dotted names."""
     loaded: list[str] = []
@@ -220,7 +226,11 @@ def load_tool_modules(names: Iterable[str]) -> list[str]:
         ref = raw.strip()
         if not ref:
             continue
+        if _imported.get(ref) in sys.modules:
+            loaded.append(ref)
+            continue
         try:
+            mod_name = ref
             if _is_file_ref(ref):
                 path = Path(ref).resolve()
                 if not path.is_file():
@@ -245,6 +255,7 @@ def load_tool_modules(names: Iterable[str]) -> list[str]:
                 f"could not import tools from {ref!r}: {type(exc).__name__}: {exc}; "
                 "fix the module or the --tools / ONWARD_TOOLS value"
             ) from exc
+        _imported[ref] = mod_name
         loaded.append(ref)
     return loaded
 
