@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from onward import Onward, Plan, PlanStep, ToolContext
+from onward.policy import RunPolicy
 from tests.conftest import cli_env, onward_cmd
 
 TOOLS = '''
@@ -76,7 +77,8 @@ def _crash_after_effect(workdir: Path, db: str, tool: str, fault: str = "after_e
     _plan(workdir, tool)
     proc = subprocess.run(
         onward_cmd(
-            "run", "--plan", "plan.yaml", "--tools", "tools_fx.py", "--db", db, "--thread-id", "t-1"
+            "run", "--plan", "plan.yaml", "--tools", "tools_fx.py", "--db", db, "--thread-id", "t-1",
+            "--auto-approve", tool,
         ),
         cwd=workdir,
         capture_output=True,
@@ -154,14 +156,14 @@ def test_resolve_retry_runs_the_effect_again_once(run_cli, workdir: Path, db_url
         assert (effect.status, effect.calls) == ("completed", 2)
 
 
-def test_resolve_skip_leaves_the_step_out(run_cli, workdir: Path, db_url: str) -> None:  # type: ignore[no-untyped-def]
+def test_resolve_skip_leaves_the_step_and_its_dependants_out(run_cli, workdir: Path, db_url: str) -> None:  # type: ignore[no-untyped-def]
     thread_id = _crash_after_effect(workdir, db_url, "charge")
     assert _resume(workdir, db_url, thread_id).returncode == 3
     assert run_cli("resolve", thread_id, "--step", "pay", "--as", "skip").code == 0
     finished = _resume(workdir, db_url, thread_id)
     assert finished.returncode == 0, finished.stderr
     steps = {s["id"]: s["status"] for s in json.loads(finished.stdout)["steps"]}
-    assert steps == {"first": "done", "pay": "skipped", "after": "done"}
+    assert steps == {"first": "done", "pay": "skipped", "after": "skipped"}
 
 
 def test_reconcile_settles_an_unknown_outcome_without_a_human(workdir: Path, db_url: str) -> None:
@@ -202,7 +204,9 @@ def test_completed_effect_is_replayed_from_the_ledger_not_called(
 
 def test_resolve_of_a_step_that_is_not_waiting_is_refused(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     _plan(workdir, "put")
-    done = run_cli("run", "--plan", "plan.yaml", "--tools", "tools_fx.py", "--json")
+    done = run_cli(
+        "run", "--plan", "plan.yaml", "--tools", "tools_fx.py", "--json", "--auto-approve", "charge"
+    )
     assert done.code == 0, done.stderr
     refused = run_cli("resolve", done.json()["thread_id"], "--step", "pay", "--as", "done")
     assert refused.code == 2
@@ -216,7 +220,9 @@ def test_effect_key_is_in_the_tool_context_and_on_the_step(
     tool: str,
 ) -> None:
     _plan(workdir, tool)
-    done = run_cli("run", "--plan", "plan.yaml", "--tools", "tools_fx.py", "--json")
+    done = run_cli(
+        "run", "--plan", "plan.yaml", "--tools", "tools_fx.py", "--json", "--auto-approve", "charge"
+    )
     assert done.code == 0, done.stderr
     [effect] = _effects(workdir)
     assert effect["key"]
@@ -246,7 +252,9 @@ def test_an_effects_compensation_is_recorded_with_it(workdir: Path, db_url: str)
         ]
     )
     with Onward(db_url, registry=registry) as ow:
-        view = ow.run(plan=plan, workdir=workdir)
+        view = ow.run(
+            plan=plan, workdir=workdir, policy=RunPolicy(auto_approve=frozenset({"refundable"}))
+        )
         assert view.status == "done"
         effects = {e.step_id: e.compensable for e in ow.store.ledger.for_thread(view.thread_id)}
     assert effects == {"a": True, "b": False}

@@ -24,7 +24,7 @@ P, R, D, F, S = (
     StepStatus.FAILED,
     StepStatus.SKIPPED,
 )
-ALLOWED = {(P, R), (R, D), (R, F), (R, S), (F, R), (P, S), (F, S), (R, P), (D, P)}
+ALLOWED = {(P, R), (R, D), (R, F), (R, S), (F, R), (P, S), (F, S), (R, P), (D, P), (P, F)}
 """pending→running, running→done/failed/skipped, failed→running (a retry), any
 non-terminal status → skipped, and two human/consistency decisions: running→pending (retry
 an effect whose outcome was unknown) and done→pending (re-open a pure step whose output

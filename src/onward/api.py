@@ -11,18 +11,23 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict
 
-from onward import refs
+from onward import refs, tokens
+from onward.approvals import AnswerError, AnswerType, edited_plan, edited_step, parse_answer
+from onward.checkpointing.events import AuditKind
 from onward.checkpointing.leases import Heartbeat, new_owner
 from onward.checkpointing.store import RunRow, Store
+from onward.compensation import Compensation, CompensationStatus, compensate_run
 from onward.errors import (
     ArtifactError,
     InconsistentRunError,
@@ -34,25 +39,28 @@ from onward.errors import (
     UsageError,
 )
 from onward.graph.build import compile_graph
+from onward.graph.routing import APPROVE, ESCALATE, FINALIZE
+from onward.inbox import PendingDecision
 from onward.nodes.deps import NodeDeps
-from onward.nodes.verify import verify_step
 from onward.planning.templates import plan_from_template
 from onward.planning.validate import parse_declared
+from onward.policy import ExpiryAction, RunPolicy
 from onward.progress import ProgressEvent
 from onward.state import (
     ArtifactRef,
     Decision,
     DecisionAction,
-    ExecuteTask,
     Goal,
     Plan,
     RunFailure,
+    RunFailureKind,
     RunState,
     RunStatus,
     SideEffect,
     StepRecord,
     StepStatus,
     Waiting,
+    WaitKind,
     migrate,
     transition,
     utcnow,
@@ -102,8 +110,11 @@ class RunView(BaseModel):
     stalled: bool = False
     """Unfinished, and its driver's heartbeat is stale: the driver died or hangs."""
     waiting: list[Waiting] = []
-    """What the run waits for a human about (``onward resolve`` settles it)."""
+    """Effects whose outcome is unknown (each is also a pending escalation)."""
+    pending: list[PendingDecision] = []
+    """Questions the run waits on: approvals, the plan, escalations."""
     decisions: list[Decision] = []
+    """The decision log: who decided what, when, on which args hash."""
 
     @property
     def finished(self) -> bool:
@@ -113,8 +124,30 @@ class RunView(BaseModel):
         return ow.store.artifacts.get(self.artifacts[name])
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CancelReport:
+    """What ``cancel`` did."""
+
+    view: RunView
+    compensations: list[Compensation] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return all(c.status is not CompensationStatus.FAILED for c in self.compensations)
+
+
+@dataclass(kw_only=True, slots=True)
+class SweepReport:
+    """What ``sweep`` did at ``now``."""
+
+    now: datetime
+    reminded: list[PendingDecision] = field(default_factory=list)
+    rejected: list[PendingDecision] = field(default_factory=list)
+    suspended: list[PendingDecision] = field(default_factory=list)
+
+
 def load_plan_file(
-    path: str | Path, registry: Registry | None = None
+    path: str | Path, registry: Registry | None = None, allow_tools: frozenset[str] | None = None
 ) -> tuple[Goal, Plan, int | None]:
     """Read and validate a declared plan (YAML or JSON; JSON is YAML)."""
     p = Path(path)
@@ -131,7 +164,9 @@ def load_plan_file(
         raise PlanValidationError(
             [PlanProblem("(file)", f"not valid YAML/JSON: {exc}")], source=str(path)
         ) from None
-    return parse_declared(data, registry or default_registry, source=str(path))
+    return parse_declared(
+        data, registry or default_registry, source=str(path), allow_tools=allow_tools
+    )
 
 
 class Onward:
@@ -143,13 +178,19 @@ class Onward:
         *,
         registry: Registry | None = None,
         tool_modules: Sequence[str] = (),
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.tool_modules = normalize_tool_refs([*tool_modules_from_env(), *tool_modules])
         load_tool_modules(self.tool_modules)
         self.registry = registry or default_registry
         self.store = Store(db)
+        self.clock = clock
         self.deps = NodeDeps(
-            registry=self.registry, artifacts=self.store.artifacts, ledger=self.store.ledger
+            registry=self.registry,
+            artifacts=self.store.artifacts,
+            ledger=self.store.ledger,
+            events=self.store.events,
+            clock=clock,
         )
         self.graph = compile_graph(self.deps, checkpointer=self.store.saver)
 
@@ -173,12 +214,15 @@ class Onward:
         workdir: str | Path | None = None,
         max_concurrency: int | None = None,
         thread_id: str | None = None,
+        policy: RunPolicy | None = None,
     ) -> str:
         """Create a run (nothing executes yet) and return its thread id.
 
         ``plan`` is a :class:`Plan` or a path to a declared plan file; without
         one, the goal is planned by the template rules when the run starts.
+        ``policy``: which tools need approval or may run at all, and wait deadlines.
         """
+        policy = policy or RunPolicy()
         if goal is None and plan is None:
             raise UsageError("give a goal, or a declared plan (--plan FILE)")
         wd = Path(workdir or Path.cwd()).absolute()
@@ -188,7 +232,9 @@ class Onward:
         plan_obj = Plan()
         concurrency = max_concurrency
         if isinstance(plan, (str, Path)):
-            declared_goal, plan_obj, file_concurrency = load_plan_file(plan, self.registry)
+            declared_goal, plan_obj, file_concurrency = load_plan_file(
+                plan, self.registry, policy.allow_tools
+            )
             goal_obj = declared_goal.model_copy(
                 update={
                     "objective": goal or declared_goal.objective,
@@ -216,17 +262,27 @@ class Onward:
             tool_modules=self.tool_modules,
             max_concurrency=concurrency or 4,
             messages=[HumanMessage(goal_obj.objective)],
+            policy=policy,
         )
         self.store.add_run(thread_id, goal_obj.objective, {"input": state.model_dump(mode="json")})
         return thread_id
 
     # -- driving ----------------------------------------------------------
 
-    def stream(self, thread_id: str, *, takeover: bool = False) -> Iterator[ProgressEvent]:
+    def stream(
+        self,
+        thread_id: str,
+        *,
+        takeover: bool = False,
+        command: Command[Any] | None = None,
+        stop_after_answer: bool = False,
+    ) -> Iterator[ProgressEvent]:
         """Drive a run until it stops, yielding progress events. Resumes where it stopped.
 
         Holds the run's lease while driving: a run another live process drives raises
         :class:`RunBusyError`; ``takeover=True`` waits for that lease to expire instead.
+        A cancel requested by another process (``onward cancel``) stops the drive at the
+        next superstep.
         """
         row = self._row(thread_id)
         load_tool_modules(row.request["input"].get("tool_modules", []))
@@ -235,24 +291,209 @@ class Onward:
         try:
             with Heartbeat(self.store.leases, thread_id, owner) as beat:
                 config = self._config(thread_id)
-                run_input: Any = None
+                run_input: Any = command
                 if not self.graph.get_state(config).values:
                     # Killed before the first checkpoint: start from the stored request.
                     run_input = RunState.model_validate(migrate(dict(row.request["input"])))
                 else:
                     self._check_consistency(thread_id)
+                if self._cancel_requested(thread_id):
+                    return
                 self.store.set_run_status(thread_id, RunStatus.RUNNING)
+                checked = time.monotonic()
                 for _mode, chunk in self.graph.stream(
-                    run_input, config, stream_mode=["custom"], durability="sync"
+                    run_input,
+                    config,
+                    stream_mode=["custom"],
+                    durability="sync",
+                    interrupt_after=[APPROVE, ESCALATE] if stop_after_answer else None,
                 ):
                     if beat.lost.is_set():
                         raise LeaseLostError(thread_id)
                     yield ProgressEvent.model_validate(chunk)
+                    if time.monotonic() - checked > 0.2:
+                        checked = time.monotonic()
+                        if self._cancel_requested(thread_id):
+                            break  # what finished is saved; `cancel` takes it from here
                 self.store.set_run_status(thread_id, self.state(thread_id).status)
         finally:
             self.store.leases.release(thread_id, owner)
 
+    def _cancel_requested(self, thread_id: str) -> bool:
+        return self.store.events.exists(thread_id, AuditKind.CANCEL_REQUESTED)
+
     # -- deciding ---------------------------------------------------------
+
+    def pending(self, thread_id: str) -> list[PendingDecision]:
+        """The questions one run waits on, oldest first."""
+        row = self._row(thread_id)
+        snap = self.graph.get_state(self._config(thread_id))
+        found = [
+            PendingDecision.from_interrupt(thread_id, i.id, i.value, row.objective)
+            for i in snap.interrupts
+        ]
+        return sorted((p for p in found if p is not None), key=lambda p: p.asked_at)
+
+    def inbox(self, *, user: str | None = None) -> list[PendingDecision]:
+        """Every pending decision across all runs of the store, oldest first. With
+        ``ONWARD_SECRET`` set, each carries a resume token minted for ``user``."""
+        key = tokens.secret()
+        user = user or whoami()
+        items: list[PendingDecision] = []
+        for row in self.store.unfinished_runs():
+            items += self.pending(row.thread_id)
+        if key:
+            expires = self.clock() + tokens.ttl()
+            items = [
+                p.model_copy(
+                    update={"token": tokens.mint(key, p.thread_id, p.interrupt_id, user, expires)}
+                )
+                for p in items
+            ]
+        return sorted(items, key=lambda p: p.asked_at)
+
+    def mint_token(self, thread_id: str, interrupt_id: str, user: str) -> str:
+        key = tokens.secret()
+        if key is None:
+            raise UsageError("resume tokens need ONWARD_SECRET to be set")
+        return tokens.mint(key, thread_id, interrupt_id, user, self.clock() + tokens.ttl())
+
+    def decide(
+        self,
+        thread_id: str,
+        answer: dict[str, Any] | list[Any],
+        *,
+        step: str | None = None,
+        interrupt_id: str | None = None,
+        by: str | None = None,
+        token: str | None = None,
+        continue_run: bool = True,
+        on_event: Callable[[ProgressEvent], None] | None = None,
+    ) -> RunView:
+        """Answer one pending question of a run, in any of the accepted shapes (see
+        :mod:`onward.approvals`). Which one: ``interrupt_id``, or ``step``, or the only
+        one. The answer is checked before anything changes; then the run continues in
+        this process, or with ``continue_run=False`` stops right after recording it."""
+        return self._decide(
+            thread_id,
+            answer,
+            step=step,
+            interrupt_id=interrupt_id,
+            by=by,
+            token=token,
+            continue_run=continue_run,
+            on_event=on_event,
+            check_token=True,
+        )
+
+    def _decide(
+        self,
+        thread_id: str,
+        answer: dict[str, Any] | list[Any],
+        *,
+        step: str | None,
+        interrupt_id: str | None,
+        by: str | None,
+        token: str | None,
+        continue_run: bool,
+        on_event: Callable[[ProgressEvent], None] | None,
+        check_token: bool,
+    ) -> RunView:
+        target = self._pick(thread_id, step, interrupt_id)
+        by = by or whoami()
+        key = tokens.secret()
+        if key and check_token:
+            tokens.verify(
+                key,
+                token,
+                thread_id=thread_id,
+                interrupt_id=target.interrupt_id,
+                user=by,
+                now=self.clock(),
+            )
+        decisions = answer if isinstance(answer, list) else answer.get("decisions", [answer])
+        value = {"decisions": decisions, "by": by}
+        self._preflight(thread_id, target, value)
+        command: Command[Any] = Command(resume={target.interrupt_id: value})
+        for event in self.stream(thread_id, command=command, stop_after_answer=not continue_run):
+            if on_event is not None:
+                on_event(event)
+        return self.get(thread_id)
+
+    def _pick(self, thread_id: str, step: str | None, interrupt_id: str | None) -> PendingDecision:
+        pending = self.pending(thread_id)
+        listing = ", ".join(
+            f"{p.step_id or 'plan'} ({p.kind.value}, id {p.interrupt_id})" for p in pending
+        )
+        if interrupt_id is not None:
+            chosen = [p for p in pending if p.interrupt_id == interrupt_id]
+        elif step is not None:
+            chosen = [
+                p for p in pending if p.step_id == step or (step == "plan" and p.step_id is None)
+            ]
+        else:
+            chosen = pending
+        if not pending:
+            raise UsageError(f"run {thread_id} is not waiting for a decision")
+        if not chosen:
+            which = f"interrupt {interrupt_id}" if interrupt_id else f"step {step!r}"
+            raise UsageError(
+                f"{which} of run {thread_id} is not waiting for a decision (waiting: {listing})"
+            )
+        if len(chosen) > 1:
+            raise UsageError(
+                f"run {thread_id} waits on {len(chosen)} decisions ({listing}); name one with "
+                "--step (or the interrupt id)"
+            )
+        return chosen[0]
+
+    def _preflight(self, thread_id: str, target: PendingDecision, value: dict[str, Any]) -> None:
+        """Refuse an answer the node would refuse, before resuming: same checks, clear error."""
+        answer = parse_answer(value, target.kind)
+        if answer.type is not AnswerType.EDIT:
+            if answer.type is AnswerType.DONE and target.key is None:
+                raise AnswerError("'done' settles an effect; this question is not about one")
+            return
+        state = self.state(thread_id)
+        allow = state.policy.allow_tools
+        if target.kind is WaitKind.PLAN:
+            edited_plan(state.plan, answer, self.registry, allow)
+        else:
+            assert target.step_id is not None
+            edited_step(state.plan.step(target.step_id), answer, self.registry, allow)
+
+    def approve(
+        self,
+        thread_id: str,
+        step: str | None = None,
+        *,
+        edit: dict[str, Any] | None = None,
+        args: dict[str, Any] | None = None,
+        reason: str = "",
+        **how: Any,
+    ) -> RunView:
+        """Approve a pending step (or plan, or escalation: run it again). ``edit`` changes
+        some args, ``args`` replaces them all; the run then executes exactly those."""
+        if edit is None and args is None:
+            return self.decide(thread_id, {"type": "approve", "message": reason}, step=step, **how)
+        target = self._pick(thread_id, step, how.get("interrupt_id"))
+        new_args = dict(args) if args is not None else {**target.args, **(edit or {})}
+        answer = {
+            "type": "edit",
+            "edited_action": {"name": target.tool, "args": new_args},
+            "message": reason,
+        }
+        return self.decide(thread_id, answer, step=step, **how)
+
+    def reject(
+        self, thread_id: str, step: str | None = None, *, reason: str, **how: Any
+    ) -> RunView:
+        """Reject: the step is skipped, and so is every step that depends on it."""
+        return self.decide(thread_id, {"type": "reject", "message": reason}, step=step, **how)
+
+    def respond(self, thread_id: str, text: str, step: str | None = None, **how: Any) -> RunView:
+        """Answer with feedback instead of a decision; recorded for replanning."""
+        return self.decide(thread_id, {"type": "respond", "message": text}, step=step, **how)
 
     def resolve(
         self,
@@ -263,69 +504,135 @@ class Onward:
         result: Any = None,
         by: str | None = None,
         reason: str = "",
+        token: str | None = None,
+        continue_run: bool = False,
     ) -> RunView:
-        """Settle a step that waits for a human (an effect whose outcome is unknown).
+        """Settle a step whose effect's outcome is unknown (an escalation).
 
         ``done``: the effect happened; ``result`` (JSON) is its result, verified by the
         step's checks like any output. ``retry``: it did not happen; run it again.
-        ``skip``: leave it; dependants run without it. Drive the run on with :meth:`resume`.
+        ``skip``: leave it out (and the steps that depend on it). By default only records
+        the decision; drive the run on with :meth:`resume`.
         """
         action = DecisionAction(action)
-        if action is DecisionAction.REOPEN:
-            raise UsageError("reopen is decided by onward's consistency check, not by resolve")
+        if action not in (DecisionAction.DONE, DecisionAction.RETRY, DecisionAction.SKIP):
+            raise UsageError("resolve settles an effect as done, retry or skip")
+        answer: dict[str, Any] = {"type": action.value, "message": reason}
+        if action is DecisionAction.DONE:
+            answer["result"] = result
+        return self.decide(
+            thread_id, answer, step=step_id, by=by, token=token, continue_run=continue_run
+        )
+
+    def cancel(
+        self,
+        thread_id: str,
+        *,
+        compensate: bool = False,
+        reason: str = "",
+        by: str | None = None,
+    ) -> CancelReport:
+        """Stop a run for good (status ``cancelled``). A live driver is asked to stop at its
+        next superstep and this waits for it; a dead driver's lease is waited out. With
+        ``compensate``, completed effects are undone newest first, each at most once; call
+        again after a crash (or a failed compensation) to finish the job."""
         state = self.state(thread_id)
-        load_tool_modules(state.tool_modules)  # the tool's default checks verify --as done
-        waiting = state.waiting.get(step_id)
-        if waiting is None:
-            known = ", ".join(state.waiting) or "none"
+        if state.status.finished and state.status is not RunStatus.CANCELLED:
             raise UsageError(
-                f"step {step_id!r} of run {thread_id} is not waiting for a decision "
-                f"(waiting steps: {known})"
+                f"run {thread_id} already finished ({state.status.value}); there is nothing "
+                "to cancel"
             )
+        by = by or whoami()
         owner = new_owner()
-        self._acquire(thread_id, owner, takeover=False)
-        try:
-            rec = state.record(step_id)
-            key = waiting.key
-            decision = Decision(
-                step_id=step_id,
-                action=action,
-                by=by or _whoami(),
-                at=utcnow(),
-                reason=reason,
-                key=key,
+        if state.status is not RunStatus.CANCELLED:
+            self.store.events.record(
+                thread_id, AuditKind.CANCEL_REQUESTED, {"by": by, "reason": reason}
             )
-            updates: dict[str, Any] = {
-                "waiting": {step_id: None},
-                "decisions": [decision],
-                "status": RunStatus.RUNNING,
-            }
-            if action is DecisionAction.DONE:
-                step = state.plan.step(step_id)
-                if key:
-                    self.store.ledger.complete(key, result)
-                ref = self.store.artifacts.put(step.output or f"step:{step_id}", result)
-                task = ExecuteTask(
-                    step=step, record=rec, workdir=state.workdir, inputs=dict(state.artifacts)
+        self._acquire(thread_id, owner, takeover=True)
+        try:
+            state = self.state(thread_id)
+            if not state.status.finished:
+                why = f"cancelled by {by}" + (f": {reason}" if reason else "")
+                self.graph.update_state(
+                    self._config(thread_id),
+                    {
+                        "status": RunStatus.CANCELLED,
+                        "failure": RunFailure(kind=RunFailureKind.CANCELLED, message=why),
+                        "waiting": {k: None for k in state.waiting},
+                        "decisions": [
+                            Decision(
+                                step_id="(run)",
+                                action=DecisionAction.CANCEL,
+                                by=by,
+                                at=utcnow(),
+                                reason=reason,
+                            )
+                        ],
+                        "messages": [AIMessage(f"Run {why}.")],
+                    },
+                    as_node=FINALIZE,
                 )
-                executed = rec.model_copy(update={"output": ref, "ended_at": utcnow()})
-                done = verify_step(self.deps, task, executed, result)
-                updates["steps"] = {step_id: done}
-                if done.status is StepStatus.DONE and step.output:
-                    updates["artifacts"] = {step.output: ref}
-            elif action is DecisionAction.RETRY:
-                if key:
-                    self.store.ledger.allow_retry(key)
-                updates["steps"] = {step_id: transition(rec, StepStatus.PENDING)}
-            else:
-                if key:
-                    self.store.ledger.skip(key)
-                updates["steps"] = {step_id: transition(rec, StepStatus.SKIPPED)}
-            self.graph.update_state(self._config(thread_id), updates, as_node="gate")
-            self.store.set_run_status(thread_id, RunStatus.RUNNING)
+                self.store.events.record(thread_id, AuditKind.CANCELLED, {"by": by, "reason": why})
+            self.store.set_run_status(thread_id, self.state(thread_id).status)
+            done: list[Compensation] = []
+            if compensate:
+                load_tool_modules(state.tool_modules)
+                done = compensate_run(
+                    thread_id, self.store.ledger, self.registry, self.store.events
+                )
         finally:
             self.store.leases.release(thread_id, owner)
-        return self.get(thread_id)
+        return CancelReport(view=self.get(thread_id), compensations=done)
+
+    def sweep(self, now: datetime | None = None, *, continue_runs: bool = True) -> SweepReport:
+        """Apply deadlines to every pending decision: record a reminder once at
+        ``remind_at``; at ``expire_at`` apply the default (reject, or suspend the run)."""
+        now = now or self.clock()
+        report = SweepReport(now=now)
+        for item in self.inbox():
+            seen = {
+                (e.kind, e.detail.get("interrupt_id"))
+                for e in self.store.events.list(item.thread_id)
+            }
+            detail = {
+                "interrupt_id": item.interrupt_id,
+                "step_id": item.step_id,
+                "kind": item.kind.value,
+                "asked_at": item.asked_at.isoformat(),
+            }
+            if now >= item.remind_at and (AuditKind.REMINDER, item.interrupt_id) not in seen:
+                self.store.events.record(item.thread_id, AuditKind.REMINDER, detail, at=now)
+                report.reminded.append(item)
+            if now < item.expire_at or (AuditKind.EXPIRED, item.interrupt_id) in seen:
+                continue
+            self.store.events.record(
+                item.thread_id,
+                AuditKind.EXPIRED,
+                detail | {"applied": item.on_expiry.value},
+                at=now,
+            )
+            if item.on_expiry is ExpiryAction.SUSPEND:
+                self.store.set_run_status(item.thread_id, RunStatus.SUSPENDED)
+                self.store.events.record(item.thread_id, AuditKind.SUSPENDED, detail, at=now)
+                report.suspended.append(item)
+                continue
+            answer = {
+                "type": "skip" if item.kind is WaitKind.ESCALATION else "reject",
+                "message": f"no answer by {item.expire_at.isoformat()} (deadline default)",
+            }
+            self._decide(
+                item.thread_id,
+                answer,
+                step=None,
+                interrupt_id=item.interrupt_id,
+                by="onward-sweep",
+                token=None,
+                continue_run=continue_runs,
+                on_event=None,
+                check_token=False,
+            )
+            report.rejected.append(item)
+        return report
 
     def _check_consistency(self, thread_id: str) -> None:
         """Before driving on: every artifact a remaining step reads must still be intact.
@@ -381,7 +688,8 @@ class Onward:
                 if not takeover:
                     raise
                 wait = (busy.expires_at - self.store.leases.clock()).total_seconds()
-                time.sleep(min(max(wait, 0.0) + 0.05, 5.0))
+                # Poll: a live driver asked to stop (cancel) releases long before expiry.
+                time.sleep(min(max(wait, 0.0) + 0.05, 0.5))
 
     def drive(
         self,
@@ -428,14 +736,28 @@ class Onward:
         return row
 
     def state(self, thread_id: str) -> RunState:
-        """The run's current typed state (the latest checkpoint)."""
+        """The run's current typed state (the latest checkpoint). A run with pending
+        questions reads as ``waiting_for_human`` (``suspended`` once a deadline suspended
+        it): the interrupt is the state's truth, whatever the status channel last held."""
         row = self._row(thread_id)
-        values = self.graph.get_state(self._config(thread_id)).values
+        snap = self.graph.get_state(self._config(thread_id))
+        values = snap.values
         if not values:
             return RunState.model_validate(migrate(dict(row.request["input"])))
-        if isinstance(values, RunState):
-            return values
-        return RunState.model_validate(migrate(dict(values)))
+        state = (
+            values
+            if isinstance(values, RunState)
+            else RunState.model_validate(migrate(dict(values)))
+        )
+        if snap.interrupts and not state.status.finished:
+            asked = {i.id for i in snap.interrupts}
+            suspended = any(
+                e.detail.get("interrupt_id") in asked
+                for e in self.store.events.list(thread_id, [AuditKind.SUSPENDED])
+            )
+            status = RunStatus.SUSPENDED if suspended else RunStatus.WAITING_FOR_HUMAN
+            state = state.model_copy(update={"status": status})
+        return state
 
     def get(self, thread_id: str) -> RunView:
         state = self.state(thread_id)
@@ -471,6 +793,7 @@ class Onward:
             failure=state.failure,
             report=report,
             waiting=[w for w in state.waiting.values() if w is not None],
+            pending=self.pending(thread_id) if state.status.waiting else [],
             decisions=list(state.decisions),
             driver=lease.owner if lease else None,
             heartbeat_at=lease.heartbeat_at if lease else None,
@@ -494,10 +817,14 @@ class Onward:
         }
 
 
-def _whoami() -> str:
+def whoami() -> str:
+    """Who is deciding: $ONWARD_USER, else login@host."""
     import getpass
+    import os
     import socket
 
+    if os.environ.get("ONWARD_USER"):
+        return os.environ["ONWARD_USER"]
     try:
         user = getpass.getuser()
     except Exception:  # no login name in some containers

@@ -10,11 +10,13 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -31,6 +33,8 @@ from onward.errors import (
     StoreLockedError,
     UsageError,
 )
+from onward.inbox import PendingDecision
+from onward.policy import ExpiryAction, RunPolicy, load_policy_file, parse_duration
 from onward.progress import EventKind, ProgressEvent
 from onward.state import RunFailureKind, RunStatus, StepStatus
 
@@ -58,6 +62,80 @@ ToolsOpt = Annotated[
         help="Python file or module registering @onward.tool tools (repeatable; "
         "also $ONWARD_TOOLS, comma-separated).",
     ),
+]
+
+
+ToolListOpt = list[str] | None
+
+
+def _names(values: list[str] | None) -> frozenset[str]:
+    return frozenset(n.strip() for v in values or [] for n in v.split(",") if n.strip())
+
+
+def _policy(
+    policy_file: Path | None,
+    approve_plan: bool,
+    approve_tools: list[str] | None,
+    auto_approve: list[str] | None,
+    allow_tools: list[str] | None,
+    remind_after: str | None,
+    expire_after: str | None,
+    on_expiry: ExpiryAction | None,
+) -> RunPolicy:
+    """The run's policy: the --policy file, then the flags on top of it."""
+    base = load_policy_file(policy_file) if policy_file else RunPolicy()
+    deadline = base.deadline
+    if remind_after:
+        deadline = deadline.model_copy(update={"remind_after": parse_duration(remind_after)})
+    if expire_after:
+        deadline = deadline.model_copy(update={"expire_after": parse_duration(expire_after)})
+    if on_expiry:
+        deadline = deadline.model_copy(update={"on_expiry": on_expiry})
+    allowed = _names(allow_tools)
+    return base.model_copy(
+        update={
+            "approve_plan": base.approve_plan or approve_plan,
+            "approve_tools": base.approve_tools | _names(approve_tools),
+            "auto_approve": base.auto_approve | _names(auto_approve),
+            "allow_tools": (base.allow_tools or frozenset()) | allowed
+            if allowed
+            else base.allow_tools,
+            "deadline": deadline,
+        }
+    )
+
+
+PolicyFileOpt = Annotated[
+    Path | None,
+    typer.Option("--policy", help="Policy file (YAML/JSON): approvals, allowlist, deadlines."),
+]
+ApprovePlanOpt = Annotated[
+    bool, typer.Option("--approve-plan", help="A person approves the plan before any step runs.")
+]
+ApproveToolsOpt = Annotated[
+    ToolListOpt,
+    typer.Option("--approve-tools", help="Tools that also need approval in this run (a,b)."),
+]
+AutoApproveOpt = Annotated[
+    ToolListOpt,
+    typer.Option(
+        "--auto-approve",
+        help="Tools you approve in advance for every step of this run (a,b): they never stop.",
+    ),
+]
+AllowToolsOpt = Annotated[
+    ToolListOpt,
+    typer.Option("--allow-tools", help="The only tools this run may use (a,b)."),
+]
+RemindOpt = Annotated[
+    str | None, typer.Option("--remind-after", help="Remind about a waiting decision (6h).")
+]
+ExpireOpt = Annotated[
+    str | None, typer.Option("--expire-after", help="A waiting decision expires (24h).")
+]
+OnExpiryOpt = Annotated[
+    ExpiryAction | None,
+    typer.Option("--on-expiry", help="At expiry: reject it, or suspend the run (reject)."),
 ]
 
 
@@ -121,18 +199,33 @@ def _print_view(view: RunView) -> None:
         out.print(table)
     if view.failure:
         out.print(f"[red]reason:[/] {view.failure.message}", highlight=False)
-    for w in view.waiting:
-        out.print(Text.assemble(("waiting: ", "yellow"), f"{w.step_id}: {w.reason}"))
+    for p in view.pending:
+        what = p.reason or f"approve {p.tool}?"
+        out.print(Text.assemble(("waiting: ", "yellow"), f"{p.step_id or 'plan'}: {what}"))
         out.print(
-            f"  key {w.key}  args {json.dumps(w.args, ensure_ascii=False)}",
+            f"  args {json.dumps(p.args, ensure_ascii=False)[:300]}"
+            + (f"  key {p.key}" if p.key else "")
+            + f"\n  answer: onward approve|reject|respond {view.thread_id} --step "
+            f"{p.step_id or 'plan'}  (deadline {p.expire_at:%Y-%m-%d %H:%M} → {p.on_expiry})",
             highlight=False,
             markup=False,
         )
 
 
-def _drive(ow: Onward, thread_id: str, as_json: bool, takeover: bool = False) -> RunView:
+Go = Callable[[Callable[[ProgressEvent], None] | None], RunView]
+
+
+def _drive(
+    ow: Onward, thread_id: str, as_json: bool, takeover: bool = False, go: Go | None = None
+) -> RunView:
+    """Drive a run (or ``go``: answer a question and go on) with a progress bar."""
+    if go is None:
+
+        def go(on_event: Callable[[ProgressEvent], None] | None) -> RunView:
+            return ow.drive(thread_id, on_event, takeover=takeover)
+
     if as_json:
-        return ow.drive(thread_id, takeover=takeover)
+        return go(None)
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -156,6 +249,8 @@ def _drive(ow: Onward, thread_id: str, as_json: bool, takeover: bool = False) ->
                 bar.update(task, completed=done, current=f"✓ {e.step_id}")
             elif e.kind is EventKind.STEP_FAILED:
                 bar.update(task, current=f"[red]✗ {e.step_id}: {e.message[:60]}")
+            elif e.kind is EventKind.STEP_WAITING:
+                bar.update(task, current=f"[yellow]⏸ {e.step_id}: {e.message[:60]}")
             elif e.kind is EventKind.RUN_FINISHED:
                 bar.update(task, description=e.message, current="")
 
@@ -164,7 +259,7 @@ def _drive(ow: Onward, thread_id: str, as_json: bool, takeover: bool = False) ->
         if state.plan.steps:
             done = sum(1 for r in state.steps.values() if r.status is StepStatus.DONE)
             bar.update(task, description="running", total=len(state.plan.steps), completed=done)
-        return ow.drive(thread_id, on_event, takeover=takeover)
+        return go(on_event)
 
 
 def _finish(view: RunView, as_json: bool, extra: Callable[[RunView], None] | None = None) -> None:
@@ -192,9 +287,27 @@ def run(
     db: DbOpt = None,
     as_json: JsonOpt = False,
     tools: ToolsOpt = None,
+    policy_file: PolicyFileOpt = None,
+    approve_plan: ApprovePlanOpt = False,
+    approve_tools: ApproveToolsOpt = None,
+    auto_approve: AutoApproveOpt = None,
+    allow_tools: AllowToolsOpt = None,
+    remind_after: RemindOpt = None,
+    expire_after: ExpireOpt = None,
+    on_expiry: OnExpiryOpt = None,
 ) -> None:
-    """Plan and run a goal (or a declared --plan) to the end."""
+    """Plan and run a goal (or a declared --plan) to the end, or until it waits for a person."""
     with _errors(as_json), _open(db, tools) as ow:
+        policy = _policy(
+            policy_file,
+            approve_plan,
+            approve_tools,
+            auto_approve,
+            allow_tools,
+            remind_after,
+            expire_after,
+            on_expiry,
+        )
         tid = ow.start(
             goal,
             plan=plan,
@@ -202,6 +315,7 @@ def run(
             workdir=workdir,
             max_concurrency=max_concurrency,
             thread_id=thread_id,
+            policy=policy,
         )
         if not as_json:
             err.print(
@@ -239,6 +353,206 @@ class ResolveAs(StrEnum):
     skip = "skip"
 
 
+StepOpt = Annotated[
+    str | None, typer.Option("--step", help="Which waiting step ('plan' for the plan).")
+]
+TokenOpt = Annotated[
+    str | None, typer.Option("--token", help="Resume token from `onward inbox` (ONWARD_SECRET).")
+]
+UserOpt = Annotated[
+    str | None, typer.Option("--user", help="Who decides (default $ONWARD_USER, else login@host).")
+]
+NoContinueOpt = Annotated[
+    bool,
+    typer.Option("--no-continue", help="Only record the decision; `onward resume` goes on later."),
+]
+InterruptOpt = Annotated[
+    str | None, typer.Option("--interrupt-id", help="Which question, by interrupt id.")
+]
+
+
+def _answer(
+    ow: Onward,
+    thread_id: str,
+    as_json: bool,
+    no_continue: bool,
+    decide: Callable[[Callable[[ProgressEvent], None] | None], RunView],
+) -> None:
+    ow.get(thread_id)  # unknown thread → clear error before any progress output
+    view = _drive(ow, thread_id, as_json or no_continue, go=decide)
+    if no_continue:
+        if as_json:
+            print(_view_json(view))
+        else:
+            _print_view(view)
+            err.print(f"recorded; continue with `onward resume {thread_id}`", highlight=False)
+        raise typer.Exit(EXIT_DONE)
+    _finish(view, as_json)
+
+
+def _edits(edit: list[str] | None, args_file: Path | None) -> tuple[dict[str, Any] | None, Any]:
+    if args_file is not None:
+        try:
+            args = yaml.safe_load(args_file.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise UsageError(f"cannot read --args-file {args_file}: {exc}") from None
+        if not isinstance(args, dict):
+            raise UsageError(f"--args-file {args_file} must hold a mapping of args")
+        return None, args
+    if not edit:
+        return None, None
+    changes: dict[str, Any] = {}
+    for item in edit:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--edit {item!r}: write key=value (value as YAML: 5, true, text)")
+        changes[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+    return changes, None
+
+
+@app.command()
+def inbox(
+    user: UserOpt = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Every decision waiting for a person, across all runs (oldest first)."""
+    with _errors(as_json), _open(db, None) as ow:
+        items = ow.inbox(user=user)
+    if as_json:
+        print(json.dumps([i.model_dump(mode="json") for i in items], indent=2, ensure_ascii=False))
+        return
+    if not items:
+        out.print("nothing is waiting for a decision")
+        return
+    table = Table(show_edge=False)
+    table.add_column("thread id", no_wrap=True, min_width=36)
+    for col in ("step", "kind", "tool", "args", "waiting since", "deadline"):
+        table.add_column(col)
+    for i in items:
+        table.add_row(
+            i.thread_id,
+            i.step_id or "plan",
+            i.kind.value,
+            i.tool,
+            json.dumps(i.args, ensure_ascii=False)[:80],
+            i.asked_at.strftime("%Y-%m-%d %H:%M"),
+            f"{i.expire_at.strftime('%Y-%m-%d %H:%M')} → {i.on_expiry.value}",
+        )
+    out.print(table)
+    for i in items:
+        if i.token:
+            out.print(f"token {i.thread_id} {i.step_id or 'plan'}: {i.token}", highlight=False)
+
+
+@app.command()
+def approve(
+    thread_id: str,
+    step: StepOpt = None,
+    edit: Annotated[
+        list[str] | None, typer.Option("--edit", help="Change one arg: key=value (repeatable).")
+    ] = None,
+    args_file: Annotated[
+        Path | None, typer.Option("--args-file", help="Replace all args (YAML/JSON file).")
+    ] = None,
+    reason: Annotated[str, typer.Option(help="Comment for the decision log.")] = "",
+    token: TokenOpt = None,
+    user: UserOpt = None,
+    no_continue: NoContinueOpt = False,
+    interrupt_id: InterruptOpt = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+    tools: ToolsOpt = None,
+) -> None:
+    """Approve a waiting step (optionally with edited args) and continue the run."""
+    with _errors(as_json), _open(db, tools) as ow:
+        changes, replaced = _edits(edit, args_file)
+        _answer(
+            ow,
+            thread_id,
+            as_json,
+            no_continue,
+            lambda on_event: ow.approve(
+                thread_id,
+                step,
+                edit=changes,
+                args=replaced,
+                reason=reason,
+                token=token,
+                by=user,
+                continue_run=not no_continue,
+                on_event=on_event,
+                interrupt_id=interrupt_id,
+            ),
+        )
+
+
+@app.command()
+def reject(
+    thread_id: str,
+    reason: Annotated[str, typer.Option("--reason", help="Why; kept in the decision log.")],
+    step: StepOpt = None,
+    token: TokenOpt = None,
+    user: UserOpt = None,
+    no_continue: NoContinueOpt = False,
+    interrupt_id: InterruptOpt = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+    tools: ToolsOpt = None,
+) -> None:
+    """Reject a waiting step: it and the steps that depend on it are skipped."""
+    with _errors(as_json), _open(db, tools) as ow:
+        _answer(
+            ow,
+            thread_id,
+            as_json,
+            no_continue,
+            lambda on_event: ow.reject(
+                thread_id,
+                step,
+                reason=reason,
+                token=token,
+                by=user,
+                continue_run=not no_continue,
+                on_event=on_event,
+                interrupt_id=interrupt_id,
+            ),
+        )
+
+
+@app.command()
+def respond(
+    thread_id: str,
+    text: Annotated[str, typer.Argument(help="Your feedback, recorded for replanning.")],
+    step: StepOpt = None,
+    token: TokenOpt = None,
+    user: UserOpt = None,
+    no_continue: NoContinueOpt = False,
+    interrupt_id: InterruptOpt = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+    tools: ToolsOpt = None,
+) -> None:
+    """Answer a waiting step with feedback instead of a decision."""
+    with _errors(as_json), _open(db, tools) as ow:
+        _answer(
+            ow,
+            thread_id,
+            as_json,
+            no_continue,
+            lambda on_event: ow.respond(
+                thread_id,
+                text,
+                step,
+                token=token,
+                by=user,
+                continue_run=not no_continue,
+                on_event=on_event,
+                interrupt_id=interrupt_id,
+            ),
+        )
+
+
 @app.command()
 def resolve(
     thread_id: str,
@@ -254,10 +568,12 @@ def resolve(
         typer.Option("--result-file", help="JSON result of the effect (with --as done)."),
     ] = None,
     reason: Annotated[str, typer.Option(help="Why; kept in the decision log.")] = "",
+    token: TokenOpt = None,
+    user: UserOpt = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Settle a step waiting for a human (an effect whose outcome is unknown)."""
+    """Settle an effect whose outcome is unknown (an escalation); then `onward resume`."""
     with _errors(as_json), _open(db, None) as ow:
         result: Any = None
         if result_file is not None:
@@ -265,12 +581,89 @@ def resolve(
                 result = json.loads(result_file.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 raise UsageError(f"cannot read --result-file {result_file}: {exc}") from None
-        view = ow.resolve(thread_id, step, action.value, result=result, reason=reason)
+        view = ow.resolve(
+            thread_id, step, action.value, result=result, reason=reason, token=token, by=user
+        )
     if as_json:
         print(_view_json(view))
     else:
         _print_view(view)
         err.print(f"decided; continue with `onward resume {thread_id}`", highlight=False)
+
+
+@app.command()
+def cancel(
+    thread_id: str,
+    compensate: Annotated[
+        bool,
+        typer.Option(
+            "--compensate", help="Undo completed side effects, newest first (each at most once)."
+        ),
+    ] = False,
+    reason: Annotated[str, typer.Option(help="Why; kept in the decision log.")] = "",
+    user: UserOpt = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+    tools: ToolsOpt = None,
+) -> None:
+    """Cancel a run (a live driver stops at its next step); optionally compensate effects."""
+    with _errors(as_json), _open(db, tools) as ow:
+        report = ow.cancel(thread_id, compensate=compensate, reason=reason, by=user)
+    comps = [
+        {"step_id": c.step_id, "tool": c.tool, "key": c.effect_key, "status": c.status.value}
+        | ({"error": c.error} if c.error else {})
+        for c in report.compensations
+    ]
+    if as_json:
+        data = json.loads(_view_json(report.view))
+        print(json.dumps(data | {"compensations": comps}, indent=2, ensure_ascii=False))
+    else:
+        _print_view(report.view)
+        for c in comps:
+            out.print(
+                f"compensation {c['status']}: {c['step_id']} ({c['tool']})"
+                + (f" — {c['error']}" if "error" in c else ""),
+                highlight=False,
+            )
+    raise typer.Exit(EXIT_DONE if report.complete else EXIT_FAILED)
+
+
+@app.command()
+def sweep(
+    now: Annotated[
+        str | None, typer.Option("--now", help="Pretend it is this ISO time (for drills).")
+    ] = None,
+    no_continue: NoContinueOpt = False,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+    tools: ToolsOpt = None,
+) -> None:
+    """Apply deadlines: record reminders; at expiry reject (or suspend) waiting decisions."""
+    with _errors(as_json), _open(db, tools) as ow:
+        try:
+            at = datetime.fromisoformat(now) if now else None
+        except ValueError:
+            raise UsageError(f"--now {now!r} is not an ISO date-time") from None
+        if at is not None and at.tzinfo is None:
+            at = at.replace(tzinfo=UTC)
+        report = ow.sweep(at, continue_runs=not no_continue)
+
+    def items(xs: list[PendingDecision]) -> list[dict[str, Any]]:
+        return [{"thread_id": x.thread_id, "step_id": x.step_id, "kind": x.kind} for x in xs]
+
+    found = {
+        "reminded": items(report.reminded),
+        "rejected": items(report.rejected),
+        "suspended": items(report.suspended),
+    }
+    if as_json:
+        print(json.dumps({"now": report.now.isoformat(), **found}, indent=2))
+        return
+    for what, xs in found.items():
+        for x in xs:
+            out.print(f"{what}: {x['thread_id']} {x['step_id'] or 'plan'}", highlight=False)
+    if not any(found.values()):
+        out.print("no deadline reached")
 
 
 @app.command()

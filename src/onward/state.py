@@ -20,6 +20,7 @@ from langgraph.graph.message import add_messages
 from pydantic import BaseModel, ConfigDict, Field
 
 from onward.checks import Check
+from onward.policy import Deadline, ExpiryAction, RunPolicy
 
 SCHEMA_VERSION = 1
 SNAPSHOT_EVERY = 1000
@@ -48,6 +49,10 @@ class RunStatus(StrEnum):
     def finished(self) -> bool:
         return self in (RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED)
 
+    @property
+    def waiting(self) -> bool:
+        return self in (RunStatus.WAITING_FOR_HUMAN, RunStatus.SUSPENDED)
+
 
 class FailureClass(StrEnum):
     TRANSIENT = "transient"
@@ -74,6 +79,8 @@ class RunFailureKind(StrEnum):
     PLANNING = "planning"
     STEP = "step"
     ACCEPTANCE = "acceptance"
+    CANCELLED = "cancelled"
+    """Cancelled by a person (``onward cancel``, a rejected plan, an abort)."""
 
 
 def utcnow() -> datetime:
@@ -143,6 +150,8 @@ class StepRecord(_Frozen):
     findings: list[str] = Field(default_factory=list)
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    note: str | None = None
+    """Why a person's decision settled the step (e.g. why it was skipped)."""
 
 
 class Waiting(_Frozen):
@@ -156,27 +165,97 @@ class Waiting(_Frozen):
 
 
 class DecisionAction(StrEnum):
+    APPROVE = "approve"
+    EDIT = "edit"
+    REJECT = "reject"
+    RESPOND = "respond"
     DONE = "done"
+    """An effect whose outcome was unknown did happen (with this result)."""
     RETRY = "retry"
     SKIP = "skip"
+    ABORT = "abort"
+    CANCEL = "cancel"
     REOPEN = "reopen"
+    """onward's own: a pure step re-opened because its output artifact was damaged."""
+
+
+class WaitKind(StrEnum):
+    """What a person is asked."""
+
+    APPROVAL = "approval"
+    """May this step run with these args?"""
+    PLAN = "plan"
+    """May this plan run?"""
+    ESCALATION = "escalation"
+    """onward cannot go on alone (an effect's outcome is unknown): what now?"""
+
+
+PLAN_TARGET = "(plan)"
+"""The ``step_id`` of decisions about the plan as a whole."""
 
 
 class Decision(_Frozen):
-    """A recorded decision about a step: by whom, when, what, and why."""
+    """The decision log: who decided what about which step, when, on which exact args."""
 
     step_id: str
     action: DecisionAction
     by: str
     at: datetime
     reason: str = ""
+    """The person's comment (or the rejection message, or the feedback)."""
     key: str | None = None
+    """Idempotency key of the effect the decision is about, if any."""
+    kind: WaitKind | None = None
+    args_hash: str | None = None
+    """Hash of the exact args (and input artifacts) the decision applies to."""
+    interrupt_id: str | None = None
+
+
+class Approval(_Frozen):
+    """A person approved this step with args of this hash; execute runs nothing else."""
+
+    step_id: str
+    tool: str
+    args_hash: str
+    by: str
+    at: datetime
+    edited: bool = False
+
+
+class PlanEdit(_Frozen):
+    """A write to the plan channel that replaces one step (a person edited its args)."""
+
+    step: PlanStep
 
 
 class RunFailure(_Frozen):
     kind: RunFailureKind
     message: str
     step_id: str | None = None
+
+
+class ApproveTask(_Frozen):
+    """The payload of one ``Send`` to approve (or escalate): what to ask, asked when."""
+
+    kind: WaitKind
+    step: PlanStep | None = None
+    """The step asked about (None for the plan as a whole)."""
+    plan: Plan | None = None
+    """The plan, when the plan itself is asked about."""
+    record: StepRecord | None = None
+    dependants: list[StepRecord] = Field(default_factory=list)
+    """Records of the steps downstream of ``step``: skipped with it on a rejection."""
+    args_hash: str
+    waiting: Waiting | None = None
+    """For escalations: what onward could not decide alone."""
+    inputs: dict[str, ArtifactRef] = Field(default_factory=dict)
+    workdir: str = "."
+    tool_modules: list[str] = Field(default_factory=list)
+    asked_at: datetime
+    """When the question was first asked (fixed in the checkpoint, so replays keep it)."""
+    deadline: Deadline
+    allow_tools: frozenset[str] | None = None
+    wave: int = 1
 
 
 class Budget(_Frozen):
@@ -196,6 +275,9 @@ class ExecuteTask(_Frozen):
     tool_modules: list[str] = Field(default_factory=list)
     wave: int = 1
     """How many steps were sent together with this one (including it)."""
+    approval_required: bool = False
+    approval: Approval | None = None
+    """The approval execute checks the step's current args hash against."""
 
 
 class IllegalTransitionError(RuntimeError):
@@ -203,7 +285,8 @@ class IllegalTransitionError(RuntimeError):
 
 
 _ALLOWED: Mapping[StepStatus, frozenset[StepStatus]] = {
-    StepStatus.PENDING: frozenset({StepStatus.RUNNING, StepStatus.SKIPPED}),
+    # pending → failed: a person answered an approval with feedback instead of approving.
+    StepStatus.PENDING: frozenset({StepStatus.RUNNING, StepStatus.SKIPPED, StepStatus.FAILED}),
     # running → pending: a human chose "retry" for an effect whose outcome was unknown.
     StepStatus.RUNNING: frozenset(
         {StepStatus.DONE, StepStatus.FAILED, StepStatus.SKIPPED, StepStatus.PENDING}
@@ -231,13 +314,19 @@ def merge_records(current: dict[str, Any], writes: Sequence[dict[str, Any]]) -> 
 
 
 def replace_value(current: Any, writes: Sequence[Any]) -> Any:
-    """Last-write-wins for DeltaChannels holding one large value (the plan)."""
-    return writes[-1] if writes else current
+    """The plan channel: a Plan replaces the plan; a PlanEdit replaces one of its steps and
+    bumps the version (deterministic, so a DeltaChannel replay gives the same plan)."""
+    value = current
+    for w in writes:
+        if isinstance(w, PlanEdit):
+            steps = [w.step if s.id == w.step.id else s for s in value.steps]
+            value = value.model_copy(update={"steps": steps, "version": value.version + 1})
+        else:
+            value = w
+    return value
 
 
-def merge_waiting(
-    current: dict[str, Waiting | None], new: dict[str, Waiting | None]
-) -> dict[str, Waiting | None]:
+def merge_waiting(current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Keyed merge where ``None`` removes a key (a decision settled that step)."""
     merged = {**current, **new}
     return {k: v for k, v in merged.items() if v is not None}
@@ -299,6 +388,11 @@ class RunState(BaseModel):
     decisions: Annotated[list[Decision], DeltaChannel(append_items, list)] = Field(
         default_factory=list
     )
+    """The decision log (append-only)."""
+    approvals: Annotated[dict[str, Approval | None], merge_waiting] = Field(default_factory=dict)
+    """Standing approvals by step id; execute checks each against the step's args hash."""
+    plan_approval: Approval | None = None
+    policy: RunPolicy = Field(default_factory=RunPolicy)
     status: RunStatus = RunStatus.PLANNING
     failure: RunFailure | None = None
 
@@ -343,6 +437,13 @@ CHECKPOINT_TYPES: tuple[type[Any], ...] = (
     Waiting,
     DecisionAction,
     Decision,
+    WaitKind,
+    Approval,
+    PlanEdit,
+    ApproveTask,
+    RunPolicy,
+    Deadline,
+    ExpiryAction,
     RunState,
 )
 """onward types that go into checkpoints: registered with LangGraph's msgpack allowlist."""

@@ -23,6 +23,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from onward.artifacts import ArtifactStore, fsync_enabled
+from onward.checkpointing.events import EventLog
 from onward.checkpointing.leases import LEASE_SCHEMA, LeasePolicy, Leases
 from onward.checkpointing.ledger import LEDGER_SCHEMA, Ledger
 from onward.checkpointing.serde import checkpoint_types
@@ -139,6 +140,7 @@ class Store:
         self.artifacts = ArtifactStore(self.path.parent / "artifacts")
         self.leases = Leases(self.connect, LeasePolicy.from_env())
         self.ledger = Ledger(self.connect)
+        self.events = EventLog(self.connect)
 
     def connect(self) -> sqlite3.Connection:
         """A new connection to the same database (for work on other threads)."""
@@ -225,6 +227,16 @@ class Store:
         with translate_errors(self.path):
             rows = self.conn.execute(
                 "SELECT * FROM onward_runs ORDER BY created_at DESC LIMIT ?", (limit,)
+            ).fetchall()
+        return [_row(r) for r in rows]
+
+    def unfinished_runs(self) -> list[RunRow]:
+        """Runs that may still wait or go on (anything not done, failed or cancelled)."""
+        finished = [s.value for s in RunStatus if s.finished]
+        with translate_errors(self.path):
+            rows = self.conn.execute(
+                "SELECT * FROM onward_runs WHERE status NOT IN (?, ?, ?) ORDER BY created_at",
+                finished,
             ).fetchall()
         return [_row(r) for r in rows]
 

@@ -1,7 +1,9 @@
-"""The graph: START → plan → gate ⇉ execute (tool + verify) → gate … → finalize → END.
+"""The graph: START → plan → gate ⇉ approve | execute (tool + verify) | escalate → gate …
+→ finalize → END.
 
-``gate`` is a routing function after a lone step (one superstep, one checkpoint
-per step) and a join node after a parallel wave (see graph/routing.py).
+``gate`` is a routing function after a lone task (one superstep, one checkpoint
+per step) and a join node after a parallel wave (see graph/routing.py). approve
+and escalate wait for a person with ``interrupt()`` (see nodes/approve.py).
 """
 
 from __future__ import annotations
@@ -13,15 +15,16 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from onward.graph.routing import (
+    APPROVE,
     ESCALATE,
     EXECUTE,
     FINALIZE,
     GATE,
-    after_execute,
-    escalate,
-    gate,
     join,
+    make_after_task,
+    make_gate,
 )
+from onward.nodes.approve import make_approve_node, make_escalate_node
 from onward.nodes.deps import NodeDeps
 from onward.nodes.execute import make_execute_node
 from onward.nodes.finalize import make_finalize_node
@@ -32,16 +35,20 @@ from onward.state import RunState
 def build_graph(deps: NodeDeps) -> StateGraph[Any]:
     """The uncompiled builder (``langgraph dev`` and tests compile it their own way)."""
     g: StateGraph[Any] = StateGraph(RunState)
+    gate = make_gate(deps)
+    after_task = make_after_task(gate)
     g.add_node("plan", make_plan_node(deps))
+    g.add_node(APPROVE, make_approve_node(deps))
     g.add_node(EXECUTE, make_execute_node(deps))
+    g.add_node(ESCALATE, make_escalate_node(deps))
+    g.add_node(GATE, join)
     g.add_node(FINALIZE, make_finalize_node(deps))
     g.add_edge(START, "plan")
-    g.add_node(GATE, join)
-    g.add_node(ESCALATE, escalate)
-    g.add_conditional_edges("plan", gate, [EXECUTE, ESCALATE, FINALIZE])
-    g.add_conditional_edges(EXECUTE, after_execute, [EXECUTE, GATE, ESCALATE, FINALIZE])
-    g.add_conditional_edges(GATE, gate, [EXECUTE, ESCALATE, FINALIZE])
-    g.add_edge(ESCALATE, END)
+    tasks = [APPROVE, EXECUTE, ESCALATE]
+    g.add_conditional_edges("plan", gate, [*tasks, FINALIZE])
+    for node in tasks:
+        g.add_conditional_edges(node, after_task, [*tasks, GATE, FINALIZE])
+    g.add_conditional_edges(GATE, gate, [*tasks, FINALIZE])
     g.add_edge(FINALIZE, END)
     return g
 

@@ -1,86 +1,184 @@
 """gate: the scheduler, as a routing function wherever it can be.
 
-``gate`` is a pure function of state: pick ready steps (dependencies done) in
-plan order, at most ``max_concurrency`` of them, and fan them out with ``Send``;
-or route to finalize. This is the single place later routes (retry, replan,
-approve, escalate) plug in, keyed by the failed step's FailureClass.
+``gate`` is a pure function of state (plus the registry and the clock): ask a person
+about the plan if the run's policy wants that; escalate steps that wait for a person;
+otherwise pick ready steps (dependencies done) in plan order, at most
+``max_concurrency`` of them, and fan them out with ``Send`` — to ``approve`` when the
+step needs an approval it does not have, else to ``execute``; or route to finalize.
+This is the single place later routes (retry, replan) plug in, keyed by the failed
+step's FailureClass.
 
-After a lone step, gate routes straight from execute: one superstep per step.
-After a parallel wave it cannot: each task's routing sees only its own writes,
-not its siblings', so every task would re-send the others. Then the tasks go to
-the ``gate`` *node*, a join that runs once the whole wave has committed.
+After a lone task, gate routes straight from it: one superstep per step. After a
+parallel wave it cannot: each task's routing sees only its own writes, not its
+siblings', so every task would re-send the others. Then the tasks go to the ``gate``
+*node*, a join that runs once the whole wave has committed.
 """
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage
+from collections.abc import Callable
+from typing import Any
+
 from langgraph.types import Send
 
 from onward import refs
+from onward.approvals import needs_approval, plan_hash, step_hash
 from onward.checks import artifact_names
-from onward.state import ExecuteTask, RunState, RunStatus, StepStatus
+from onward.nodes.deps import NodeDeps
+from onward.state import (
+    ApproveTask,
+    ArtifactRef,
+    ExecuteTask,
+    Plan,
+    PlanStep,
+    RunState,
+    RunStatus,
+    StepStatus,
+    WaitKind,
+)
+from onward.tools.registry import load_tool_modules
 
 EXECUTE = "execute"
 FINALIZE = "finalize"
 GATE = "gate"
+APPROVE = "approve"
 ESCALATE = "escalate"
+TASK_NODES = [EXECUTE, APPROVE, ESCALATE, GATE, FINALIZE]
 _SETTLED = (StepStatus.DONE, StepStatus.SKIPPED)
 
 
-def gate(state: RunState) -> list[Send] | str:
-    if state.waiting:
-        return ESCALATE  # an unknown outcome: stop and ask before anything else runs
-    if state.status is not RunStatus.RUNNING or not state.plan.steps:
-        return FINALIZE
-    # One pass over the records, then set lookups: gate runs after every step, so this
-    # loop is O(steps) per step; keep its constant small.
-    settled: set[str] = set()
-    started: set[str] = set()
-    for sid, rec in state.steps.items():
-        if rec.status is StepStatus.FAILED:
-            return FINALIZE  # failure routes (retry / replan / escalate) plug in here
-        if rec.status is not StepStatus.PENDING:
-            started.add(sid)
-            if rec.status in _SETTLED:
-                settled.add(sid)
-    sends: list[Send] = []
-    for step in state.plan.steps:
-        if step.id in started or not all(d in settled for d in step.depends_on):
-            continue
-        wanted = refs.names(step.args) | {n for c in step.checks for n in artifact_names(c)}
-        task = ExecuteTask(
+def downstream(plan: Plan, step_id: str) -> list[str]:
+    """Every step that depends on ``step_id``, directly or not, in plan order."""
+    children: dict[str, list[str]] = {}
+    for s in plan.steps:
+        for d in s.depends_on:
+            children.setdefault(d, []).append(s.id)
+    seen: set[str] = set()
+    todo = list(children.get(step_id, []))
+    while todo:
+        sid = todo.pop()
+        if sid not in seen:
+            seen.add(sid)
+            todo.extend(children.get(sid, []))
+    return [s.id for s in plan.steps if s.id in seen]
+
+
+def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
+    def ask(
+        state: RunState, kind: WaitKind, step: PlanStep | None, args_hash: str, **extra: Any
+    ) -> ApproveTask:
+        spec = deps.registry.get(step.tool) if step else None
+        return ApproveTask(
+            kind=kind,
             step=step,
-            record=state.record(step.id),
+            record=state.record(step.id) if step else None,
+            dependants=[state.record(d) for d in downstream(state.plan, step.id)] if step else [],
+            args_hash=args_hash,
             workdir=state.workdir,
             tool_modules=state.tool_modules,
-            inputs={n: state.artifacts[n] for n in wanted if n in state.artifacts},
+            asked_at=deps.clock(),
+            deadline=state.policy.deadline_for(
+                step.tool if step else None, spec.deadline if spec else None
+            ),
+            allow_tools=state.policy.allow_tools,
+            **extra,
         )
-        sends.append(Send(EXECUTE, task))
-        if len(sends) >= state.max_concurrency:
-            break
-    if not sends:
-        return FINALIZE
-    # Tell each task how many siblings it has, so its routing knows whether to join.
-    for send in sends:
-        send.arg = send.arg.model_copy(update={"wave": len(sends)})
+
+    def gate(state: RunState) -> list[Send] | str:
+        if state.status is not RunStatus.RUNNING or not state.plan.steps:
+            return FINALIZE
+        load_tool_modules(state.tool_modules)
+        policy = state.policy
+        if policy.approve_plan:
+            h = plan_hash(state.plan)
+            if state.plan_approval is None or state.plan_approval.args_hash != h:
+                return [Send(APPROVE, ask(state, WaitKind.PLAN, None, h, plan=state.plan))]
+        if state.waiting:
+            # An unknown outcome: stop and ask before anything else runs.
+            asks = []
+            for w in state.waiting.values():
+                if w is None:
+                    continue
+                step = state.plan.step(w.step_id)
+                inputs = _inputs(state, step)
+                task = ask(
+                    state,
+                    WaitKind.ESCALATION,
+                    step,
+                    step_hash(step, inputs),
+                    waiting=w,
+                    inputs=inputs,
+                )
+                asks.append(Send(ESCALATE, task))
+            return _wave(asks)
+        # One pass over the records, then set lookups: gate runs after every step, so this
+        # loop is O(steps) per step; keep its constant small.
+        settled: set[str] = set()
+        started: set[str] = set()
+        for sid, rec in state.steps.items():
+            if rec.status is StepStatus.FAILED:
+                return FINALIZE  # failure routes (retry / replan / escalate) plug in here
+            if rec.status is not StepStatus.PENDING:
+                started.add(sid)
+                if rec.status in _SETTLED:
+                    settled.add(sid)
+        sends: list[Send] = []
+        for step in state.plan.steps:
+            if step.id in started or not all(d in settled for d in step.depends_on):
+                continue
+            inputs = _inputs(state, step)
+            required = needs_approval(step, deps.registry.get(step.tool), policy)
+            approval = state.approvals.get(step.id) if required else None
+            if required and approval is None:
+                task = ask(state, WaitKind.APPROVAL, step, step_hash(step, inputs), inputs=inputs)
+                sends.append(Send(APPROVE, task))
+            else:
+                sends.append(
+                    Send(
+                        EXECUTE,
+                        ExecuteTask(
+                            step=step,
+                            record=state.record(step.id),
+                            workdir=state.workdir,
+                            tool_modules=state.tool_modules,
+                            inputs=inputs,
+                            approval_required=required,
+                            approval=approval,
+                        ),
+                    )
+                )
+            if len(sends) >= state.max_concurrency:
+                break
+        if not sends:
+            return FINALIZE
+        return _wave(sends)
+
+    return gate
+
+
+def _inputs(state: RunState, step: PlanStep) -> dict[str, ArtifactRef]:
+    wanted = refs.names(step.args) | {n for c in step.checks for n in artifact_names(c)}
+    return {n: state.artifacts[n] for n in wanted if n in state.artifacts}
+
+
+def _wave(sends: list[Send]) -> list[Send]:
+    """Tell each task how many siblings it has, so its routing knows whether to join."""
+    if len(sends) > 1:
+        for send in sends:
+            send.arg = send.arg.model_copy(update={"wave": len(sends)})
     return sends
 
 
-def after_execute(state: RunState) -> list[Send] | str:
-    """Route a finished step: straight on if it ran alone, else join at the gate node."""
-    return GATE if state.wave > 1 else gate(state)
+def make_after_task(
+    gate: Callable[[RunState], list[Send] | str],
+) -> Callable[[RunState], list[Send] | str]:
+    def after_task(state: RunState) -> list[Send] | str:
+        """Route a finished task: straight on if it ran alone, else join at the gate node."""
+        return GATE if state.wave > 1 else gate(state)
+
+    return after_task
 
 
 def join(state: RunState) -> dict[str, object]:
     """The gate node: no work of its own; its outgoing edge is ``gate``."""
     return {}
-
-
-def escalate(state: RunState) -> dict[str, object]:
-    """Stop the run for a human: status waiting_for_human with the reasons. No side
-    effects here (the human-in-the-loop work turns this into an ``interrupt()``)."""
-    reasons = "\n".join(f"- {w.step_id}: {w.reason}" for w in state.waiting.values() if w)
-    return {
-        "status": RunStatus.WAITING_FOR_HUMAN,
-        "messages": [AIMessage(f"Waiting for a human:\n{reasons}")],
-    }

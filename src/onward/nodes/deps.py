@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from onward.artifacts import ArtifactStore
+from onward.checkpointing.events import EventLog
 from onward.checkpointing.ledger import Ledger
 from onward.checks import CheckContext
-from onward.state import ArtifactRef
+from onward.state import ArtifactRef, utcnow
 from onward.tools.registry import Registry
 
 
@@ -22,6 +25,10 @@ class NodeDeps:
     ledger: Ledger | None = None
     """The effect ledger; without one (diagrams, `langgraph dev` export) non-pure tools
     cannot run exactly once, and execute refuses them."""
+    events: EventLog | None = None
+    """The run's append-only event log (audit records such as a refused approval)."""
+    clock: Callable[[], datetime] = field(default=utcnow)
+    """Where "now" comes from (injectable, so deadlines are testable without sleeping)."""
 
     def check_context(self, workdir: str, refs: dict[str, ArtifactRef]) -> CheckContext:
         def value_of(name: str) -> Any:

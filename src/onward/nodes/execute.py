@@ -15,6 +15,8 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from onward import diagnostics, refs
+from onward.approvals import step_hash
+from onward.checkpointing.events import AuditKind
 from onward.effects import perform
 from onward.errors import ArtifactError, OutcomeUnknown
 from onward.failures import classify
@@ -53,6 +55,10 @@ def make_execute_node(deps: NodeDeps) -> Any:
         assert isinstance(task, ExecuteTask)
         step, attempt = task.step, task.record.attempts + 1
         thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+        if task.approval_required:
+            refused = _refuse_unapproved(deps, task, thread_id)
+            if refused is not None:
+                return refused
         started = utcnow()
         emit(EventKind.STEP_STARTED, step_id=step.id, tool=step.tool, attempt=attempt)
         running = transition(
@@ -111,6 +117,40 @@ def make_execute_node(deps: NodeDeps) -> Any:
         return updates
 
     return execute
+
+
+def _refuse_unapproved(deps: NodeDeps, task: ExecuteTask, thread_id: str) -> dict[str, Any] | None:
+    """The args about to run must be exactly the approved ones (state may have been edited
+    after the approval). If not: run nothing, audit both hashes, and ask again."""
+    current = step_hash(task.step, task.inputs)
+    approved = task.approval.args_hash if task.approval else None
+    if approved == current:
+        return None
+    why = (
+        "no approval on record"
+        if approved is None
+        else f"args hash {current[:12]}… differs from the approved {approved[:12]}…"
+    )
+    if deps.events is not None:
+        deps.events.record(
+            thread_id,
+            AuditKind.APPROVAL_MISMATCH,
+            {
+                "step_id": task.step.id,
+                "tool": task.step.tool,
+                "approved_hash": approved,
+                "current_hash": current,
+                "approved_by": task.approval.by if task.approval else None,
+                "args": task.step.args,
+            },
+        )
+    emit(
+        EventKind.STEP_WAITING,
+        step_id=task.step.id,
+        tool=task.step.tool,
+        message=f"refused to run: {why}; asking for approval again",
+    )
+    return {"approvals": {task.step.id: None}, "wave": task.wave}
 
 
 def _run_tool(

@@ -14,6 +14,10 @@ from onward.state import RunFailure, RunFailureKind, RunState, RunStatus, StepSt
 
 def make_finalize_node(deps: NodeDeps) -> Any:
     def finalize(state: RunState) -> dict[str, Any]:
+        if state.status is RunStatus.CANCELLED:
+            report = execution_report(state, RunStatus.CANCELLED, state.failure)
+            emit(EventKind.RUN_FINISHED, message=RunStatus.CANCELLED.value)
+            return {"messages": [AIMessage(report)]}
         failure = state.failure
         if failure is None and state.plan.steps:
             failed = [r for r in state.steps.values() if r.status is StepStatus.FAILED]
@@ -72,6 +76,8 @@ def execution_report(state: RunState, status: RunStatus, failure: RunFailure | N
                 shown += 1
             elif rec.status is StepStatus.FAILED:
                 lines.append(f"  ✗ {s.id} ({s.tool}): {rec.failure.message if rec.failure else ''}")
+            elif rec.status is StepStatus.SKIPPED and rec.note:
+                lines.append(f"  – {s.id} ({s.tool}): {rec.note}")
     if state.artifacts:
         lines.append(
             "Artifacts: "

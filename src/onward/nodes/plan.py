@@ -32,7 +32,7 @@ def make_plan_node(deps: NodeDeps) -> Any:
                         "constraints": state.goal.constraints,
                     }
                 )
-            validate_plan(the_plan, deps.registry, goal)
+            validate_plan(the_plan, deps.registry, goal, allow_tools=state.policy.allow_tools)
         except (PlanningError, PlanValidationError) as exc:
             emit(EventKind.PLAN_FAILED, message=str(exc))
             return {

@@ -48,7 +48,11 @@ def _pydantic_problems(prefix: str, exc: ValidationError) -> list[PlanProblem]:
 
 
 def parse_declared(
-    data: Any, registry: Registry, *, source: str = "plan"
+    data: Any,
+    registry: Registry,
+    *,
+    source: str = "plan",
+    allow_tools: frozenset[str] | None = None,
 ) -> tuple[Goal, Plan, int | None]:
     """A declared plan (already parsed YAML/JSON) → validated goal, plan and max_concurrency."""
     if not isinstance(data, Mapping):
@@ -95,7 +99,7 @@ def parse_declared(
     ):
         problems.append(PlanProblem("max_concurrency", "must be a positive integer"))
     plan = Plan.model_construct(source=PlanSource.DECLARED, steps=steps, version=1)
-    problems += plan_problems(plan, registry, goal, unchecked=broken)
+    problems += plan_problems(plan, registry, goal, unchecked=broken, allow_tools=allow_tools)
     if problems:
         raise PlanValidationError(problems, source=source)
     assert goal is not None
@@ -103,9 +107,14 @@ def parse_declared(
 
 
 def validate_plan(
-    plan: Plan, registry: Registry, goal: Goal | None = None, *, source: str = "plan"
+    plan: Plan,
+    registry: Registry,
+    goal: Goal | None = None,
+    *,
+    source: str = "plan",
+    allow_tools: frozenset[str] | None = None,
 ) -> Plan:
-    problems = plan_problems(plan, registry, goal)
+    problems = plan_problems(plan, registry, goal, allow_tools=allow_tools)
     if problems:
         raise PlanValidationError(problems, source=source)
     return plan
@@ -135,9 +144,10 @@ def plan_problems(
     goal: Goal | None = None,
     *,
     unchecked: frozenset[int] | set[int] = frozenset(),
+    allow_tools: frozenset[str] | None = None,
 ) -> list[PlanProblem]:
     """Problems of a parsed plan; steps in ``unchecked`` failed their schema and only
-    count as ids/outputs for the others."""
+    count as ids/outputs for the others. ``allow_tools``: the run's tool allowlist."""
     problems: list[PlanProblem] = []
     ids: dict[str, int] = {}
     producers: dict[str, str] = {}
@@ -174,7 +184,7 @@ def plan_problems(
                     )
                 )
         if i not in unchecked:
-            problems += _tool_problems(step, where, registry)
+            problems += step_problems(step, where, registry, allow_tools)
     cycle = _find_cycle(plan)
     if cycle:
         problems.append(
@@ -202,7 +212,20 @@ def _some(names: Mapping[str, Any], limit: int = 8) -> str:
     return ", ".join(keys[:limit]) + (", …" if len(keys) > limit else "") if keys else "(none)"
 
 
-def _tool_problems(step: PlanStep, where: str, registry: Registry) -> list[PlanProblem]:
+def step_problems(
+    step: PlanStep, where: str, registry: Registry, allow_tools: frozenset[str] | None = None
+) -> list[PlanProblem]:
+    """The step's tool is known and allowed, and its args fit the tool's schema (fields
+    holding a ``${ref}`` are checked when the step runs, with the real value)."""
+    if allow_tools is not None and step.tool not in allow_tools:
+        return [
+            PlanProblem(
+                f"{where}.tool",
+                f"tool {step.tool!r} is not allowed in this run (allowed: "
+                f"{', '.join(sorted(allow_tools)) or 'none'}); use an allowed tool or start "
+                "the run with a wider --allow-tools",
+            )
+        ]
     spec = registry.get(step.tool)
     if spec is None:
         return [

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from onward.checks import Check
 from onward.errors import ToolLoadError
+from onward.policy import Deadline
 from onward.state import SideEffect
 
 # Verbs that make a tool dangerous enough to need a human by default (used by approvals).
@@ -83,7 +84,11 @@ class ToolSpec:
     reconcile: Reconcile | None = None
     """For unsafe tools: find out whether an interrupted effect happened (else a human must)."""
     compensate: Compensate | None = None
-    """Undo a completed effect; recorded with the effect, used when a run is cancelled."""
+    """Undo a completed effect; run in reverse order when a run is cancelled with
+    ``--compensate``, through the ledger (at most once per effect). Must be idempotent: a
+    crash mid-compensation calls it again with the same key."""
+    deadline: Deadline | None = None
+    """How long an approval of this tool may wait (else the run's policy decides)."""
 
     @property
     def requires_approval(self) -> bool:
@@ -160,6 +165,7 @@ def tool(
     registry: Registry | None = None,
     reconcile: Reconcile | None = None,
     compensate: Compensate | None = None,
+    deadline: Deadline | None = None,
 ) -> Callable[[Callable[..., Any]], ToolSpec]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -174,6 +180,7 @@ def tool(
     registry: Registry | None = None,
     reconcile: Reconcile | None = None,
     compensate: Compensate | None = None,
+    deadline: Deadline | None = None,
 ) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
     """Register a function as a tool. Its typed parameters become the args schema.
 
@@ -198,6 +205,7 @@ def tool(
             wants_context=wants_context,
             reconcile=reconcile,
             compensate=compensate,
+            deadline=deadline,
         )
         return (registry or default_registry).register(spec)
 

@@ -1,0 +1,104 @@
+"""The event log: an append-only table of what happened to a run and why.
+
+Leases write their events here too (acquired / taken over / released). Details are
+JSON objects, so later readers (timeline, summary) can filter on their fields.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from onward.state import utcnow
+
+
+class AuditKind(StrEnum):
+    """Event kinds written by the human-in-the-loop machinery."""
+
+    APPROVAL_MISMATCH = "approval_mismatch"
+    """Execute refused a step whose args differ from the approved ones."""
+    REMINDER = "approval_reminder"
+    EXPIRED = "approval_expired"
+    SUSPENDED = "run_suspended"
+    CANCEL_REQUESTED = "cancel_requested"
+    CANCELLED = "run_cancelled"
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    id: int
+    thread_id: str
+    at: datetime
+    kind: str
+    detail: dict[str, Any]
+
+
+class EventLog:
+    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+        self._connect = connect
+
+    def record(
+        self,
+        thread_id: str,
+        kind: str,
+        detail: dict[str, Any] | None = None,
+        *,
+        at: datetime | None = None,
+    ) -> None:
+        conn = self._connect()
+        try:
+            with conn:
+                conn.execute(
+                    "INSERT INTO onward_events (thread_id, at, kind, detail) VALUES (?, ?, ?, ?)",
+                    (
+                        thread_id,
+                        (at or utcnow()).isoformat(),
+                        str(kind),
+                        json.dumps(detail or {}, ensure_ascii=False, default=str),
+                    ),
+                )
+        finally:
+            conn.close()
+
+    def list(self, thread_id: str, kinds: Iterable[str] | None = None) -> list[Event]:
+        conn = self._connect()
+        try:
+            rows = conn.execute(
+                "SELECT id, thread_id, at, kind, detail FROM onward_events "
+                "WHERE thread_id = ? ORDER BY id",
+                (thread_id,),
+            ).fetchall()
+        finally:
+            conn.close()
+        wanted = set(map(str, kinds)) if kinds is not None else None
+        return [
+            Event(r[0], r[1], datetime.fromisoformat(r[2]), r[3], _detail(r[4]))
+            for r in rows
+            if wanted is None or r[3] in wanted
+        ]
+
+    def exists(self, thread_id: str, kind: str, since_id: int = 0) -> bool:
+        conn = self._connect()
+        try:
+            row = conn.execute(
+                "SELECT 1 FROM onward_events WHERE thread_id = ? AND kind = ? AND id > ? LIMIT 1",
+                (thread_id, str(kind), since_id),
+            ).fetchone()
+        finally:
+            conn.close()
+        return row is not None
+
+
+def _detail(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except json.JSONDecodeError:
+        return {"text": text}  # lease events store the owner as plain text
+    return value if isinstance(value, dict) else {"value": value}

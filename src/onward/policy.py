@@ -1,0 +1,141 @@
+"""Per-run human-in-the-loop policy: which tools need a person, which tools may run at all,
+and how long a person has to answer.
+
+The policy lives in the run's state (it goes into checkpoints), so it is a frozen
+pydantic model rather than a dataclass: it is validated when loaded from a policy
+file, and a resumed run keeps the rules it started with.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from onward.errors import UsageError
+
+DEFAULT_REMIND_AFTER = timedelta(hours=6)
+DEFAULT_EXPIRE_AFTER = timedelta(hours=24)
+
+
+class ExpiryAction(StrEnum):
+    """What ``onward sweep`` does with a decision nobody made before its deadline."""
+
+    REJECT = "reject"
+    """Answer it as a rejection (the step is skipped, and so are its dependants)."""
+    SUSPEND = "suspend"
+    """Leave the question open but mark the run suspended (exit code 3) until answered."""
+
+
+class Deadline(BaseModel):
+    """When a waiting decision gets a reminder, and when it expires."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    remind_after: timedelta = DEFAULT_REMIND_AFTER
+    """Time after the question was asked when a reminder is recorded (once)."""
+    expire_after: timedelta = DEFAULT_EXPIRE_AFTER
+    """Time after the question was asked when ``on_expiry`` is applied."""
+    on_expiry: ExpiryAction = ExpiryAction.REJECT
+    """The default applied at expiry."""
+
+    def remind_at(self, asked_at: datetime) -> datetime:
+        return asked_at + self.remind_after
+
+    def expire_at(self, asked_at: datetime) -> datetime:
+        return asked_at + self.expire_after
+
+
+class RunPolicy(BaseModel):
+    """A run's rules for humans in the loop. Every field has a safe default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    approve_tools: frozenset[str] = frozenset()
+    """Tools that need approval in this run on top of those whose spec requires it
+    (unsafe side effects, or tagged delete / overwrite / send / pay / publish)."""
+    auto_approve: frozenset[str] = frozenset()
+    """Tools the person starting the run approves in advance, for every step of this run
+    (``--auto-approve``); they never stop for a person. Wins over the other fields."""
+    approve_all: bool = False
+    """Every step needs approval (dry-run style supervision)."""
+    approve_plan: bool = False
+    """The plan itself needs approval before any step runs (``--approve-plan``)."""
+    allow_tools: frozenset[str] | None = None
+    """If set, the only tools plans may use; a plan or a revision using another is refused."""
+    deadline: Deadline = Field(default_factory=Deadline)
+    """Deadline of every wait in the run, unless ``tool_deadlines`` names the tool."""
+    tool_deadlines: dict[str, Deadline] = Field(default_factory=dict)
+    """Per-tool deadlines (they win over the tool spec's and the run's)."""
+
+    def deadline_for(self, tool: str | None, spec_deadline: Deadline | None = None) -> Deadline:
+        if tool is not None and tool in self.tool_deadlines:
+            return self.tool_deadlines[tool]
+        return spec_deadline or self.deadline
+
+    def allows(self, tool: str) -> bool:
+        return self.allow_tools is None or tool in self.allow_tools
+
+
+def load_policy_file(path: str | Path) -> RunPolicy:
+    """Read a policy file (YAML or JSON) such as::
+
+    approve_tools: [write_file]
+    allow_tools: [read_csv, write_file, notify]
+    deadline: {remind_after: 2h, expire_after: 1d, on_expiry: suspend}
+    tool_deadlines:
+      http_post: {expire_after: 30m}
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"policy file {path} not found; check the --policy path")
+    try:
+        data: Any = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise UsageError(f"policy file {path} is not valid YAML/JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"policy file {path} must hold a mapping of settings")
+    try:
+        return RunPolicy.model_validate(_durations(data))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise UsageError(f"policy file {path}: {problems}") from None
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90s``, ``30m``, ``6h``, ``1d``, ``2w`` (or a number of seconds)."""
+    t = str(text).strip().lower()
+    try:
+        if t and t[-1] in _UNITS:
+            return timedelta(seconds=float(t[:-1]) * _UNITS[t[-1]])
+        return timedelta(seconds=float(t))
+    except ValueError:
+        raise UsageError(f"{text!r} is not a duration; write e.g. 90s, 30m, 6h, 1d or 2w") from None
+
+
+def _durations(data: dict[str, Any]) -> dict[str, Any]:
+    def fix(d: Any) -> Any:
+        if not isinstance(d, dict):
+            return d
+        return {
+            k: parse_duration(v)
+            if k in ("remind_after", "expire_after") and isinstance(v, str)
+            else v
+            for k, v in d.items()
+        }
+
+    out = dict(data)
+    if "deadline" in out:
+        out["deadline"] = fix(out["deadline"])
+    if isinstance(out.get("tool_deadlines"), dict):
+        out["tool_deadlines"] = {k: fix(v) for k, v in out["tool_deadlines"].items()}
+    return out
