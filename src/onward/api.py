@@ -297,7 +297,7 @@ class Onward:
                     run_input = RunState.model_validate(migrate(dict(row.request["input"])))
                 else:
                     self._check_consistency(thread_id)
-                if self._cancel_requested(thread_id):
+                if self._apply_requested_cancel(thread_id):
                     return
                 self.store.set_run_status(thread_id, RunStatus.RUNNING)
                 checked = time.monotonic()
@@ -313,14 +313,48 @@ class Onward:
                     yield ProgressEvent.model_validate(chunk)
                     if time.monotonic() - checked > 0.2:
                         checked = time.monotonic()
-                        if self._cancel_requested(thread_id):
-                            break  # what finished is saved; `cancel` takes it from here
+                        if self._apply_requested_cancel(thread_id):
+                            return  # what finished is saved; the rest will not run
                 self.store.set_run_status(thread_id, self.state(thread_id).status)
         finally:
             self.store.leases.release(thread_id, owner)
 
-    def _cancel_requested(self, thread_id: str) -> bool:
-        return self.store.events.exists(thread_id, AuditKind.CANCEL_REQUESTED)
+    def _apply_requested_cancel(self, thread_id: str) -> bool:
+        """If another process asked to cancel this run, cancel it now (we hold the lease)."""
+        requests = self.store.events.list(thread_id, [AuditKind.CANCEL_REQUESTED])
+        if not requests:
+            return False
+        state = self.state(thread_id)
+        if not state.status.finished:
+            detail = requests[-1].detail
+            self._mark_cancelled(
+                thread_id, state, detail.get("by") or "unknown", detail.get("reason") or ""
+            )
+        return True
+
+    def _mark_cancelled(self, thread_id: str, state: RunState, by: str, reason: str) -> None:
+        why = f"cancelled by {by}" + (f": {reason}" if reason else "")
+        self.graph.update_state(
+            self._config(thread_id),
+            {
+                "status": RunStatus.CANCELLED,
+                "failure": RunFailure(kind=RunFailureKind.CANCELLED, message=why),
+                "waiting": {k: None for k in state.waiting},
+                "decisions": [
+                    Decision(
+                        step_id="(run)",
+                        action=DecisionAction.CANCEL,
+                        by=by,
+                        at=utcnow(),
+                        reason=reason,
+                    )
+                ],
+                "messages": [AIMessage(f"Run {why}.")],
+            },
+            as_node=FINALIZE,
+        )
+        self.store.events.record(thread_id, AuditKind.CANCELLED, {"by": by, "reason": why})
+        self.store.set_run_status(thread_id, RunStatus.CANCELLED)
 
     # -- deciding ---------------------------------------------------------
 
@@ -412,7 +446,7 @@ class Onward:
                 now=self.clock(),
             )
         decisions = answer if isinstance(answer, list) else answer.get("decisions", [answer])
-        value = {"decisions": decisions, "by": by}
+        value = {"decisions": decisions, "by": by, "interrupt_id": target.interrupt_id}
         self._preflight(thread_id, target, value)
         command: Command[Any] = Command(resume={target.interrupt_id: value})
         for event in self.stream(thread_id, command=command, stop_after_answer=not continue_run):
@@ -552,28 +586,7 @@ class Onward:
         try:
             state = self.state(thread_id)
             if not state.status.finished:
-                why = f"cancelled by {by}" + (f": {reason}" if reason else "")
-                self.graph.update_state(
-                    self._config(thread_id),
-                    {
-                        "status": RunStatus.CANCELLED,
-                        "failure": RunFailure(kind=RunFailureKind.CANCELLED, message=why),
-                        "waiting": {k: None for k in state.waiting},
-                        "decisions": [
-                            Decision(
-                                step_id="(run)",
-                                action=DecisionAction.CANCEL,
-                                by=by,
-                                at=utcnow(),
-                                reason=reason,
-                            )
-                        ],
-                        "messages": [AIMessage(f"Run {why}.")],
-                    },
-                    as_node=FINALIZE,
-                )
-                self.store.events.record(thread_id, AuditKind.CANCELLED, {"by": by, "reason": why})
-            self.store.set_run_status(thread_id, self.state(thread_id).status)
+                self._mark_cancelled(thread_id, state, by, reason)
             done: list[Compensation] = []
             if compensate:
                 load_tool_modules(state.tool_modules)

@@ -101,6 +101,7 @@ def compensate_run(
             AuditKind.COMPENSATED,
             {"step_id": effect.step_id, "tool": effect.tool, "key": effect.key},
         )
+        diagnostics.fault_point("after_compensation_record", effect.step_id)
         out.append(_result(effect, CompensationStatus.DONE))
     return out
 

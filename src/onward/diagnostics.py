@@ -7,7 +7,8 @@ count every execution, including ones a crash later threw away.
 ``start`` line, so a SIGKILL can be aimed at the inside of a tool.
 ``ONWARD_FAULT_KILL=after_effect:STEP`` (or ``after_effect:*``) kills the process
 between an effect and its ledger record; ``after_record:STEP`` between the ledger
-record and the checkpoint.
+record and the checkpoint. ``after_compensate:STEP`` kills between a compensation and
+its ledger record, ``after_compensation_record:STEP`` right after that record.
 """
 
 from __future__ import annotations

@@ -84,12 +84,15 @@ def _ask(
         except AnswerError as exc:
             errors = [str(exc)]
             continue
+        iid = raw.get("interrupt_id") if isinstance(raw, dict) else None
         if updates is None:
-            earlier.append(_decision(task, answer, DecisionAction.RESPOND, raw))
+            earlier.append(_decision(task, answer, DecisionAction.RESPOND))
             errors = None
             continue
-        updates.setdefault("decisions", [])
-        updates["decisions"] = [*earlier, *updates["decisions"]]
+        updates["decisions"] = [
+            d.model_copy(update={"interrupt_id": iid})
+            for d in [*earlier, *updates.get("decisions", [])]
+        ]
         updates["wave"] = task.wave
         return updates
 
@@ -98,7 +101,6 @@ def _decision(
     task: ApproveTask,
     answer: Answer,
     action: DecisionAction,
-    raw: Any = None,
     *,
     args_hash: str | None = None,
 ) -> Decision:
