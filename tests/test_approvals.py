@@ -22,7 +22,6 @@ from langgraph.types import Command
 from onward import Onward, Plan, PlanStep
 from onward.approvals import AnswerError
 from onward.checkpointing.events import AuditKind
-from onward.errors import PlanValidationError
 from onward.planning.revise import revision_problems
 from onward.policy import Deadline, ExpiryAction, RunPolicy
 from onward.state import PlanEdit, StepRecord, StepStatus
@@ -109,7 +108,9 @@ def test_approve_runs_the_effect_once_with_the_approved_args(hitl: Onward, workd
         "carol",
         "invoice 42",
     )
-    assert decision.args_hash and decision.interrupt_id and decision.at
+    assert decision.args_hash
+    assert decision.interrupt_id
+    assert decision.at
 
 
 # ----------------------------------------------------------------------------- across processes
@@ -194,7 +195,8 @@ def test_args_changed_after_approval_are_refused_and_audited(hitl: Onward, workd
     tid = _start(hitl, PAY_A)
     hitl.drive(tid)
     approved = hitl.approve(tid, "a", continue_run=False)
-    assert approved.status == "running" and not approved.pending
+    assert approved.status == "running"
+    assert not approved.pending
     tampered = PlanStep(id="a", tool="pay", args={"amount": 5000, "to": "mallory"})
     hitl.graph.update_state(hitl._config(tid), {"plan": PlanEdit(step=tampered)}, as_node="approve")
     view = hitl.resume(tid)
@@ -224,7 +226,8 @@ def test_invalid_edit_is_refused_and_loses_nothing_then_a_valid_edit_runs(
     assert view.status == "done"
     assert [p["amount"] for p in rows(workdir, "payments.jsonl")] == [6]
     [decision] = view.decisions
-    assert decision.action == "edit" and decision.args_hash != before.args_hash
+    assert decision.action == "edit"
+    assert decision.args_hash != before.args_hash
 
 
 def test_an_invalid_answer_sent_straight_to_the_graph_is_asked_again_with_its_errors(
@@ -236,7 +239,8 @@ def test_an_invalid_answer_sent_straight_to_the_graph_is_asked_again_with_its_er
     bad = {"decisions": [{"type": "edit", "edited_action": {"name": "pay", "args": {"to": 3}}}]}
     list(hitl.stream(tid, command=Command(resume={before.interrupt_id: bad})))
     [again] = hitl.get(tid).pending
-    assert again.errors and "amount" in again.errors[0]
+    assert again.errors
+    assert "amount" in again.errors[0]
     assert rows(workdir, "payments.jsonl") == []
     good = {"decisions": [{"type": "approve"}]}
     list(hitl.stream(tid, command=Command(resume={again.interrupt_id: good})))
@@ -332,13 +336,15 @@ def test_approve_plan_edit_and_reject(hitl: Onward, workdir: Path) -> None:
     steps = [{"id": "m", "tool": "slow", "args": {"value": 2}}]
     view = hitl.approve(tid, "plan", args={"steps": steps})
     assert view.status == "done"
-    assert [s.id for s in view.steps] == ["m"] and view.plan_version == 2
+    assert [s.id for s in view.steps] == ["m"]
+    assert view.plan_version == 2
 
     tid = _start(hitl, PlanStep(id="n", tool="slow"), approve_plan=True)
     hitl.drive(tid)
     view = hitl.reject(tid, "plan", reason="not today")
     assert view.status == "cancelled"
-    assert view.failure is not None and "not today" in view.failure.message
+    assert view.failure is not None
+    assert "not today" in view.failure.message
 
 
 # ----------------------------------------------------------------------------- tokens
@@ -406,7 +412,8 @@ def test_deadline_can_suspend_the_run_and_an_answer_still_resumes_it(
     report = hitl.sweep(clock.now + timedelta(hours=2))
     assert [i.step_id for i in report.suspended] == ["a"]
     view = hitl.get(tid)
-    assert view.status == "suspended" and view.pending
+    assert view.status == "suspended"
+    assert view.pending
     assert hitl.approve(tid, "a").status == "done"
     assert len(rows(workdir, "payments.jsonl")) == 1
 
@@ -466,7 +473,8 @@ def test_a_revision_may_not_change_done_steps_or_leave_the_allowlist() -> None:
 def test_a_plan_object_outside_the_allowlist_fails_at_planning(hitl: Onward) -> None:
     view = hitl.drive(_start(hitl, PAY_A, allow_tools={"slow"}))
     assert view.status == "failed"
-    assert view.failure is not None and view.failure.kind == "planning"
+    assert view.failure is not None
+    assert view.failure.kind == "planning"
     assert "'pay' is not allowed" in view.failure.message
 
 
@@ -497,7 +505,8 @@ def test_cancel_with_compensation_undoes_effects_newest_first_once(
 ) -> None:
     tid = _paid_three(hitl)
     report = hitl.cancel(tid, compensate=True, reason="customer withdrew", by="frank")
-    assert report.view.status == "cancelled" and report.complete
+    assert report.view.status == "cancelled"
+    assert report.complete
     assert not report.view.pending
     assert [r["to"] for r in rows(workdir, "refunds.jsonl")] == ["r3", "r2", "r1"]
     assert [c.status for c in report.compensations] == ["done"] * 3

@@ -184,8 +184,16 @@ class Case:
 
     def run_cmd(self, thread_id: str) -> list[str]:
         return onward_cmd(
-            "run", "--plan", "plan.yaml", "--thread-id", thread_id, "--db", self.db, "--json",
-            "--auto-approve", "http_post",  # approvals are tested in test_approvals
+            "run",
+            "--plan",
+            "plan.yaml",
+            "--thread-id",
+            thread_id,
+            "--db",
+            self.db,
+            "--json",
+            "--auto-approve",
+            "http_post",  # approvals are tested in test_approvals
         )
 
     def onward(self, *args: str) -> subprocess.CompletedProcess[str]:

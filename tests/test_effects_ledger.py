@@ -77,8 +77,17 @@ def _crash_after_effect(workdir: Path, db: str, tool: str, fault: str = "after_e
     _plan(workdir, tool)
     proc = subprocess.run(
         onward_cmd(
-            "run", "--plan", "plan.yaml", "--tools", "tools_fx.py", "--db", db, "--thread-id", "t-1",
-            "--auto-approve", tool,
+            "run",
+            "--plan",
+            "plan.yaml",
+            "--tools",
+            "tools_fx.py",
+            "--db",
+            db,
+            "--thread-id",
+            "t-1",
+            "--auto-approve",
+            tool,
         ),
         cwd=workdir,
         capture_output=True,
@@ -156,7 +165,9 @@ def test_resolve_retry_runs_the_effect_again_once(run_cli, workdir: Path, db_url
         assert (effect.status, effect.calls) == ("completed", 2)
 
 
-def test_resolve_skip_leaves_the_step_and_its_dependants_out(run_cli, workdir: Path, db_url: str) -> None:  # type: ignore[no-untyped-def]
+def test_resolve_skip_leaves_the_step_and_its_dependants_out(
+    run_cli, workdir: Path, db_url: str
+) -> None:  # type: ignore[no-untyped-def]
     thread_id = _crash_after_effect(workdir, db_url, "charge")
     assert _resume(workdir, db_url, thread_id).returncode == 3
     assert run_cli("resolve", thread_id, "--step", "pay", "--as", "skip").code == 0
