@@ -20,12 +20,11 @@ import pytest
 from langgraph.types import Command
 
 from onward import Onward, Plan, PlanStep
-from onward.approvals import AnswerError
 from onward.checkpointing.events import AuditKind
+from onward.errors import AnswerError, TokenError
 from onward.planning.revise import revision_problems
 from onward.policy import Deadline, ExpiryAction, RunPolicy
 from onward.state import PlanEdit, StepRecord, StepStatus
-from onward.tokens import TokenError
 from onward.tools.registry import default_registry
 from tests.conftest import cli_env, onward_cmd
 from tests.hitl_tools import rows

@@ -5,6 +5,18 @@ from __future__ import annotations
 import onward
 
 PUBLIC = {
+    "AnswerError",
+    "Approval",
+    "CancelReport",
+    "Deadline",
+    "Decision",
+    "DecisionAction",
+    "ExpiryAction",
+    "PendingDecision",
+    "RunPolicy",
+    "SweepReport",
+    "TokenError",
+    "WaitKind",
     "ArtifactError",
     "ArtifactRef",
     "DeterministicToolError",
@@ -66,6 +78,8 @@ def test_usage_errors_are_onward_errors() -> None:
         onward.PlanningError,
         onward.UnknownThreadError,
         onward.ToolLoadError,
+        onward.AnswerError,
+        onward.TokenError,
     ):
         assert issubclass(cls, onward.UsageError)
         assert issubclass(cls, onward.OnwardError)

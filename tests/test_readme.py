@@ -68,3 +68,18 @@ def test_example_plan_runs(run_cli, workdir: Path) -> None:  # type: ignore[no-u
         "c.txt",
         "manifest.json",
     ]
+
+
+def test_readme_policy_example_loads(workdir: Path) -> None:
+    from datetime import timedelta
+
+    from onward.policy import load_policy_file
+
+    (workdir / "policy.yaml").write_text(_block("### Humans in the loop", "yaml"))
+    policy = load_policy_file(workdir / "policy.yaml")
+    assert policy.approve_tools == {"write_file"}
+    assert policy.auto_approve == {"notify"}
+    assert policy.allow_tools is not None
+    assert "pay" in policy.allow_tools
+    assert policy.deadline.expire_after == timedelta(hours=24)
+    assert policy.deadline_for("pay").expire_after == timedelta(minutes=30)

@@ -4,10 +4,11 @@ Plan, execute through tools, verify every result, resume by thread id after
 any crash, without losing work or repeating a side effect.
 """
 
-from onward.api import Onward, RunView, StepView, load_plan_file
+from onward.api import CancelReport, Onward, RunView, StepView, SweepReport, load_plan_file
 from onward.checkpointing.leases import LeasePolicy
 from onward.checkpointing.store import Store
 from onward.errors import (
+    AnswerError,
     ArtifactError,
     DeterministicToolError,
     InconsistentRunError,
@@ -20,6 +21,7 @@ from onward.errors import (
     StoreCorruptError,
     StoreError,
     StoreLockedError,
+    TokenError,
     ToolError,
     ToolLoadError,
     TransientToolError,
@@ -27,9 +29,14 @@ from onward.errors import (
     UsageError,
 )
 from onward.graph.build import build_graph, compile_graph
+from onward.inbox import PendingDecision
+from onward.policy import Deadline, ExpiryAction, RunPolicy
 from onward.progress import EventKind, ProgressEvent
 from onward.state import (
+    Approval,
     ArtifactRef,
+    Decision,
+    DecisionAction,
     FailureClass,
     Goal,
     Plan,
@@ -39,14 +46,22 @@ from onward.state import (
     SideEffect,
     StepRecord,
     StepStatus,
+    WaitKind,
 )
 from onward.tools import Reconciled, Registry, ToolContext, ToolSpec, default_registry, tool
 
 __all__ = [
+    "AnswerError",
+    "Approval",
     "ArtifactError",
     "ArtifactRef",
+    "CancelReport",
+    "Deadline",
+    "Decision",
+    "DecisionAction",
     "DeterministicToolError",
     "EventKind",
+    "ExpiryAction",
     "FailureClass",
     "Goal",
     "InconsistentRunError",
@@ -54,6 +69,7 @@ __all__ = [
     "LeasePolicy",
     "Onward",
     "OnwardError",
+    "PendingDecision",
     "Plan",
     "PlanProblem",
     "PlanStep",
@@ -63,6 +79,7 @@ __all__ = [
     "Reconciled",
     "Registry",
     "RunBusyError",
+    "RunPolicy",
     "RunState",
     "RunStatus",
     "RunView",
@@ -74,6 +91,8 @@ __all__ = [
     "StoreCorruptError",
     "StoreError",
     "StoreLockedError",
+    "SweepReport",
+    "TokenError",
     "ToolContext",
     "ToolError",
     "ToolLoadError",
@@ -81,6 +100,7 @@ __all__ = [
     "TransientToolError",
     "UnknownThreadError",
     "UsageError",
+    "WaitKind",
     "build_graph",
     "compile_graph",
     "default_registry",

@@ -23,12 +23,13 @@ from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict
 
 from onward import refs, tokens
-from onward.approvals import AnswerError, AnswerType, edited_plan, edited_step, parse_answer
+from onward.approvals import AnswerType, edited_plan, edited_step, parse_answer
 from onward.checkpointing.events import AuditKind
 from onward.checkpointing.leases import Heartbeat, new_owner
 from onward.checkpointing.store import RunRow, Store
 from onward.compensation import Compensation, CompensationStatus, compensate_run
 from onward.errors import (
+    AnswerError,
     ArtifactError,
     InconsistentRunError,
     LeaseLostError,

@@ -28,16 +28,11 @@ from pydantic import ValidationError
 
 from onward import refs
 from onward.artifacts import canonical_json
-from onward.errors import UsageError
+from onward.errors import AnswerError
 from onward.planning.validate import step_problems
 from onward.policy import RunPolicy
 from onward.state import ApproveTask, ArtifactRef, Plan, PlanSource, PlanStep, WaitKind
 from onward.tools.registry import Registry, ToolSpec
-
-
-class AnswerError(UsageError):
-    """An answer that cannot be applied (wrong shape, decision not allowed, invalid args).
-    Nothing was changed: answer again."""
 
 
 class AnswerType(StrEnum):

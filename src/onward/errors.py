@@ -9,7 +9,9 @@ message says what is wrong *and* what to do about it::
     │   ├── PlanValidationError     a plan with one or more problems, each located
     │   ├── PlanningError           no plan could be made for a goal
     │   ├── UnknownThreadError      resume/status of a thread the store does not have
-    │   └── ToolLoadError           a --tools module could not be imported
+    │   ├── ToolLoadError           a --tools module could not be imported
+    │   ├── AnswerError             an answer to a waiting question cannot be applied
+    │   └── TokenError              a resume token is missing, wrong, expired or someone else's
     ├── StoreError                  the database cannot be used; nothing was written
     │   ├── StoreCorruptError       the file is not an onward/SQLite database
     │   └── StoreLockedError        another process holds the database lock
@@ -86,6 +88,15 @@ class UnknownThreadError(UsageError):
 
 class ToolLoadError(UsageError):
     """A module named by --tools / ONWARD_TOOLS could not be imported."""
+
+
+class AnswerError(UsageError):
+    """An answer that cannot be applied (wrong shape, decision not offered, invalid args).
+    Nothing was changed: answer again."""
+
+
+class TokenError(UsageError):
+    """A resume token is missing, wrong, expired or issued to someone else."""
 
 
 class StoreError(OnwardError):

@@ -14,13 +14,9 @@ import hmac
 import os
 from datetime import UTC, datetime, timedelta
 
-from onward.errors import UsageError
+from onward.errors import TokenError
 
 DEFAULT_TTL = timedelta(minutes=15)
-
-
-class TokenError(UsageError):
-    """A resume token is missing, wrong, expired or issued to someone else."""
 
 
 def secret() -> bytes | None:

@@ -27,7 +27,6 @@ from langgraph.types import interrupt
 
 from onward.approvals import (
     Answer,
-    AnswerError,
     AnswerType,
     edited_plan,
     edited_step,
@@ -36,6 +35,7 @@ from onward.approvals import (
     request,
     step_hash,
 )
+from onward.errors import AnswerError
 from onward.nodes.deps import NodeDeps
 from onward.nodes.verify import verify_step
 from onward.progress import EventKind, emit
