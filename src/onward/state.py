@@ -332,6 +332,20 @@ def merge_waiting(current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
     return {k: v for k, v in merged.items() if v is not None}
 
 
+def merge_optional_records(
+    current: dict[str, Any], writes: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """Keyed merge for DeltaChannels where ``None`` removes a key (approvals withdrawn)."""
+    merged = dict(current)
+    for write in writes:
+        for k, v in write.items():
+            if v is None:
+                merged.pop(k, None)
+            else:
+                merged[k] = v
+    return merged
+
+
 def append_items(current: list[Any], writes: Sequence[Any]) -> list[Any]:
     """Append-only list for DeltaChannels (decisions)."""
     out = list(current)
@@ -389,7 +403,10 @@ class RunState(BaseModel):
         default_factory=list
     )
     """The decision log (append-only)."""
-    approvals: Annotated[dict[str, Approval | None], merge_waiting] = Field(default_factory=dict)
+    approvals: Annotated[
+        dict[str, Approval | None],
+        DeltaChannel(merge_optional_records, dict, snapshot_frequency=SNAPSHOT_EVERY),
+    ] = Field(default_factory=dict)
     """Standing approvals by step id; execute checks each against the step's args hash."""
     plan_approval: Approval | None = None
     policy: RunPolicy = Field(default_factory=RunPolicy)

@@ -68,21 +68,18 @@ class EventLog:
             conn.close()
 
     def list(self, thread_id: str, kinds: Iterable[str] | None = None) -> list[Event]:
+        wanted = [str(k) for k in kinds] if kinds is not None else None
+        sql = "SELECT id, thread_id, at, kind, detail FROM onward_events WHERE thread_id = ?"
+        params: list[str] = [thread_id]
+        if wanted is not None:
+            sql += f" AND kind IN ({', '.join('?' * len(wanted))})" if wanted else " AND 0"
+            params += wanted
         conn = self._connect()
         try:
-            rows = conn.execute(
-                "SELECT id, thread_id, at, kind, detail FROM onward_events "
-                "WHERE thread_id = ? ORDER BY id",
-                (thread_id,),
-            ).fetchall()
+            rows = conn.execute(sql + " ORDER BY id", params).fetchall()
         finally:
             conn.close()
-        wanted = set(map(str, kinds)) if kinds is not None else None
-        return [
-            Event(r[0], r[1], datetime.fromisoformat(r[2]), r[3], _detail(r[4]))
-            for r in rows
-            if wanted is None or r[3] in wanted
-        ]
+        return [Event(r[0], r[1], datetime.fromisoformat(r[2]), r[3], _detail(r[4])) for r in rows]
 
     def exists(self, thread_id: str, kind: str, since_id: int = 0) -> bool:
         conn = self._connect()
