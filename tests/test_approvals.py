@@ -58,6 +58,30 @@ def _start(ow: Onward, *steps: PlanStep, **policy: Any) -> str:
     return ow.start("hitl", plan=Plan(steps=list(steps)), policy=RunPolicy(**policy))
 
 
+def _run_in_background(
+    workdir: Path, db_url: str, thread_id: str, **env: str
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        onward_cmd(
+            "run",
+            "--plan",
+            "plan.yaml",
+            "--tools",
+            TOOLS,
+            "--db",
+            db_url,
+            "--json",
+            "--thread-id",
+            thread_id,
+        ),
+        cwd=workdir,
+        env=cli_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
 def _write_plan(workdir: Path, steps: list[dict[str, Any]]) -> None:
     (workdir / "plan.yaml").write_text(json.dumps({"goal": "pay", "steps": steps}))
 
@@ -143,27 +167,12 @@ def test_sigkill_while_waiting_keeps_the_question(run_cli, workdir: Path, db_url
         workdir,
         [
             {"id": "a", "tool": "pay", "args": {"amount": 5, "to": "alice"}},
-            {"id": "s", "tool": "slow", "args": {"seconds": 30}},
+            {"id": "s", "tool": "slow"},
         ],
     )
-    proc = subprocess.Popen(
-        onward_cmd(
-            "run",
-            "--plan",
-            "plan.yaml",
-            "--tools",
-            TOOLS,
-            "--db",
-            db_url,
-            "--json",
-            "--thread-id",
-            "t-kill",
-        ),
-        cwd=workdir,
-        env=cli_env(ONWARD_LEASE_TTL="0.5", ONWARD_HEARTBEAT="0.1"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    # Every tool call of this first driver takes 30 s, so it is still busy with "s".
+    slow = {"ONWARD_FAULT_TOOL_DELAY": "30", "ONWARD_LEASE_TTL": "0.5", "ONWARD_HEARTBEAT": "0.1"}
+    proc = _run_in_background(workdir, db_url, "t-kill", **slow)
     try:
         deadline = time.monotonic() + 60
         items: list[dict[str, Any]] = []
@@ -180,8 +189,7 @@ def test_sigkill_while_waiting_keeps_the_question(run_cli, workdir: Path, db_url
             proc.kill()
     [again] = run_cli("inbox", "--json").json()
     assert again["interrupt_id"] == items[0]["interrupt_id"]
-    # The slow sibling re-runs (it was killed); make it quick by editing nothing: just wait.
-    time.sleep(0.6)  # the dead driver's lease expires
+    time.sleep(0.6)  # the dead driver's lease expires; "s" re-runs, now without the delay
     approved = run_cli("approve", "t-kill", "--step", "a", "--tools", TOOLS, "--json", timeout=120)
     assert approved.code == 0, approved.stderr
     assert len(rows(workdir, "payments.jsonl")) == 1
@@ -564,25 +572,7 @@ def test_cancel_asks_a_live_driver_to_stop_at_its_next_step(
         for i in range(40)
     ]
     _write_plan(workdir, steps)
-    driver = subprocess.Popen(
-        onward_cmd(
-            "run",
-            "--plan",
-            "plan.yaml",
-            "--tools",
-            TOOLS,
-            "--db",
-            db_url,
-            "--json",
-            "--thread-id",
-            "t-live",
-        ),
-        cwd=workdir,
-        env=cli_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    driver = _run_in_background(workdir, db_url, "t-live")
     try:
         time.sleep(2.0)
         cancelled = run_cli("cancel", "t-live", "--reason", "enough", "--json")

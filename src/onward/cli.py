@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -374,12 +375,28 @@ InterruptOpt = Annotated[
 def _answer(
     ow: Onward,
     thread_id: str,
+    call: Callable[..., RunView],
+    *,
     as_json: bool,
     no_continue: bool,
-    decide: Callable[[Callable[[ProgressEvent], None] | None], RunView],
+    token: str | None,
+    user: str | None,
+    interrupt_id: str | None,
 ) -> None:
+    """Answer a question with ``call`` (ow.approve / reject / respond, bound to its
+    arguments), then go on driving unless --no-continue."""
     ow.get(thread_id)  # unknown thread → clear error before any progress output
-    view = _drive(ow, thread_id, as_json or no_continue, go=decide)
+
+    def go(on_event: Callable[[ProgressEvent], None] | None) -> RunView:
+        return call(
+            token=token,
+            by=user,
+            continue_run=not no_continue,
+            on_event=on_event,
+            interrupt_id=interrupt_id,
+        )
+
+    view = _drive(ow, thread_id, as_json or no_continue, go=go)
     if no_continue:
         if as_json:
             print(_view_json(view))
@@ -388,6 +405,18 @@ def _answer(
             err.print(f"recorded; continue with `onward resume {thread_id}`", highlight=False)
         raise typer.Exit(EXIT_DONE)
     _finish(view, as_json)
+
+
+def _how(
+    as_json: bool, no_continue: bool, token: str | None, user: str | None, iid: str | None
+) -> dict[str, Any]:
+    return {
+        "as_json": as_json,
+        "no_continue": no_continue,
+        "token": token,
+        "user": user,
+        "interrupt_id": iid,
+    }
 
 
 def _edits(edit: list[str] | None, args_file: Path | None) -> tuple[dict[str, Any] | None, Any]:
@@ -465,26 +494,11 @@ def approve(
     tools: ToolsOpt = None,
 ) -> None:
     """Approve a waiting step (optionally with edited args) and continue the run."""
+    how = _how(as_json, no_continue, token, user, interrupt_id)
     with _errors(as_json), _open(db, tools) as ow:
         changes, replaced = _edits(edit, args_file)
-        _answer(
-            ow,
-            thread_id,
-            as_json,
-            no_continue,
-            lambda on_event: ow.approve(
-                thread_id,
-                step,
-                edit=changes,
-                args=replaced,
-                reason=reason,
-                token=token,
-                by=user,
-                continue_run=not no_continue,
-                on_event=on_event,
-                interrupt_id=interrupt_id,
-            ),
-        )
+        call = partial(ow.approve, thread_id, step, edit=changes, args=replaced, reason=reason)
+        _answer(ow, thread_id, call, **how)
 
 
 @app.command()
@@ -501,23 +515,9 @@ def reject(
     tools: ToolsOpt = None,
 ) -> None:
     """Reject a waiting step: it and the steps that depend on it are skipped."""
+    how = _how(as_json, no_continue, token, user, interrupt_id)
     with _errors(as_json), _open(db, tools) as ow:
-        _answer(
-            ow,
-            thread_id,
-            as_json,
-            no_continue,
-            lambda on_event: ow.reject(
-                thread_id,
-                step,
-                reason=reason,
-                token=token,
-                by=user,
-                continue_run=not no_continue,
-                on_event=on_event,
-                interrupt_id=interrupt_id,
-            ),
-        )
+        _answer(ow, thread_id, partial(ow.reject, thread_id, step, reason=reason), **how)
 
 
 @app.command()
@@ -534,23 +534,9 @@ def respond(
     tools: ToolsOpt = None,
 ) -> None:
     """Answer a waiting step with feedback instead of a decision."""
+    how = _how(as_json, no_continue, token, user, interrupt_id)
     with _errors(as_json), _open(db, tools) as ow:
-        _answer(
-            ow,
-            thread_id,
-            as_json,
-            no_continue,
-            lambda on_event: ow.respond(
-                thread_id,
-                text,
-                step,
-                token=token,
-                by=user,
-                continue_run=not no_continue,
-                on_event=on_event,
-                interrupt_id=interrupt_id,
-            ),
-        )
+        _answer(ow, thread_id, partial(ow.respond, thread_id, text, step), **how)
 
 
 @app.command()
