@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from onward.policy import RunPolicy
 from onward import (
     ArtifactError,
     FailureClass,
@@ -29,6 +30,8 @@ from onward.artifacts import ArtifactStore, canonical_json
 from onward.checkpointing.store import sqlite_path
 
 VALUE = {"orders": [1, 2, 3], "note": "produced by step 1"}
+
+FAIL_FAST = RunPolicy(escalate_failures=False)  # a failed step fails the run here
 
 
 def body_path(artifacts_dir: Path, value: Any) -> Path:
@@ -89,7 +92,7 @@ def test_consumer_of_an_artifact_changed_on_disk_fails_naming_the_artifact(
     registry: Registry, db_url: str, workdir: Path, artifacts_dir: Path, how: str
 ) -> None:
     with Onward(db_url, registry=registry) as ow:
-        view = ow.run(plan=tamper_plan(artifacts_dir, how))
+        view = ow.run(plan=tamper_plan(artifacts_dir, how), policy=FAIL_FAST)
 
     assert view.status is RunStatus.FAILED
     by_id = {s.id: s for s in view.steps}
@@ -111,7 +114,7 @@ def test_saved_state_stays_intact_when_an_artifact_body_is_damaged(
     registry: Registry, db_url: str, workdir: Path, artifacts_dir: Path, how: str
 ) -> None:
     with Onward(db_url, registry=registry) as ow:
-        tid = ow.run(plan=tamper_plan(artifacts_dir, how)).thread_id
+        tid = ow.run(plan=tamper_plan(artifacts_dir, how), policy=FAIL_FAST).thread_id
         produced = ow.get(tid).artifacts["data"]
 
     with Onward(db_url, registry=registry) as reopened:
@@ -134,7 +137,7 @@ def test_consumer_of_a_deleted_artifact_body_fails_saying_it_is_missing(
     registry: Registry, db_url: str, workdir: Path, artifacts_dir: Path
 ) -> None:
     with Onward(db_url, registry=registry) as ow:
-        view = ow.run(plan=tamper_plan(artifacts_dir, "delete"))
+        view = ow.run(plan=tamper_plan(artifacts_dir, "delete"), policy=FAIL_FAST)
 
     assert view.status is RunStatus.FAILED
     consume = {s.id: s for s in view.steps}["consume"]

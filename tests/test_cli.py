@@ -137,7 +137,7 @@ def test_failed_step_check_fails_the_run_and_records_findings(run_cli, workdir: 
         "  - {id: b, tool: noop, depends_on: [a]}\n",
         encoding="utf-8",
     )
-    result = run_cli("run", "--plan", "plan.yaml", "--json")
+    result = run_cli("run", "--plan", "plan.yaml", "--json", "--no-escalate")
     assert result.code == 1
     steps = {s["id"]: s for s in result.json()["steps"]}
     assert steps["a"]["status"] == "failed"
@@ -180,8 +180,9 @@ def test_empty_csv_and_missing_column_get_clear_messages(run_cli, workdir: Path)
     assert "orders.csv is empty" in empty.stderr
     (workdir / "orders.csv").write_text("order_id,amount,order_time\n", encoding="utf-8")
     no_rows = run_cli("run", DEMO_GOAL, "--input", "orders.csv", "--json")
-    assert no_rows.code == 1
-    assert "expected at least 1, got 0" in no_rows.json()["failure"]["message"]
+    assert no_rows.code == 3  # a failed check with no replan rule: a person decides
+    [question] = no_rows.json()["pending"]
+    assert "expected at least 1, got 0" in question["reason"]
     (workdir / "orders.csv").write_text("order_id,price_usd,order_time\nA,1,2026-01-01\n")
     no_amount = run_cli("run", DEMO_GOAL, "--input", "orders.csv")
     assert no_amount.code == 2

@@ -24,7 +24,7 @@ P, R, D, F, S = (
     StepStatus.FAILED,
     StepStatus.SKIPPED,
 )
-ALLOWED = {(P, R), (R, D), (R, F), (R, S), (F, R), (P, S), (F, S), (R, P), (D, P), (P, F)}
+ALLOWED = {(P, R), (R, D), (R, F), (R, S), (F, R), (P, S), (F, S), (R, P), (D, P), (P, F), (F, P)}
 """pending→running, running→done/failed/skipped, failed→running (a retry), any
 non-terminal status → skipped, and two human/consistency decisions: running→pending (retry
 an effect whose outcome was unknown) and done→pending (re-open a pure step whose output
@@ -227,7 +227,7 @@ def test_run_state_round_trips_under_strict_msgpack_without_warnings(
 ) -> None:
     (workdir / "p.yaml").write_text(plan, encoding="utf-8")
 
-    ran = run_cli("run", "--plan", "p.yaml", "--json", env=STRICT)
+    ran = run_cli("run", "--plan", "p.yaml", "--json", "--no-escalate", env=STRICT)
     assert ran.code == code, ran.stderr
     assert serde_warnings(ran.stderr) == []
     tid = ran.json()["thread_id"]
@@ -261,7 +261,9 @@ def test_strict_mode_warning_is_visible_when_onward_types_are_not_allowlisted(
     onward's allowlist makes LangGraph log the warning on stderr, so its absence there
     means the allowlist did its job, not that warnings were hidden."""
     (workdir / "p.yaml").write_text(FAILED_PLAN, encoding="utf-8")
-    tid = run_cli("run", "--plan", "p.yaml", "--json", env=STRICT).json()["thread_id"]
+    tid = run_cli("run", "--plan", "p.yaml", "--json", "--no-escalate", env=STRICT).json()[
+        "thread_id"
+    ]
 
     proc = subprocess.run(
         [sys.executable, "-c", READ_WITHOUT_ALLOWLIST, str(sqlite_path(db_url)), tid],

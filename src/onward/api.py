@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import os
+import random
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -19,6 +21,7 @@ from typing import Any
 import yaml
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.errors import GraphRecursionError
 from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict
 
@@ -33,6 +36,7 @@ from onward.errors import (
     ArtifactError,
     InconsistentRunError,
     LeaseLostError,
+    LoopGuardError,
     PlanProblem,
     PlanValidationError,
     RunBusyError,
@@ -40,15 +44,17 @@ from onward.errors import (
     UsageError,
 )
 from onward.graph.build import compile_graph
-from onward.graph.routing import APPROVE, ESCALATE, FINALIZE
+from onward.graph.routing import APPROVE, ESCALATE, FINALIZE, GATE
 from onward.inbox import PendingDecision
 from onward.nodes.deps import NodeDeps
 from onward.planning.templates import plan_from_template
 from onward.planning.validate import parse_declared
 from onward.policy import ExpiryAction, RunPolicy
 from onward.progress import ProgressEvent
+from onward.retry import DEFAULT_RETRY
 from onward.state import (
     ArtifactRef,
+    Budget,
     Decision,
     DecisionAction,
     Goal,
@@ -58,6 +64,7 @@ from onward.state import (
     RunState,
     RunStatus,
     SideEffect,
+    StepFailure,
     StepRecord,
     StepStatus,
     Waiting,
@@ -74,7 +81,21 @@ from onward.tools.registry import (
     tool_modules_from_env,
 )
 
-RECURSION_LIMIT = 1_000_000  # bounded by the plan, not by LangGraph's default of 25
+RECURSION_LIMIT = 1_000_000  # reads and edits; a drive gets a limit derived from its plan
+MIN_SUPERSTEPS = 10_000
+
+
+def superstep_limit(state: RunState, registry: Registry) -> int:
+    """Loop guard: the most supersteps one drive of this plan can need (every step through
+    all its attempts, replans, backoff waits and questions, twice over), not LangGraph's
+    fixed default. A drive past it is stuck in a loop."""
+    attempts = DEFAULT_RETRY.max_attempts
+    for step in state.plan.steps:
+        spec = registry.get(step.tool)
+        policy = step.retry or (spec.retry if spec else None) or DEFAULT_RETRY
+        attempts = max(attempts, policy.max_attempts)
+    per_step = 3 * (attempts + state.budget.max_replans + 2) + 2
+    return max(MIN_SUPERSTEPS, 50 + 2 * per_step * len(state.plan.steps))
 
 
 class StepView(BaseModel):
@@ -88,6 +109,11 @@ class StepView(BaseModel):
     error: str | None = None
     failure_class: str | None = None
     output: ArtifactRef | None = None
+    failures: list[StepFailure] = []
+    """Every failure the step had, oldest first (class, message, evidence, attempt)."""
+    not_before: datetime | None = None
+    replans: int = 0
+    note: str | None = None
 
 
 class RunView(BaseModel):
@@ -110,6 +136,8 @@ class RunView(BaseModel):
     heartbeat_at: datetime | None = None
     stalled: bool = False
     """Unfinished, and its driver's heartbeat is stale: the driver died or hangs."""
+    resume_at: datetime | None = None
+    """A suspended run goes on at this time (a retry backoff or an open breaker)."""
     waiting: list[Waiting] = []
     """Effects whose outcome is unknown (each is also a pending escalation)."""
     pending: list[PendingDecision] = []
@@ -180,18 +208,25 @@ class Onward:
         registry: Registry | None = None,
         tool_modules: Sequence[str] = (),
         clock: Callable[[], datetime] = utcnow,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
     ) -> None:
         self.tool_modules = normalize_tool_refs([*tool_modules_from_env(), *tool_modules])
         load_tool_modules(self.tool_modules)
         self.registry = registry or default_registry
         self.store = Store(db)
-        self.clock = clock
+        self.clock, self.sleep = clock, sleep
+        self.store.breakers.clock = clock
         self.deps = NodeDeps(
             registry=self.registry,
             artifacts=self.store.artifacts,
             ledger=self.store.ledger,
             events=self.store.events,
             clock=clock,
+            breakers=self.store.breakers,
+            sleep=sleep,
+            rng=rng or random.Random(),
+            max_wait=float(os.environ.get("ONWARD_MAX_WAIT") or 60.0),
         )
         self.graph = compile_graph(self.deps, checkpointer=self.store.saver)
 
@@ -216,6 +251,7 @@ class Onward:
         max_concurrency: int | None = None,
         thread_id: str | None = None,
         policy: RunPolicy | None = None,
+        budget: Budget | None = None,
     ) -> str:
         """Create a run (nothing executes yet) and return its thread id.
 
@@ -264,6 +300,8 @@ class Onward:
             max_concurrency=concurrency or 4,
             messages=[HumanMessage(goal_obj.objective)],
             policy=policy,
+            budget=budget or Budget(),
+            started_at=self.clock(),
         )
         self.store.add_run(thread_id, goal_obj.objective, {"input": state.model_dump(mode="json")})
         return thread_id
@@ -277,13 +315,15 @@ class Onward:
         takeover: bool = False,
         command: Command[Any] | None = None,
         stop_after_answer: bool = False,
+        wait: bool = True,
     ) -> Iterator[ProgressEvent]:
         """Drive a run until it stops, yielding progress events. Resumes where it stopped.
 
         Holds the run's lease while driving: a run another live process drives raises
         :class:`RunBusyError`; ``takeover=True`` waits for that lease to expire instead.
         A cancel requested by another process (``onward cancel``) stops the drive at the
-        next superstep.
+        next superstep. A run suspended until a time (backoff, open breaker) is waited for
+        first; ``wait=False`` returns at once instead (the view says when).
         """
         row = self._row(thread_id)
         load_tool_modules(row.request["input"].get("tool_modules", []))
@@ -300,22 +340,42 @@ class Onward:
                     self._check_consistency(thread_id)
                 if self._apply_requested_cancel(thread_id):
                     return
+                state = self.state(thread_id)
+                if state.status is RunStatus.SUSPENDED and state.resume_at is not None:
+                    remaining = (state.resume_at - self.clock()).total_seconds()
+                    if remaining > 0 and not wait:
+                        return
+                    if remaining > 0:
+                        self.sleep(remaining)
+                    self.graph.update_state(
+                        config, {"status": RunStatus.RUNNING, "resume_at": None}, as_node=GATE
+                    )
                 self.store.set_run_status(thread_id, RunStatus.RUNNING)
+                limit = superstep_limit(state, self.registry)
+                limited: RunnableConfig = {**config, "recursion_limit": limit}
                 checked = time.monotonic()
-                for _mode, chunk in self.graph.stream(
-                    run_input,
-                    config,
-                    stream_mode=["custom"],
-                    durability="sync",
-                    interrupt_after=[APPROVE, ESCALATE] if stop_after_answer else None,
-                ):
-                    if beat.lost.is_set():
-                        raise LeaseLostError(thread_id)
-                    yield ProgressEvent.model_validate(chunk)
-                    if time.monotonic() - checked > 0.2:
-                        checked = time.monotonic()
-                        if self._apply_requested_cancel(thread_id):
-                            return  # what finished is saved; the rest will not run
+                try:
+                    for _mode, chunk in self.graph.stream(
+                        run_input,
+                        limited,
+                        stream_mode=["custom"],
+                        durability="sync",
+                        interrupt_after=[APPROVE, ESCALATE] if stop_after_answer else None,
+                    ):
+                        if beat.lost.is_set():
+                            raise LeaseLostError(thread_id)
+                        yield ProgressEvent.model_validate(chunk)
+                        if time.monotonic() - checked > 0.2:
+                            checked = time.monotonic()
+                            if self._apply_requested_cancel(thread_id):
+                                return  # what finished is saved; the rest will not run
+                except GraphRecursionError:
+                    self.store.events.record(thread_id, "loop_guard", {"limit": limit})
+                    raise LoopGuardError(
+                        f"run {thread_id} took more than {limit} supersteps in one drive, more "
+                        "than its plan can need: something loops. Its saved state is intact; "
+                        "look at `onward status`, then resume or cancel it"
+                    ) from None
                 self.store.set_run_status(thread_id, self.state(thread_id).status)
         finally:
             self.store.leases.release(thread_id, owner)
@@ -765,7 +825,11 @@ class Onward:
         )
         if snap.interrupts and not state.status.finished:
             asked = {i.id for i in snap.interrupts}
-            suspended = any(
+            budget_stop = any(
+                isinstance(i.value, dict) and i.value.get("onward", {}).get("kind") == "budget"
+                for i in snap.interrupts
+            )
+            suspended = budget_stop or any(
                 e.detail.get("interrupt_id") in asked
                 for e in self.store.events.list(thread_id, [AuditKind.SUSPENDED])
             )
@@ -789,6 +853,10 @@ class Onward:
                         output=rec.output,
                         error=rec.failure.message if rec.failure else None,
                         failure_class=rec.failure.failure_class if rec.failure else None,
+                        failures=[*rec.history, *([rec.failure] if rec.failure else [])],
+                        not_before=rec.not_before,
+                        replans=rec.replans,
+                        note=rec.note,
                     )
                 )
         report = ""
@@ -806,6 +874,7 @@ class Onward:
             artifacts=dict(state.artifacts),
             failure=state.failure,
             report=report,
+            resume_at=state.resume_at,
             waiting=[w for w in state.waiting.values() if w is not None],
             pending=self.pending(thread_id) if state.status.waiting else [],
             decisions=list(state.decisions),

@@ -59,6 +59,8 @@ ALLOWED: dict[WaitKind, tuple[AnswerType, ...]] = {
         AnswerType.DONE,
         AnswerType.ABORT,
     ),
+    # approve = double what ran out; edit = these limits; reject = abort the run.
+    WaitKind.BUDGET: (AnswerType.APPROVE, AnswerType.EDIT, AnswerType.REJECT),
 }
 _SHOWN = ("approve", "edit", "reject", "respond")  # what chat frontends know how to render
 _LEGACY = {"accept": "approve", "ignore": "reject", "response": "respond", "edit": "edit"}
@@ -121,10 +123,24 @@ def request(task: ApproveTask, thread_id: str, errors: list[str] | None = None) 
     }
     if errors:
         meta["errors"] = errors
-    if task.kind is WaitKind.PLAN:
+    args: dict[str, Any]
+    if task.kind is WaitKind.BUDGET:
+        assert task.budget is not None
+        assert task.waiting is not None
+        name = "raise_budget"
+        args = task.budget.model_dump(
+            mode="json",
+            include={"max_steps", "max_run_time", "max_replans", "max_tokens", "max_cost"},
+        )
+        meta["reason"] = task.waiting.reason
+        text = (
+            f"The run stopped: {task.waiting.reason}. approve = double what ran out · edit = "
+            "set the limits (max_steps, max_run_time in seconds, ...) · reject = abort the run."
+        )
+    elif task.kind is WaitKind.PLAN:
         assert task.plan is not None
         name = "approve_plan"
-        args: dict[str, Any] = {
+        args = {
             "steps": [s.model_dump(mode="json", exclude_defaults=True) for s in task.plan.steps]
         }
         text = (

@@ -29,6 +29,7 @@ from onward.demo import DEMO_GOAL, write_sample_orders
 from onward.errors import (
     InconsistentRunError,
     LeaseLostError,
+    LoopGuardError,
     OnwardError,
     RunBusyError,
     StoreLockedError,
@@ -37,7 +38,7 @@ from onward.errors import (
 from onward.inbox import PendingDecision
 from onward.policy import ExpiryAction, RunPolicy, load_policy_file, parse_duration
 from onward.progress import EventKind, ProgressEvent
-from onward.state import RunFailureKind, RunStatus, StepStatus
+from onward.state import Budget, RunFailureKind, RunStatus, StepStatus
 
 EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_BUSY = 0, 1, 2, 3, 4
 
@@ -161,7 +162,7 @@ def _errors(as_json: bool) -> Iterator[None]:
         busy = (StoreLockedError, RunBusyError, LeaseLostError)
         if isinstance(exc, busy):
             code = EXIT_BUSY
-        elif isinstance(exc, InconsistentRunError):
+        elif isinstance(exc, (InconsistentRunError, LoopGuardError)):
             code = EXIT_WAITING  # stopped; a human must restore the artifact or fork
         else:
             code = EXIT_USAGE
@@ -200,6 +201,12 @@ def _print_view(view: RunView) -> None:
         out.print(table)
     if view.failure:
         out.print(f"[red]reason:[/] {view.failure.message}", highlight=False)
+    if view.resume_at:
+        out.print(
+            f"suspended until {view.resume_at:%Y-%m-%d %H:%M:%S} (backoff or an open breaker); "
+            f"`onward resume {view.thread_id}` waits for it",
+            highlight=False,
+        )
     for p in view.pending:
         what = p.reason or f"approve {p.tool}?"
         out.print(Text.assemble(("waiting: ", "yellow"), f"{p.step_id or 'plan'}: {what}"))
@@ -296,6 +303,23 @@ def run(
     remind_after: RemindOpt = None,
     expire_after: ExpireOpt = None,
     on_expiry: OnExpiryOpt = None,
+    max_steps: Annotated[
+        int | None, typer.Option("--max-steps", min=1, help="Step executions in the whole run.")
+    ] = None,
+    max_run_time: Annotated[
+        str | None, typer.Option("--max-run-time", help="Wall time from the start (2h, 1d).")
+    ] = None,
+    max_replans: Annotated[
+        int, typer.Option("--max-replans", min=0, help="Replans of one step before a person.")
+    ] = 2,
+    no_escalate: Annotated[
+        bool,
+        typer.Option(
+            "--no-escalate",
+            help="Fail the run instead of waiting for a person when a step cannot recover "
+            "on its own (unattended runs, CI).",
+        ),
+    ] = False,
 ) -> None:
     """Plan and run a goal (or a declared --plan) to the end, or until it waits for a person."""
     with _errors(as_json), _open(db, tools) as ow:
@@ -309,6 +333,8 @@ def run(
             expire_after,
             on_expiry,
         )
+        if no_escalate:
+            policy = policy.model_copy(update={"escalate_failures": False})
         tid = ow.start(
             goal,
             plan=plan,
@@ -317,6 +343,11 @@ def run(
             max_concurrency=max_concurrency,
             thread_id=thread_id,
             policy=policy,
+            budget=Budget(
+                max_steps=max_steps,
+                max_run_time=parse_duration(max_run_time) if max_run_time else None,
+                max_replans=max_replans,
+            ),
         )
         if not as_json:
             err.print(
@@ -337,6 +368,14 @@ def resume(
             "over (for a driver that died).",
         ),
     ] = False,
+    no_wait: Annotated[
+        bool,
+        typer.Option(
+            "--no-wait",
+            help="If the run is suspended until a time (retry backoff, open breaker), say when "
+            "and exit (code 3) instead of waiting.",
+        ),
+    ] = False,
     db: DbOpt = None,
     as_json: JsonOpt = False,
     tools: ToolsOpt = None,
@@ -344,7 +383,14 @@ def resume(
     """Finish a run that stopped (crash, kill, Ctrl-C); completed steps are not run again."""
     with _errors(as_json), _open(db, tools) as ow:
         ow.get(thread_id)  # unknown thread → clear error before any progress output
-        view = _drive(ow, thread_id, as_json, takeover)
+
+        def go(on_event: Callable[[ProgressEvent], None] | None) -> RunView:
+            for event in ow.stream(thread_id, takeover=takeover, wait=not no_wait):
+                if on_event is not None:
+                    on_event(event)
+            return ow.get(thread_id)
+
+        view = _drive(ow, thread_id, as_json, go=go)
     _finish(view, as_json)
 
 

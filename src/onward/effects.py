@@ -5,9 +5,12 @@ unsafe tools, the effect ledger decides, by the key sha256(thread, step, args):
 
 * no row: claim it as ``started`` (committed first), call, record ``completed``;
 * ``completed``: return the recorded result, do not call;
-* ``started`` without a result (a process died mid-effect): idempotent tools are
-  called again with the same key; unsafe tools are reconciled if they can be,
-  else ``OutcomeUnknown`` stops the run for a human.
+* ``started`` without a result (a process died mid-effect, or the call failed in a
+  way that may have acted, such as a timeout): idempotent tools are called again
+  with the same key; unsafe tools are reconciled if they can be, else
+  ``OutcomeUnknown`` stops the run for a human;
+* a call that raised a ``ToolError`` saying the effect did not happen is marked
+  ``retry``: the next attempt calls again straight away.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pydantic import BaseModel
 
 from onward import diagnostics
 from onward.checkpointing.ledger import EffectStatus, Ledger, effect_key
-from onward.errors import OutcomeUnknown
+from onward.errors import OutcomeUnknown, ToolError
 from onward.state import SideEffect
 from onward.tools.registry import ToolContext, ToolSpec
 
@@ -85,7 +88,14 @@ def perform(
                 ledger.complete(key, found.result)
                 return found.result, key
         ledger.again(key)
-    result = _called(spec, args, ctx, call)
+    try:
+        result = _called(spec, args, ctx, call)
+    except ToolError as exc:
+        if not exc.maybe_happened:
+            # The tool knows the effect did not happen (e.g. the service answered 503): the
+            # next attempt may call again without a reconcile probe.
+            ledger.allow_retry(key)
+        raise
     diagnostics.fault_point("after_effect", ctx.step_id)
     ledger.complete(key, result)
     diagnostics.fault_point("after_record", ctx.step_id)

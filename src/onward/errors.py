@@ -18,7 +18,8 @@ message says what is wrong *and* what to do about it::
     ├── ArtifactError               an artifact body is missing or does not match its sha256
     ├── InconsistentRunError        a done step's artifact is gone and cannot be re-made safely
     ├── RunBusyError                another live driver holds the run's lease (exit code 4)
-    └── LeaseLostError              this driver's lease expired and was taken over mid-run
+    ├── LeaseLostError              this driver's lease expired and was taken over mid-run
+    └── LoopGuardError              a drive took more supersteps than its plan can need
 
     ToolError                       raised by tools (failures of one step, not of onward)
     ├── TransientToolError          worth retrying later (timeouts, 5xx, ...)
@@ -138,12 +139,26 @@ class LeaseLostError(OnwardError):
         )
 
 
-class ToolError(Exception):
-    """Raised by a tool to fail its step with a known class."""
+class LoopGuardError(OnwardError):
+    """A drive exceeded the superstep limit derived from its plan: something loops. The
+    saved state is intact; inspect it with `onward status`."""
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+
+class ToolError(Exception):
+    """Raised by a tool to fail its step with a known class.
+
+    ``maybe_happened=False`` (the default) promises the effect did not take place (the
+    service refused it, e.g. 503), so an unsafe tool may be called again without a
+    reconcile probe; pass True when the call may have acted before failing (a timeout
+    after sending).
+    """
+
+    def __init__(
+        self, message: str, *, hint: str | None = None, maybe_happened: bool = False
+    ) -> None:
         super().__init__(message)
         self.hint = hint
+        self.maybe_happened = maybe_happened
 
 
 class TransientToolError(ToolError):

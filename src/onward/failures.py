@@ -1,20 +1,55 @@
-"""Exceptions of a step → a classified StepFailure (the routing after verify reads the class)."""
+"""Failures: an exception or finding of a step → a classified ``StepFailure`` with evidence.
+
+The class decides the route (graph/routing.py): transient → retry with backoff;
+deterministic → replan rules, else a person; validation → replan with the
+verifier's findings; non_convergent → a person. Programming errors are
+deterministic: never retried blindly.
+"""
 
 from __future__ import annotations
+
+import re
+import socket
+import urllib.error
 
 from pydantic import ValidationError
 
 from onward.errors import DeterministicToolError, ToolError, TransientToolError
-from onward.state import FailureClass, StepFailure
+from onward.retry import RetryPolicy
+from onward.state import HISTORY_KEPT, FailureClass, StepFailure, StepRecord, utcnow
 
-_TRANSIENT: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError)
+_TRANSIENT: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, socket.timeout)
 
 
-def classify(exc: BaseException) -> StepFailure:
-    """Typed tool errors say their class; otherwise transient for timeouts and connection
-    errors, deterministic for everything else (programming errors are never retried blindly)."""
-    if isinstance(exc, TransientToolError) or (
-        isinstance(exc, _TRANSIENT) and not isinstance(exc, ToolError)
+def _http_status(exc: BaseException) -> int | None:
+    if isinstance(exc, urllib.error.HTTPError):
+        return int(exc.code)
+    for attr in ("status_code", "status"):  # httpx / requests style errors
+        response = getattr(exc, "response", None)
+        code = getattr(response, attr, None) if response is not None else None
+        if isinstance(code, int):
+            return code
+    return None
+
+
+def classify(
+    exc: BaseException, *, tool: str = "", retry_on: tuple[type[BaseException], ...] = ()
+) -> StepFailure:
+    """Typed tool errors say their class. Otherwise: timeouts, connection errors, HTTP 429
+    and 5xx and the tool's ``retry_on`` types are transient; everything else (ValueError,
+    KeyError, FileNotFoundError, PermissionError, validation errors, other 4xx, bugs) is
+    deterministic."""
+    status = _http_status(exc)
+    if isinstance(exc, TransientToolError):
+        cls = FailureClass.TRANSIENT
+    elif isinstance(exc, ToolError):
+        cls = FailureClass.DETERMINISTIC
+    elif status is not None:
+        cls = (
+            FailureClass.TRANSIENT if status == 429 or status >= 500 else FailureClass.DETERMINISTIC
+        )
+    elif isinstance(exc, _TRANSIENT + tuple(retry_on)) or (
+        isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError)
     ):
         cls = FailureClass.TRANSIENT
     else:
@@ -26,4 +61,65 @@ def classify(exc: BaseException) -> StepFailure:
             for e in exc.errors(include_url=False)
         )
     hint = exc.hint if isinstance(exc, DeterministicToolError) else None
-    return StepFailure(failure_class=cls, message=message, error_type=type(exc).__name__, hint=hint)
+    return failure(cls, message, tool=tool, error_type=type(exc).__name__, hint=hint)
+
+
+def failure(
+    cls: FailureClass, message: str, *, tool: str, error_type: str = "", hint: str | None = None
+) -> StepFailure:
+    return StepFailure(
+        failure_class=cls,
+        message=message,
+        error_type=error_type,
+        hint=hint,
+        signature=signature(cls, tool, message),
+        at=utcnow(),
+    )
+
+
+_NOISE = [
+    (re.compile(r"[0-9a-f]{8,}", re.I), "<hex>"),  # keys, ids, hashes
+    (re.compile(r"\d+(\.\d+)?"), "<n>"),  # counts, ports, durations, timestamps
+    (re.compile(r"\s+"), " "),
+]
+
+
+def signature(cls: FailureClass, tool: str, message: str) -> str:
+    """Class + tool + the message with numbers and ids normalised away: two failures with
+    the same signature are the same failure, whatever the timestamp in the text."""
+    text = message.strip().lower()
+    for pattern, repl in _NOISE:
+        text = pattern.sub(repl, text)
+    return f"{cls.value}|{tool}|{text[:300]}"
+
+
+def converge(
+    new: StepFailure, record: StepRecord, policy: RetryPolicy, max_replans: int
+) -> tuple[StepFailure, dict[str, object]]:
+    """Decide whether a failure is non-convergent given the step's history; returns the
+    failure (possibly re-classed, the original kept in the message) and record updates."""
+    previous = record.failure
+    streak = record.streak + 1 if previous and previous.signature == new.signature else 1
+    history = [*record.history, previous][-HISTORY_KEPT:] if previous else list(record.history)
+    attempts = record.attempts - record.attempt_floor
+    why = None
+    if streak >= policy.same_failure_limit:
+        why = f"the same failure {streak} times in a row"
+    elif new.failure_class is FailureClass.TRANSIENT and attempts >= policy.max_attempts:
+        why = f"still failing after {attempts} attempts (retry policy: {policy.max_attempts})"
+    elif (
+        new.failure_class in (FailureClass.DETERMINISTIC, FailureClass.VALIDATION)
+        and record.replans >= max_replans > 0
+    ):
+        why = f"still failing after {record.replans} replans (budget: {max_replans})"
+    if why is not None:
+        new = new.model_copy(
+            update={
+                "failure_class": FailureClass.NON_CONVERGENT,
+                "message": f"{why}: {new.message} (was {new.failure_class.value})",
+            }
+        )
+    return new.model_copy(update={"attempt": record.attempts}), {
+        "streak": streak,
+        "history": history,
+    }

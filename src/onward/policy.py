@@ -65,6 +65,9 @@ class RunPolicy(BaseModel):
     """Every step needs approval (dry-run style supervision)."""
     approve_plan: bool = False
     """The plan itself needs approval before any step runs (``--approve-plan``)."""
+    escalate_failures: bool = True
+    """A failure onward cannot outlive alone (no replan rule, non-convergent) waits for a
+    person; False fails the run instead (unattended runs, CI: ``--no-escalate``)."""
     allow_tools: frozenset[str] | None = None
     """If set, the only tools plans may use; a plan or a revision using another is refused."""
     deadline: Deadline = Field(default_factory=Deadline)

@@ -10,7 +10,7 @@ here, only their refs.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -21,9 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from onward.checks import Check
 from onward.policy import Deadline, ExpiryAction, RunPolicy
+from onward.retry import RetryPolicy
 
 SCHEMA_VERSION = 1
 SNAPSHOT_EVERY = 1000
+HISTORY_KEPT = 5
 """Updates between full snapshots of a growing dict channel. A snapshot costs O(steps), so
 a small cadence makes storage quadratic; a load replays at most this many small writes."""
 
@@ -109,6 +111,8 @@ class PlanStep(_Frozen):
     """Artifact name for this step's output; later args reference it as ``${name}``."""
     checks: list[Check] = Field(default_factory=list)
     description: str = ""
+    retry: RetryPolicy | None = None
+    """Backoff for this step's transient failures (wins over the tool's)."""
 
 
 class Plan(_Frozen):
@@ -137,6 +141,10 @@ class StepFailure(_Frozen):
     message: str
     error_type: str = ""
     hint: str | None = None
+    signature: str = ""
+    """Class + tool + normalised message: the same signature in a row means no progress."""
+    attempt: int | None = None
+    at: datetime | None = None
 
 
 class StepRecord(_Frozen):
@@ -152,6 +160,16 @@ class StepRecord(_Frozen):
     ended_at: datetime | None = None
     note: str | None = None
     """Why a person's decision settled the step (e.g. why it was skipped)."""
+    not_before: datetime | None = None
+    """A pending step is not started before this time (retry backoff, open breaker)."""
+    replans: int = 0
+    """How often the replanner changed this step."""
+    streak: int = 0
+    """How many failures in a row had the same signature as ``failure``."""
+    attempt_floor: int = 0
+    """Attempts before the last human "retry": the retry policy counts from here."""
+    history: list[StepFailure] = Field(default_factory=list)
+    """The step's earlier failures, newest last (at most HISTORY_KEPT)."""
 
 
 class Waiting(_Frozen):
@@ -175,6 +193,8 @@ class DecisionAction(StrEnum):
     SKIP = "skip"
     ABORT = "abort"
     CANCEL = "cancel"
+    REPLAN = "replan"
+    """onward's rules replanner changed a failed step (fix_args or a fallback tool)."""
     REOPEN = "reopen"
     """onward's own: a pure step re-opened because its output artifact was damaged."""
 
@@ -187,7 +207,9 @@ class WaitKind(StrEnum):
     PLAN = "plan"
     """May this plan run?"""
     ESCALATION = "escalation"
-    """onward cannot go on alone (an effect's outcome is unknown): what now?"""
+    """onward cannot go on alone (an outcome is unknown, a step does not converge)."""
+    BUDGET = "budget"
+    """A budget is used up: raise the limit, or abort?"""
 
 
 PLAN_TARGET = "(plan)"
@@ -234,6 +256,23 @@ class RunFailure(_Frozen):
     step_id: str | None = None
 
 
+class Budget(_Frozen):
+    """A run's limits (usage is counted from the state: attempts, replans, the clock)."""
+
+    max_steps: int | None = None
+    """Step executions (attempts included) in the whole run."""
+    steps_used: int = 0
+    """Unused (kept so that version-1 checkpoints load); usage is derived from the records."""
+    max_replans: int = 2
+    """Replans of one step before its failures are non-convergent."""
+    max_run_time: timedelta | None = None
+    """Wall time from the run's start."""
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    tokens_used: int = 0
+    cost_used: float = 0.0
+
+
 class ApproveTask(_Frozen):
     """The payload of one ``Send`` to approve (or escalate): what to ask, asked when."""
 
@@ -255,14 +294,19 @@ class ApproveTask(_Frozen):
     """When the question was first asked (fixed in the checkpoint, so replays keep it)."""
     deadline: Deadline
     allow_tools: frozenset[str] | None = None
+    budget: Budget | None = None
+    """For budget questions: the limits in force."""
+    spent: dict[str, float] = Field(default_factory=dict)
+    """For budget questions: what ran out (metric → used)."""
     wave: int = 1
 
 
-class Budget(_Frozen):
-    """Limits and usage; enforced by the failure-routing work, carried from the start."""
+class NoteTask(_Frozen):
+    """The payload of a ``Send`` to note: budget thresholds newly crossed."""
 
-    max_steps: int | None = None
-    steps_used: int = 0
+    markers: list[str]
+    texts: list[str]
+    wave: int = 1
 
 
 class ExecuteTask(_Frozen):
@@ -278,6 +322,7 @@ class ExecuteTask(_Frozen):
     approval_required: bool = False
     approval: Approval | None = None
     """The approval execute checks the step's current args hash against."""
+    max_replans: int = 2
 
 
 class IllegalTransitionError(RuntimeError):
@@ -291,7 +336,8 @@ _ALLOWED: Mapping[StepStatus, frozenset[StepStatus]] = {
     StepStatus.RUNNING: frozenset(
         {StepStatus.DONE, StepStatus.FAILED, StepStatus.SKIPPED, StepStatus.PENDING}
     ),
-    StepStatus.FAILED: frozenset({StepStatus.RUNNING, StepStatus.SKIPPED}),
+    # failed → pending: a retry is scheduled, or the replanner changed the step.
+    StepStatus.FAILED: frozenset({StepStatus.RUNNING, StepStatus.SKIPPED, StepStatus.PENDING}),
     # done → pending: a pure step re-opened because its output artifact is missing/changed.
     StepStatus.DONE: frozenset({StepStatus.PENDING}),
     StepStatus.SKIPPED: frozenset(),
@@ -317,7 +363,7 @@ def replace_value(current: Any, writes: Sequence[Any]) -> Any:
     """The plan channel: a Plan replaces the plan; a PlanEdit replaces one of its steps and
     bumps the version (deterministic, so a DeltaChannel replay gives the same plan)."""
     value = current
-    for w in writes:
+    for w in [x for write in writes for x in (write if isinstance(write, list) else [write])]:
         if isinstance(w, PlanEdit):
             steps = [w.step if s.id == w.step.id else s for s in value.steps]
             value = value.model_copy(update={"steps": steps, "version": value.version + 1})
@@ -352,6 +398,10 @@ def append_items(current: list[Any], writes: Sequence[Any]) -> list[Any]:
     for w in writes:
         out.extend(w if isinstance(w, list) else [w])
     return out
+
+
+def add_unique(current: list[str], new: list[str]) -> list[str]:
+    return current + [x for x in new if x not in current]
 
 
 def take_last(current: int, new: int) -> int:
@@ -410,6 +460,11 @@ class RunState(BaseModel):
     """Standing approvals by step id; execute checks each against the step's args hash."""
     plan_approval: Approval | None = None
     policy: RunPolicy = Field(default_factory=RunPolicy)
+    started_at: datetime | None = None
+    resume_at: datetime | None = None
+    """A suspended run waits for this time (backoff, an open breaker) before going on."""
+    budget_warnings: Annotated[list[str], add_unique] = Field(default_factory=list)
+    """Budget thresholds already warned about, e.g. ``steps:50``."""
     status: RunStatus = RunStatus.PLANNING
     failure: RunFailure | None = None
 
@@ -458,7 +513,9 @@ CHECKPOINT_TYPES: tuple[type[Any], ...] = (
     Approval,
     PlanEdit,
     ApproveTask,
+    NoteTask,
     RunPolicy,
+    RetryPolicy,
     Deadline,
     ExpiryAction,
     RunState,

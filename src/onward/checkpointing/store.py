@@ -23,6 +23,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from onward.artifacts import ArtifactStore, fsync_enabled
+from onward.checkpointing.breakers import BREAKER_SCHEMA, Breakers
 from onward.checkpointing.events import EventLog
 from onward.checkpointing.leases import LEASE_SCHEMA, LeasePolicy, Leases
 from onward.checkpointing.ledger import LEDGER_SCHEMA, Ledger
@@ -31,7 +32,7 @@ from onward.errors import StoreCorruptError, StoreError, StoreLockedError, Usage
 from onward.state import RunStatus, utcnow
 
 DEFAULT_URL = "sqlite:///.onward/onward.db"
-STORE_SCHEMA_VERSION = 3
+STORE_SCHEMA_VERSION = 4
 """1: runs. 2: leases and events. 3: the effect ledger. Each version's tables are created
 with IF NOT EXISTS, so opening an older store brings it up to date under the schema lock."""
 
@@ -141,6 +142,7 @@ class Store:
         self.leases = Leases(self.connect, LeasePolicy.from_env())
         self.ledger = Ledger(self.connect)
         self.events = EventLog(self.connect)
+        self.breakers = Breakers(self.connect, self.events, utcnow)
 
     def connect(self) -> sqlite3.Connection:
         """A new connection to the same database (for work on other threads)."""
@@ -161,7 +163,7 @@ class Store:
                 if found < STORE_SCHEMA_VERSION:
                     self.conn.execute("PRAGMA journal_mode=WAL")
                     SqliteSaver(self.conn).setup()
-                    self.conn.executescript(_SCHEMA + LEASE_SCHEMA + LEDGER_SCHEMA)
+                    self.conn.executescript(_SCHEMA + LEASE_SCHEMA + LEDGER_SCHEMA + BREAKER_SCHEMA)
                     self.conn.execute(
                         "INSERT OR REPLACE INTO onward_meta VALUES ('schema_version', ?)",
                         (str(STORE_SCHEMA_VERSION),),

@@ -20,6 +20,13 @@ from onward.graph.routing import (
     EXECUTE,
     FINALIZE,
     GATE,
+    NOTE,
+    REPLAN,
+    RETRY,
+    ROUTES,
+    STATE_NODES,
+    TASK_NODES,
+    WAIT,
     join,
     make_after_task,
     make_gate,
@@ -28,7 +35,9 @@ from onward.nodes.approve import make_approve_node, make_escalate_node
 from onward.nodes.deps import NodeDeps
 from onward.nodes.execute import make_execute_node
 from onward.nodes.finalize import make_finalize_node
+from onward.nodes.note import make_note_node
 from onward.nodes.plan import make_plan_node
+from onward.nodes.recover import make_replan_node, make_retry_node, make_wait_node
 from onward.state import RunState
 
 
@@ -41,14 +50,18 @@ def build_graph(deps: NodeDeps) -> StateGraph[Any]:
     g.add_node(APPROVE, make_approve_node(deps))
     g.add_node(EXECUTE, make_execute_node(deps))
     g.add_node(ESCALATE, make_escalate_node(deps))
+    g.add_node(NOTE, make_note_node(deps))
+    g.add_node(RETRY, make_retry_node(deps))
+    g.add_node(REPLAN, make_replan_node(deps))
+    g.add_node(WAIT, make_wait_node(deps))
     g.add_node(GATE, join)
     g.add_node(FINALIZE, make_finalize_node(deps))
     g.add_edge(START, "plan")
-    tasks = [APPROVE, EXECUTE, ESCALATE]
-    g.add_conditional_edges("plan", gate, [*tasks, FINALIZE])
-    for node in tasks:
-        g.add_conditional_edges(node, after_task, [*tasks, GATE, FINALIZE])
-    g.add_conditional_edges(GATE, gate, [*tasks, FINALIZE])
+    g.add_conditional_edges("plan", gate, ROUTES)
+    for node in TASK_NODES:
+        g.add_conditional_edges(node, after_task, [*ROUTES, GATE])
+    for node in [*STATE_NODES, GATE]:
+        g.add_conditional_edges(node, gate, ROUTES)
     g.add_edge(FINALIZE, END)
     return g
 

@@ -19,31 +19,47 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from langgraph.graph import END
 from langgraph.types import Send
 
-from onward import refs
+from onward import budget, refs
 from onward.approvals import needs_approval, plan_hash, step_hash
+from onward.checkpointing.breakers import BreakerPolicy
 from onward.checks import artifact_names
 from onward.nodes.deps import NodeDeps
+from onward.nodes.recover import REPLANNABLE, has_rule
 from onward.state import (
+    PLAN_TARGET,
     ApproveTask,
     ArtifactRef,
     ExecuteTask,
+    FailureClass,
+    NoteTask,
     Plan,
     PlanStep,
     RunState,
     RunStatus,
+    StepFailure,
     StepStatus,
+    Waiting,
     WaitKind,
 )
-from onward.tools.registry import load_tool_modules
+from onward.tools.registry import ToolSpec, load_tool_modules
 
 EXECUTE = "execute"
 FINALIZE = "finalize"
 GATE = "gate"
 APPROVE = "approve"
 ESCALATE = "escalate"
-TASK_NODES = [EXECUTE, APPROVE, ESCALATE, GATE, FINALIZE]
+RETRY = "retry"
+REPLAN = "replan"
+WAIT = "wait"
+NOTE = "note"
+TASK_NODES = [APPROVE, EXECUTE, ESCALATE, NOTE]
+"""Nodes fed by ``Send`` (one task per step or question); after them, ``after_task``."""
+STATE_NODES = [RETRY, REPLAN, WAIT]
+"""Nodes that read the whole state; after them, ``gate``."""
+ROUTES = [*TASK_NODES, *STATE_NODES, FINALIZE, END]
 _SETTLED = (StepStatus.DONE, StepStatus.SKIPPED)
 
 
@@ -85,10 +101,32 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         )
 
     def gate(state: RunState) -> list[Send] | str:
+        if state.status is RunStatus.SUSPENDED:
+            return END  # waiting for a time (backoff, breaker); resume goes on from gate
         if state.status is not RunStatus.RUNNING or not state.plan.steps:
             return FINALIZE
         load_tool_modules(state.tool_modules)
         policy = state.policy
+        now = deps.clock()
+        uses = budget.usage(state, now)
+        spent = budget.exhausted(uses)
+        if spent:
+            text = "; ".join(u.text() for u in spent)
+            waiting = Waiting(step_id=PLAN_TARGET, reason=f"budget used up: {text}")
+            return [
+                Send(
+                    APPROVE,
+                    ask(
+                        state,
+                        WaitKind.BUDGET,
+                        None,
+                        "",
+                        waiting=waiting,
+                        budget=state.budget,
+                        spent={u.metric: u.used for u in spent},
+                    ),
+                )
+            ]
         if policy.approve_plan:
             h = plan_hash(state.plan)
             if state.plan_approval is None or state.plan_approval.args_hash != h:
@@ -115,19 +153,29 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         # loop is O(steps) per step; keep its constant small.
         settled: set[str] = set()
         started: set[str] = set()
+        deferred: set[str] = set()
+        failed: list[tuple[str, StepFailure]] = []
         for sid, rec in state.steps.items():
-            if rec.status is StepStatus.FAILED:
-                return FINALIZE  # failure routes (retry / replan / escalate) plug in here
-            if rec.status is not StepStatus.PENDING:
+            if rec.status is StepStatus.FAILED and rec.failure is not None:
+                failed.append((sid, rec.failure))
+            elif rec.status is not StepStatus.PENDING:
                 started.add(sid)
                 if rec.status in _SETTLED:
                     settled.add(sid)
+            elif rec.not_before is not None and rec.not_before > now:
+                deferred.add(sid)
+        if failed:
+            return _route_failures(state, failed)
         sends: list[Send] = []
         for step in state.plan.steps:
             if step.id in started or not all(d in settled for d in step.depends_on):
                 continue
+            spec = deps.registry.get(step.tool)
+            if step.id in deferred or _breaker_open(spec, step):
+                deferred.add(step.id)
+                continue  # its service rests or its backoff runs; other steps go on
             inputs = _inputs(state, step)
-            required = needs_approval(step, deps.registry.get(step.tool), policy)
+            required = needs_approval(step, spec, policy)
             approval = state.approvals.get(step.id) if required else None
             if required and approval is None:
                 task = ask(state, WaitKind.APPROVAL, step, step_hash(step, inputs), inputs=inputs)
@@ -144,14 +192,57 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                             inputs=inputs,
                             approval_required=required,
                             approval=approval,
+                            max_replans=state.budget.max_replans,
                         ),
                     )
                 )
             if len(sends) >= state.max_concurrency:
                 break
         if not sends:
-            return FINALIZE
+            return WAIT if deferred else FINALIZE
+        warnings = budget.new_warnings(uses, state.budget_warnings)
+        if warnings:
+            note = NoteTask(markers=[m for m, _ in warnings], texts=[u.text() for _, u in warnings])
+            sends.append(Send(NOTE, note))
         return _wave(sends)
+
+    def _breaker_open(spec: ToolSpec | None, step: PlanStep) -> bool:
+        service = spec.service_for(step.args) if spec else None
+        if spec is None or not service or deps.breakers is None:
+            return False
+        return deps.breakers.blocked_until(service, spec.breaker or BreakerPolicy()) is not None
+
+    def _route_failures(state: RunState, failed: list[tuple[str, StepFailure]]) -> list[Send] | str:
+        """transient → retry; deterministic / validation with a rule → replan; the rest (no
+        rule, non-convergent) → a person. People first: their questions go out at once."""
+        asks: list[Send] = []
+        route = None
+        for sid, failure in failed:
+            step = state.plan.step(sid)
+            cls = failure.failure_class
+            if cls is FailureClass.TRANSIENT:
+                route = route or RETRY
+            elif cls in REPLANNABLE and has_rule(deps.registry.get(step.tool)):
+                route = REPLAN if route in (None, REPLAN) else route
+            else:
+                inputs = _inputs(state, step)
+                reason = f"step failed ({cls.value}): {failure.message}"
+                if failure.hint:
+                    reason += f" (hint: {failure.hint})"
+                waiting = Waiting(step_id=sid, reason=reason, args=step.args)
+                task = ask(
+                    state,
+                    WaitKind.ESCALATION,
+                    step,
+                    step_hash(step, inputs),
+                    waiting=waiting,
+                    inputs=inputs,
+                )
+                asks.append(Send(ESCALATE, task))
+        if asks:
+            return _wave(asks) if state.policy.escalate_failures else FINALIZE
+        assert route is not None
+        return route
 
     return gate
 

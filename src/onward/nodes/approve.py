@@ -24,7 +24,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
+from pydantic import ValidationError
 
+from onward import budget
 from onward.approvals import (
     Answer,
     AnswerType,
@@ -43,6 +45,7 @@ from onward.state import (
     PLAN_TARGET,
     Approval,
     ApproveTask,
+    Budget,
     Decision,
     DecisionAction,
     ExecuteTask,
@@ -146,6 +149,8 @@ def make_approve_node(deps: NodeDeps) -> Any:
         assert isinstance(task, ApproveTask)
         if task.kind is WaitKind.PLAN:
             return _ask(task, config, lambda a: _answer_plan(deps, task, a))
+        if task.kind is WaitKind.BUDGET:
+            return _ask(task, config, lambda a: _answer_budget(deps, task, a))
         return _ask(task, config, lambda a: _answer_step(deps, task, a))
 
     return approve
@@ -223,6 +228,39 @@ def _answer_plan(deps: NodeDeps, task: ApproveTask, answer: Answer) -> Updates |
     return None  # feedback on the plan: recorded, and the question stands
 
 
+def _answer_budget(deps: NodeDeps, task: ApproveTask, answer: Answer) -> Updates:
+    current = task.budget
+    assert current is not None
+    by = answer.by or "unknown"
+    if answer.type is AnswerType.REJECT:
+        why = f"aborted by {by} at the budget limit" + (
+            f": {answer.message}" if answer.message else ""
+        )
+        return {
+            "status": RunStatus.CANCELLED,
+            "failure": RunFailure(kind=RunFailureKind.CANCELLED, message=why),
+            "decisions": [_decision(task, answer, DecisionAction.ABORT)],
+        }
+    if answer.type is AnswerType.EDIT:
+        assert answer.args is not None
+        try:
+            new = Budget.model_validate({**current.model_dump(), **answer.args})
+        except ValidationError as exc:
+            raise AnswerError(f"the edited limits are not valid: {exc}") from None
+    else:
+        new = budget.raised(current, task.spent)
+    return {
+        "budget": new,
+        "decisions": [
+            _decision(
+                task,
+                answer,
+                DecisionAction.EDIT if answer.type is AnswerType.EDIT else DecisionAction.APPROVE,
+            )
+        ],
+    }
+
+
 def make_escalate_node(deps: NodeDeps) -> Any:
     def escalate(task: Any, config: RunnableConfig) -> Updates:
         assert isinstance(task, ApproveTask)
@@ -240,11 +278,13 @@ def _answer_escalation(deps: NodeDeps, task: ApproveTask, answer: Answer) -> Upd
     settled: Updates = {"waiting": {step.id: None}}
     by = answer.by or "unknown"
     kind = answer.type
+    # A person's retry grants the step a fresh round of its retry policy.
+    again = {"attempt_floor": rec.attempts, "streak": 0, "not_before": None}
     if kind in (AnswerType.APPROVE, AnswerType.RETRY):
         if key and ledger:
             ledger.allow_retry(key)
         return settled | {
-            "steps": {step.id: transition(rec, StepStatus.PENDING)},
+            "steps": {step.id: transition(rec, StepStatus.PENDING, **again)},
             "decisions": [_decision(task, answer, DecisionAction.RETRY)],
         }
     if kind is AnswerType.EDIT:
@@ -254,7 +294,7 @@ def _answer_escalation(deps: NodeDeps, task: ApproveTask, answer: Answer) -> Upd
         h = step_hash(edited, task.inputs)
         return settled | {
             "plan": PlanEdit(step=edited),
-            "steps": {step.id: transition(rec, StepStatus.PENDING)},
+            "steps": {step.id: transition(rec, StepStatus.PENDING, **again)},
             "approvals": {step.id: _approval(task, answer, edited, h, True)},
             "decisions": [_decision(task, answer, DecisionAction.EDIT, args_hash=h)],
         }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from onward.artifacts import ArtifactStore
+from onward.checkpointing.breakers import Breakers
 from onward.checkpointing.events import EventLog
 from onward.checkpointing.ledger import Ledger
 from onward.checks import CheckContext
@@ -29,6 +32,15 @@ class NodeDeps:
     """The run's append-only event log (audit records such as a refused approval)."""
     clock: Callable[[], datetime] = field(default=utcnow)
     """Where "now" comes from (injectable, so deadlines are testable without sleeping)."""
+    breakers: Breakers | None = None
+    """Circuit breakers shared by every run on the store."""
+    sleep: Callable[[float], None] = field(default=time.sleep)
+    """How the wait node waits (injectable: tests record the backoff instead of sleeping)."""
+    rng: random.Random = field(default_factory=random.Random)
+    """Jitter for backoff delays."""
+    max_wait: float = 60.0
+    """Longest in-process wait (seconds) for a retry or a breaker; a longer one suspends the
+    run until then ($ONWARD_MAX_WAIT)."""
 
     def check_context(self, workdir: str, refs: dict[str, ArtifactRef]) -> CheckContext:
         def value_of(name: str) -> Any:

@@ -9,6 +9,10 @@ commit. Every exception becomes a classified ``StepFailure``; none escapes.
 from __future__ import annotations
 
 import concurrent.futures
+import queue
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +20,17 @@ from langchain_core.runnables import RunnableConfig
 
 from onward import diagnostics, refs
 from onward.approvals import step_hash
+from onward.checkpointing.breakers import BreakerPolicy
 from onward.checkpointing.events import AuditKind
 from onward.effects import perform
-from onward.errors import ArtifactError, OutcomeUnknown
-from onward.failures import classify
+from onward.errors import ArtifactError, OutcomeUnknown, ToolError
+from onward.failures import classify, converge
+from onward.failures import failure as failure_of
 from onward.nodes.deps import NodeDeps
 from onward.nodes.verify import verify_step
 from onward.progress import EventKind, emit
-from onward.state import ExecuteTask, StepStatus, Waiting, transition, utcnow
+from onward.retry import DEFAULT_RETRY
+from onward.state import ExecuteTask, FailureClass, StepStatus, Waiting, transition, utcnow
 from onward.tools.registry import ToolContext, ToolSpec, load_tool_modules
 
 
@@ -32,9 +39,41 @@ def _call(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:
     return spec.call(args, ctx)
 
 
-# One shared pool: a pool per call cost ~2 ms a step. A timed-out call keeps its worker
-# until the tool returns (Python cannot kill a thread), so the pool is generous.
-_POOL = concurrent.futures.ThreadPoolExecutor(64, thread_name_prefix="onward-tool")
+class _DaemonPool:
+    """Worker threads that never keep the process alive. A call abandoned at its timeout may
+    hang forever (Python cannot kill a thread), and ThreadPoolExecutor joins its workers at
+    exit, so one hung tool would hang the process. Idle workers are reused (a pool per call
+    cost ~2 ms a step); a new one starts when none is idle."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Any, tuple[Any, ...]]]
+        self._queue = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Any, *args: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            else:
+                threading.Thread(target=self._work, name="onward-tool", daemon=True).start()
+        self._queue.put((future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            future, fn, args = self._queue.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:
+                    future.set_exception(exc)
+            with self._lock:
+                self._idle += 1
+
+
+_POOL = _DaemonPool()
 
 
 def _call_with_timeout(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:
@@ -59,6 +98,21 @@ def make_execute_node(deps: NodeDeps) -> Any:
             refused = _refuse_unapproved(deps, task, thread_id)
             if refused is not None:
                 return refused
+        load_tool_modules(task.tool_modules)
+        spec = deps.registry.get(step.tool)
+        service = spec.service_for(step.args) if spec else None
+        if spec is not None and service and deps.breakers is not None:
+            until = deps.breakers.acquire(service, spec.breaker or BreakerPolicy(), thread_id)
+            if until is not None:
+                # Not a failure and not an attempt: the service is resting; try later.
+                emit(
+                    EventKind.STEP_WAITING,
+                    step_id=step.id,
+                    tool=step.tool,
+                    message=f"deferred: the breaker of {service} is open until {until:%H:%M:%S}",
+                )
+                deferred = task.record.model_copy(update={"not_before": until})
+                return {"steps": {step.id: deferred}, "wave": task.wave}
         started = utcnow()
         emit(EventKind.STEP_STARTED, step_id=step.id, tool=step.tool, attempt=attempt)
         running = transition(
@@ -69,13 +123,16 @@ def make_execute_node(deps: NodeDeps) -> Any:
             failure=None,
             findings=[],
             started_at=started,
+            not_before=None,
         )
         try:
-            output, key = _run_tool(deps, task, thread_id, attempt)
+            with _slot(service, spec.max_concurrent if spec else None):
+                output, key = _run_tool(deps, task, thread_id, attempt)
             ref = deps.artifacts.put(step.output or f"step:{step.id}", output)
             executed = running.model_copy(
                 update={"output": ref, "ended_at": utcnow(), "effect_key": key}
             )
+            _breaker_saw(deps, spec, service, True, thread_id)
             record = verify_step(deps, task, executed, output)
         except OutcomeUnknown as unknown:
             # Not a failure: the step stays running, and the run waits for a human.
@@ -99,8 +156,32 @@ def make_execute_node(deps: NodeDeps) -> Any:
                 "wave": task.wave,
             }
         except Exception as exc:
-            failure = classify(exc)
+            failure = classify(exc, tool=step.tool, retry_on=spec.retry_on if spec else ())
+            if failure.failure_class is FailureClass.TRANSIENT or isinstance(exc, ToolError):
+                _breaker_saw(
+                    deps,
+                    spec,
+                    service,
+                    failure.failure_class is not FailureClass.TRANSIENT,
+                    thread_id,
+                )
             record = transition(running, StepStatus.FAILED, failure=failure, ended_at=utcnow())
+        if record.status is StepStatus.FAILED and record.failure is not None:
+            policy = step.retry or (spec.retry if spec else None) or DEFAULT_RETRY
+            found = record.failure
+            if not found.signature:  # verifier findings
+                found = failure_of(
+                    found.failure_class, found.message, tool=step.tool, error_type=found.error_type
+                )
+            judged, history = converge(
+                found,
+                task.record.model_copy(update={"attempts": attempt}),
+                policy,
+                task.max_replans,
+            )
+            record = record.model_copy(update={"failure": judged, **history})
+        else:
+            record = record.model_copy(update={"streak": 0})
         updates: dict[str, Any] = {"steps": {step.id: record}, "wave": task.wave}
         done = record.status is StepStatus.DONE
         if done and step.output and record.output is not None:
@@ -153,13 +234,35 @@ def _refuse_unapproved(deps: NodeDeps, task: ExecuteTask, thread_id: str) -> dic
     return {"approvals": {task.step.id: None}, "wave": task.wave}
 
 
+_SLOTS: dict[str, threading.BoundedSemaphore] = {}
+_SLOTS_LOCK = threading.Lock()
+
+
+@contextmanager
+def _slot(service: str | None, limit: int | None) -> Iterator[None]:
+    """At most ``limit`` concurrent calls to ``service`` in this process."""
+    if not service or not limit:
+        yield
+        return
+    with _SLOTS_LOCK:
+        sem = _SLOTS.setdefault(service, threading.BoundedSemaphore(limit))
+    with sem:
+        yield
+
+
+def _breaker_saw(
+    deps: NodeDeps, spec: ToolSpec | None, service: str | None, ok: bool, thread_id: str
+) -> None:
+    if spec is not None and service and deps.breakers is not None:
+        deps.breakers.record(service, ok, spec.breaker or BreakerPolicy(), thread_id)
+
+
 def _run_tool(
     deps: NodeDeps, task: ExecuteTask, thread_id: str, attempt: int
 ) -> tuple[Any, str | None]:
     """Resolve and validate args (inputs sha256-checked), then perform the tool's call
     through the side-effect protocol; returns (output, idempotency key)."""
     step = task.step
-    load_tool_modules(task.tool_modules)
     spec = deps.registry.get(step.tool)
     if spec is None:
         raise LookupError(

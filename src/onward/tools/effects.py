@@ -199,7 +199,11 @@ def reconcile_http_post(key: str, args: Any) -> Reconciled:
     )
 
 
-@tool(side_effect=SideEffect.UNSAFE, reconcile=reconcile_http_post)
+def _host(args: dict[str, Any]) -> str | None:
+    return urllib.parse.urlsplit(str(args.get("url", ""))).netloc or None
+
+
+@tool(side_effect=SideEffect.UNSAFE, reconcile=reconcile_http_post, service=_host)
 def http_post(
     url: str,
     payload: dict[str, Any],
@@ -248,7 +252,9 @@ def http_post(
         # Refused, reset, DNS, timeout. After a timeout the server may still have acted;
         # a retry reuses the key, and the ledger's reconcile covers a crash here.
         reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-        raise TransientToolError(f"POST {url} failed: {type(reason).__name__}: {reason}") from None
+        raise TransientToolError(
+            f"POST {url} failed: {type(reason).__name__}: {reason}", maybe_happened=True
+        ) from None
     if not 200 <= status < 300:  # 1xx/3xx that urllib did not raise for
         raise DeterministicToolError(f"POST {url} answered {status}: {_excerpt(body)}")
     return {"status": status, "body": body, "key": key}

@@ -14,10 +14,12 @@ from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from onward.checkpointing.breakers import BreakerPolicy
 from onward.checks import Check
 from onward.errors import ToolLoadError
 from onward.policy import Deadline
-from onward.state import SideEffect
+from onward.retry import RetryPolicy
+from onward.state import SideEffect, StepFailure
 
 # Verbs that make a tool dangerous enough to need a human by default (used by approvals).
 DANGEROUS_TAGS = frozenset({"delete", "overwrite", "send", "pay", "publish"})
@@ -57,6 +59,11 @@ Reconcile = Callable[[str, Any], Reconciled]
 """``reconcile(idempotency_key, args) -> Reconciled``; raise if it still cannot tell."""
 Compensate = Callable[[str, Any, Any], Any]
 """``compensate(idempotency_key, args, result)``: undo a completed effect (saga)."""
+FixArgs = Callable[[dict[str, Any], StepFailure], dict[str, Any] | None]
+"""``fix_args(args, failure) -> new args | None``: a rule that repairs args after a
+deterministic or validation failure (the replan node tries it before a fallback tool)."""
+ServiceOf = Callable[[dict[str, Any]], str | None]
+"""``service_of(args) -> service name | None``, for tools whose service depends on args."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -89,6 +96,29 @@ class ToolSpec:
     crash mid-compensation calls it again with the same key."""
     deadline: Deadline | None = None
     """How long an approval of this tool may wait (else the run's policy decides)."""
+    retry: RetryPolicy | None = None
+    """Backoff for transient failures (a step's own ``retry`` wins; else the default)."""
+    retry_on: tuple[type[BaseException], ...] = ()
+    """Exception types this tool's transient failures raise (besides the defaults)."""
+    service: str | ServiceOf | None = None
+    """The service this tool calls (or a function of the args naming it): its circuit
+    breaker is shared by every run on the store."""
+    breaker: BreakerPolicy | None = None
+    """When the service's breaker opens and recovers (default BreakerPolicy())."""
+    max_concurrent: int | None = None
+    """At most this many calls to the service at once in one process."""
+    fallback: str | None = None
+    """Tool to use instead after a deterministic or validation failure (rules replanner)."""
+    fix_args: FixArgs | None = None
+    """Rule that repairs the args after a deterministic or validation failure."""
+
+    def service_for(self, args: dict[str, Any]) -> str | None:
+        if self.service is None or isinstance(self.service, str):
+            return self.service
+        try:
+            return self.service(args)
+        except Exception:  # args still holding ${refs} name no service yet
+            return None
 
     @property
     def requires_approval(self) -> bool:
@@ -166,6 +196,13 @@ def tool(
     reconcile: Reconcile | None = None,
     compensate: Compensate | None = None,
     deadline: Deadline | None = None,
+    retry: RetryPolicy | None = None,
+    retry_on: Iterable[type[BaseException]] = (),
+    service: str | ServiceOf | None = None,
+    breaker: BreakerPolicy | None = None,
+    max_concurrent: int | None = None,
+    fallback: str | None = None,
+    fix_args: FixArgs | None = None,
 ) -> Callable[[Callable[..., Any]], ToolSpec]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -181,6 +218,13 @@ def tool(
     reconcile: Reconcile | None = None,
     compensate: Compensate | None = None,
     deadline: Deadline | None = None,
+    retry: RetryPolicy | None = None,
+    retry_on: Iterable[type[BaseException]] = (),
+    service: str | ServiceOf | None = None,
+    breaker: BreakerPolicy | None = None,
+    max_concurrent: int | None = None,
+    fallback: str | None = None,
+    fix_args: FixArgs | None = None,
 ) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
     """Register a function as a tool. Its typed parameters become the args schema.
 
@@ -206,6 +250,13 @@ def tool(
             reconcile=reconcile,
             compensate=compensate,
             deadline=deadline,
+            retry=retry,
+            retry_on=tuple(retry_on),
+            service=service,
+            breaker=breaker,
+            max_concurrent=max_concurrent,
+            fallback=fallback,
+            fix_args=fix_args,
         )
         return (registry or default_registry).register(spec)
 

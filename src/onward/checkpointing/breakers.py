@@ -1,0 +1,202 @@
+"""Circuit breakers: one per service, in the store, shared by every run and process on it.
+
+closed → open when the failure rate over the last ``window`` calls reaches
+``failure_rate`` (with at least ``min_calls`` calls), or after ``consecutive``
+failures in a row. While open, calls to the service are not made: steps are
+deferred and other work goes on. After ``cooldown`` one caller gets a half-open
+probe; its success closes the breaker, its failure opens it again. Every change is
+written to the event log. Only transient failures count: a 4xx is the caller's
+fault, not the service's health.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from onward.checkpointing.events import EventLog
+
+BREAKER_SCHEMA = """
+CREATE TABLE IF NOT EXISTS onward_breakers (
+    service     TEXT PRIMARY KEY,
+    state       TEXT NOT NULL,
+    outcomes    TEXT NOT NULL DEFAULT '',
+    consecutive INTEGER NOT NULL DEFAULT 0,
+    opened_at   TEXT,
+    probe_at    TEXT,
+    updated_at  TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BreakerPolicy:
+    """When a service's breaker opens and how it recovers (``@tool(breaker=...)``)."""
+
+    failure_rate: float = 0.3
+    """Open when at least this share of the last ``window`` calls failed..."""
+    min_calls: int = 10
+    """... and there were at least this many calls in the window."""
+    window: int = 20
+    """How many recent calls the failure rate looks at."""
+    consecutive: int = 5
+    """Open after this many failures in a row, whatever the rate."""
+    cooldown: float = 30.0
+    """Seconds the breaker stays open before one half-open probe call is let through."""
+    probe_timeout: float = 120.0
+    """Seconds after which a probe that never reported back is presumed lost."""
+
+
+class BreakerState(StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerRow:
+    service: str
+    state: BreakerState
+    outcomes: str
+    """Recent call outcomes, oldest first: ``1`` success, ``0`` failure."""
+    consecutive: int
+    opened_at: datetime | None
+    probe_at: datetime | None
+
+
+class Breakers:
+    def __init__(
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        events: EventLog,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._connect, self._events, self.clock = connect, events, clock
+
+    def get(self, service: str) -> BreakerRow | None:
+        conn = self._connect()
+        try:
+            return _read(conn, service)
+        finally:
+            conn.close()
+
+    def blocked_until(self, service: str, policy: BreakerPolicy) -> datetime | None:
+        """Read-only: when a call to ``service`` may next be tried, or None if now."""
+        row = self.get(service)
+        return None if row is None else _blocked_until(row, policy, self.clock())
+
+    def acquire(self, service: str, policy: BreakerPolicy, thread_id: str) -> datetime | None:
+        """Ask to call ``service`` now: None = go ahead (possibly as the half-open probe),
+        else the time to try again. Atomic across processes."""
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            row = _read(conn, service)
+            now = self.clock()
+            if row is None:
+                conn.rollback()
+                return None
+            until = _blocked_until(row, policy, now)
+            if until is not None:
+                conn.rollback()
+                return until
+            if row.state is not BreakerState.CLOSED:  # cooldown over (or a probe was lost)
+                conn.execute(
+                    "UPDATE onward_breakers SET state = ?, probe_at = ?, updated_at = ? "
+                    "WHERE service = ?",
+                    (BreakerState.HALF_OPEN.value, now.isoformat(), now.isoformat(), service),
+                )
+                conn.commit()
+                self._events.record(
+                    thread_id, "breaker_half_open", {"service": service, "probe": True}, at=now
+                )
+                return None
+            conn.rollback()
+            return None
+        finally:
+            conn.close()
+
+    def record(self, service: str, ok: bool, policy: BreakerPolicy, thread_id: str) -> None:
+        conn = self._connect()
+        change: tuple[str, str] | None = None
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            now = self.clock()
+            row = _read(conn, service) or BreakerRow(
+                service, BreakerState.CLOSED, "", 0, None, None
+            )
+            outcomes = (row.outcomes + ("1" if ok else "0"))[-policy.window :]
+            consecutive = 0 if ok else row.consecutive + 1
+            state, opened_at = row.state, row.opened_at
+            if row.state is BreakerState.HALF_OPEN:
+                if ok:
+                    state, outcomes, opened_at = BreakerState.CLOSED, "", None
+                    change = ("breaker_closed", "the half-open probe succeeded")
+                else:
+                    state, opened_at = BreakerState.OPEN, now
+                    change = ("breaker_opened", "the half-open probe failed")
+            elif row.state is BreakerState.CLOSED and not ok:
+                failed = outcomes.count("0")
+                rate = failed / len(outcomes)
+                if consecutive >= policy.consecutive:
+                    state, opened_at = BreakerState.OPEN, now
+                    change = ("breaker_opened", f"{consecutive} failures in a row")
+                elif len(outcomes) >= policy.min_calls and rate >= policy.failure_rate:
+                    state, opened_at = BreakerState.OPEN, now
+                    change = (
+                        "breaker_opened",
+                        f"{failed} of the last {len(outcomes)} calls failed ({rate:.0%})",
+                    )
+            conn.execute(
+                "INSERT INTO onward_breakers (service, state, outcomes, consecutive, opened_at, "
+                "probe_at, updated_at) VALUES (?, ?, ?, ?, ?, NULL, ?) ON CONFLICT (service) DO "
+                "UPDATE SET state = excluded.state, outcomes = excluded.outcomes, consecutive = "
+                "excluded.consecutive, opened_at = excluded.opened_at, probe_at = NULL, "
+                "updated_at = excluded.updated_at",
+                (
+                    service,
+                    state.value,
+                    outcomes,
+                    consecutive,
+                    opened_at.isoformat() if opened_at else None,
+                    now.isoformat(),
+                ),
+            )
+            conn.commit()
+        finally:
+            conn.close()
+        if change is not None:
+            self._events.record(
+                thread_id, change[0], {"service": service, "reason": change[1]}, at=now
+            )
+
+
+def _blocked_until(row: BreakerRow, policy: BreakerPolicy, now: datetime) -> datetime | None:
+    if row.state is BreakerState.OPEN and row.opened_at is not None:
+        reopen = row.opened_at + timedelta(seconds=policy.cooldown)
+        return reopen if now < reopen else None
+    if row.state is BreakerState.HALF_OPEN and row.probe_at is not None:
+        lost = row.probe_at + timedelta(seconds=policy.probe_timeout)
+        return lost if now < lost else None  # one probe at a time
+    return None
+
+
+def _read(conn: sqlite3.Connection, service: str) -> BreakerRow | None:
+    r = conn.execute(
+        "SELECT service, state, outcomes, consecutive, opened_at, probe_at "
+        "FROM onward_breakers WHERE service = ?",
+        (service,),
+    ).fetchone()
+    if r is None:
+        return None
+    return BreakerRow(
+        r[0],
+        BreakerState(r[1]),
+        r[2],
+        int(r[3]),
+        datetime.fromisoformat(r[4]) if r[4] else None,
+        datetime.fromisoformat(r[5]) if r[5] else None,
+    )

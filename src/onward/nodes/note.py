@@ -1,0 +1,27 @@
+"""note: budget warnings at 50 % and 80 %, given once each, in the chat and the event log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
+
+from onward.nodes.deps import NodeDeps
+from onward.state import NoteTask
+
+
+def make_note_node(deps: NodeDeps) -> Any:
+    def note(task: Any, config: RunnableConfig) -> dict[str, Any]:
+        assert isinstance(task, NoteTask)
+        thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+        if deps.events is not None:
+            for marker, text in zip(task.markers, task.texts, strict=True):
+                deps.events.record(thread_id, "budget_warning", {"marker": marker, "text": text})
+        return {
+            "budget_warnings": task.markers,
+            "messages": [AIMessage("Budget warning: " + "; ".join(task.texts))],
+            "wave": task.wave,
+        }
+
+    return note

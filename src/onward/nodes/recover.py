@@ -1,0 +1,225 @@
+"""retry, replan and wait: the routes of failures that onward can outlive on its own.
+
+* **retry** (transient failures): schedules the next attempt after a backoff drawn
+  from the step's RetryPolicy (full jitter, capped), as ``not_before`` on the step.
+  Attempt counts live on the step records, so a crash between attempts resets
+  nothing.
+* **replan** (deterministic and validation failures): without a model, rules — the
+  tool's ``fix_args`` repairs the args, else its ``fallback`` tool replaces it. A
+  revision is validated like any plan (allowlist included) and bumps the plan
+  version; the decision is logged. Without an applicable rule the failure becomes
+  non-convergent and a person decides.
+* **wait**: nothing can run before some ``not_before`` (backoff, an open breaker).
+  Short waits are slept here; a longer one suspends the run until then, so the
+  process can stop and ``onward resume`` (or a worker) goes on later.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
+
+from onward.checkpointing.breakers import BreakerPolicy
+from onward.nodes.deps import NodeDeps
+from onward.planning.revise import revision_problems
+from onward.progress import EventKind, emit
+from onward.retry import DEFAULT_RETRY
+from onward.state import (
+    Decision,
+    DecisionAction,
+    FailureClass,
+    Plan,
+    PlanEdit,
+    PlanStep,
+    RunState,
+    RunStatus,
+    StepRecord,
+    StepStatus,
+    transition,
+    utcnow,
+)
+from onward.tools.registry import ToolSpec, load_tool_modules
+
+REPLANNABLE = (FailureClass.DETERMINISTIC, FailureClass.VALIDATION)
+
+
+def _thread(config: RunnableConfig) -> str:
+    return str(config.get("configurable", {}).get("thread_id", ""))
+
+
+def make_retry_node(deps: NodeDeps) -> Any:
+    def retry(state: RunState, config: RunnableConfig) -> dict[str, Any]:
+        load_tool_modules(state.tool_modules)
+        now = deps.clock()
+        steps: dict[str, StepRecord] = {}
+        for sid, rec in state.steps.items():
+            if rec.status is not StepStatus.FAILED or rec.failure is None:
+                continue
+            if rec.failure.failure_class is not FailureClass.TRANSIENT:
+                continue
+            step = state.plan.step(sid)
+            spec = deps.registry.get(step.tool)
+            policy = step.retry or (spec.retry if spec else None) or DEFAULT_RETRY
+            failed = rec.attempts - rec.attempt_floor
+            delay = policy.delay(failed, deps.rng)
+            steps[sid] = transition(
+                rec, StepStatus.PENDING, not_before=now + timedelta(seconds=delay)
+            )
+            if deps.events is not None:
+                deps.events.record(
+                    _thread(config),
+                    "retry_scheduled",
+                    {
+                        "step_id": sid,
+                        "attempt": rec.attempts + 1,
+                        "delay": delay,
+                        "cap": policy.cap(failed),
+                        "failure": rec.failure.message,
+                    },
+                    at=now,
+                )
+            emit(
+                EventKind.STEP_WAITING,
+                step_id=sid,
+                tool=step.tool,
+                attempt=rec.attempts,
+                message=f"retry {rec.attempts + 1} in {delay:.1f}s: {rec.failure.message[:80]}",
+            )
+        return {"steps": steps}
+
+    return retry
+
+
+def has_rule(spec: ToolSpec | None) -> bool:
+    return spec is not None and (spec.fix_args is not None or spec.fallback is not None)
+
+
+def make_replan_node(deps: NodeDeps) -> Any:
+    def replan(state: RunState) -> dict[str, Any]:
+        load_tool_modules(state.tool_modules)
+        steps: dict[str, StepRecord] = {}
+        edits: list[PlanEdit] = []
+        decisions: list[Decision] = []
+        plan = state.plan
+        for sid, rec in state.steps.items():
+            failure = rec.failure
+            if rec.status is not StepStatus.FAILED or failure is None:
+                continue
+            if failure.failure_class not in REPLANNABLE:
+                continue
+            step = plan.step(sid)
+            revised, why = _revise(deps, state, plan, step, rec)
+            if revised is None:
+                gave_up = failure.model_copy(
+                    update={
+                        "failure_class": FailureClass.NON_CONVERGENT,
+                        "message": f"{why}: {failure.message} (was {failure.failure_class.value})",
+                    }
+                )
+                steps[sid] = rec.model_copy(update={"failure": gave_up})
+                continue
+            plan = plan.model_copy(
+                update={"steps": [revised if s.id == sid else s for s in plan.steps]}
+            )
+            edits.append(PlanEdit(step=revised))
+            steps[sid] = transition(rec, StepStatus.PENDING, replans=rec.replans + 1)
+            decisions.append(
+                Decision(
+                    step_id=sid,
+                    action=DecisionAction.REPLAN,
+                    by="onward-replanner",
+                    at=utcnow(),
+                    reason=f"{why} after {failure.failure_class.value} failure: {failure.message}",
+                )
+            )
+        updates: dict[str, Any] = {"steps": steps, "decisions": decisions}
+        if edits:
+            updates["plan"] = edits
+            updates["messages"] = [
+                AIMessage("Replanned: " + "; ".join(d.reason for d in decisions))
+            ]
+        return updates
+
+    return replan
+
+
+def _revise(
+    deps: NodeDeps, state: RunState, plan: Plan, step: PlanStep, rec: StepRecord
+) -> tuple[PlanStep | None, str]:
+    """The step changed by the tool's rules, or (None, why not)."""
+    assert rec.failure is not None
+    spec = deps.registry.get(step.tool)
+    candidates: list[tuple[PlanStep, str]] = []
+    why = "no replan rule applies (the tool declares no fix_args / fallback that helps)"
+    if spec is not None and spec.fix_args is not None:
+        try:
+            fixed = spec.fix_args(dict(step.args), rec.failure)
+        except Exception as exc:  # a broken rule must not break the run
+            fixed = None
+            why = f"{step.tool}.fix_args raised {type(exc).__name__}: {exc}"
+        if fixed is not None and fixed != step.args:
+            candidates.append((step.model_copy(update={"args": fixed}), f"{step.tool}.fix_args"))
+    if spec is not None and spec.fallback and spec.fallback != step.tool:
+        candidates.append(
+            (
+                step.model_copy(update={"tool": spec.fallback}),
+                f"fallback {step.tool} → {spec.fallback}",
+            )
+        )
+    for candidate, how in candidates:
+        new_plan = plan.model_copy(
+            update={"steps": [candidate if s.id == step.id else s for s in plan.steps]}
+        )
+        problems = revision_problems(
+            plan, new_plan, state.steps, deps.registry, allow_tools=state.policy.allow_tools
+        )
+        if not problems:
+            return candidate, how
+        why = f"the revision by {how} was refused: " + "; ".join(map(str, problems))
+    return None, why
+
+
+def earliest_wait(deps: NodeDeps, state: RunState) -> datetime | None:
+    """When the first deferred pending step may run (its backoff, or its service's breaker)."""
+    times: list[datetime] = []
+    for step in state.plan.steps:
+        rec = state.steps.get(step.id)
+        if rec is None or rec.status is not StepStatus.PENDING:
+            continue
+        if rec.not_before is not None:
+            times.append(rec.not_before)
+        spec = deps.registry.get(step.tool)
+        service = spec.service_for(step.args) if spec else None
+        if spec is not None and service and deps.breakers is not None:
+            until = deps.breakers.blocked_until(service, spec.breaker or BreakerPolicy())
+            if until is not None:
+                times.append(until)
+    return min(times) if times else None
+
+
+def make_wait_node(deps: NodeDeps) -> Any:
+    def wait(state: RunState) -> dict[str, Any]:
+        load_tool_modules(state.tool_modules)
+        until = earliest_wait(deps, state)
+        if until is None:
+            return {}
+        seconds = (until - deps.clock()).total_seconds()
+        if seconds <= deps.max_wait:
+            if seconds > 0:
+                deps.sleep(seconds)
+            return {}
+        return {
+            "status": RunStatus.SUSPENDED,
+            "resume_at": until,
+            "messages": [
+                AIMessage(
+                    f"Suspended until {until.isoformat(timespec='seconds')} (a retry backoff or "
+                    "an open circuit breaker); `onward resume` goes on then."
+                )
+            ],
+        }
+
+    return wait
