@@ -95,12 +95,12 @@ def signature(cls: FailureClass, tool: str, message: str) -> str:
 
 def converge(
     new: StepFailure, record: StepRecord, policy: RetryPolicy, max_replans: int
-) -> tuple[StepFailure, dict[str, object]]:
-    """Decide whether a failure is non-convergent given the step's history; returns the
-    failure (possibly re-classed, the original kept in the message) and record updates."""
+) -> tuple[StepFailure, int]:
+    """Decide whether a failure is non-convergent given the step's previous record; returns
+    the failure (re-classed if so, the original class kept in the message) and the streak
+    of same-signature failures it ends."""
     previous = record.failure
     streak = record.streak + 1 if previous and previous.signature == new.signature else 1
-    history = [*record.history, previous][-HISTORY_KEPT:] if previous else list(record.history)
     attempts = record.attempts - record.attempt_floor
     why = None
     if streak >= policy.same_failure_limit:
@@ -119,7 +119,11 @@ def converge(
                 "message": f"{why}: {new.message} (was {new.failure_class.value})",
             }
         )
-    return new.model_copy(update={"attempt": record.attempts}), {
-        "streak": streak,
-        "history": history,
-    }
+    return new.model_copy(update={"attempt": record.attempts}), streak
+
+
+def shelved(record: StepRecord) -> list[StepFailure]:
+    """The step's failure history with its last failure added (kept when it runs again)."""
+    if record.failure is None:
+        return list(record.history)
+    return [*record.history, record.failure][-HISTORY_KEPT:]

@@ -24,7 +24,7 @@ from onward.checkpointing.breakers import BreakerPolicy
 from onward.checkpointing.events import AuditKind
 from onward.effects import perform
 from onward.errors import ArtifactError, OutcomeUnknown, ToolError
-from onward.failures import classify, converge
+from onward.failures import classify, converge, shelved
 from onward.failures import failure as failure_of
 from onward.nodes.deps import NodeDeps
 from onward.nodes.verify import verify_step
@@ -124,6 +124,7 @@ def make_execute_node(deps: NodeDeps) -> Any:
             findings=[],
             started_at=started,
             not_before=None,
+            history=shelved(task.record),
         )
         try:
             with _slot(service, spec.max_concurrent if spec else None):
@@ -173,13 +174,13 @@ def make_execute_node(deps: NodeDeps) -> Any:
                 found = failure_of(
                     found.failure_class, found.message, tool=step.tool, error_type=found.error_type
                 )
-            judged, history = converge(
+            judged, streak = converge(
                 found,
                 task.record.model_copy(update={"attempts": attempt}),
                 policy,
                 task.max_replans,
             )
-            record = record.model_copy(update={"failure": judged, **history})
+            record = record.model_copy(update={"failure": judged, "streak": streak})
         else:
             record = record.model_copy(update={"streak": 0})
         updates: dict[str, Any] = {"steps": {step.id: record}, "wave": task.wave}
