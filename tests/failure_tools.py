@@ -106,7 +106,7 @@ def hang(hang_calls: int, ctx: ToolContext) -> dict[str, int]:
 @tool(
     side_effect="idempotent",
     service="svc",
-    breaker=BreakerPolicy(consecutive=3, min_calls=10, failure_rate=0.3, cooldown=0.3),
+    breaker=BreakerPolicy(consecutive=3, min_calls=10, failure_rate=0.3, cooldown=1.0),
     retry=RetryPolicy(max_attempts=50, initial_delay=0.01, max_delay=0.05, same_failure_limit=1000),
 )
 def ping(url: str, n: int, ctx: ToolContext) -> dict[str, Any]:

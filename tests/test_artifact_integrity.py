@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from onward.policy import RunPolicy
 from onward import (
     ArtifactError,
     FailureClass,
@@ -28,6 +27,7 @@ from onward import (
 )
 from onward.artifacts import ArtifactStore, canonical_json
 from onward.checkpointing.store import sqlite_path
+from onward.policy import RunPolicy
 
 VALUE = {"orders": [1, 2, 3], "note": "produced by step 1"}
 

@@ -26,13 +26,18 @@ from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict
 
 from onward import refs, tokens
-from onward.approvals import AnswerType, edited_plan, edited_step, parse_answer
+from onward.approvals import (
+    AnswerType,
+    edited_budget,
+    edited_plan,
+    edited_step,
+    parse_answer,
+)
 from onward.checkpointing.events import AuditKind
 from onward.checkpointing.leases import Heartbeat, new_owner
 from onward.checkpointing.store import RunRow, Store
 from onward.compensation import Compensation, CompensationStatus, compensate_run
 from onward.errors import (
-    AnswerError,
     ArtifactError,
     InconsistentRunError,
     LeaseLostError,
@@ -546,12 +551,12 @@ class Onward:
         """Refuse an answer the node would refuse, before resuming: same checks, clear error."""
         answer = parse_answer(value, target.kind)
         if answer.type is not AnswerType.EDIT:
-            if answer.type is AnswerType.DONE and target.key is None:
-                raise AnswerError("'done' settles an effect; this question is not about one")
             return
         state = self.state(thread_id)
         allow = state.policy.allow_tools
-        if target.kind is WaitKind.PLAN:
+        if target.kind is WaitKind.BUDGET:
+            edited_budget(state.budget, answer)
+        elif target.kind is WaitKind.PLAN:
             edited_plan(state.plan, answer, self.registry, allow)
         else:
             assert target.step_id is not None

@@ -31,7 +31,15 @@ from onward.artifacts import canonical_json
 from onward.errors import AnswerError
 from onward.planning.validate import step_problems
 from onward.policy import RunPolicy
-from onward.state import ApproveTask, ArtifactRef, Plan, PlanSource, PlanStep, WaitKind
+from onward.state import (
+    ApproveTask,
+    ArtifactRef,
+    Budget,
+    Plan,
+    PlanSource,
+    PlanStep,
+    WaitKind,
+)
 from onward.tools.registry import Registry, ToolSpec
 
 
@@ -263,6 +271,20 @@ def edited_plan(
     if problems:
         raise AnswerError("the edited plan is not valid: " + "; ".join(map(str, problems)))
     return new
+
+
+def edited_budget(current: Budget, answer: Answer) -> Budget:
+    """The limits a person sent back (``max_run_time`` in seconds or like ``2h``)."""
+    assert answer.args is not None
+    changes = dict(answer.args)
+    if isinstance(changes.get("max_run_time"), str):
+        from onward.policy import parse_duration
+
+        changes["max_run_time"] = parse_duration(changes["max_run_time"])
+    try:
+        return Budget.model_validate({**current.model_dump(), **changes})
+    except ValidationError as exc:
+        raise AnswerError(f"the edited limits are not valid: {_errors_text(exc)}") from None
 
 
 def _errors_text(exc: ValidationError) -> str:

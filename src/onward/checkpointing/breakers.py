@@ -179,8 +179,10 @@ def _blocked_until(row: BreakerRow, policy: BreakerPolicy, now: datetime) -> dat
         reopen = row.opened_at + timedelta(seconds=policy.cooldown)
         return reopen if now < reopen else None
     if row.state is BreakerState.HALF_OPEN and row.probe_at is not None:
+        # One probe at a time; look again after a cooldown (the probe usually reports back
+        # long before it would be presumed lost).
         lost = row.probe_at + timedelta(seconds=policy.probe_timeout)
-        return lost if now < lost else None  # one probe at a time
+        return min(lost, now + timedelta(seconds=policy.cooldown)) if now < lost else None
     return None
 
 

@@ -24,12 +24,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
-from pydantic import ValidationError
 
 from onward import budget
 from onward.approvals import (
     Answer,
     AnswerType,
+    edited_budget,
     edited_plan,
     edited_step,
     parse_answer,
@@ -45,7 +45,6 @@ from onward.state import (
     PLAN_TARGET,
     Approval,
     ApproveTask,
-    Budget,
     Decision,
     DecisionAction,
     ExecuteTask,
@@ -242,11 +241,7 @@ def _answer_budget(deps: NodeDeps, task: ApproveTask, answer: Answer) -> Updates
             "decisions": [_decision(task, answer, DecisionAction.ABORT)],
         }
     if answer.type is AnswerType.EDIT:
-        assert answer.args is not None
-        try:
-            new = Budget.model_validate({**current.model_dump(), **answer.args})
-        except ValidationError as exc:
-            raise AnswerError(f"the edited limits are not valid: {exc}") from None
+        new = edited_budget(current, answer)
     else:
         new = budget.raised(current, task.spent)
     return {

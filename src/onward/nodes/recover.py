@@ -44,6 +44,8 @@ from onward.state import (
 from onward.tools.registry import ToolSpec, load_tool_modules
 
 REPLANNABLE = (FailureClass.DETERMINISTIC, FailureClass.VALIDATION)
+POLL = 0.5
+"""Seconds the wait node waits when it finds no deferral to wait for (no hot loop)."""
 
 
 def _thread(config: RunnableConfig) -> str:
@@ -186,8 +188,8 @@ def earliest_wait(deps: NodeDeps, state: RunState) -> datetime | None:
     """When the first deferred pending step may run (its backoff, or its service's breaker)."""
     times: list[datetime] = []
     for step in state.plan.steps:
-        rec = state.steps.get(step.id)
-        if rec is None or rec.status is not StepStatus.PENDING:
+        rec = state.record(step.id)
+        if rec.status is not StepStatus.PENDING:
             continue
         if rec.not_before is not None:
             times.append(rec.not_before)
@@ -204,8 +206,8 @@ def make_wait_node(deps: NodeDeps) -> Any:
     def wait(state: RunState) -> dict[str, Any]:
         load_tool_modules(state.tool_modules)
         until = earliest_wait(deps, state)
-        if until is None:
-            return {}
+        if until is None:  # the gate saw a deferral that is over by now: look again soon
+            until = deps.clock() + timedelta(seconds=POLL)
         seconds = (until - deps.clock()).total_seconds()
         if seconds <= deps.max_wait:
             if seconds > 0:
