@@ -157,7 +157,8 @@ def test_breaker_bounds_requests_and_other_steps_go_on(
             events = [e for e in store.events.list(view.thread_id)]  # type: ignore[attr-defined]
             assert store.breakers.get("svc").state is BreakerState.CLOSED  # type: ignore[union-attr]
         kinds = [e.kind for e in events if e.kind.startswith("breaker_")]
-        assert kinds[0] == "breaker_opened" and kinds[-1] == "breaker_closed"
+        assert kinds[0] == "breaker_opened"
+        assert kinds[-1] == "breaker_closed"
         opened_at = next(e.at for e in events if e.kind == "breaker_opened")
         closed_at = [e.at for e in events if e.kind == "breaker_closed"][-1]
         with Onward(db_url, tool_modules=[TOOLS]) as ow:
