@@ -130,3 +130,14 @@ def ping(url: str, n: int, ctx: ToolContext) -> dict[str, Any]:
 def slow(seconds: float = 0.0, value: int = 0) -> dict[str, int]:
     time.sleep(seconds)
     return {"value": value}
+
+
+@tool(service="one-at-a-time", max_concurrent=1)
+def exclusive(seconds: float, ctx: ToolContext) -> dict[str, float]:
+    """Records when it ran, to show calls to its service never overlap."""
+    start = time.monotonic()
+    time.sleep(seconds)
+    end = time.monotonic()
+    with ctx.path("spans.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"start": start, "end": end}) + "\n")
+    return {"start": start, "end": end}

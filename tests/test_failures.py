@@ -5,6 +5,7 @@ budgets, the loop guard and hung tools."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import signal
@@ -24,6 +25,7 @@ from onward.retry import RetryPolicy
 from onward.state import Budget, FailureClass
 from tests.conftest import cli_env, onward_cmd
 from tests.failure_tools import calls
+from tests.httpfake import FakeService
 
 TOOLS = str(Path(__file__).with_name("failure_tools.py"))
 
@@ -427,3 +429,37 @@ def test_the_superstep_limit_comes_from_the_plan() -> None:
     assert superstep_limit(small, default_registry) == MIN_SUPERSTEPS
     big = RunState(plan=Plan(steps=[PlanStep(id=f"s{i}", tool="noop") for i in range(5000)]))
     assert MIN_SUPERSTEPS < superstep_limit(big, default_registry) < 1_000_000
+
+
+def test_max_concurrent_limits_parallel_calls_to_a_service(fo: Onward, workdir: Path) -> None:
+    steps = [PlanStep(id=f"x{i}", tool="exclusive", args={"seconds": 0.15}) for i in range(3)]
+    view = _run(fo, *steps, max_concurrency=3)
+    assert view.status == "done"
+    spans = sorted(
+        (json.loads(x)["start"], json.loads(x)["end"])
+        for x in (workdir / "spans.jsonl").read_text().splitlines()
+    )
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(spans))
+
+
+def test_an_unsafe_post_refused_with_503_is_retried_without_a_reconcile(
+    db_url: str, workdir: Path
+) -> None:
+    from onward.policy import RunPolicy
+
+    with FakeService() as service, Onward(db_url) as ow:
+        service.fail_next(1, 503)
+        step = PlanStep(
+            id="p",
+            tool="http_post",
+            args={"url": service.url, "payload": {"a": 1}},
+            retry=RetryPolicy(initial_delay=0.01),
+        )
+        view = ow.run(
+            "post", plan=Plan(steps=[step]), policy=RunPolicy(auto_approve=frozenset({"http_post"}))
+        )
+        assert view.status == "done"
+        assert view.steps[0].attempts == 2
+        [key] = service.counts
+        assert service.counts[key] == 2  # refused once, then accepted: same key
+        assert service.received == {key}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -199,6 +200,13 @@ def _print_view(view: RunView) -> None:
             detail = s.error or (s.output.summary if s.output else "")
             table.add_row(s.id, s.tool, s.status.value, str(s.attempts), detail[:160])
         out.print(table)
+        count = Counter(s.status for s in view.steps)
+        remaining = count[StepStatus.PENDING] + count[StepStatus.RUNNING]
+        out.print(
+            f"done {count[StepStatus.DONE]} · failed {count[StepStatus.FAILED]} · skipped "
+            f"{count[StepStatus.SKIPPED]} · remaining {remaining}",
+            highlight=False,
+        )
     if view.failure:
         out.print(f"[red]reason:[/] {view.failure.message}", highlight=False)
     if view.resume_at:
