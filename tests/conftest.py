@@ -17,6 +17,14 @@ import pytest
 from onward import Onward
 
 
+@pytest.fixture(autouse=True)
+def no_real_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test may reach a real model provider: only loopback servers and fakes."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ONWARD_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ONWARD_BLOCK_MODEL_REQUESTS", "1")
+
+
 @pytest.fixture
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     wd = tmp_path / "work"
@@ -49,8 +57,8 @@ class CliResult:
 
 
 def cli_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ONWARD_")}
-    env.update({"NO_COLOR": "1", "COLUMNS": "200", **extra})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ONWARD_", "OPENAI_"))}
+    env.update({"NO_COLOR": "1", "COLUMNS": "200", "ONWARD_BLOCK_MODEL_REQUESTS": "1", **extra})
     return env
 
 

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphRecursionError
@@ -42,6 +43,7 @@ from onward.errors import (
     InconsistentRunError,
     LeaseLostError,
     LoopGuardError,
+    NoTemplateError,
     PlanProblem,
     PlanValidationError,
     RunBusyError,
@@ -51,6 +53,7 @@ from onward.errors import (
 from onward.graph.build import compile_graph
 from onward.graph.routing import APPROVE, ESCALATE, FINALIZE, GATE
 from onward.inbox import PendingDecision
+from onward.llm.models import model_from_env
 from onward.nodes.deps import NodeDeps
 from onward.planning.templates import plan_from_template
 from onward.planning.validate import parse_declared
@@ -215,7 +218,10 @@ class Onward:
         clock: Callable[[], datetime] = utcnow,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        model: BaseChatModel | Literal["env"] | None = "env",
     ) -> None:
+        """``model``: the chat model for goals outside the templates, replanning and
+        judging; by default from the environment (OPENAI_API_KEY...), None for none."""
         self.tool_modules = normalize_tool_refs([*tool_modules_from_env(), *tool_modules])
         load_tool_modules(self.tool_modules)
         self.registry = registry or default_registry
@@ -232,6 +238,7 @@ class Onward:
             sleep=sleep,
             rng=rng or random.Random(),
             max_wait=float(os.environ.get("ONWARD_MAX_WAIT") or 60.0),
+            model=model_from_env() if model == "env" else model,
         )
         self.graph = compile_graph(self.deps, checkpointer=self.store.saver)
 
@@ -257,6 +264,7 @@ class Onward:
         thread_id: str | None = None,
         policy: RunPolicy | None = None,
         budget: Budget | None = None,
+        judge: bool = False,
     ) -> str:
         """Create a run (nothing executes yet) and return its thread id.
 
@@ -265,6 +273,7 @@ class Onward:
         ``policy``: which tools need approval or may run at all, and wait deadlines.
         """
         policy = policy or RunPolicy()
+        # ``judge``: a model reviews every step's output (when a model is configured).
         if goal is None and plan is None:
             raise UsageError("give a goal, or a declared plan (--plan FILE)")
         wd = Path(workdir or Path.cwd()).absolute()
@@ -287,13 +296,19 @@ class Onward:
         elif isinstance(plan, Plan):
             plan_obj = plan
             goal_obj = goal_obj.model_copy(update={"objective": goal or "run plan"})
+        if judge:
+            goal_obj = goal_obj.model_copy(update={"judge": True})
         for name in inputs:
             if not (wd / name).exists():
                 raise UsageError(f"input file {name} not found in {wd}; check --input")
         if not plan_obj.steps:
             # Fail fast, before a run exists: the rules are cheap and deterministic. The plan
-            # node plans again inside the graph, durably.
-            plan_from_template(goal_obj.objective, wd, list(goal_obj.inputs))
+            # node plans again inside the graph, durably (with the model when no template fits).
+            try:
+                plan_from_template(goal_obj.objective, wd, list(goal_obj.inputs))
+            except NoTemplateError:
+                if self.deps.model is None:
+                    raise
         thread_id = thread_id or str(uuid.uuid4())
         if self.store.get_run(thread_id) is not None:
             raise UsageError(f"thread id {thread_id} is already used; resume it instead")

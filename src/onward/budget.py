@@ -45,9 +45,10 @@ def usage(state: RunState, now: datetime) -> list[Use]:
             )
         )
     if b.max_tokens is not None:
-        out.append(Use("tokens", b.tokens_used, b.max_tokens))
+        used = state.usage.input_tokens + state.usage.output_tokens
+        out.append(Use("tokens", used, b.max_tokens))
     if b.max_cost is not None:
-        out.append(Use("cost", b.cost_used, b.max_cost))
+        out.append(Use("cost", state.usage.cost, b.max_cost))
     return out
 
 

@@ -320,6 +320,10 @@ def run(
     max_replans: Annotated[
         int, typer.Option("--max-replans", min=0, help="Replans of one step before a person.")
     ] = 2,
+    judge: Annotated[
+        bool,
+        typer.Option("--judge", help="A model reviews every step's output (needs a model)."),
+    ] = False,
     no_escalate: Annotated[
         bool,
         typer.Option(
@@ -351,6 +355,7 @@ def run(
             max_concurrency=max_concurrency,
             thread_id=thread_id,
             policy=policy,
+            judge=judge,
             budget=Budget(
                 max_steps=max_steps,
                 max_run_time=parse_duration(max_run_time) if max_run_time else None,

@@ -8,6 +8,7 @@ message says what is wrong *and* what to do about it::
     ├── UsageError                  bad input from the user (CLI exit code 2)
     │   ├── PlanValidationError     a plan with one or more problems, each located
     │   ├── PlanningError           no plan could be made for a goal
+    │   │   └── NoTemplateError     no built-in template matches (a model may plan it)
     │   ├── UnknownThreadError      resume/status of a thread the store does not have
     │   ├── ToolLoadError           a --tools module could not be imported
     │   ├── AnswerError             an answer to a waiting question cannot be applied
@@ -76,6 +77,10 @@ class PlanValidationError(UsageError):
 
 class PlanningError(UsageError):
     """No plan could be made for a goal."""
+
+
+class NoTemplateError(PlanningError):
+    """No built-in template matches the goal (a configured model plans it instead)."""
 
 
 class UnknownThreadError(UsageError):

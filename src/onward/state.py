@@ -100,6 +100,8 @@ class Goal(_Frozen):
     constraints: dict[str, str] = Field(default_factory=dict)
     inputs: list[str] = Field(default_factory=list)
     """Input files named by the user (``--input``), relative to the work directory."""
+    judge: bool = False
+    """A model reviews every step's output against the goal (if a model is configured)."""
 
 
 class PlanStep(_Frozen):
@@ -113,6 +115,9 @@ class PlanStep(_Frozen):
     description: str = ""
     retry: RetryPolicy | None = None
     """Backoff for this step's transient failures (wins over the tool's)."""
+    judge: bool = False
+    """A model reviews this step's output after its checks pass (it can fail the step,
+    never pass one that the checks failed)."""
 
 
 class Plan(_Frozen):
@@ -268,9 +273,9 @@ class Budget(_Frozen):
     max_run_time: timedelta | None = None
     """Wall time from the run's start."""
     max_tokens: int | None = None
+    """Model tokens (input + output) in the whole run."""
     max_cost: float | None = None
-    tokens_used: int = 0
-    cost_used: float = 0.0
+    """Model cost in the run, in the price table's currency (USD by default)."""
 
 
 class ApproveTask(_Frozen):
@@ -301,6 +306,24 @@ class ApproveTask(_Frozen):
     wave: int = 1
 
 
+class Usage(_Frozen):
+    """Model usage of a run: summed over every call (plan, replan, judge)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+
+
+def add_usage(current: Usage, new: Usage) -> Usage:
+    return Usage(
+        calls=current.calls + new.calls,
+        input_tokens=current.input_tokens + new.input_tokens,
+        output_tokens=current.output_tokens + new.output_tokens,
+        cost=current.cost + new.cost,
+    )
+
+
 class NoteTask(_Frozen):
     """The payload of a ``Send`` to note: budget thresholds newly crossed."""
 
@@ -323,6 +346,8 @@ class ExecuteTask(_Frozen):
     approval: Approval | None = None
     """The approval execute checks the step's current args hash against."""
     max_replans: int = 2
+    judge_goal: Goal | None = None
+    """Set when a model should review the output: the goal it is judged against."""
 
 
 class IllegalTransitionError(RuntimeError):
@@ -463,6 +488,8 @@ class RunState(BaseModel):
     started_at: datetime | None = None
     resume_at: datetime | None = None
     """A suspended run waits for this time (backoff, an open breaker) before going on."""
+    usage: Annotated[Usage, add_usage] = Field(default_factory=Usage)
+    """Model calls, tokens and cost so far (the budget's tokens and cost count these)."""
     budget_warnings: Annotated[list[str], add_unique] = Field(default_factory=list)
     """Budget thresholds already warned about, e.g. ``steps:50``."""
     status: RunStatus = RunStatus.PLANNING
@@ -514,6 +541,7 @@ CHECKPOINT_TYPES: tuple[type[Any], ...] = (
     PlanEdit,
     ApproveTask,
     NoteTask,
+    Usage,
     RunPolicy,
     RetryPolicy,
     Deadline,

@@ -193,6 +193,10 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                             approval_required=required,
                             approval=approval,
                             max_replans=state.budget.max_replans,
+                            judge_goal=state.goal
+                            if deps.model is not None
+                            and (step.judge or (state.goal is not None and state.goal.judge))
+                            else None,
                         ),
                     )
                 )
@@ -222,7 +226,9 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             cls = failure.failure_class
             if cls is FailureClass.TRANSIENT:
                 route = route or RETRY
-            elif cls in REPLANNABLE and has_rule(deps.registry.get(step.tool)):
+            elif cls in REPLANNABLE and (
+                deps.model is not None or has_rule(deps.registry.get(step.tool))
+            ):
                 route = REPLAN if route in (None, REPLAN) else route
             else:
                 inputs = _inputs(state, step)

@@ -10,6 +10,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
+
 from onward.artifacts import ArtifactStore
 from onward.checkpointing.breakers import Breakers
 from onward.checkpointing.events import EventLog
@@ -38,6 +40,9 @@ class NodeDeps:
     """How the wait node waits (injectable: tests record the backoff instead of sleeping)."""
     rng: random.Random = field(default_factory=random.Random)
     """Jitter for backoff delays."""
+    model: BaseChatModel | None = None
+    """The chat model for planning goals outside the templates, replanning and judging
+    (None: onward works without one)."""
     max_wait: float = 60.0
     """Longest in-process wait (seconds) for a retry or a breaker; a longer one suspends the
     run until then ($ONWARD_MAX_WAIT)."""

@@ -27,6 +27,7 @@ from onward.errors import ArtifactError, OutcomeUnknown, ToolError
 from onward.failures import classify, converge, shelved
 from onward.failures import failure as failure_of
 from onward.nodes.deps import NodeDeps
+from onward.nodes.judge import judge_step
 from onward.nodes.verify import verify_step
 from onward.progress import EventKind, emit
 from onward.retry import DEFAULT_RETRY
@@ -114,6 +115,7 @@ def make_execute_node(deps: NodeDeps) -> Any:
                 deferred = task.record.model_copy(update={"not_before": until})
                 return {"steps": {step.id: deferred}, "wave": task.wave}
         started = utcnow()
+        extra: dict[str, Any] = {}
         emit(EventKind.STEP_STARTED, step_id=step.id, tool=step.tool, attempt=attempt)
         running = transition(
             task.record,
@@ -135,6 +137,9 @@ def make_execute_node(deps: NodeDeps) -> Any:
             )
             _breaker_saw(deps, spec, service, True, thread_id)
             record = verify_step(deps, task, executed, output)
+            if record.status is StepStatus.DONE and task.judge_goal is not None:
+                record, usage = judge_step(deps, task, record, output, thread_id)
+                extra["usage"] = usage
         except OutcomeUnknown as unknown:
             # Not a failure: the step stays running, and the run waits for a human.
             emit(
@@ -183,7 +188,7 @@ def make_execute_node(deps: NodeDeps) -> Any:
             record = record.model_copy(update={"failure": judged, "streak": streak})
         else:
             record = record.model_copy(update={"streak": 0})
-        updates: dict[str, Any] = {"steps": {step.id: record}, "wave": task.wave}
+        updates: dict[str, Any] = {"steps": {step.id: record}, "wave": task.wave, **extra}
         done = record.status is StepStatus.DONE
         if done and step.output and record.output is not None:
             updates["artifacts"] = {step.output: record.output}

@@ -6,38 +6,49 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
 
-from onward.errors import PlanningError, PlanValidationError
+from onward.errors import NoTemplateError, PlanningError, PlanValidationError, ToolError
+from onward.llm.planner import plan_with_model
 from onward.nodes.deps import NodeDeps
 from onward.planning.templates import plan_from_template
 from onward.planning.validate import validate_plan
 from onward.progress import EventKind, emit
-from onward.state import RunFailure, RunFailureKind, RunState, RunStatus
+from onward.state import RunFailure, RunFailureKind, RunState, RunStatus, Usage
 from onward.tools.registry import load_tool_modules
 
 
 def make_plan_node(deps: NodeDeps) -> Any:
-    def plan(state: RunState) -> dict[str, Any]:
+    def plan(state: RunState, config: RunnableConfig) -> dict[str, Any]:
         assert state.goal is not None, "a run starts with a goal"
         goal, the_plan = state.goal, state.plan
+        usage = Usage()
         try:
             load_tool_modules(state.tool_modules)
             if not the_plan.steps:
-                goal, the_plan = plan_from_template(
-                    goal.objective, Path(state.workdir), list(goal.inputs)
-                )
-                goal = goal.model_copy(
-                    update={
-                        "acceptance": [*goal.acceptance, *state.goal.acceptance],
-                        "constraints": state.goal.constraints,
-                    }
-                )
+                try:
+                    goal, the_plan = plan_from_template(
+                        goal.objective, Path(state.workdir), list(goal.inputs)
+                    )
+                    goal = goal.model_copy(
+                        update={
+                            "acceptance": [*goal.acceptance, *state.goal.acceptance],
+                            "constraints": state.goal.constraints,
+                            "judge": state.goal.judge,
+                        }
+                    )
+                except NoTemplateError:
+                    if deps.model is None:
+                        raise
+                    thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+                    the_plan, usage = plan_with_model(deps, deps.model, state, goal, thread_id)
             validate_plan(the_plan, deps.registry, goal, allow_tools=state.policy.allow_tools)
-        except (PlanningError, PlanValidationError) as exc:
+        except (PlanningError, PlanValidationError, ToolError) as exc:
             emit(EventKind.PLAN_FAILED, message=str(exc))
             return {
                 "status": RunStatus.FAILED,
                 "failure": RunFailure(kind=RunFailureKind.PLANNING, message=str(exc)),
+                "usage": usage,
             }
         emit(
             EventKind.PLAN_CREATED,
@@ -51,6 +62,7 @@ def make_plan_node(deps: NodeDeps) -> Any:
         more = f"\n… and {len(the_plan.steps) - 20} more" if len(the_plan.steps) > 20 else ""
         updates: dict[str, Any] = {
             "status": RunStatus.RUNNING,
+            "usage": usage,
             "messages": [
                 AIMessage(
                     f"Plan v{the_plan.version} ({the_plan.source}), {len(the_plan.steps)} steps:\n"

@@ -23,6 +23,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
 from onward.checkpointing.breakers import BreakerPolicy
+from onward.llm.planner import replan_with_model
 from onward.nodes.deps import NodeDeps
 from onward.planning.revise import revision_problems
 from onward.progress import EventKind, emit
@@ -100,7 +101,7 @@ def has_rule(spec: ToolSpec | None) -> bool:
 
 
 def make_replan_node(deps: NodeDeps) -> Any:
-    def replan(state: RunState) -> dict[str, Any]:
+    def replan(state: RunState, config: RunnableConfig) -> dict[str, Any]:
         load_tool_modules(state.tool_modules)
         steps: dict[str, StepRecord] = {}
         edits: list[PlanEdit] = []
@@ -114,6 +115,11 @@ def make_replan_node(deps: NodeDeps) -> Any:
                 continue
             step = plan.step(sid)
             revised, why = _revise(deps, state, plan, step, rec)
+            if revised is None and deps.model is not None and not edits:
+                by_model = _model_replan(deps, state, sid, _thread(config))
+                if by_model is not None:
+                    return by_model
+                why = "the model could not revise the plan"
             if revised is None:
                 gave_up = failure.model_copy(
                     update={
@@ -146,6 +152,49 @@ def make_replan_node(deps: NodeDeps) -> Any:
         return updates
 
     return replan
+
+
+def _model_replan(
+    deps: NodeDeps, state: RunState, sid: str, thread_id: str
+) -> dict[str, Any] | None:
+    """The model's revision of the not-done steps, applied; None if it asks for help or
+    sends nothing valid (the failure then becomes non-convergent, for a person)."""
+    assert deps.model is not None
+    rec = state.record(sid)
+    assert rec.failure is not None
+    new_plan, why, usage = replan_with_model(deps, deps.model, state, sid, thread_id)
+    if new_plan is None:
+        gave_up = rec.failure.model_copy(
+            update={
+                "failure_class": FailureClass.NON_CONVERGENT,
+                "message": f"{why}: {rec.failure.message} (was {rec.failure.failure_class.value})",
+            }
+        )
+        return {"steps": {sid: rec.model_copy(update={"failure": gave_up})}, "usage": usage}
+    kept = {s.id for s in new_plan.steps}
+    steps = {
+        sid: transition(rec, StepStatus.PENDING, replans=rec.replans + 1)
+        if sid in kept
+        else transition(rec, StepStatus.SKIPPED, note="removed by the replanner")
+    }
+    decision = Decision(
+        step_id=sid,
+        action=DecisionAction.REPLAN,
+        by="onward-replanner (model)",
+        at=utcnow(),
+        reason=f"{why} after {rec.failure.failure_class.value} failure: {rec.failure.message}",
+    )
+    return {
+        "plan": new_plan,
+        "steps": steps,
+        "decisions": [decision],
+        "usage": usage,
+        "messages": [
+            AIMessage(
+                f"Replanned by the model: plan v{new_plan.version}, {len(new_plan.steps)} steps"
+            )
+        ],
+    }
 
 
 def _revise(

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from onward.checks import FileCount, FileExists
-from onward.errors import PlanningError
+from onward.errors import NoTemplateError, PlanningError
 from onward.state import Goal, Plan, PlanSource, PlanStep
 from onward.tools.orders import REQUIRED_FIELDS, detect_fields, missing_field_message, read_header
 from onward.tools.orders import report_checks as _report_checks
@@ -43,11 +43,11 @@ def plan_from_template(objective: str, workdir: Path, inputs: list[str]) -> tupl
     named = _CSV_NAME.findall(text)
     if _ANALYZE.search(text) and (csv_inputs or named):
         return _orders_plan(text, (csv_inputs or named)[0], workdir)
-    raise PlanningError(
+    raise NoTemplateError(
         f"no built-in template matches the goal {objective!r}. Built-in templates: "
         "'Analyze orders.csv, find abnormal orders and give me a summary' (with --input FILE.csv) "
         "and 'copy every file in SRC/ to DST/'. Pass a declared plan with --plan FILE, or "
-        "configure a model (OPENAI_API_KEY) once model planning is available"
+        "configure a model (OPENAI_API_KEY, OPENAI_BASE_URL, ONWARD_MODEL) to plan it"
     )
 
 

@@ -1,4 +1,4 @@
-"""Built-in file and utility tools: copy_file, write_file, wait, noop."""
+"""Built-in file and utility tools: read_file, list_dir, copy_file, write_file, wait, noop."""
 
 from __future__ import annotations
 
@@ -15,6 +15,27 @@ from onward.tools.registry import ToolContext, tool
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+@tool(timeout=60)
+def read_file(path: str, max_bytes: int = 200_000, *, ctx: ToolContext) -> dict[str, Any]:
+    """Read a UTF-8 text file (at most ``max_bytes``; ``truncated`` says if there was more)."""
+    file = ctx.path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"{path} is not a file in {ctx.workdir}")
+    data = file.read_bytes()
+    text = data[:max_bytes].decode("utf-8", errors="replace")
+    return {"path": path, "text": text, "bytes": len(data), "truncated": len(data) > max_bytes}
+
+
+@tool(timeout=60)
+def list_dir(path: str = ".", pattern: str = "*", *, ctx: ToolContext) -> dict[str, Any]:
+    """List the files under a directory matching a glob (``**/*.txt`` recurses), sorted."""
+    root = ctx.path(path)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{path} is not a directory in {ctx.workdir}")
+    files = sorted(p.relative_to(ctx.workdir).as_posix() for p in root.glob(pattern) if p.is_file())
+    return {"path": path, "files": files, "count": len(files)}
 
 
 @tool(side_effect=SideEffect.IDEMPOTENT)

@@ -1,0 +1,1 @@
+"""Models for planning, replanning and judging: optional, offline-testable, within budget."""

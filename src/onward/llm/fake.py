@@ -1,0 +1,90 @@
+"""``ScriptedChatModel``: a chat model that answers from a script, for tests (onward's and
+yours), like pydantic-ai's ``TestModel``. No network, deterministic, and it records
+every prompt so a test can assert what the model was shown.
+
+    model = ScriptedChatModel(responses=[
+        {"steps": [{"id": "a", "tool": "noop", "args_json": "{}"}]},   # the plan
+        lambda messages: {"ok": True, "findings": []},                  # a judge verdict
+    ])
+
+A response is a JSON-able value (dict, list, pydantic model: sent as JSON text), a
+string (sent as is), an exception (raised: to test failures), or a function of the
+prompt messages returning one of those. Usage metadata is filled from an offline
+token estimate, so budgets and usage accounting work as with a real model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import BaseModel, ConfigDict, Field
+
+from onward.llm.context import estimate_tokens, message_tokens
+
+
+class ScriptExhaustedError(RuntimeError):
+    """The model was called more often than its script has answers."""
+
+
+class ScriptedChatModel(BaseChatModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    responses: list[Any] = Field(default_factory=list)
+    """Answers in order (see the module docstring)."""
+    default: Any = None
+    """Answer used once ``responses`` is used up (None: raise ScriptExhaustedError)."""
+    calls: list[list[BaseMessage]] = Field(default_factory=list)
+    """Every prompt the model received, in order."""
+    model_name: str = "scripted"
+
+    @property
+    def _llm_type(self) -> str:
+        return "onward-scripted"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.calls.append(list(messages))
+        index = len(self.calls) - 1
+        if index < len(self.responses):
+            answer = self.responses[index]
+        elif self.default is not None:
+            answer = self.default
+        else:
+            raise ScriptExhaustedError(
+                f"ScriptedChatModel was called {index + 1} times but scripts "
+                f"{len(self.responses)} answers; add answers or a default"
+            )
+        if callable(answer) and not isinstance(answer, BaseModel):
+            answer = answer(messages)
+        if isinstance(answer, BaseException):
+            raise answer
+        text = _text(answer)
+        usage = {
+            "input_tokens": message_tokens(messages),
+            "output_tokens": estimate_tokens(text),
+            "total_tokens": message_tokens(messages) + estimate_tokens(text),
+        }
+        message = AIMessage(content=text, usage_metadata=usage)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _text(answer: Any) -> str:
+    if isinstance(answer, str):
+        return answer
+    if isinstance(answer, BaseModel):
+        return answer.model_dump_json()
+    return json.dumps(answer, ensure_ascii=False)
+
+
+Responder = Callable[[Sequence[BaseMessage]], Any]

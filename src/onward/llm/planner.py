@@ -1,0 +1,261 @@
+"""The LLM planner and replanner: model drafts go through the same normaliser and
+validator as declared plans; invalid drafts are sent back with every problem, a
+bounded number of times, then planning fails with a clear message.
+
+Hybrid: a draft step may say ``for_each: "inbox/*.txt"``; the rules expand it into one
+step per matching file (``{file}``, ``{name}``, ``{stem}`` in its args), so a model
+plans "copy every file" in one line and never miscounts the files. Tool names are
+normalised (case, dashes, spaces) to the registered ones.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from pydantic import BaseModel, Field
+
+from onward.errors import PlanningError, PlanProblem
+from onward.llm import context
+from onward.llm.calls import ask_json
+from onward.nodes.deps import NodeDeps
+from onward.planning.revise import revision_problems
+from onward.planning.validate import plan_problems
+from onward.state import Goal, Plan, PlanSource, PlanStep, RunState, StepStatus, Usage
+from onward.tools.registry import Registry
+
+TRIES = 3
+"""Drafts a model may send before planning fails (the first one included)."""
+NEED_HELP = "NEED_HELP"
+
+
+class DraftStep(BaseModel):
+    id: str = Field(description="unique, short, kebab-case")
+    tool: str = Field(description="one of the tools listed")
+    args_json: str = Field(description='the tool\'s args as a JSON object, e.g. {"path": "a.txt"}')
+    depends_on: list[str] = Field(default_factory=list)
+    output: str | None = Field(
+        default=None, description="artifact name; later args use ${name.field}"
+    )
+    description: str = ""
+    for_each: str | None = Field(
+        default=None,
+        description="optional glob relative to the work directory: one step per file, with "
+        "{file}, {name} and {stem} in args_json replaced",
+    )
+
+
+class PlanDraft(BaseModel):
+    steps: list[DraftStep] = Field(default_factory=list)
+    need_help: str | None = Field(
+        default=None, description=f"set (and leave steps empty) to ask a person: {NEED_HELP}"
+    )
+
+
+def tool_catalog(registry: Registry, allow_tools: frozenset[str] | None) -> str:
+    lines = []
+    for spec in registry:
+        if allow_tools is not None and spec.name not in allow_tools:
+            continue
+        schema = spec.args_model.model_json_schema()
+        fields = {
+            name: prop.get("type", prop.get("anyOf", "any"))
+            for name, prop in schema.get("properties", {}).items()
+        }
+        required = schema.get("required", [])
+        lines.append(
+            f"- {spec.name} ({spec.side_effect.value}): {spec.description} "
+            f"args {json.dumps(fields)} required {required}"
+        )
+    return "\n".join(lines)
+
+
+def _normal(name: str) -> str:
+    return name.strip().lower().replace("-", "_").replace(" ", "_")
+
+
+def normalise(
+    draft: PlanDraft, registry: Registry, workdir: Path
+) -> tuple[Plan, list[PlanProblem]]:
+    """Draft → Plan: tool names mapped to registered ones, args parsed, for_each expanded."""
+    names = {_normal(s.name): s.name for s in registry}
+    problems: list[PlanProblem] = []
+    steps: list[PlanStep] = []
+    for i, d in enumerate(draft.steps):
+        where = f"steps[{i}] ({d.id})"
+        try:
+            args = json.loads(d.args_json or "{}")
+        except json.JSONDecodeError as exc:
+            problems.append(PlanProblem(f"{where}.args_json", f"not valid JSON: {exc}"))
+            continue
+        if not isinstance(args, dict):
+            problems.append(PlanProblem(f"{where}.args_json", "must be a JSON object"))
+            continue
+        tool = names.get(_normal(d.tool), d.tool)
+        base = PlanStep(
+            id=d.id,
+            tool=tool,
+            args=args,
+            depends_on=list(d.depends_on),
+            output=d.output,
+            description=d.description,
+        )
+        if not d.for_each:
+            steps.append(base)
+            continue
+        files = sorted(p for p in workdir.glob(d.for_each) if p.is_file())
+        if not files:
+            problems.append(
+                PlanProblem(f"{where}.for_each", f"{d.for_each!r} matches no file in {workdir}")
+            )
+        for n, f in enumerate(files, 1):
+            rel = f.relative_to(workdir).as_posix()
+            text = (
+                json.dumps(args)
+                .replace("{file}", rel)
+                .replace("{name}", f.name)
+                .replace("{stem}", f.stem)
+            )
+            steps.append(
+                base.model_copy(
+                    update={
+                        "id": f"{d.id}-{n}",
+                        "args": json.loads(text),
+                        "output": f"{d.output}_{n}" if d.output else None,
+                    }
+                )
+            )
+    return Plan(source=PlanSource.LLM, steps=steps), problems
+
+
+def _retry_message(draft_text: str, problems: list[PlanProblem] | str) -> list[BaseMessage]:
+    text = problems if isinstance(problems, str) else "\n".join(f"- {p}" for p in problems)
+    return [
+        AIMessage(draft_text),
+        HumanMessage(f"That plan has problems; send the whole plan again, fixed:\n{text}"),
+    ]
+
+
+def plan_with_model(
+    deps: NodeDeps, model: BaseChatModel, state: RunState, goal: Goal, thread_id: str
+) -> tuple[Plan, Usage]:
+    """A validated plan for ``goal``, or PlanningError with the last draft's problems."""
+    allow = state.policy.allow_tools
+    workdir = Path(state.workdir)
+    listing = "\n".join(
+        sorted(p.relative_to(workdir).as_posix() for p in workdir.rglob("*") if p.is_file())[:200]
+    )
+    task = (
+        "Plan this goal as steps of tool calls. Tools:\n"
+        + tool_catalog(deps.registry, allow)
+        + "\nUse depends_on for order and ${artifact.field} in args to pass results on. "
+        "If the goal cannot be planned with these tools, set need_help."
+    )
+    messages = context.build(
+        state.model_copy(update={"goal": goal}),
+        task,
+        data=[("files in the work directory", listing or "(none)")],
+    )
+    total = Usage()
+    problems: list[PlanProblem] | str = []
+    for _ in range(TRIES):
+        answer = ask_json(deps, model, messages, PlanDraft, purpose="plan", thread_id=thread_id)
+        total = _add(total, answer.usage)
+        if answer.error is not None:
+            problems = answer.error
+            messages = [*messages, *_retry_message(answer.raw, answer.error)]
+            continue
+        draft: PlanDraft = answer.parsed
+        if draft.need_help:
+            raise PlanningError(
+                f"the model could not plan this goal and asks for help: {draft.need_help}"
+            )
+        plan, problems = normalise(draft, deps.registry, workdir)
+        if not problems:
+            problems = plan_problems(plan, deps.registry, goal, allow_tools=allow)
+        if not plan.steps and not problems:
+            problems = [PlanProblem("steps", "the plan has no steps")]
+        if not problems:
+            return plan, total
+        messages = [*messages, *_retry_message(answer.raw, problems)]
+    shown = problems if isinstance(problems, str) else "; ".join(map(str, problems))
+    raise PlanningError(
+        f"the model's plan was still invalid after {TRIES} tries: {shown}. Give a declared "
+        "plan (--plan), or rephrase the goal"
+    )
+
+
+def replan_with_model(
+    deps: NodeDeps, model: BaseChatModel, state: RunState, step_id: str, thread_id: str
+) -> tuple[Plan | None, str, Usage]:
+    """A revision of the steps that are not done, after ``step_id`` failed; or (None, why)
+    when the model asks for help or cannot produce a valid revision."""
+    rec = state.record(step_id)
+    failure = rec.failure
+    assert failure is not None
+    evidence = [("failure of " + step_id, f"{failure.failure_class.value}: {failure.message}")]
+    if rec.findings:
+        evidence.append(("verifier findings", "\n".join(rec.findings)))
+    if failure.hint:
+        evidence.append(("hint", failure.hint))
+    step = state.plan.step(step_id)
+    task = (
+        f"Step {step_id!r} ({step.tool} with args {json.dumps(step.args, ensure_ascii=False)}) "
+        "failed. Send the revised steps that are not done yet (same ids where a step stays; "
+        "done steps are final and must not be sent). Tools:\n"
+        + tool_catalog(deps.registry, state.policy.allow_tools)
+        + f"\nIf no revision can work, set need_help ({NEED_HELP})."
+    )
+    messages = context.build(state, task, current=step_id, data=evidence)
+    total = Usage()
+    why = "the model sent no valid revision"
+    for _ in range(TRIES):
+        answer = ask_json(
+            deps, model, messages, PlanDraft, purpose="replan", thread_id=thread_id, step_id=step_id
+        )
+        total = _add(total, answer.usage)
+        if answer.error is not None:
+            why = answer.error
+            messages = [*messages, *_retry_message(answer.raw, answer.error)]
+            continue
+        draft: PlanDraft = answer.parsed
+        if draft.need_help or (draft.steps and draft.steps[0].tool == NEED_HELP):
+            return (
+                None,
+                f"the model asks for help: {draft.need_help or 'no revision can work'}",
+                total,
+            )
+        revised, problems = normalise(draft, deps.registry, Path(state.workdir))
+        if not revised.steps and not problems:
+            problems = [
+                PlanProblem("steps", "send the revised steps (at least the one that failed)")
+            ]
+        done = [s for s in state.plan.steps if state.status_of(s.id) is StepStatus.DONE]
+        new_ids = {s.id for s in revised.steps}
+        merged = Plan(
+            version=state.plan.version + 1,
+            source=PlanSource.LLM,
+            steps=[*[s for s in done if s.id not in new_ids], *revised.steps],
+        )
+        if not problems:
+            problems = revision_problems(
+                state.plan,
+                merged,
+                state.steps,
+                deps.registry,
+                goal=state.goal,
+                allow_tools=state.policy.allow_tools,
+            )
+        if not problems:
+            return merged, "the model revised the plan", total
+        why = "; ".join(map(str, problems))
+        messages = [*messages, *_retry_message(answer.raw, problems)]
+    return None, f"the model's revision was still invalid after {TRIES} tries: {why}", total
+
+
+def _add(a: Usage, b: Usage) -> Usage:
+    from onward.state import add_usage
+
+    return add_usage(a, b)

@@ -1,0 +1,70 @@
+"""judge: a model's second opinion on a step's output, after its deterministic checks pass.
+
+It can fail a step (a validation failure with its findings, routed like any other),
+never pass one: it only runs on output the checks already passed. The output is
+shown fenced as untrusted data, against the pinned goal header.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from onward.errors import TransientToolError
+from onward.llm import context
+from onward.llm.calls import ask_json
+from onward.nodes.deps import NodeDeps
+from onward.state import (
+    ExecuteTask,
+    FailureClass,
+    Plan,
+    RunState,
+    StepFailure,
+    StepRecord,
+    StepStatus,
+    Usage,
+    transition,
+)
+
+
+class Verdict(BaseModel):
+    ok: bool = Field(description="true if the output does what the step and goal need")
+    findings: list[str] = Field(default_factory=list, description="what is wrong, if anything")
+
+
+def judge_step(
+    deps: NodeDeps, task: ExecuteTask, record: StepRecord, output: Any, thread_id: str
+) -> tuple[StepRecord, Usage]:
+    assert deps.model is not None
+    assert task.judge_goal is not None
+    step = task.step
+    state = RunState(goal=task.judge_goal, plan=Plan(steps=[step]), workdir=task.workdir)
+    name = step.output or f"step:{step.id}"
+    messages = context.build(
+        state,
+        f"Review the output of step {step.id!r} ({step.tool}"
+        + (f": {step.description}" if step.description else "")
+        + "). Does it do what the step and the goal need? Deterministic checks already "
+        "passed; look for what they cannot see.",
+        current=step.id,
+        bodies={name: output},
+    )
+    answer = ask_json(
+        deps, deps.model, messages, Verdict, purpose="judge", thread_id=thread_id, step_id=step.id
+    )
+    verdict: Verdict | None = answer.parsed
+    if verdict is None:  # a formatting slip is not a finding: the step is tried again
+        raise TransientToolError(f"the judge's verdict was unreadable: {answer.error}")
+    if verdict.ok:
+        return record, answer.usage
+    else:
+        findings = [f"judge: {f}" for f in verdict.findings] or ["judge: not acceptable"]
+    failure = StepFailure(
+        failure_class=FailureClass.VALIDATION,
+        message="; ".join(findings),
+        error_type="JudgeVerdict",
+    )
+    # done → failed is not a transition; the verdict lands before the record is saved.
+    failed = record.model_copy(update={"status": StepStatus.RUNNING})
+    return transition(failed, StepStatus.FAILED, failure=failure, findings=findings), answer.usage
