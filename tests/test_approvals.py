@@ -594,3 +594,34 @@ def test_a_finished_run_cannot_be_cancelled(hitl: Onward) -> None:
     hitl.drive(tid)
     with pytest.raises(Exception, match="already finished"):
         hitl.cancel(tid)
+
+
+def test_cancel_of_a_run_that_finished_meanwhile_undoes_nothing(
+    hitl: Onward, workdir: Path
+) -> None:
+    tid = _start(hitl, PAY_A, auto_approve={"pay"})
+    hitl.drive(tid)
+    with pytest.raises(Exception, match="already finished"):
+        hitl.cancel(tid, compensate=True)
+    assert rows(workdir, "refunds.jsonl") == []
+
+
+def test_a_plan_edit_mid_run_cannot_change_a_done_step(hitl: Onward) -> None:
+    first = PlanStep(id="n", tool="slow", args={"value": 1})
+    second = PAY_A.model_copy(update={"id": "m", "depends_on": ["n"]})
+    tid = _start(hitl, first, second, approve_plan=True)
+    hitl.drive(tid)
+    assert [p.kind for p in hitl.approve(tid, "plan").pending] == ["approval"]  # n done
+    # The plan's shape changes under the run (a new step): it is put to a person again.
+    extra = PlanStep(id="z", tool="slow", depends_on=["m"])
+    state = hitl.state(tid)
+    hitl.graph.update_state(
+        hitl._config(tid),
+        {"plan": state.plan.model_copy(update={"steps": [*state.plan.steps, extra]})},
+        as_node="gate",
+    )
+    view = hitl.resume(tid)
+    assert [p.kind for p in view.pending] == ["plan"]
+    changed = [first.model_copy(update={"args": {"value": 999}}).model_dump(), extra.model_dump()]
+    with pytest.raises(AnswerError, match="a done step cannot be changed"):
+        hitl.approve(tid, "plan", args={"steps": changed})

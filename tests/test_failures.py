@@ -463,3 +463,47 @@ def test_an_unsafe_post_refused_with_503_is_retried_without_a_reconcile(
         [key] = service.counts
         assert service.counts[key] == 2  # refused once, then accepted: same key
         assert service.received == {key}
+
+
+def test_a_person_can_settle_a_failed_step_as_done_by_hand(fo: Onward, workdir: Path) -> None:
+    view = _run(fo, PlanStep(id="d", tool="always_value_error", args={"x": 1}, output="res"))
+    done = fo.decide(view.thread_id, {"type": "done", "result": {"value": 42}}, step="d")
+    assert done.status == "done"
+    assert done.artifact_value(fo, "res") == {"value": 42}
+
+
+def test_max_replans_zero_means_no_replan(fo: Onward, workdir: Path) -> None:
+    check = Equals(field="value", value=3)
+    view = _run(
+        fo,
+        PlanStep(id="w", tool="wrong_output", args={"n": 3}, checks=[check]),
+        budget=Budget(max_replans=0),
+    )
+    assert view.status == "waiting_for_human"
+    assert [c["tool"] for c in calls(workdir, "w")] == ["wrong_output"]  # no fallback tried
+    assert "replanning is off" in (view.pending[0].reason or "")
+
+
+def test_a_run_may_end_exactly_on_its_step_budget(fo: Onward) -> None:
+    steps = [PlanStep(id=f"s{i}", tool="slow") for i in range(2)]
+    assert _run(fo, *steps, budget=Budget(max_steps=2)).status == "done"
+
+
+def test_a_probe_failing_for_a_non_service_reason_still_settles_the_breaker(
+    db_url: str, workdir: Path
+) -> None:
+    from onward.checkpointing.breakers import BreakerPolicy, BreakerState
+
+    with Onward(db_url, tool_modules=[TOOLS]) as ow:
+        policy = BreakerPolicy(consecutive=3, min_calls=10, failure_rate=0.3, cooldown=1.0)
+        for _ in range(3):
+            ow.store.breakers.record("svc", False, policy, "t")
+        past = ow.store.breakers.get("svc")
+        assert past is not None
+        ow.store.breakers.clock = lambda: past.opened_at + timedelta(seconds=2)  # type: ignore[operator]
+        # The probe fails before any request (a bad URL): not the service's fault.
+        view = _run(ow, PlanStep(id="p", tool="ping", args={"url": "not-a-url", "n": 1}))
+        assert view.status == "waiting_for_human"
+        row = ow.store.breakers.get("svc")
+        assert row is not None
+        assert row.state is BreakerState.CLOSED

@@ -44,6 +44,7 @@ from onward.errors import (
     LeaseLostError,
     LoopGuardError,
     NoTemplateError,
+    OnwardError,
     PlanProblem,
     PlanValidationError,
     RunBusyError,
@@ -170,7 +171,9 @@ class CancelReport:
 
     @property
     def complete(self) -> bool:
-        return all(c.status is not CompensationStatus.FAILED for c in self.compensations)
+        """Every completed effect was undone (none failed, none of unknown outcome)."""
+        bad = (CompensationStatus.FAILED, CompensationStatus.UNKNOWN)
+        return all(c.status not in bad for c in self.compensations)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -181,6 +184,8 @@ class SweepReport:
     reminded: list[PendingDecision] = field(default_factory=list)
     rejected: list[PendingDecision] = field(default_factory=list)
     suspended: list[PendingDecision] = field(default_factory=list)
+    errors: list[tuple[PendingDecision, str]] = field(default_factory=list)
+    """Defaults that could not be applied now (e.g. the run is busy); the next sweep retries."""
 
 
 def load_plan_file(
@@ -549,7 +554,11 @@ class Onward:
         else:
             chosen = pending
         if not pending:
-            raise UsageError(f"run {thread_id} is not waiting for a decision")
+            status = self.state(thread_id).status.value
+            raise UsageError(
+                f"run {thread_id} is not waiting for a decision (it is {status}); see "
+                f"`onward status {thread_id}`, or `onward resume {thread_id}` to go on"
+            )
         if not chosen:
             which = f"interrupt {interrupt_id}" if interrupt_id else f"step {step!r}"
             raise UsageError(
@@ -572,7 +581,7 @@ class Onward:
         if target.kind is WaitKind.BUDGET:
             edited_budget(state.budget, answer)
         elif target.kind is WaitKind.PLAN:
-            edited_plan(state.plan, answer, self.registry, allow)
+            edited_plan(state.plan, answer, self.registry, allow, state.steps)
         else:
             assert target.step_id is not None
             edited_step(state.plan.step(target.step_id), answer, self.registry, allow)
@@ -666,6 +675,12 @@ class Onward:
         self._acquire(thread_id, owner, takeover=True)
         try:
             state = self.state(thread_id)
+            if state.status.finished and state.status is not RunStatus.CANCELLED:
+                # It finished while we waited for the driver: nothing to cancel or undo.
+                raise UsageError(
+                    f"run {thread_id} finished ({state.status.value}) before the cancel took "
+                    "effect; nothing was cancelled or compensated"
+                )
             if not state.status.finished:
                 self._mark_cancelled(thread_id, state, by, reason)
             done: list[Compensation] = []
@@ -699,32 +714,34 @@ class Onward:
                 report.reminded.append(item)
             if now < item.expire_at or (AuditKind.EXPIRED, item.interrupt_id) in seen:
                 continue
-            self.store.events.record(
-                item.thread_id,
-                AuditKind.EXPIRED,
-                detail | {"applied": item.on_expiry.value},
-                at=now,
-            )
+            expired = detail | {"applied": item.on_expiry.value}
             if item.on_expiry is ExpiryAction.SUSPEND:
                 self.store.set_run_status(item.thread_id, RunStatus.SUSPENDED)
                 self.store.events.record(item.thread_id, AuditKind.SUSPENDED, detail, at=now)
+                self.store.events.record(item.thread_id, AuditKind.EXPIRED, expired, at=now)
                 report.suspended.append(item)
                 continue
             answer = {
                 "type": "skip" if item.kind is WaitKind.ESCALATION else "reject",
                 "message": f"no answer by {item.expire_at.isoformat()} (deadline default)",
             }
-            self._decide(
-                item.thread_id,
-                answer,
-                step=None,
-                interrupt_id=item.interrupt_id,
-                by="onward-sweep",
-                token=None,
-                continue_run=continue_runs,
-                on_event=None,
-                check_token=False,
-            )
+            try:
+                self._decide(
+                    item.thread_id,
+                    answer,
+                    step=None,
+                    interrupt_id=item.interrupt_id,
+                    by="onward-sweep",
+                    token=None,
+                    continue_run=continue_runs,
+                    on_event=None,
+                    check_token=False,
+                )
+            except OnwardError as exc:
+                # Not marked expired: the next sweep tries again. Other runs go on.
+                report.errors.append((item, str(exc)))
+                continue
+            self.store.events.record(item.thread_id, AuditKind.EXPIRED, expired, at=now)
             report.rejected.append(item)
         return report
 

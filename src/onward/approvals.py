@@ -20,6 +20,7 @@ it and refuses to run anything else.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -28,7 +29,7 @@ from pydantic import ValidationError
 
 from onward import refs
 from onward.artifacts import canonical_json
-from onward.errors import AnswerError
+from onward.errors import AnswerError, UsageError
 from onward.planning.validate import step_problems
 from onward.policy import RunPolicy
 from onward.state import (
@@ -38,6 +39,7 @@ from onward.state import (
     Plan,
     PlanSource,
     PlanStep,
+    StepRecord,
     WaitKind,
 )
 from onward.tools.registry import Registry, ToolSpec
@@ -101,8 +103,12 @@ def step_hash(step: PlanStep, inputs: dict[str, ArtifactRef]) -> str:
 
 
 def plan_hash(plan: Plan) -> str:
-    steps = [s.model_dump(mode="json") for s in plan.steps]
-    return hashlib.sha256(canonical_json(steps)).hexdigest()
+    """What a plan approval binds: the plan's shape (steps, their tools and order). Args
+    are bound per step where it matters (approvals of risky steps), so an approved edit of
+    one step's args does not put the whole plan to a person again; a different tool or a
+    different set of steps does."""
+    shape = [[s.id, s.tool, sorted(s.depends_on), s.output] for s in plan.steps]
+    return hashlib.sha256(canonical_json(shape)).hexdigest()
 
 
 def needs_approval(step: PlanStep, spec: ToolSpec | None, policy: RunPolicy) -> bool:
@@ -162,12 +168,19 @@ def request(task: ApproveTask, thread_id: str, errors: list[str] | None = None) 
             assert task.waiting is not None
             meta["key"] = task.waiting.key
             meta["reason"] = task.waiting.reason
-            text = (
-                f"Step {task.step.id!r} needs a decision: {task.waiting.reason}\n"
-                "approve = it did not happen, run it again · edit = run it again with these "
-                "args · reject = skip the step. Also: done (it happened; give its result), "
-                "abort (cancel the run)."
-            )
+            if task.waiting.key:
+                choices = (
+                    "approve = it did not happen, run it again · edit = run it again with these "
+                    "args · reject = skip the step. Also: done (it happened; give its result), "
+                    "abort (cancel the run)."
+                )
+            else:
+                choices = (
+                    "approve = try again (a fresh round of attempts) · edit = try again with "
+                    "these args · reject = skip the step and its dependants. Also: done (you did "
+                    "it by hand; give its result), abort (cancel the run)."
+                )
+            text = f"Step {task.step.id!r} needs a decision: {task.waiting.reason}\n{choices}"
         else:
             text = (
                 f"Step {task.step.id!r} wants to run {task.step.tool}"
@@ -252,7 +265,11 @@ def edited_step(
 
 
 def edited_plan(
-    plan: Plan, answer: Answer, registry: Registry, allow_tools: frozenset[str] | None
+    plan: Plan,
+    answer: Answer,
+    registry: Registry,
+    allow_tools: frozenset[str] | None,
+    records: Mapping[str, StepRecord] | None = None,
 ) -> Plan:
     """The plan a person sent back (``edited_action.args = {"steps": [...]}``), validated
     as a revision of ``plan`` (allowlist included)."""
@@ -267,7 +284,7 @@ def edited_plan(
     except ValidationError as exc:
         raise AnswerError(f"the edited plan is not valid: {_errors_text(exc)}") from None
     new = Plan(version=plan.version + 1, source=PlanSource.DECLARED, steps=steps)
-    problems = revision_problems(plan, new, {}, registry, allow_tools=allow_tools)
+    problems = revision_problems(plan, new, records or {}, registry, allow_tools=allow_tools)
     if problems:
         raise AnswerError("the edited plan is not valid: " + "; ".join(map(str, problems)))
     return new
@@ -280,7 +297,10 @@ def edited_budget(current: Budget, answer: Answer) -> Budget:
     if isinstance(changes.get("max_run_time"), str):
         from onward.policy import parse_duration
 
-        changes["max_run_time"] = parse_duration(changes["max_run_time"])
+        try:
+            changes["max_run_time"] = parse_duration(changes["max_run_time"])
+        except UsageError as exc:
+            raise AnswerError(str(exc)) from None
     try:
         return Budget.model_validate({**current.model_dump(), **changes})
     except ValidationError as exc:

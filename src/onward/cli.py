@@ -701,9 +701,16 @@ def sweep(
         "rejected": items(report.rejected),
         "suspended": items(report.suspended),
     }
+    errors = [
+        {"thread_id": x.thread_id, "step_id": x.step_id, "error": e} for x, e in report.errors
+    ]
     if as_json:
-        print(json.dumps({"now": report.now.isoformat(), **found}, indent=2))
+        print(json.dumps({"now": report.now.isoformat(), **found, "errors": errors}, indent=2))
         return
+    for e in errors:
+        err.print(
+            f"not applied (next sweep retries): {e['thread_id']}: {e['error']}", highlight=False
+        )
     for what, xs in found.items():
         for x in xs:
             out.print(f"{what}: {x['thread_id']} {x['step_id'] or 'plan'}", highlight=False)

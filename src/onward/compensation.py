@@ -29,6 +29,8 @@ class CompensationStatus(StrEnum):
     """Compensated by an earlier cancel (not run again)."""
     FAILED = "failed"
     """The compensate function raised; run the cancel again to retry it."""
+    UNKNOWN = "unknown"
+    """The effect's own outcome is unknown (started, never recorded): check it by hand."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -57,7 +59,16 @@ def compensable_effects(ledger: Ledger, thread_id: str) -> list[Effect]:
 def compensate_run(
     thread_id: str, ledger: Ledger, registry: Registry, events: EventLog
 ) -> list[Compensation]:
-    out: list[Compensation] = []
+    out: list[Compensation] = [
+        _result(
+            e,
+            CompensationStatus.UNKNOWN,
+            "the effect was started but its outcome is unknown; check by hand whether it "
+            "happened, and undo it by hand if it did",
+        )
+        for e in ledger.for_thread(thread_id)
+        if e.compensable and e.status is EffectStatus.STARTED
+    ]
     for effect in compensable_effects(ledger, thread_id):
         ckey = compensation_key(effect.key)
         existing = ledger.claim(

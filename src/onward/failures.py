@@ -109,9 +109,13 @@ def converge(
         why = f"still failing after {attempts} attempts (retry policy: {policy.max_attempts})"
     elif (
         new.failure_class in (FailureClass.DETERMINISTIC, FailureClass.VALIDATION)
-        and record.replans >= max_replans > 0
+        and record.replans >= max_replans
     ):
-        why = f"still failing after {record.replans} replans (budget: {max_replans})"
+        why = (
+            f"still failing after {record.replans} replans (budget: {max_replans})"
+            if max_replans
+            else "replanning is off (max_replans 0)"
+        )
     if why is not None:
         new = new.model_copy(
             update={

@@ -286,6 +286,8 @@ class ApproveTask(_Frozen):
     """The step asked about (None for the plan as a whole)."""
     plan: Plan | None = None
     """The plan, when the plan itself is asked about."""
+    done: dict[str, StepRecord] = Field(default_factory=dict)
+    """For plan questions mid-run: the done steps, which an edit may not change."""
     record: StepRecord | None = None
     dependants: list[StepRecord] = Field(default_factory=list)
     """Records of the steps downstream of ``step``: skipped with it on a rejection."""

@@ -61,12 +61,13 @@ def verify(
             base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)).decode().split("\x1f")
         )
         expiry = int(expiry_text)
-    except (ValueError, UnicodeDecodeError):
+        signature = sig.encode("ascii")
+    except (ValueError, UnicodeError):
         raise TokenError(
             "the resume token is malformed; copy it again from `onward inbox`"
         ) from None
     expected = _sign(key, thread_id, interrupt_id, issued_to, expiry)
-    if not hmac.compare_digest(sig, expected):
+    if not hmac.compare_digest(signature, expected.encode("ascii")):
         raise TokenError(
             "the resume token does not match this decision (another decision's token, a "
             "changed token, or a different ONWARD_SECRET); get a fresh one from `onward inbox`"

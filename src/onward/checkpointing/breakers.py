@@ -27,6 +27,7 @@ CREATE TABLE IF NOT EXISTS onward_breakers (
     consecutive INTEGER NOT NULL DEFAULT 0,
     opened_at   TEXT,
     probe_at    TEXT,
+    probe_owner TEXT,
     updated_at  TEXT NOT NULL
 );
 """
@@ -65,6 +66,7 @@ class BreakerRow:
     consecutive: int
     opened_at: datetime | None
     probe_at: datetime | None
+    probe_owner: str | None
 
 
 class Breakers:
@@ -88,9 +90,11 @@ class Breakers:
         row = self.get(service)
         return None if row is None else _blocked_until(row, policy, self.clock())
 
-    def acquire(self, service: str, policy: BreakerPolicy, thread_id: str) -> datetime | None:
-        """Ask to call ``service`` now: None = go ahead (possibly as the half-open probe),
-        else the time to try again. Atomic across processes."""
+    def acquire(
+        self, service: str, policy: BreakerPolicy, thread_id: str, caller: str = ""
+    ) -> datetime | None:
+        """Ask to call ``service`` now: None = go ahead (possibly as the half-open probe,
+        owned by ``caller``), else the time to try again. Atomic across processes."""
         conn = self._connect()
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -105,9 +109,15 @@ class Breakers:
                 return until
             if row.state is not BreakerState.CLOSED:  # cooldown over (or a probe was lost)
                 conn.execute(
-                    "UPDATE onward_breakers SET state = ?, probe_at = ?, updated_at = ? "
-                    "WHERE service = ?",
-                    (BreakerState.HALF_OPEN.value, now.isoformat(), now.isoformat(), service),
+                    "UPDATE onward_breakers SET state = ?, probe_at = ?, probe_owner = ?, "
+                    "updated_at = ? WHERE service = ?",
+                    (
+                        BreakerState.HALF_OPEN.value,
+                        now.isoformat(),
+                        caller,
+                        now.isoformat(),
+                        service,
+                    ),
                 )
                 conn.commit()
                 self._events.record(
@@ -119,19 +129,26 @@ class Breakers:
         finally:
             conn.close()
 
-    def record(self, service: str, ok: bool, policy: BreakerPolicy, thread_id: str) -> None:
+    def record(
+        self, service: str, ok: bool, policy: BreakerPolicy, thread_id: str, caller: str = ""
+    ) -> None:
+        """The outcome of a call. While half-open, only the probe's own outcome (its
+        ``caller``) decides; a slow call from before counts in the window only."""
         conn = self._connect()
         change: tuple[str, str] | None = None
         try:
             conn.execute("BEGIN IMMEDIATE")
             now = self.clock()
             row = _read(conn, service) or BreakerRow(
-                service, BreakerState.CLOSED, "", 0, None, None
+                service, BreakerState.CLOSED, "", 0, None, None, None
             )
             outcomes = (row.outcomes + ("1" if ok else "0"))[-policy.window :]
             consecutive = 0 if ok else row.consecutive + 1
             state, opened_at = row.state, row.opened_at
-            if row.state is BreakerState.HALF_OPEN:
+            probe_at, probe_owner = None, None
+            if row.state is BreakerState.HALF_OPEN and row.probe_owner != caller:
+                probe_at, probe_owner = row.probe_at, row.probe_owner  # still the probe's
+            elif row.state is BreakerState.HALF_OPEN:
                 if ok:
                     state, outcomes, opened_at = BreakerState.CLOSED, "", None
                     change = ("breaker_closed", "the half-open probe succeeded")
@@ -152,16 +169,19 @@ class Breakers:
                     )
             conn.execute(
                 "INSERT INTO onward_breakers (service, state, outcomes, consecutive, opened_at, "
-                "probe_at, updated_at) VALUES (?, ?, ?, ?, ?, NULL, ?) ON CONFLICT (service) DO "
-                "UPDATE SET state = excluded.state, outcomes = excluded.outcomes, consecutive = "
-                "excluded.consecutive, opened_at = excluded.opened_at, probe_at = NULL, "
-                "updated_at = excluded.updated_at",
+                "probe_at, probe_owner, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (service) DO UPDATE SET state = excluded.state, outcomes = "
+                "excluded.outcomes, consecutive = excluded.consecutive, opened_at = "
+                "excluded.opened_at, probe_at = excluded.probe_at, probe_owner = "
+                "excluded.probe_owner, updated_at = excluded.updated_at",
                 (
                     service,
                     state.value,
                     outcomes,
                     consecutive,
                     opened_at.isoformat() if opened_at else None,
+                    probe_at.isoformat() if probe_at else None,
+                    probe_owner,
                     now.isoformat(),
                 ),
             )
@@ -188,7 +208,7 @@ def _blocked_until(row: BreakerRow, policy: BreakerPolicy, now: datetime) -> dat
 
 def _read(conn: sqlite3.Connection, service: str) -> BreakerRow | None:
     r = conn.execute(
-        "SELECT service, state, outcomes, consecutive, opened_at, probe_at "
+        "SELECT service, state, outcomes, consecutive, opened_at, probe_at, probe_owner "
         "FROM onward_breakers WHERE service = ?",
         (service,),
     ).fetchone()
@@ -201,4 +221,5 @@ def _read(conn: sqlite3.Connection, service: str) -> BreakerRow | None:
         int(r[3]),
         datetime.fromisoformat(r[4]) if r[4] else None,
         datetime.fromisoformat(r[5]) if r[5] else None,
+        r[6],
     )

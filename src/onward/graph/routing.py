@@ -109,28 +109,12 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         policy = state.policy
         now = deps.clock()
         uses = budget.usage(state, now)
-        spent = budget.exhausted(uses)
-        if spent:
-            text = "; ".join(u.text() for u in spent)
-            waiting = Waiting(step_id=PLAN_TARGET, reason=f"budget used up: {text}")
-            return [
-                Send(
-                    APPROVE,
-                    ask(
-                        state,
-                        WaitKind.BUDGET,
-                        None,
-                        "",
-                        waiting=waiting,
-                        budget=state.budget,
-                        spent={u.metric: u.used for u in spent},
-                    ),
-                )
-            ]
         if policy.approve_plan:
             h = plan_hash(state.plan)
             if state.plan_approval is None or state.plan_approval.args_hash != h:
-                return [Send(APPROVE, ask(state, WaitKind.PLAN, None, h, plan=state.plan))]
+                done = {k: r for k, r in state.steps.items() if r.status is StepStatus.DONE}
+                task = ask(state, WaitKind.PLAN, None, h, plan=state.plan, done=done)
+                return [Send(APPROVE, task)]
         if state.waiting:
             # An unknown outcome: stop and ask before anything else runs.
             asks = []
@@ -204,6 +188,20 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                 break
         if not sends:
             return WAIT if deferred else FINALIZE
+        spent = budget.exhausted(uses)
+        if spent:  # only when something would run: a run may end exactly on its budget
+            text = "; ".join(u.text() for u in spent)
+            waiting = Waiting(step_id=PLAN_TARGET, reason=f"budget used up: {text}")
+            question = ask(
+                state,
+                WaitKind.BUDGET,
+                None,
+                "",
+                waiting=waiting,
+                budget=state.budget,
+                spent={u.metric: u.used for u in spent},
+            )
+            return [Send(APPROVE, question)]
         warnings = budget.new_warnings(uses, state.budget_warnings)
         if warnings:
             note = NoteTask(markers=[m for m, _ in warnings], texts=[u.text() for _, u in warnings])

@@ -86,6 +86,12 @@ def _ask(
         except AnswerError as exc:
             errors = [str(exc)]
             continue
+        except Exception as exc:  # never jam the question: say what failed and ask again
+            errors = [
+                f"the answer could not be applied ({type(exc).__name__}: {exc}); "
+                "choose another decision"
+            ]
+            continue
         iid = raw.get("interrupt_id") if isinstance(raw, dict) else None
         if updates is None:
             earlier.append(_decision(task, answer, DecisionAction.RESPOND))
@@ -207,7 +213,7 @@ def _answer_plan(deps: NodeDeps, task: ApproveTask, answer: Answer) -> Updates |
             "decisions": [_decision(task, answer, DecisionAction.APPROVE)],
         }
     if answer.type is AnswerType.EDIT:
-        new = edited_plan(plan, answer, deps.registry, task.allow_tools)
+        new = edited_plan(plan, answer, deps.registry, task.allow_tools, task.done)
         h = plan_hash(new)
         approval = Approval(
             step_id=PLAN_TARGET, tool="approve_plan", args_hash=h, by=by, at=utcnow(), edited=True
@@ -320,7 +326,11 @@ def _answer_escalation(deps: NodeDeps, task: ApproveTask, answer: Answer) -> Upd
         inputs=task.inputs,
         tool_modules=task.tool_modules,
     )
-    executed = rec.model_copy(update={"output": ref, "ended_at": utcnow(), "effect_key": key})
+    # A failed step the person did by hand runs "again" as their result (failed → running).
+    running = transition(rec, StepStatus.RUNNING) if rec.status is StepStatus.FAILED else rec
+    executed = running.model_copy(
+        update={"output": ref, "ended_at": utcnow(), "effect_key": key, "failure": None}
+    )
     record = verify_step(deps, exec_task, executed, answer.result)
     updates = settled | {
         "steps": {step.id: record},

@@ -23,7 +23,7 @@ from onward.approvals import step_hash
 from onward.checkpointing.breakers import BreakerPolicy
 from onward.checkpointing.events import AuditKind
 from onward.effects import perform
-from onward.errors import ArtifactError, OutcomeUnknown, ToolError
+from onward.errors import ArtifactError, OutcomeUnknown
 from onward.failures import classify, converge, shelved
 from onward.failures import failure as failure_of
 from onward.nodes.deps import NodeDeps
@@ -102,8 +102,11 @@ def make_execute_node(deps: NodeDeps) -> Any:
         load_tool_modules(task.tool_modules)
         spec = deps.registry.get(step.tool)
         service = spec.service_for(step.args) if spec else None
+        caller = f"{thread_id}/{step.id}/{attempt}"
         if spec is not None and service and deps.breakers is not None:
-            until = deps.breakers.acquire(service, spec.breaker or BreakerPolicy(), thread_id)
+            until = deps.breakers.acquire(
+                service, spec.breaker or BreakerPolicy(), thread_id, caller
+            )
             if until is not None:
                 # Not a failure and not an attempt: the service is resting; try later.
                 emit(
@@ -135,13 +138,14 @@ def make_execute_node(deps: NodeDeps) -> Any:
             executed = running.model_copy(
                 update={"output": ref, "ended_at": utcnow(), "effect_key": key}
             )
-            _breaker_saw(deps, spec, service, True, thread_id)
+            _breaker_saw(deps, spec, service, True, thread_id, caller)
             record = verify_step(deps, task, executed, output)
             if record.status is StepStatus.DONE and task.judge_goal is not None:
                 record, usage = judge_step(deps, task, record, output, thread_id)
                 extra["usage"] = usage
         except OutcomeUnknown as unknown:
             # Not a failure: the step stays running, and the run waits for a human.
+            _breaker_saw(deps, spec, service, True, thread_id, caller)
             emit(
                 EventKind.STEP_WAITING,
                 step_id=step.id,
@@ -163,14 +167,10 @@ def make_execute_node(deps: NodeDeps) -> Any:
             }
         except Exception as exc:
             failure = classify(exc, tool=step.tool, retry_on=spec.retry_on if spec else ())
-            if failure.failure_class is FailureClass.TRANSIENT or isinstance(exc, ToolError):
-                _breaker_saw(
-                    deps,
-                    spec,
-                    service,
-                    failure.failure_class is not FailureClass.TRANSIENT,
-                    thread_id,
-                )
+            # Every call settles the breaker (a half-open probe must report back): only a
+            # transient failure counts against the service.
+            transient = failure.failure_class is FailureClass.TRANSIENT
+            _breaker_saw(deps, spec, service, not transient, thread_id, caller)
             record = transition(running, StepStatus.FAILED, failure=failure, ended_at=utcnow())
         if record.status is StepStatus.FAILED and record.failure is not None:
             policy = step.retry or (spec.retry if spec else None) or DEFAULT_RETRY
@@ -257,10 +257,15 @@ def _slot(service: str | None, limit: int | None) -> Iterator[None]:
 
 
 def _breaker_saw(
-    deps: NodeDeps, spec: ToolSpec | None, service: str | None, ok: bool, thread_id: str
+    deps: NodeDeps,
+    spec: ToolSpec | None,
+    service: str | None,
+    ok: bool,
+    thread_id: str,
+    caller: str,
 ) -> None:
     if spec is not None and service and deps.breakers is not None:
-        deps.breakers.record(service, ok, spec.breaker or BreakerPolicy(), thread_id)
+        deps.breakers.record(service, ok, spec.breaker or BreakerPolicy(), thread_id, caller)
 
 
 def _run_tool(

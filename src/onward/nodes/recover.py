@@ -236,11 +236,12 @@ def _revise(
 def earliest_wait(deps: NodeDeps, state: RunState) -> datetime | None:
     """When the first deferred pending step may run (its backoff, or its service's breaker)."""
     times: list[datetime] = []
+    now = deps.clock()
     for step in state.plan.steps:
         rec = state.record(step.id)
         if rec.status is not StepStatus.PENDING:
             continue
-        if rec.not_before is not None:
+        if rec.not_before is not None and rec.not_before > now:
             times.append(rec.not_before)
         spec = deps.registry.get(step.tool)
         service = spec.service_for(step.args) if spec else None
