@@ -76,6 +76,7 @@ from onward.state import (
     StepFailure,
     StepRecord,
     StepStatus,
+    Usage,
     Waiting,
     WaitKind,
     migrate,
@@ -147,6 +148,9 @@ class RunView(BaseModel):
     """Unfinished, and its driver's heartbeat is stale: the driver died or hangs."""
     resume_at: datetime | None = None
     """A suspended run goes on at this time (a retry backoff or an open breaker)."""
+    usage: Usage = Usage()
+    """Model calls, tokens and cost so far."""
+    budget: Budget = Budget()
     waiting: list[Waiting] = []
     """Effects whose outcome is unknown (each is also a pending escalation)."""
     pending: list[PendingDecision] = []
@@ -912,6 +916,8 @@ class Onward:
             failure=state.failure,
             report=report,
             resume_at=state.resume_at,
+            usage=state.usage,
+            budget=state.budget,
             waiting=[w for w in state.waiting.values() if w is not None],
             pending=self.pending(thread_id) if state.status.waiting else [],
             decisions=list(state.decisions),

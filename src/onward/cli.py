@@ -209,6 +209,13 @@ def _print_view(view: RunView) -> None:
         )
     if view.failure:
         out.print(f"[red]reason:[/] {view.failure.message}", highlight=False)
+    if view.usage.calls:
+        u = view.usage
+        out.print(
+            f"model: {u.calls} calls, {u.input_tokens} in + {u.output_tokens} out tokens, "
+            f"cost {u.cost:.4f}",
+            highlight=False,
+        )
     if view.resume_at:
         out.print(
             f"suspended until {view.resume_at:%Y-%m-%d %H:%M:%S} (backoff or an open breaker); "
