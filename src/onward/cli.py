@@ -327,6 +327,12 @@ def run(
     max_replans: Annotated[
         int, typer.Option("--max-replans", min=0, help="Replans of one step before a person.")
     ] = 2,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", min=1, help="Model tokens in the whole run.")
+    ] = None,
+    max_cost: Annotated[
+        float | None, typer.Option("--max-cost", min=0, help="Model cost (USD) in the run.")
+    ] = None,
     judge: Annotated[
         bool,
         typer.Option("--judge", help="A model reviews every step's output (needs a model)."),
@@ -367,6 +373,8 @@ def run(
                 max_steps=max_steps,
                 max_run_time=parse_duration(max_run_time) if max_run_time else None,
                 max_replans=max_replans,
+                max_tokens=max_tokens,
+                max_cost=max_cost,
             ),
         )
         if not as_json:
