@@ -68,6 +68,7 @@ def test_the_fake_model_plans_judges_and_replans_end_to_end(
             {"ok": False, "findings": ["title.txt does not hold the first line"]},  # judge: write
             fixed,  # replan
             {"ok": True, "findings": []},  # judge: write again
+            {"ok": True, "findings": []},  # judge: the goal
         ]
     )
     with Onward(db_url, model=model) as ow:
@@ -89,8 +90,25 @@ def test_the_fake_model_plans_judges_and_replans_end_to_end(
     replan_prompt = _prompt(model.calls[3])
     assert "does not hold the first line" in replan_prompt
     assert "<<<UNTRUSTED DATA" in _prompt(model.calls[1])
-    assert state.usage.calls == 5
+    assert state.usage.calls == 6
+    assert "Judge the outcome against the goal" in _prompt(model.calls[5])
     assert state.usage.input_tokens > 0
+
+
+def test_the_goal_judge_can_fail_a_run_whose_checks_passed(db_url: str, workdir: Path) -> None:
+    model = ScriptedChatModel(
+        responses=[
+            {"ok": True, "findings": []},
+            {"ok": False, "findings": ["the numbers do not add up to the total"]},
+        ]
+    )
+    plan = Plan(steps=[PlanStep(id="a", tool="noop", args={"value": 1})])
+    with Onward(db_url, model=model) as ow:
+        view = ow.run("add things up", plan=plan, judge=True)
+    assert view.status == "failed"
+    assert view.failure is not None
+    assert view.failure.message == "judge: the numbers do not add up to the total"
+    assert view.steps[0].status == "done"
 
 
 def test_invalid_model_plans_are_sent_back_with_their_problems(db_url: str, workdir: Path) -> None:

@@ -5,20 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
 
 from onward.checks import evaluate
 from onward.nodes.deps import NodeDeps
+from onward.nodes.judge import judge_goal
 from onward.progress import EventKind, emit
-from onward.state import RunFailure, RunFailureKind, RunState, RunStatus, StepStatus
+from onward.state import RunFailure, RunFailureKind, RunState, RunStatus, StepStatus, Usage
 
 
 def make_finalize_node(deps: NodeDeps) -> Any:
-    def finalize(state: RunState) -> dict[str, Any]:
+    def finalize(state: RunState, config: RunnableConfig) -> dict[str, Any]:
         if state.status is RunStatus.CANCELLED:
             report = execution_report(state, RunStatus.CANCELLED, state.failure)
             emit(EventKind.RUN_FINISHED, message=RunStatus.CANCELLED.value)
             return {"messages": [AIMessage(report)]}
         failure = state.failure
+        usage: Usage | None = None
         if failure is None and state.plan.steps:
             failed = [r for r in state.steps.values() if r.status is StepStatus.FAILED]
             if failed:
@@ -39,10 +42,18 @@ def make_finalize_node(deps: NodeDeps) -> Any:
                         kind=RunFailureKind.ACCEPTANCE,
                         message="acceptance checks failed: " + "; ".join(findings),
                     )
+                elif state.goal.judge and deps.model is not None:
+                    thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+                    try:
+                        failure, usage = judge_goal(deps, state, thread_id)
+                    except Exception as exc:  # the checks passed; a judge that cannot answer
+                        note = f"the goal judge could not answer ({exc}); the checks stand"
+                        emit(EventKind.RUN_FINISHED, message=note)
         status = RunStatus.FAILED if failure else RunStatus.DONE
         report = execution_report(state, status, failure)
         emit(EventKind.RUN_FINISHED, message=status.value)
-        return {"status": status, "failure": failure, "messages": [AIMessage(report)]}
+        out = {"status": status, "failure": failure, "messages": [AIMessage(report)]}
+        return out | ({"usage": usage} if usage is not None else {})
 
     return finalize
 

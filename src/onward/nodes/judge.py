@@ -19,6 +19,8 @@ from onward.state import (
     ExecuteTask,
     FailureClass,
     Plan,
+    RunFailure,
+    RunFailureKind,
     RunState,
     StepFailure,
     StepRecord,
@@ -31,6 +33,27 @@ from onward.state import (
 class Verdict(BaseModel):
     ok: bool = Field(description="true if the output does what the step and goal need")
     findings: list[str] = Field(default_factory=list, description="what is wrong, if anything")
+
+
+def judge_goal(deps: NodeDeps, state: RunState, thread_id: str) -> tuple[RunFailure | None, Usage]:
+    """The run's outcome against the goal, after the acceptance checks passed: a "not ok"
+    fails the run with the findings (it never passes a run whose checks failed)."""
+    assert deps.model is not None
+    summaries = "\n".join(f"{n}: {r.summary}" for n, r in sorted(state.artifacts.items()))
+    messages = context.build(
+        state,
+        "Every step is done and the acceptance checks passed. Judge the outcome against the "
+        "goal: does it do what was asked? Look for what the checks cannot see.",
+        data=[("artifacts of the run (summaries)", summaries or "(none)")],
+    )
+    answer = ask_json(
+        deps, deps.model, messages, Verdict, purpose="judge-goal", thread_id=thread_id
+    )
+    verdict: Verdict | None = answer.parsed
+    if verdict is None or verdict.ok:
+        return None, answer.usage  # an unreadable verdict does not fail a verified run
+    findings = "; ".join(verdict.findings) or "not acceptable"
+    return RunFailure(kind=RunFailureKind.ACCEPTANCE, message=f"judge: {findings}"), answer.usage
 
 
 def judge_step(
