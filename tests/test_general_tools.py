@@ -22,7 +22,7 @@ def test_read_file_reads_text_and_says_when_it_truncated(tmp_path: Path) -> None
     (tmp_path / "notes.txt").write_text("héllo world", encoding="utf-8")
     out = _call("read_file", {"path": "notes.txt", "max_bytes": 5}, tmp_path)
     assert out == {"path": "notes.txt", "text": "héll", "bytes": 12, "truncated": True}
-    with pytest.raises(FileNotFoundError, match="nope.txt is not a file"):
+    with pytest.raises(FileNotFoundError, match=r"nope\.txt is not a file"):
         _call("read_file", {"path": "nope.txt"}, tmp_path)
 
 
