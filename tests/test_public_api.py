@@ -5,6 +5,13 @@ from __future__ import annotations
 import onward
 
 PUBLIC = {
+    "BreakerPolicy",
+    "Budget",
+    "LoopGuardError",
+    "NoTemplateError",
+    "RetryPolicy",
+    "ScriptedChatModel",
+    "Usage",
     "AnswerError",
     "Approval",
     "CancelReport",
@@ -79,6 +86,7 @@ def test_usage_errors_are_onward_errors() -> None:
         onward.UnknownThreadError,
         onward.ToolLoadError,
         onward.AnswerError,
+        onward.NoTemplateError,
         onward.TokenError,
     ):
         assert issubclass(cls, onward.UsageError)

@@ -5,6 +5,7 @@ any crash, without losing work or repeating a side effect.
 """
 
 from onward.api import CancelReport, Onward, RunView, StepView, SweepReport, load_plan_file
+from onward.checkpointing.breakers import BreakerPolicy
 from onward.checkpointing.leases import LeasePolicy
 from onward.checkpointing.store import Store
 from onward.errors import (
@@ -13,6 +14,8 @@ from onward.errors import (
     DeterministicToolError,
     InconsistentRunError,
     LeaseLostError,
+    LoopGuardError,
+    NoTemplateError,
     OnwardError,
     PlanningError,
     PlanProblem,
@@ -30,11 +33,14 @@ from onward.errors import (
 )
 from onward.graph.build import build_graph, compile_graph
 from onward.inbox import PendingDecision
+from onward.llm.fake import ScriptedChatModel
 from onward.policy import Deadline, ExpiryAction, RunPolicy
 from onward.progress import EventKind, ProgressEvent
+from onward.retry import RetryPolicy
 from onward.state import (
     Approval,
     ArtifactRef,
+    Budget,
     Decision,
     DecisionAction,
     FailureClass,
@@ -46,6 +52,7 @@ from onward.state import (
     SideEffect,
     StepRecord,
     StepStatus,
+    Usage,
     WaitKind,
 )
 from onward.tools import Reconciled, Registry, ToolContext, ToolSpec, default_registry, tool
@@ -55,6 +62,8 @@ __all__ = [
     "Approval",
     "ArtifactError",
     "ArtifactRef",
+    "BreakerPolicy",
+    "Budget",
     "CancelReport",
     "Deadline",
     "Decision",
@@ -67,6 +76,8 @@ __all__ = [
     "InconsistentRunError",
     "LeaseLostError",
     "LeasePolicy",
+    "LoopGuardError",
+    "NoTemplateError",
     "Onward",
     "OnwardError",
     "PendingDecision",
@@ -78,11 +89,13 @@ __all__ = [
     "ProgressEvent",
     "Reconciled",
     "Registry",
+    "RetryPolicy",
     "RunBusyError",
     "RunPolicy",
     "RunState",
     "RunStatus",
     "RunView",
+    "ScriptedChatModel",
     "SideEffect",
     "StepRecord",
     "StepStatus",
@@ -99,6 +112,7 @@ __all__ = [
     "ToolSpec",
     "TransientToolError",
     "UnknownThreadError",
+    "Usage",
     "UsageError",
     "WaitKind",
     "build_graph",
