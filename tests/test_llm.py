@@ -336,3 +336,101 @@ def test_data_is_cut_to_the_token_budget() -> None:
     messages = context.build(state, "t", data=[("big", "x" * 100_000)], budget=1000)
     assert context.message_tokens(messages) <= 1100
     assert "count to 200" in messages[1].text  # the goal header is never cut
+
+
+# ----------------------------------------------------------------------------- review fixes
+
+
+def test_a_revision_that_drops_a_failed_sibling_keeps_the_run_consistent(
+    db_url: str, workdir: Path
+) -> None:
+    (workdir / "ok.txt").write_text("hello")
+    model = ScriptedChatModel(
+        responses=[
+            _draft(
+                {"id": "a", "tool": "read_file", "args": {"path": "missing1.txt"}},
+                {"id": "b", "tool": "read_file", "args": {"path": "missing2.txt"}},
+            ),
+            _draft({"id": "c", "tool": "read_file", "args": {"path": "ok.txt"}}),
+        ]
+    )
+    with Onward(db_url, model=model) as ow:
+        view = ow.run("read two files no template knows")
+        state = ow.state(view.thread_id)
+    assert view.status == "done"
+    assert [s.id for s in view.steps] == ["c"]
+    assert state.record("b").status == "skipped"
+    assert state.record("b").note == "removed by the replanner"
+
+
+def test_renaming_a_failing_step_does_not_reset_the_replan_budget(
+    db_url: str, workdir: Path
+) -> None:
+    from onward.state import Budget
+
+    count = [0]
+
+    def rename(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+        count[0] += 1
+        return _draft({"id": f"r{count[0]}", "tool": "read_file", "args": {"path": "no.txt"}})
+
+    model = ScriptedChatModel(default=rename)
+    with Onward(db_url, model=model) as ow:
+        view = ow.run("read a file no template knows", budget=Budget(max_replans=1))
+    assert view.status == "waiting_for_human"
+    assert sum(d.action == "replan" for d in view.decisions) == 1
+    assert count[0] == 2  # the plan and one replan
+
+
+def test_for_each_file_names_cannot_change_the_args(db_url: str, workdir: Path) -> None:
+    from onward.llm.planner import DraftStep, PlanDraft, normalise
+    from onward.tools.registry import default_registry
+
+    (workdir / "inbox").mkdir()
+    odd = 'a.txt", "dst": "pwned.txt'
+    (workdir / "inbox" / odd).write_text("x")
+    step = DraftStep(
+        id="c",
+        tool="copy_file",
+        for_each="inbox/*",
+        args_json=json.dumps({"src": "{file}", "dst": "archive/{name}"}),
+    )
+    plan, problems = normalise(PlanDraft(steps=[step]), default_registry, workdir)
+    assert problems == []
+    assert plan.steps[0].args == {"src": f"inbox/{odd}", "dst": f"archive/{odd}"}
+    outside = step.model_copy(update={"for_each": "../*"})
+    _, problems = normalise(PlanDraft(steps=[outside]), default_registry, workdir)
+    assert "inside the work directory" in str(problems[0])
+
+
+def test_an_explicit_client_for_a_real_provider_is_blocked_too(db_url: str) -> None:
+    from langchain_openai import ChatOpenAI
+
+    real = ChatOpenAI(model="gpt-4o-mini", api_key="sk-x", base_url="https://api.example.com/v1")
+    with pytest.raises(ModelBlockedError):
+        Onward(db_url, model=real)
+
+
+def test_a_malformed_price_table_is_refused_up_front(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onward.errors import UsageError
+
+    monkeypatch.setenv("ONWARD_PRICES", '{"gpt-4o-mini": 0.15}')
+    with pytest.raises(UsageError, match="ONWARD_PRICES"):
+        Onward(db_url, model=ScriptedChatModel())
+
+
+def test_usage_of_a_failed_planning_is_counted(db_url: str, workdir: Path) -> None:
+    model = ScriptedChatModel(responses=["nope", "nope", "nope"])
+    with Onward(db_url, model=model) as ow:
+        view = ow.run("something only a model can plan")
+    assert view.status == "failed"
+    assert view.usage.calls == 3
+
+
+def test_judge_needs_a_model(db_url: str, workdir: Path) -> None:
+    from onward.errors import UsageError
+
+    with Onward(db_url, model=None) as ow, pytest.raises(UsageError, match="--judge needs a model"):
+        ow.start("x", plan=Plan(steps=[PlanStep(id="a", tool="noop")]), judge=True)

@@ -54,7 +54,7 @@ from onward.errors import (
 from onward.graph.build import compile_graph
 from onward.graph.routing import APPROVE, ESCALATE, FINALIZE, GATE
 from onward.inbox import PendingDecision
-from onward.llm.models import model_from_env
+from onward.llm.models import check_model, model_from_env
 from onward.nodes.deps import NodeDeps
 from onward.planning.templates import plan_from_template
 from onward.planning.validate import parse_declared
@@ -247,7 +247,7 @@ class Onward:
             sleep=sleep,
             rng=rng or random.Random(),
             max_wait=float(os.environ.get("ONWARD_MAX_WAIT") or 60.0),
-            model=model_from_env() if model == "env" else model,
+            model=check_model(model_from_env() if model == "env" else model),
         )
         self.graph = compile_graph(self.deps, checkpointer=self.store.saver)
 
@@ -306,6 +306,11 @@ class Onward:
             plan_obj = plan
             goal_obj = goal_obj.model_copy(update={"objective": goal or "run plan"})
         if judge:
+            if self.deps.model is None:
+                raise UsageError(
+                    "--judge needs a model: set OPENAI_API_KEY (and OPENAI_BASE_URL, "
+                    "ONWARD_MODEL), or pass Onward(model=...)"
+                )
             goal_obj = goal_obj.model_copy(update={"judge": True})
         for name in inputs:
             if not (wd / name).exists():

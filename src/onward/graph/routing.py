@@ -139,7 +139,10 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         started: set[str] = set()
         deferred: set[str] = set()
         failed: list[tuple[str, StepFailure]] = []
+        in_plan = {s.id for s in state.plan.steps}
         for sid, rec in state.steps.items():
+            if sid not in in_plan:
+                continue  # replaced by a revision
             if rec.status is StepStatus.FAILED and rec.failure is not None:
                 failed.append((sid, rec.failure))
             elif rec.status is not StepStatus.PENDING:

@@ -49,9 +49,10 @@ def context_budget() -> int:
 
 
 def fence(label: str, text: str) -> str:
-    """Mark ``text`` as data. Fence markers inside it are defused, so data cannot close
-    its fence and pose as instructions."""
-    safe = text.replace(FENCE_OPEN, "<<(untrusted").replace(FENCE_CLOSE, "<<(end)")
+    """Mark ``text`` as data. Every ``<<<`` inside it (any case, any spacing after) is
+    defused, so data can neither close its fence nor open a fake one."""
+    safe = text.replace("<<<", "<<\u2039")
+    label = label.replace("<<<", "<<\u2039").replace(">>>", "\u203a>>")
     return f"{FENCE_OPEN}: {label}>>>\n{safe}\n{FENCE_CLOSE}"
 
 
@@ -101,7 +102,8 @@ def plan_status(state: RunState, current: str | None = None) -> str:
     window = steps[max(0, at - NEAR) : at + NEAR + 1]
     for s in [*failed, *[w for w in window if w not in failed]]:
         rec = state.record(s.id)
-        why = f" — {rec.failure.message[:160]}" if rec.failure else ""
+        # Failure messages echo tool output: they travel fenced, as evidence, never here.
+        why = f" ({rec.failure.failure_class.value})" if rec.failure else ""
         mark = " <- current" if s.id == current else ""
         lines.append(f"- {s.id} [{rec.status.value}] {s.tool}{why}{mark}")
     return "\n".join(lines)
@@ -121,6 +123,18 @@ def _step_inputs(state: RunState, step: PlanStep) -> dict[str, ArtifactRef]:
     return {n: state.artifacts[n] for n in sorted(names) if n in state.artifacts}
 
 
+def cut(text: str, tokens: int) -> str:
+    """The head of ``text`` that fits ``tokens`` (by encoded bytes, like the estimate)."""
+    data = text.encode("utf-8")
+    if len(data) <= tokens * 4:
+        return text
+    return data[: max(tokens * 4, 0)].decode("utf-8", errors="ignore") + " …[cut]"
+
+
+MIN_DATA = 300
+"""Tokens the data (evidence, artifacts) keeps even when the fixed parts are long."""
+
+
 def build(
     state: RunState,
     task: str,
@@ -129,40 +143,45 @@ def build(
     data: Sequence[tuple[str, str]] = (),
     bodies: dict[str, Any] | None = None,
     budget: int | None = None,
+    status: bool = True,
 ) -> list[BaseMessage]:
-    """The messages of one call: system prompt, goal header, plan status, the current
-    step's input artifacts (summaries; ``bodies`` for the ones asked for), fenced
-    ``data``, then the ``task``. Data is cut to fit the token ``budget``."""
+    """The messages of one call: system prompt, goal header, plan status (``status``),
+    fenced ``data`` (evidence first), the current step's input artifacts (summaries;
+    ``bodies`` for the ones asked for), then the ``task``. Everything but the goal header
+    is cut to fit the token ``budget``; the data always keeps some room."""
     budget = budget or context_budget()
-    fixed = [goal_header(state), plan_status(state, current), f"TASK:\n{task}"]
-    room = budget - estimate_tokens(SYSTEM) - sum(estimate_tokens(x) for x in fixed) - 50
-    extra: list[str] = []
+    header = goal_header(state)
+    status_text = plan_status(state, current) if status else ""
+    task_text = "TASK:\n" + cut(task, budget // 3)
+    fixed = estimate_tokens(SYSTEM) + estimate_tokens(header) + estimate_tokens(task_text) + 50
+    status_text = cut(status_text, max(budget - fixed - MIN_DATA, 100))
+    room = max(budget - fixed - estimate_tokens(status_text), MIN_DATA)
+    parts: list[tuple[str, str]] = list(data)
     if current is not None:
         try:
             step = state.plan.step(current)
         except KeyError:
             step = None
         if step is not None:
-            for name, ref in _step_inputs(state, step).items():
-                extra.append(
-                    fence(f"artifact {name} (summary)", ref.summary or f"{ref.size} bytes")
-                )
-    for name, body in (bodies or {}).items():
-        extra.append(fence(f"artifact {name}", json.dumps(body, ensure_ascii=False, default=str)))
-    extra += [fence(label, text) for label, text in data]
+            parts += [
+                (f"artifact {name} (summary)", ref.summary or f"{ref.size} bytes")
+                for name, ref in _step_inputs(state, step).items()
+            ]
+    parts += [
+        (f"artifact {name}", json.dumps(body, ensure_ascii=False, default=str))
+        for name, body in (bodies or {}).items()
+    ]
     kept: list[str] = []
-    for part in extra:
-        cost = estimate_tokens(part)
-        if cost > room:
-            if room > 40:  # keep the head of what does not fit whole
-                cut = part[: room * 4 - 80]
-                kept.append(
-                    fence("truncated", cut)
-                    if not cut.startswith(FENCE_OPEN)
-                    else cut + f"\n{FENCE_CLOSE}"
-                )
-            break
-        kept.append(part)
-        room -= cost
-    human = "\n\n".join([fixed[0], fixed[1], *kept, fixed[2]])
+    for i, (label, text) in enumerate(parts):
+        whole = fence(label, text)
+        cost = estimate_tokens(whole)
+        share = room // (len(parts) - i)  # what does not fit shares the room with the rest
+        if cost <= share or (cost <= room and i == len(parts) - 1):
+            kept.append(whole)
+            room -= cost
+        elif share > 40:
+            head = fence(f"{label} (truncated)", cut(text, share - 30))
+            kept.append(head)
+            room -= estimate_tokens(head)
+    human = "\n\n".join(x for x in [header, status_text, *kept, task_text] if x)
     return [SystemMessage(SYSTEM), HumanMessage(human)]

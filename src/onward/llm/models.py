@@ -56,6 +56,25 @@ def model_from_env(env: Mapping[str, str] = os.environ) -> BaseChatModel | None:
     )
 
 
+def check_model(
+    model: BaseChatModel | None, env: Mapping[str, str] = os.environ
+) -> BaseChatModel | None:
+    """Refuse a model that would reach a real provider while requests are blocked (an
+    explicitly built ChatOpenAI too, not only the factory's), and a malformed price table."""
+    if model is None:
+        return None
+    from onward.llm.usage import prices
+
+    prices()
+    base = getattr(model, "openai_api_base", None)
+    if blocked(env) and hasattr(model, "openai_api_base") and not _loopback(base):
+        raise ModelBlockedError(
+            f"model requests are blocked (ONWARD_BLOCK_MODEL_REQUESTS is set) and this model "
+            f"would call {base or 'OpenAI'}; use ScriptedChatModel or a loopback server"
+        )
+    return model
+
+
 def model_name(model: BaseChatModel) -> str:
     for attr in ("model_name", "model"):
         value = getattr(model, attr, None)

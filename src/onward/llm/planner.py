@@ -10,14 +10,16 @@ normalised (case, dashes, spaces) to the registered ones.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, Field
 
-from onward.errors import PlanningError, PlanProblem
+from onward.errors import PlanningError, PlanProblem, ToolError
 from onward.llm import context
 from onward.llm.calls import ask_json
 from onward.nodes.deps import NodeDeps
@@ -28,6 +30,8 @@ from onward.tools.registry import Registry
 
 TRIES = 3
 """Drafts a model may send before planning fails (the first one included)."""
+LISTED = 200
+"""Files of the work directory shown to the planner (the first found)."""
 NEED_HELP = "NEED_HELP"
 
 
@@ -105,29 +109,55 @@ def normalise(
         if not d.for_each:
             steps.append(base)
             continue
-        files = sorted(p for p in workdir.glob(d.for_each) if p.is_file())
+        pattern = d.for_each
+        if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
+            problems.append(
+                PlanProblem(f"{where}.for_each", "must be a glob inside the work directory")
+            )
+            continue
+        files = sorted(p for p in workdir.glob(pattern) if p.is_file())
         if not files:
             problems.append(
                 PlanProblem(f"{where}.for_each", f"{d.for_each!r} matches no file in {workdir}")
             )
         for n, f in enumerate(files, 1):
-            rel = f.relative_to(workdir).as_posix()
-            text = (
-                json.dumps(args)
-                .replace("{file}", rel)
-                .replace("{name}", f.name)
-                .replace("{stem}", f.stem)
-            )
+            names = {
+                "{file}": f.relative_to(workdir).as_posix(),
+                "{name}": f.name,
+                "{stem}": f.stem,
+            }
             steps.append(
                 base.model_copy(
                     update={
                         "id": f"{d.id}-{n}",
-                        "args": json.loads(text),
+                        # Substituted in the parsed values, never in JSON text: a file name
+                        # cannot change the shape of the args.
+                        "args": _substitute(args, names),
                         "output": f"{d.output}_{n}" if d.output else None,
                     }
                 )
             )
     return Plan(source=PlanSource.LLM, steps=steps), problems
+
+
+def _substitute(value: Any, names: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        for key, repl in names.items():
+            value = value.replace(key, repl)
+        return value
+    if isinstance(value, dict):
+        return {k: _substitute(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, names) for v in value]
+    return value
+
+
+class ModelPlanningError(PlanningError):
+    """Planning with the model failed; ``usage`` is what the attempts cost."""
+
+    def __init__(self, message: str, usage: Usage) -> None:
+        super().__init__(message)
+        self.usage = usage
 
 
 def _retry_message(draft_text: str, problems: list[PlanProblem] | str) -> list[BaseMessage]:
@@ -144,9 +174,8 @@ def plan_with_model(
     """A validated plan for ``goal``, or PlanningError with the last draft's problems."""
     allow = state.policy.allow_tools
     workdir = Path(state.workdir)
-    listing = "\n".join(
-        sorted(p.relative_to(workdir).as_posix() for p in workdir.rglob("*") if p.is_file())[:200]
-    )
+    files = itertools.islice((p for p in workdir.rglob("*") if p.is_file()), LISTED)
+    listing = "\n".join(sorted(p.relative_to(workdir).as_posix() for p in files))
     task = (
         "Plan this goal as steps of tool calls. Tools:\n"
         + tool_catalog(deps.registry, allow)
@@ -161,7 +190,10 @@ def plan_with_model(
     total = Usage()
     problems: list[PlanProblem] | str = []
     for _ in range(TRIES):
-        answer = ask_json(deps, model, messages, PlanDraft, purpose="plan", thread_id=thread_id)
+        try:
+            answer = ask_json(deps, model, messages, PlanDraft, purpose="plan", thread_id=thread_id)
+        except ToolError as exc:
+            raise ModelPlanningError(f"planning with the model failed: {exc}", total) from exc
         total = _add(total, answer.usage)
         if answer.error is not None:
             problems = answer.error
@@ -169,8 +201,8 @@ def plan_with_model(
             continue
         draft: PlanDraft = answer.parsed
         if draft.need_help:
-            raise PlanningError(
-                f"the model could not plan this goal and asks for help: {draft.need_help}"
+            raise ModelPlanningError(
+                f"the model could not plan this goal and asks for help: {draft.need_help}", total
             )
         plan, problems = normalise(draft, deps.registry, workdir)
         if not problems:
@@ -181,9 +213,10 @@ def plan_with_model(
             return plan, total
         messages = [*messages, *_retry_message(answer.raw, problems)]
     shown = problems if isinstance(problems, str) else "; ".join(map(str, problems))
-    raise PlanningError(
+    raise ModelPlanningError(
         f"the model's plan was still invalid after {TRIES} tries: {shown}. Give a declared "
-        "plan (--plan), or rephrase the goal"
+        "plan (--plan), or rephrase the goal",
+        total,
     )
 
 
@@ -201,10 +234,11 @@ def replan_with_model(
     if failure.hint:
         evidence.append(("hint", failure.hint))
     step = state.plan.step(step_id)
+    evidence.append((f"args of {step_id}", json.dumps(step.args, ensure_ascii=False)))
     task = (
-        f"Step {step_id!r} ({step.tool} with args {json.dumps(step.args, ensure_ascii=False)}) "
-        "failed. Send the revised steps that are not done yet (same ids where a step stays; "
-        "done steps are final and must not be sent). Tools:\n"
+        f"Step {step_id!r} ({step.tool}) failed; its args and the failure are above. Send the "
+        "revised steps that are not done yet (same ids where a step stays; done steps are "
+        "final and must not be sent). Tools:\n"
         + tool_catalog(deps.registry, state.policy.allow_tools)
         + f"\nIf no revision can work, set need_help ({NEED_HELP})."
     )
@@ -212,9 +246,18 @@ def replan_with_model(
     total = Usage()
     why = "the model sent no valid revision"
     for _ in range(TRIES):
-        answer = ask_json(
-            deps, model, messages, PlanDraft, purpose="replan", thread_id=thread_id, step_id=step_id
-        )
+        try:
+            answer = ask_json(
+                deps,
+                model,
+                messages,
+                PlanDraft,
+                purpose="replan",
+                thread_id=thread_id,
+                step_id=step_id,
+            )
+        except ToolError as exc:
+            return None, f"the model could not be asked ({exc})", total
         total = _add(total, answer.usage)
         if answer.error is not None:
             why = answer.error

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, Field
 
-from onward.errors import TransientToolError
 from onward.llm import context
 from onward.llm.calls import ask_json
 from onward.nodes.deps import NodeDeps
@@ -26,6 +26,7 @@ from onward.state import (
     StepRecord,
     StepStatus,
     Usage,
+    add_usage,
     transition,
 )
 
@@ -72,15 +73,34 @@ def judge_step(
         "passed; look for what they cannot see.",
         current=step.id,
         bodies={name: output},
+        status=False,
     )
-    answer = ask_json(
-        deps, deps.model, messages, Verdict, purpose="judge", thread_id=thread_id, step_id=step.id
-    )
+    usage = Usage()
+    for _ in range(2):  # a formatting slip is not a finding: ask once more
+        answer = ask_json(
+            deps,
+            deps.model,
+            messages,
+            Verdict,
+            purpose="judge",
+            thread_id=thread_id,
+            step_id=step.id,
+        )
+        usage = add_usage(usage, answer.usage)
+        if answer.parsed is not None:
+            break
+        messages = [*messages, HumanMessage(f"Unreadable: {answer.error}. Answer in the schema.")]
     verdict: Verdict | None = answer.parsed
-    if verdict is None:  # a formatting slip is not a finding: the step is tried again
-        raise TransientToolError(f"the judge's verdict was unreadable: {answer.error}")
+    if verdict is None:
+        failure = StepFailure(
+            failure_class=FailureClass.TRANSIENT,
+            message=f"the judge's verdict was unreadable: {answer.error}",
+            error_type="JudgeVerdict",
+        )
+        running = record.model_copy(update={"status": StepStatus.RUNNING})
+        return transition(running, StepStatus.FAILED, failure=failure), usage
     if verdict.ok:
-        return record, answer.usage
+        return record, usage
     else:
         findings = [f"judge: {f}" for f in verdict.findings] or ["judge: not acceptable"]
     failure = StepFailure(
@@ -90,4 +110,4 @@ def judge_step(
     )
     # done → failed is not a transition; the verdict lands before the record is saved.
     failed = record.model_copy(update={"status": StepStatus.RUNNING})
-    return transition(failed, StepStatus.FAILED, failure=failure, findings=findings), answer.usage
+    return transition(failed, StepStatus.FAILED, failure=failure, findings=findings), usage

@@ -44,6 +44,7 @@ def make_plan_node(deps: NodeDeps) -> Any:
                     the_plan, usage = plan_with_model(deps, deps.model, state, goal, thread_id)
             validate_plan(the_plan, deps.registry, goal, allow_tools=state.policy.allow_tools)
         except (PlanningError, PlanValidationError, ToolError) as exc:
+            usage = getattr(exc, "usage", usage)  # what the model's attempts cost
             emit(EventKind.PLAN_FAILED, message=str(exc))
             return {
                 "status": RunStatus.FAILED,

@@ -115,11 +115,10 @@ def make_replan_node(deps: NodeDeps) -> Any:
                 continue
             step = plan.step(sid)
             revised, why = _revise(deps, state, plan, step, rec)
-            if revised is None and deps.model is not None and not edits:
-                by_model = _model_replan(deps, state, sid, _thread(config))
-                if by_model is not None:
-                    return by_model
-                why = "the model could not revise the plan"
+            if revised is None and deps.model is not None:
+                if edits:
+                    continue  # rules first; the model revises what is left on the next pass
+                return _model_replan(deps, state, sid, _thread(config))
             if revised is None:
                 gave_up = failure.model_copy(
                     update={
@@ -154,11 +153,9 @@ def make_replan_node(deps: NodeDeps) -> Any:
     return replan
 
 
-def _model_replan(
-    deps: NodeDeps, state: RunState, sid: str, thread_id: str
-) -> dict[str, Any] | None:
-    """The model's revision of the not-done steps, applied; None if it asks for help or
-    sends nothing valid (the failure then becomes non-convergent, for a person)."""
+def _model_replan(deps: NodeDeps, state: RunState, sid: str, thread_id: str) -> dict[str, Any]:
+    """The model's revision of the not-done steps, applied; if it asks for help or sends
+    nothing valid, the failure becomes non-convergent, for a person."""
     assert deps.model is not None
     rec = state.record(sid)
     assert rec.failure is not None
@@ -171,12 +168,7 @@ def _model_replan(
             }
         )
         return {"steps": {sid: rec.model_copy(update={"failure": gave_up})}, "usage": usage}
-    kept = {s.id for s in new_plan.steps}
-    steps = {
-        sid: transition(rec, StepStatus.PENDING, replans=rec.replans + 1)
-        if sid in kept
-        else transition(rec, StepStatus.SKIPPED, note="removed by the replanner")
-    }
+    steps = _records_for(state, new_plan, sid, rec)
     decision = Decision(
         step_id=sid,
         action=DecisionAction.REPLAN,
@@ -195,6 +187,38 @@ def _model_replan(
             )
         ],
     }
+
+
+def _records_for(
+    state: RunState, new_plan: Plan, sid: str, rec: StepRecord
+) -> dict[str, StepRecord]:
+    """Records that make the state agree with a revised plan: steps it dropped are skipped;
+    every step it holds that is not done runs (again), a step that reuses an old id from a
+    fresh start; new steps inherit the failed step's replan count, so renaming a step does
+    not reset the replan budget."""
+    kept = {s.id for s in new_plan.steps}
+    out: dict[str, StepRecord] = {}
+    for old_id, was in state.steps.items():
+        if old_id not in kept and was.status in (StepStatus.PENDING, StepStatus.FAILED):
+            out[old_id] = transition(was, StepStatus.SKIPPED, note="removed by the replanner")
+    for step in new_plan.steps:
+        old = state.steps.get(step.id)
+        if old is not None and old.status is StepStatus.DONE:
+            continue
+        if step.id == sid:
+            out[sid] = transition(rec, StepStatus.PENDING, replans=rec.replans + 1)
+        elif old is None:
+            out[step.id] = StepRecord(id=step.id, replans=rec.replans + 1)
+        elif old.status in (StepStatus.SKIPPED, StepStatus.FAILED):
+            # A revision, not a transition of the old record: the step starts over.
+            out[step.id] = StepRecord(
+                id=step.id,
+                attempts=old.attempts,
+                attempt_floor=old.attempts,
+                history=old.history,
+                replans=max(old.replans, rec.replans) + 1,
+            )
+    return out
 
 
 def _revise(
