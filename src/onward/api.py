@@ -57,9 +57,10 @@ from onward.inbox import PendingDecision
 from onward.llm.models import check_model, model_from_env
 from onward.nodes.deps import NodeDeps
 from onward.planning.templates import plan_from_template
-from onward.planning.validate import parse_declared
+from onward.planning.validate import parse_declared, step_problems
 from onward.policy import ExpiryAction, RunPolicy
 from onward.progress import ProgressEvent
+from onward.report import render_html
 from onward.retry import DEFAULT_RETRY
 from onward.state import (
     ArtifactRef,
@@ -83,6 +84,7 @@ from onward.state import (
     transition,
     utcnow,
 )
+from onward.timeline import Summary, TimelineEvent, summarise, timeline
 from onward.tools.registry import (
     Registry,
     default_registry,
@@ -338,6 +340,11 @@ class Onward:
             started_at=self.clock(),
         )
         self.store.add_run(thread_id, goal_obj.objective, {"input": state.model_dump(mode="json")})
+        self.store.events.record(
+            thread_id,
+            "run_started",
+            {"objective": goal_obj.objective, "plan_steps": len(plan_obj.steps)},
+        )
         return thread_id
 
     # -- driving ----------------------------------------------------------
@@ -363,15 +370,21 @@ class Onward:
         load_tool_modules(row.request["input"].get("tool_modules", []))
         owner = new_owner()
         self._acquire(thread_id, owner, takeover)
+        log: list[tuple[datetime, str, dict[str, Any], str | None]] = []
         try:
             with Heartbeat(self.store.leases, thread_id, owner) as beat:
                 config = self._config(thread_id)
                 run_input: Any = command
-                if not self.graph.get_state(config).values:
+                snapshot = self.graph.get_state(config)
+                if not snapshot.values:
                     # Killed before the first checkpoint: start from the stored request.
                     run_input = RunState.model_validate(migrate(dict(row.request["input"])))
                 else:
                     self._check_consistency(thread_id)
+                    if snapshot.next:
+                        self.store.events.record(
+                            thread_id, "run_resumed", {"by": owner, "answer": command is not None}
+                        )
                 if self._apply_requested_cancel(thread_id):
                     return
                 state = self.state(thread_id)
@@ -398,9 +411,12 @@ class Onward:
                     ):
                         if beat.lost.is_set():
                             raise LeaseLostError(thread_id)
-                        yield ProgressEvent.model_validate(chunk)
+                        event = ProgressEvent.model_validate(chunk)
+                        log.append((utcnow(), *event.log_row()))
+                        yield event
                         if time.monotonic() - checked > 0.2:
                             checked = time.monotonic()
+                            self._flush(thread_id, log)
                             if self._apply_requested_cancel(thread_id):
                                 return  # what finished is saved; the rest will not run
                 except GraphRecursionError:
@@ -412,7 +428,17 @@ class Onward:
                     ) from None
                 self.store.set_run_status(thread_id, self.state(thread_id).status)
         finally:
+            self._flush(thread_id, log)
             self.store.leases.release(thread_id, owner)
+
+    def _flush(
+        self, thread_id: str, log: list[tuple[datetime, str, dict[str, Any], str | None]]
+    ) -> None:
+        """Progress events into the event log, in one transaction every ~0.2 s (a commit per
+        event would cost more than the step)."""
+        if log:
+            self.store.events.record_many(thread_id, list(log))
+            log.clear()
 
     def _apply_requested_cancel(self, thread_id: str) -> bool:
         """If another process asked to cancel this run, cancel it now (we hold the lease)."""
@@ -935,6 +961,144 @@ class Onward:
 
     def list_runs(self, limit: int = 100) -> list[RunRow]:
         return self.store.list_runs(limit)
+
+    # -- looking back -----------------------------------------------------
+
+    def timeline(
+        self, thread_id: str, *, step: str | None = None, kinds: Sequence[str] = ()
+    ) -> list[TimelineEvent]:
+        """The run's event log, in order (filtered by step and/or event kinds)."""
+        self._row(thread_id)
+        return timeline(self.store.events.list(thread_id), step=step, kinds=set(kinds) or None)
+
+    def summary(self, thread_id: str) -> Summary:
+        """Totals computed from the event log: time busy and waiting, retries, failures by
+        class, human interventions, tokens and cost (by step and tool)."""
+        self._row(thread_id)
+        return summarise(
+            thread_id, self.state(thread_id), self.store.events.list(thread_id), utcnow()
+        )
+
+    def history(self, thread_id: str, limit: int | None = None) -> list[dict[str, Any]]:
+        """LangGraph's checkpoints of the run, newest first: id, node, step, status, time."""
+        self._row(thread_id)
+        snaps = list(self.graph.get_state_history(self._config(thread_id), limit=limit))
+        out = []
+        for i, snap in enumerate(snaps):
+            meta = snap.metadata or {}
+            older = snaps[i + 1] if i + 1 < len(snaps) else None
+            # The node(s) whose writes made this checkpoint ran as the older one's "next".
+            node = ",".join(older.next) if older is not None else str(meta.get("source", ""))
+            values = snap.values
+            status = values.status if isinstance(values, RunState) else (values or {}).get("status")
+            out.append(
+                {
+                    "checkpoint_id": snap.config["configurable"]["checkpoint_id"],
+                    "step": meta.get("step"),
+                    "node": node or str(meta.get("source", "")),
+                    "next": list(snap.next),
+                    "status": str(status.value if isinstance(status, RunStatus) else status or ""),
+                    "created_at": snap.created_at,
+                }
+            )
+        return out
+
+    def state_at(
+        self, thread_id: str, checkpoint_id: str | None = None
+    ) -> tuple[RunState, list[str]]:
+        """The run's state at a checkpoint (the latest without one), and what runs next."""
+        self._row(thread_id)
+        config = self._config(thread_id)
+        if checkpoint_id:
+            config = {
+                **config,
+                "configurable": {**config["configurable"], "checkpoint_id": checkpoint_id},
+            }
+        snap = self.graph.get_state(config)
+        if checkpoint_id and snap.created_at is None:
+            raise UsageError(
+                f"run {thread_id} has no checkpoint {checkpoint_id}; list them with "
+                f"`onward history {thread_id}`"
+            )
+        values = snap.values
+        state = (
+            values
+            if isinstance(values, RunState)
+            else RunState.model_validate(migrate(dict(values or {})))
+        )
+        return state, list(snap.next)
+
+    def fork(
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        edits: dict[str, Any] | None = None,
+        *,
+        new_thread_id: str | None = None,
+    ) -> str:
+        """A new run that continues from a past state of this one, with step args changed
+        (``{"step.arg": value}``). The original run and its history stay as they are.
+        Effects of the fork are its own (the ledger keys by thread)."""
+        state, _ = self.state_at(thread_id, checkpoint_id)
+        plan = state.plan
+        for path, value in (edits or {}).items():
+            step_id, _, arg = path.partition(".")
+            if not arg:
+                raise UsageError(f"--edit {path!r}: write STEP.ARG=VALUE")
+            try:
+                step = plan.step(step_id)
+            except KeyError:
+                raise UsageError(
+                    f"--edit {path!r}: no step {step_id!r} in the plan at that checkpoint"
+                ) from None
+            if state.status_of(step_id) is StepStatus.DONE:
+                raise UsageError(
+                    f"step {step_id!r} is already done at checkpoint {checkpoint_id}; fork from "
+                    "an earlier checkpoint to change it"
+                )
+            changed = step.model_copy(update={"args": {**step.args, arg: value}})
+            problems = step_problems(
+                changed, f"step {step_id}", self.registry, state.policy.allow_tools
+            )
+            if problems:
+                raise UsageError("; ".join(map(str, problems)))
+            plan = plan.model_copy(
+                update={"steps": [changed if s.id == step_id else s for s in plan.steps]}
+            )
+        new_id = new_thread_id or str(uuid.uuid4())
+        if self.store.get_run(new_id) is not None:
+            raise UsageError(f"thread id {new_id} is already used")
+        forked = state.model_copy(
+            update={
+                "plan": plan,
+                "status": RunStatus.RUNNING if not state.status.finished else state.status,
+                "approvals": {},  # approvals bind to the original run's args
+                "resume_at": None,
+            }
+        )
+        if forked.status.finished:
+            raise UsageError(
+                f"checkpoint {checkpoint_id} is the end of the run ({state.status.value}); fork "
+                "from an earlier one"
+            )
+        objective = f"{state.goal.objective if state.goal else ''} (fork of {thread_id})"
+        self.store.add_run(new_id, objective, {"input": forked.model_dump(mode="json")})
+        values = {k: getattr(forked, k) for k in type(forked).model_fields}
+        self.graph.update_state(self._config(new_id), values, as_node=GATE)
+        self.store.events.record(
+            new_id,
+            "run_started",
+            {"forked_from": thread_id, "checkpoint_id": checkpoint_id, "edits": edits or {}},
+        )
+        self.store.events.record(
+            thread_id, "forked", {"to": new_id, "checkpoint_id": checkpoint_id}
+        )
+        return new_id
+
+    def report_html(self, thread_id: str) -> str:
+        """The run as one self-contained HTML page."""
+        events = self.timeline(thread_id)
+        return render_html(thread_id, self.state(thread_id), events, self.summary(thread_id))
 
     def stalled_threads(self) -> set[str]:
         """Unfinished runs whose driver's heartbeat is stale."""

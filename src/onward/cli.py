@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -272,7 +273,7 @@ def _drive(
                 bar.update(task, completed=done, current=f"✓ {e.step_id}")
             elif e.kind is EventKind.STEP_FAILED:
                 bar.update(task, current=f"[red]✗ {e.step_id}: {e.message[:60]}")
-            elif e.kind is EventKind.STEP_WAITING:
+            elif e.kind in (EventKind.STEP_WAITING, EventKind.APPROVAL_REQUESTED):
                 bar.update(task, current=f"[yellow]⏸ {e.step_id}: {e.message[:60]}")
             elif e.kind is EventKind.RUN_FINISHED:
                 bar.update(task, description=e.message, current="")
@@ -826,6 +827,195 @@ def demo(
         out.print(table)
 
     _finish(view, as_json, counts)
+
+
+def _dump(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+@app.command("timeline")
+def timeline_cmd(
+    thread_id: str,
+    step: Annotated[str | None, typer.Option("--step", help="Only this step's events.")] = None,
+    kind: Annotated[
+        list[str] | None, typer.Option("--kind", help="Only events of this kind (repeatable).")
+    ] = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A run's events in order: steps, tool calls, checks, approvals, retries, model calls."""
+    with _errors(as_json), _open(db, None) as ow:
+        events = ow.timeline(thread_id, step=step, kinds=kind or ())
+    if as_json:
+        _dump([e.model_dump(mode="json") for e in events])
+        return
+    table = Table(show_edge=False)
+    for col in ("#", "time", "event", "step", "try", "detail"):
+        table.add_column(col)
+    for e in events:
+        detail = {k: v for k, v in e.detail.items() if k not in ("step_id", "attempt")}
+        table.add_row(
+            str(e.id),
+            e.at.strftime("%H:%M:%S.%f")[:-3],
+            e.kind,
+            e.step_id or "",
+            str(e.attempt or ""),
+            Text(json.dumps(detail, ensure_ascii=False, default=str)[:120]),
+        )
+    out.print(table)
+
+
+@app.command()
+def summary(thread_id: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
+    """Totals from the event log: time busy and waiting, retries, failures, people, cost."""
+    with _errors(as_json), _open(db, None) as ow:
+        s = ow.summary(thread_id)
+    if as_json:
+        _dump(s.model_dump(mode="json"))
+        return
+    out.print(f"run [bold]{s.thread_id}[/]: {s.status}", highlight=False)
+    out.print(
+        f"time {s.total_seconds:.1f}s (busy {s.busy_seconds:.1f}s, waiting for people "
+        f"{s.waiting_seconds:.1f}s) · steps {s.steps_done}/{s.steps} · model calls "
+        f"{s.model_calls}, tokens {s.input_tokens}+{s.output_tokens}, cost {s.cost:.4f}",
+        highlight=False,
+    )
+    if s.retries:
+        out.print("retries: " + ", ".join(f"{k} {v}" for k, v in s.retries.items()))
+    if s.failures_by_class:
+        out.print("failures: " + ", ".join(f"{k} {v}" for k, v in s.failures_by_class.items()))
+    for i in s.interventions:
+        out.print(
+            f"person: {i.step_id} {i.kind} → {i.action or 'open'} by {i.by or '-'} after "
+            f"{i.waited_seconds:.1f}s",
+            highlight=False,
+        )
+
+
+@app.command()
+def history(
+    thread_id: str,
+    limit: Annotated[int | None, typer.Option(min=1)] = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A run's saved states (checkpoints), newest first: step back with `show --at`."""
+    with _errors(as_json), _open(db, None) as ow:
+        rows = ow.history(thread_id, limit)
+    if as_json:
+        _dump(rows)
+        return
+    table = Table(show_edge=False)
+    for col in ("checkpoint", "step", "node", "next", "status", "time"):
+        table.add_column(col, no_wrap=col == "checkpoint")
+    for r in rows:
+        table.add_row(
+            r["checkpoint_id"],
+            str(r["step"]),
+            str(r["node"]),
+            ",".join(r["next"]),
+            r["status"],
+            str(r["created_at"])[:23],
+        )
+    out.print(table)
+
+
+@app.command()
+def show(
+    thread_id: str,
+    at: Annotated[str | None, typer.Option("--at", help="A checkpoint id from `history`.")] = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The run's state at a checkpoint (default: the latest)."""
+    with _errors(as_json), _open(db, None) as ow:
+        state, nxt = ow.state_at(thread_id, at)
+    data = {
+        "thread_id": thread_id,
+        "checkpoint_id": at,
+        "next": nxt,
+        "values": state.model_dump(mode="json"),
+    }
+    if as_json:
+        _dump(data)
+        return
+    out.print(f"status {state.status.value} · next {', '.join(nxt) or '(end)'}", highlight=False)
+    for s in state.plan.steps:
+        rec = state.record(s.id)
+        out.print(
+            f"  {s.id:<20} {rec.status.value:<10} attempts {rec.attempts}  {s.tool} "
+            f"{json.dumps(s.args, ensure_ascii=False)[:80]}",
+            highlight=False,
+            markup=False,
+        )
+
+
+@app.command()
+def fork(
+    thread_id: str,
+    at: Annotated[str, typer.Option("--at", help="The checkpoint to continue from.")],
+    edit: Annotated[
+        list[str] | None,
+        typer.Option("--edit", help="Change a step's arg: STEP.ARG=VALUE (repeatable)."),
+    ] = None,
+    no_continue: NoContinueOpt = False,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+    tools: ToolsOpt = None,
+) -> None:
+    """Continue a run from a past state as a new run (the original stays intact)."""
+    with _errors(as_json), _open(db, tools) as ow:
+        changes, _ = _edits(edit, None)
+        new_id = ow.fork(thread_id, at, changes)
+        if not as_json:
+            err.print(f"forked as [bold]{new_id}[/]", highlight=False)
+        view = ow.get(new_id) if no_continue else _drive(ow, new_id, as_json)
+    _finish(view, as_json)
+
+
+@app.command()
+def replay(
+    thread_id: str,
+    delay: Annotated[float, typer.Option(min=0, help="Seconds between events.")] = 0.3,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Walk a run's timeline event by event in the terminal."""
+    with _errors(as_json), _open(db, None) as ow:
+        events = ow.timeline(thread_id)
+    if as_json:
+        _dump([e.model_dump(mode="json") for e in events])
+        return
+    start = events[0].at if events else None
+    for e in events:
+        offset = (e.at - start).total_seconds() if start else 0.0
+        what = e.detail.get("message") or e.detail.get("failure_class") or ""
+        out.print(
+            f"+{offset:8.3f}s  {e.kind:<20} {e.step_id or '':<16} "
+            f"{'try ' + str(e.attempt) if e.attempt else '':<6} {str(what)[:80]}",
+            highlight=False,
+            markup=False,
+        )
+        if delay:
+            time.sleep(delay)
+
+
+@app.command()
+def report(
+    thread_id: str,
+    html: Annotated[Path, typer.Option("--html", help="Where to write the HTML page.")],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a run as one self-contained HTML page (timeline, events, summary)."""
+    with _errors(as_json), _open(db, None) as ow:
+        page = ow.report_html(thread_id)
+    html.parent.mkdir(parents=True, exist_ok=True)
+    html.write_text(page, encoding="utf-8")
+    if as_json:
+        _dump({"thread_id": thread_id, "html": str(html), "bytes": len(page.encode())})
+    else:
+        err.print(f"wrote {html}", highlight=False)
 
 
 @app.command()

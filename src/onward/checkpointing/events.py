@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -29,6 +29,10 @@ class AuditKind(StrEnum):
     CANCELLED = "run_cancelled"
     COMPENSATED = "compensated"
     COMPENSATION_FAILED = "compensation_failed"
+
+
+LogRow = tuple[datetime, str, dict[str, Any], "str | None"]
+"""(at, kind, detail, dedupe key) of one event to record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +84,31 @@ class EventLog:
         finally:
             conn.close()
         return [Event(r[0], r[1], datetime.fromisoformat(r[2]), r[3], _detail(r[4])) for r in rows]
+
+    def record_many(self, thread_id: str, rows: Sequence[LogRow]) -> None:
+        """(at, kind, detail, dedupe key) rows in one transaction; a row whose dedupe key
+        the thread already has is dropped (a re-run after a crash logs nothing twice)."""
+        if not rows:
+            return
+        conn = self._connect()
+        try:
+            with conn:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO onward_events (thread_id, at, kind, detail, dedupe) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (
+                            thread_id,
+                            at.isoformat(),
+                            kind,
+                            json.dumps(detail, ensure_ascii=False, default=str),
+                            key,
+                        )
+                        for at, kind, detail, key in rows
+                    ],
+                )
+        finally:
+            conn.close()
 
     def exists(self, thread_id: str, kind: str, since_id: int = 0) -> bool:
         conn = self._connect()

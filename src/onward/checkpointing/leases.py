@@ -36,7 +36,8 @@ CREATE TABLE IF NOT EXISTS onward_events (
     thread_id TEXT NOT NULL,
     at        TEXT NOT NULL,
     kind      TEXT NOT NULL,
-    detail    TEXT NOT NULL DEFAULT ''
+    detail    TEXT NOT NULL DEFAULT '',
+    dedupe    TEXT
 );
 CREATE INDEX IF NOT EXISTS onward_events_thread ON onward_events (thread_id, id);
 """

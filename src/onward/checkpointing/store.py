@@ -32,7 +32,7 @@ from onward.errors import StoreCorruptError, StoreError, StoreLockedError, Usage
 from onward.state import RunStatus, utcnow
 
 DEFAULT_URL = "sqlite:///.onward/onward.db"
-STORE_SCHEMA_VERSION = 4
+STORE_SCHEMA_VERSION = 5
 """1: runs. 2: leases and events. 3: the effect ledger. Each version's tables are created
 with IF NOT EXISTS, so opening an older store brings it up to date under the schema lock."""
 
@@ -164,6 +164,13 @@ class Store:
                     self.conn.execute("PRAGMA journal_mode=WAL")
                     SqliteSaver(self.conn).setup()
                     self.conn.executescript(_SCHEMA + LEASE_SCHEMA + LEDGER_SCHEMA + BREAKER_SCHEMA)
+                    columns = {r[1] for r in self.conn.execute("PRAGMA table_info(onward_events)")}
+                    if "dedupe" not in columns:  # a version-2..4 store
+                        self.conn.execute("ALTER TABLE onward_events ADD COLUMN dedupe TEXT")
+                    self.conn.execute(
+                        "CREATE UNIQUE INDEX IF NOT EXISTS onward_events_once "
+                        "ON onward_events (thread_id, dedupe) WHERE dedupe IS NOT NULL"
+                    )
                     self.conn.execute(
                         "INSERT OR REPLACE INTO onward_meta VALUES ('schema_version', ?)",
                         (str(STORE_SCHEMA_VERSION),),

@@ -70,11 +70,14 @@ def _ask(
     """Ask until an answer applies; ``apply(answer) -> updates | None`` (None: ask again,
     e.g. feedback on a plan). Feedback answers along the way are kept for the log."""
     thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+    target = task.step.id if task.step else PLAN_TARGET
+    ask_key = f"{task.kind.value}:{target}:{task.asked_at.isoformat()}"
     emit(
-        EventKind.STEP_WAITING,
-        step_id=task.step.id if task.step else PLAN_TARGET,
+        EventKind.APPROVAL_REQUESTED,
+        step_id=target,
         tool=task.step.tool if task.step else None,
         message=f"waiting for a person ({task.kind.value})",
+        detail={"ask_key": ask_key, "wait_kind": task.kind.value, "args_hash": task.args_hash},
     )
     errors: list[str] | None = None
     earlier: list[Decision] = []
@@ -101,6 +104,20 @@ def _ask(
             d.model_copy(update={"interrupt_id": iid})
             for d in [*earlier, *updates.get("decisions", [])]
         ]
+        final = updates["decisions"][-1] if updates["decisions"] else None
+        emit(
+            EventKind.APPROVAL_DECIDED,
+            step_id=target,
+            tool=task.step.tool if task.step else None,
+            message=answer.message,
+            detail={
+                "ask_key": ask_key,
+                "action": final.action.value if final else answer.type.value,
+                "by": answer.by or "unknown",
+                "interrupt_id": iid,
+                "args_hash": final.args_hash if final else None,
+            },
+        )
         updates["wave"] = task.wave
         return updates
 

@@ -9,8 +9,10 @@ commit. Every exception becomes a classified ``StepFailure``; none escapes.
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +22,7 @@ from langchain_core.runnables import RunnableConfig
 
 from onward import diagnostics, refs
 from onward.approvals import step_hash
+from onward.artifacts import canonical_json
 from onward.checkpointing.breakers import BreakerPolicy
 from onward.checkpointing.events import AuditKind
 from onward.effects import perform
@@ -119,7 +122,15 @@ def make_execute_node(deps: NodeDeps) -> Any:
                 return {"steps": {step.id: deferred}, "wave": task.wave}
         started = utcnow()
         extra: dict[str, Any] = {}
-        emit(EventKind.STEP_STARTED, step_id=step.id, tool=step.tool, attempt=attempt)
+        digest = hashlib.sha256(canonical_json(step.args)).hexdigest()[:16]
+        emit(
+            EventKind.STEP_STARTED,
+            step_id=step.id,
+            tool=step.tool,
+            attempt=attempt,
+            detail={"args_digest": digest},
+        )
+        clock = time.monotonic()
         running = transition(
             task.record,
             StepStatus.RUNNING,
@@ -132,14 +143,34 @@ def make_execute_node(deps: NodeDeps) -> Any:
             history=shelved(task.record),
         )
         try:
-            with _slot(service, spec.max_concurrent if spec else None):
-                output, key = _run_tool(deps, task, thread_id, attempt)
+            try:
+                with _slot(service, spec.max_concurrent if spec else None):
+                    output, key = _run_tool(deps, task, thread_id, attempt)
+            except BaseException as exc:
+                call = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                _called_event(step.id, step.tool, attempt, digest, clock, call)
+                raise
             ref = deps.artifacts.put(step.output or f"step:{step.id}", output)
+            _called_event(
+                step.id,
+                step.tool,
+                attempt,
+                digest,
+                clock,
+                {"summary": ref.summary, "effect_key": key},
+            )
             executed = running.model_copy(
                 update={"output": ref, "ended_at": utcnow(), "effect_key": key}
             )
             _breaker_saw(deps, spec, service, True, thread_id, caller)
             record = verify_step(deps, task, executed, output)
+            emit(
+                EventKind.VERIFIED,
+                step_id=step.id,
+                tool=step.tool,
+                attempt=attempt,
+                detail={"passed": record.status is StepStatus.DONE, "findings": record.findings},
+            )
             if record.status is StepStatus.DONE and task.judge_goal is not None:
                 record, usage = judge_step(deps, task, record, output, thread_id)
                 extra["usage"] = usage
@@ -200,10 +231,23 @@ def make_execute_node(deps: NodeDeps) -> Any:
             message=(record.output.summary if record.output else "")
             if done
             else (record.failure.message if record.failure else "failed"),
+            detail={"duration": round(time.monotonic() - clock, 6)}
+            | (
+                {"failure_class": record.failure.failure_class.value}
+                if record.failure is not None
+                else {}
+            ),
         )
         return updates
 
     return execute
+
+
+def _called_event(
+    step_id: str, tool: str, attempt: int, digest: str, clock: float, extra: dict[str, Any]
+) -> None:
+    detail = {"args_digest": digest, "duration": round(time.monotonic() - clock, 6), **extra}
+    emit(EventKind.TOOL_CALLED, step_id=step_id, tool=tool, attempt=attempt, detail=detail)
 
 
 def _refuse_unapproved(deps: NodeDeps, task: ExecuteTask, thread_id: str) -> dict[str, Any] | None:

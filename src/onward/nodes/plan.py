@@ -53,6 +53,7 @@ def make_plan_node(deps: NodeDeps) -> Any:
             }
         emit(
             EventKind.PLAN_CREATED,
+            detail={"version": the_plan.version, "source": the_plan.source.value},
             total_steps=len(the_plan.steps),
             message=f"{len(the_plan.steps)} steps ({the_plan.source})",
         )

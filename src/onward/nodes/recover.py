@@ -144,6 +144,11 @@ def make_replan_node(deps: NodeDeps) -> Any:
             )
         updates: dict[str, Any] = {"steps": steps, "decisions": decisions}
         if edits:
+            emit(
+                EventKind.PLAN_REVISED,
+                detail={"version": state.plan.version + len(edits)},
+                message="; ".join(d.reason for d in decisions),
+            )
             updates["plan"] = edits
             updates["messages"] = [
                 AIMessage("Replanned: " + "; ".join(d.reason for d in decisions))
@@ -176,6 +181,7 @@ def _model_replan(deps: NodeDeps, state: RunState, sid: str, thread_id: str) -> 
         at=utcnow(),
         reason=f"{why} after {rec.failure.failure_class.value} failure: {rec.failure.message}",
     )
+    emit(EventKind.PLAN_REVISED, detail={"version": new_plan.version}, message=why)
     return {
         "plan": new_plan,
         "steps": steps,

@@ -1,0 +1,172 @@
+"""What happened in a run, from its event log: the timeline, and the summary numbers.
+
+Every number of the summary is computed from the events it shows (plus the plan, for
+which tool a step used), so the two always agree; tests cross-check them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from onward.checkpointing.events import Event
+from onward.state import RunState
+
+
+class TimelineEvent(BaseModel):
+    """One row of ``onward timeline --json``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    at: datetime
+    kind: str
+    step_id: str | None = None
+    attempt: int | None = None
+    detail: dict[str, Any] = {}
+
+
+def timeline(
+    events: list[Event], *, step: str | None = None, kinds: set[str] | None = None
+) -> list[TimelineEvent]:
+    out = []
+    for e in events:
+        sid = e.detail.get("step_id")
+        if step is not None and sid != step:
+            continue
+        if kinds and e.kind not in kinds:
+            continue
+        attempt = e.detail.get("attempt")
+        out.append(
+            TimelineEvent(
+                id=e.id,
+                at=e.at,
+                kind=e.kind,
+                step_id=sid if isinstance(sid, str) else None,
+                attempt=attempt if isinstance(attempt, int) else None,
+                detail=e.detail,
+            )
+        )
+    return out
+
+
+class Intervention(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    step_id: str | None
+    kind: str
+    asked_at: datetime
+    decided_at: datetime | None
+    waited_seconds: float
+    action: str | None = None
+    by: str | None = None
+
+
+class Summary(BaseModel):
+    """``onward summary --json``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    thread_id: str
+    status: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    total_seconds: float
+    waiting_seconds: float
+    """Time spent waiting for people (approval or escalation asked → answered)."""
+    busy_seconds: float
+    steps: int
+    steps_done: int
+    attempts: dict[str, int]
+    retries: dict[str, int]
+    """Attempts beyond the first, per step that had any."""
+    failures_by_class: dict[str, int]
+    interventions: list[Intervention]
+    model_calls: int
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    cost_by_step: dict[str, float]
+    cost_by_tool: dict[str, float]
+
+
+def summarise(thread_id: str, state: RunState, events: list[Event], now: datetime) -> Summary:
+    started = [e.at for e in events if e.kind in ("run_started", "run_resumed")]
+    finished = [e.at for e in events if e.kind == "run_finished"]
+    start = min(started) if started else (events[0].at if events else None)
+    end = max(finished) if finished and state.status.finished else None
+    total = ((end or now) - start).total_seconds() if start else 0.0
+
+    attempts: Counter[str] = Counter()
+    failures: Counter[str] = Counter()
+    for e in events:
+        sid = e.detail.get("step_id")
+        if e.kind == "step_started" and isinstance(sid, str):
+            attempts[sid] += 1
+        elif e.kind == "step_failed":
+            failures[str(e.detail.get("failure_class"))] += 1
+
+    asked: dict[str, Event] = {}
+    interventions: list[Intervention] = []
+    for e in events:
+        key = str(e.detail.get("ask_key"))
+        if e.kind == "approval_requested":
+            asked.setdefault(key, e)
+        elif e.kind == "approval_decided" and key in asked:
+            q = asked.pop(key)
+            interventions.append(
+                Intervention(
+                    step_id=q.detail.get("step_id"),
+                    kind=str(q.detail.get("wait_kind")),
+                    asked_at=q.at,
+                    decided_at=e.at,
+                    waited_seconds=(e.at - q.at).total_seconds(),
+                    action=e.detail.get("action"),
+                    by=e.detail.get("by"),
+                )
+            )
+    for q in asked.values():  # still open
+        interventions.append(
+            Intervention(
+                step_id=q.detail.get("step_id"),
+                kind=str(q.detail.get("wait_kind")),
+                asked_at=q.at,
+                decided_at=None,
+                waited_seconds=(now - q.at).total_seconds(),
+            )
+        )
+    waiting = sum(i.waited_seconds for i in interventions)
+
+    tools = {s.id: s.tool for s in state.plan.steps}
+    calls = [e for e in events if e.kind == "model_call" and e.detail.get("error") is None]
+    by_step: defaultdict[str, float] = defaultdict(float)
+    by_tool: defaultdict[str, float] = defaultdict(float)
+    for e in calls:
+        cost = float(e.detail.get("cost") or 0.0)
+        sid = e.detail.get("step_id") or "(run)"
+        by_step[sid] += cost
+        by_tool[tools.get(sid, str(e.detail.get("purpose")))] += cost
+    return Summary(
+        thread_id=thread_id,
+        status=state.status.value,
+        started_at=start,
+        ended_at=end,
+        total_seconds=round(total, 3),
+        waiting_seconds=round(waiting, 3),
+        busy_seconds=round(max(total - waiting, 0.0), 3),
+        steps=len(state.plan.steps),
+        steps_done=sum(1 for s in state.plan.steps if state.status_of(s.id).value == "done"),
+        attempts=dict(attempts),
+        retries={k: v - 1 for k, v in attempts.items() if v > 1},
+        failures_by_class=dict(failures),
+        interventions=interventions,
+        model_calls=len(calls),
+        input_tokens=sum(int(e.detail.get("input_tokens") or 0) for e in calls),
+        output_tokens=sum(int(e.detail.get("output_tokens") or 0) for e in calls),
+        cost=round(sum(float(e.detail.get("cost") or 0.0) for e in calls), 8),
+        cost_by_step=dict(by_step),
+        cost_by_tool=dict(by_tool),
+    )
