@@ -370,7 +370,6 @@ class Onward:
         load_tool_modules(row.request["input"].get("tool_modules", []))
         owner = new_owner()
         self._acquire(thread_id, owner, takeover)
-        log: list[tuple[datetime, str, dict[str, Any], str | None]] = []
         try:
             with Heartbeat(self.store.leases, thread_id, owner) as beat:
                 config = self._config(thread_id)
@@ -411,12 +410,9 @@ class Onward:
                     ):
                         if beat.lost.is_set():
                             raise LeaseLostError(thread_id)
-                        event = ProgressEvent.model_validate(chunk)
-                        log.append((utcnow(), *event.log_row()))
-                        yield event
+                        yield ProgressEvent.model_validate(chunk)
                         if time.monotonic() - checked > 0.2:
                             checked = time.monotonic()
-                            self._flush(thread_id, log)
                             if self._apply_requested_cancel(thread_id):
                                 return  # what finished is saved; the rest will not run
                 except GraphRecursionError:
@@ -428,17 +424,7 @@ class Onward:
                     ) from None
                 self.store.set_run_status(thread_id, self.state(thread_id).status)
         finally:
-            self._flush(thread_id, log)
             self.store.leases.release(thread_id, owner)
-
-    def _flush(
-        self, thread_id: str, log: list[tuple[datetime, str, dict[str, Any], str | None]]
-    ) -> None:
-        """Progress events into the event log, in one transaction every ~0.2 s (a commit per
-        event would cost more than the step)."""
-        if log:
-            self.store.events.record_many(thread_id, list(log))
-            log.clear()
 
     def _apply_requested_cancel(self, thread_id: str) -> bool:
         """If another process asked to cancel this run, cancel it now (we hold the lease)."""
@@ -987,8 +973,10 @@ class Onward:
         for i, snap in enumerate(snaps):
             meta = snap.metadata or {}
             older = snaps[i + 1] if i + 1 < len(snaps) else None
-            # The node(s) whose writes made this checkpoint ran as the older one's "next".
-            node = ",".join(older.next) if older is not None else str(meta.get("source", ""))
+            # The node(s) whose writes made this checkpoint ran as the older one's "next";
+            # an edit (update_state: a decision, a cancel) made it itself.
+            source = str(meta.get("source", ""))
+            node = source if source == "update" or older is None else ",".join(older.next)
             values = snap.values
             status = values.status if isinstance(values, RunState) else (values or {}).get("status")
             out.append(
@@ -1040,6 +1028,19 @@ class Onward:
         (``{"step.arg": value}``). The original run and its history stay as they are.
         Effects of the fork are its own (the ledger keys by thread)."""
         state, _ = self.state_at(thread_id, checkpoint_id)
+        if state.goal is None:
+            raise UsageError(
+                f"checkpoint {checkpoint_id} holds no run state yet (it is the run's input); "
+                "fork from a later one"
+            )
+        in_flight = [s for s, r in state.steps.items() if r.status is StepStatus.RUNNING]
+        if state.waiting or in_flight:
+            raise UsageError(
+                f"at checkpoint {checkpoint_id} an effect is in flight or its outcome unknown "
+                f"({', '.join(sorted({*state.waiting, *in_flight}))}); its ledger entry belongs "
+                "to the original run, so fork from a checkpoint before or after it"
+            )
+        load_tool_modules(state.tool_modules)
         plan = state.plan
         for path, value in (edits or {}).items():
             step_id, _, arg = path.partition(".")

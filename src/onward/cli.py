@@ -857,8 +857,8 @@ def timeline_cmd(
         table.add_row(
             str(e.id),
             e.at.strftime("%H:%M:%S.%f")[:-3],
-            e.kind,
-            e.step_id or "",
+            Text(e.kind),
+            Text(e.step_id or ""),
             str(e.attempt or ""),
             Text(json.dumps(detail, ensure_ascii=False, default=str)[:120]),
         )
@@ -873,15 +873,16 @@ def summary(thread_id: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
     if as_json:
         _dump(s.model_dump(mode="json"))
         return
-    out.print(f"run [bold]{s.thread_id}[/]: {s.status}", highlight=False)
+    out.print(f"run {s.thread_id}: {s.status}", highlight=False, markup=False)
     out.print(
         f"time {s.total_seconds:.1f}s (busy {s.busy_seconds:.1f}s, waiting for people "
         f"{s.waiting_seconds:.1f}s) · steps {s.steps_done}/{s.steps} · model calls "
         f"{s.model_calls}, tokens {s.input_tokens}+{s.output_tokens}, cost {s.cost:.4f}",
         highlight=False,
+        markup=False,
     )
     if s.retries:
-        out.print("retries: " + ", ".join(f"{k} {v}" for k, v in s.retries.items()))
+        out.print("retries: " + ", ".join(f"{k} {v}" for k, v in s.retries.items()), markup=False)
     if s.failures_by_class:
         out.print("failures: " + ", ".join(f"{k} {v}" for k, v in s.failures_by_class.items()))
     for i in s.interventions:
@@ -889,6 +890,7 @@ def summary(thread_id: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
             f"person: {i.step_id} {i.kind} → {i.action or 'open'} by {i.by or '-'} after "
             f"{i.waited_seconds:.1f}s",
             highlight=False,
+            markup=False,
         )
 
 
@@ -910,12 +912,17 @@ def history(
         table.add_column(col, no_wrap=col == "checkpoint")
     for r in rows:
         table.add_row(
-            r["checkpoint_id"],
-            str(r["step"]),
-            str(r["node"]),
-            ",".join(r["next"]),
-            r["status"],
-            str(r["created_at"])[:23],
+            *(
+                Text(x)
+                for x in (
+                    r["checkpoint_id"],
+                    str(r["step"]),
+                    str(r["node"]),
+                    ",".join(r["next"]),
+                    r["status"],
+                    str(r["created_at"])[:23],
+                )
+            )
         )
     out.print(table)
 
@@ -939,7 +946,11 @@ def show(
     if as_json:
         _dump(data)
         return
-    out.print(f"status {state.status.value} · next {', '.join(nxt) or '(end)'}", highlight=False)
+    out.print(
+        f"status {state.status.value} · next {', '.join(nxt) or '(end)'}",
+        highlight=False,
+        markup=False,
+    )
     for s in state.plan.steps:
         rec = state.record(s.id)
         out.print(
@@ -968,7 +979,7 @@ def fork(
         changes, _ = _edits(edit, None)
         new_id = ow.fork(thread_id, at, changes)
         if not as_json:
-            err.print(f"forked as [bold]{new_id}[/]", highlight=False)
+            err.print(f"forked as {new_id}", highlight=False, markup=False)
         view = ow.get(new_id) if no_continue else _drive(ow, new_id, as_json)
     _finish(view, as_json)
 

@@ -20,6 +20,8 @@ def _template() -> str:
 
 
 def _bars(state: RunState, events: list[TimelineEvent], t0: datetime, span: float) -> list[Any]:
+    finished = state.status.finished
+
     def pct(at: datetime) -> float:
         return round(100.0 * max((at - t0).total_seconds(), 0.0) / span, 3)
 
@@ -56,15 +58,15 @@ def _bars(state: RunState, events: list[TimelineEvent], t0: datetime, span: floa
                         "title": f"waited for {e.detail.get('by')}: {e.detail.get('action')}",
                     }
                 )
-        for key, s in opened.items():  # still running or still waiting
-            bars.append(
-                {
-                    "cls": "wait" if key[0] == "wait" else "open",
-                    "left": pct(s.at),
-                    "width": max(100.0 - pct(s.at), 0.2),
-                    "title": "waiting" if key[0] == "wait" else "running",
-                }
-            )
+        last = max((e.at for e in events if e.step_id == step.id), default=t0)
+        for key, s in opened.items():  # still running or waiting, or ended without a word
+            if finished:  # the run is over: the bar ends at the step's last event
+                width = max(pct(last) - pct(s.at), 0.2)
+                cls, title = ("wait", "never answered") if key[0] == "wait" else ("bad", "ended")
+            else:
+                width = max(100.0 - pct(s.at), 0.2)
+                cls, title = ("wait", "waiting") if key[0] == "wait" else ("open", "running")
+            bars.append({"cls": cls, "left": pct(s.at), "width": width, "title": title})
         rows.append(
             {
                 "id": step.id,

@@ -7,7 +7,7 @@ which tool a step used), so the two always agree; tests cross-check them.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -33,7 +33,7 @@ def timeline(
     events: list[Event], *, step: str | None = None, kinds: set[str] | None = None
 ) -> list[TimelineEvent]:
     out = []
-    for e in events:
+    for e in sorted(events, key=lambda e: (e.at, e.id)):
         sid = e.detail.get("step_id")
         if step is not None and sid != step:
             continue
@@ -93,9 +93,23 @@ class Summary(BaseModel):
     cost_by_tool: dict[str, float]
 
 
+def _covered(spans: list[tuple[datetime, datetime]]) -> float:
+    """Seconds covered by the union of the spans (parallel questions wait together)."""
+    total, end = 0.0, None
+    for start, stop in sorted(spans):
+        if end is None or start > end:
+            total += (stop - start).total_seconds()
+            end = stop
+        elif stop > end:
+            total += (stop - end).total_seconds()
+            end = stop
+    return total
+
+
 def summarise(thread_id: str, state: RunState, events: list[Event], now: datetime) -> Summary:
+    events = sorted(events, key=lambda e: (e.at, e.id))
     started = [e.at for e in events if e.kind in ("run_started", "run_resumed")]
-    finished = [e.at for e in events if e.kind == "run_finished"]
+    finished = [e.at for e in events if e.kind in ("run_finished", "run_cancelled")]
     start = min(started) if started else (events[0].at if events else None)
     end = max(finished) if finished and state.status.finished else None
     total = ((end or now) - start).total_seconds() if start else 0.0
@@ -128,17 +142,20 @@ def summarise(thread_id: str, state: RunState, events: list[Event], now: datetim
                     by=e.detail.get("by"),
                 )
             )
-    for q in asked.values():  # still open
+    for q in asked.values():  # never answered: open until now, or until the run ended
+        until = end or now
         interventions.append(
             Intervention(
                 step_id=q.detail.get("step_id"),
                 kind=str(q.detail.get("wait_kind")),
                 asked_at=q.at,
                 decided_at=None,
-                waited_seconds=(now - q.at).total_seconds(),
+                waited_seconds=max((until - q.at).total_seconds(), 0.0),
             )
         )
-    waiting = sum(i.waited_seconds for i in interventions)
+    waiting = _covered(
+        [(i.asked_at, i.asked_at + timedelta(seconds=i.waited_seconds)) for i in interventions]
+    )
 
     tools = {s.id: s.tool for s in state.plan.steps}
     calls = [e for e in events if e.kind == "model_call" and e.detail.get("error") is None]

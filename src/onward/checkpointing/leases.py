@@ -188,10 +188,12 @@ class Leases:
             conn.close()
 
     def events(self, thread_id: str) -> list[tuple[datetime, str, str]]:
+        """The lease events of a run (acquired, taken over, released), in order."""
         conn = self._connect()
         try:
             rows = conn.execute(
-                "SELECT at, kind, detail FROM onward_events WHERE thread_id = ? ORDER BY id",
+                "SELECT at, kind, detail FROM onward_events WHERE thread_id = ? "
+                "AND kind LIKE 'lease~_%' ESCAPE '~' ORDER BY id",
                 (thread_id,),
             ).fetchall()
         finally:

@@ -8,8 +8,10 @@ and escalate wait for a person with ``interrupt()`` (see nodes/approve.py).
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -38,24 +40,48 @@ from onward.nodes.finalize import make_finalize_node
 from onward.nodes.note import make_note_node
 from onward.nodes.plan import make_plan_node
 from onward.nodes.recover import make_replan_node, make_retry_node, make_wait_node
+from onward.progress import collecting
 from onward.state import RunState
+
+
+def logged(deps: NodeDeps, fn: Any) -> Any:
+    """Write the events a node emits to the event log before its writes commit: a node
+    killed after its checkpoint never runs again, so logging from the stream could lose
+    them; a node killed before it runs again, and the dedupe keys keep the log single."""
+    takes_config = len(inspect.signature(fn).parameters) > 1
+
+    def node(arg: Any, config: RunnableConfig) -> Any:
+        with collecting() as rows:
+            try:
+                return fn(arg, config) if takes_config else fn(arg)
+            finally:
+                if rows and deps.events is not None:
+                    thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+                    deps.events.record_many(thread_id, rows)
+
+    node.__name__ = getattr(fn, "__name__", "node")
+    return node
 
 
 def build_graph(deps: NodeDeps) -> StateGraph[Any]:
     """The uncompiled builder (``langgraph dev`` and tests compile it their own way)."""
     g: StateGraph[Any] = StateGraph(RunState)
+
+    def add(name: str, fn: Any) -> None:
+        g.add_node(name, logged(deps, fn))
+
     gate = make_gate(deps)
     after_task = make_after_task(gate)
-    g.add_node("plan", make_plan_node(deps))
-    g.add_node(APPROVE, make_approve_node(deps))
-    g.add_node(EXECUTE, make_execute_node(deps))
-    g.add_node(ESCALATE, make_escalate_node(deps))
-    g.add_node(NOTE, make_note_node(deps))
-    g.add_node(RETRY, make_retry_node(deps))
-    g.add_node(REPLAN, make_replan_node(deps))
-    g.add_node(WAIT, make_wait_node(deps))
+    add("plan", make_plan_node(deps))
+    add(APPROVE, make_approve_node(deps))
+    add(EXECUTE, make_execute_node(deps))
+    add(ESCALATE, make_escalate_node(deps))
+    add(NOTE, make_note_node(deps))
+    add(RETRY, make_retry_node(deps))
+    add(REPLAN, make_replan_node(deps))
+    add(WAIT, make_wait_node(deps))
     g.add_node(GATE, join)
-    g.add_node(FINALIZE, make_finalize_node(deps))
+    add(FINALIZE, make_finalize_node(deps))
     g.add_edge(START, "plan")
     g.add_conditional_edges("plan", gate, ROUTES)
     for node in TASK_NODES:

@@ -185,7 +185,7 @@ def _log(
         "purpose": purpose,
         "step_id": step_id,
         "model": model_name(model),
-        "attempt": attempt,
+        "call_attempt": attempt,
         "latency": round(time.monotonic() - started, 4),
         "prompt_digest": hashlib.sha256(text.encode()).hexdigest(),
         "input_tokens": usage.input_tokens if usage else None,
