@@ -91,7 +91,8 @@ def test_summary_numbers_agree_with_the_events(run_cli: Any, eventful: str) -> N
     assert summary["waiting_seconds"] == pytest.approx(waited, abs=1e-3)
     first = next(e for e in events if e["kind"] == "run_started")
     last = next(e for e in events if e["kind"] == "run_finished")
-    total = (datetime.fromisoformat(last["at"]) - datetime.fromisoformat(first["at"])).total_seconds()
+    span = datetime.fromisoformat(last["at"]) - datetime.fromisoformat(first["at"])
+    total = span.total_seconds()
     assert summary["total_seconds"] == pytest.approx(total, abs=1e-2)
     assert summary["busy_seconds"] == pytest.approx(total - waited, abs=1e-2)
     assert summary["model_calls"] == 0
