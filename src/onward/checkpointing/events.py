@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -45,8 +47,26 @@ class Event:
 
 
 class EventLog:
+    """Appends and reads events on a connection of its own, opened once: nodes on several
+    threads log after every step, and a connection per write cost more than the write."""
+
     def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
         self._connect = connect
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._conn is None:
+                self._conn = self._connect()
+            yield self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     def record(
         self,
@@ -56,20 +76,29 @@ class EventLog:
         *,
         at: datetime | None = None,
     ) -> None:
-        conn = self._connect()
-        try:
-            with conn:
-                conn.execute(
-                    "INSERT INTO onward_events (thread_id, at, kind, detail) VALUES (?, ?, ?, ?)",
-                    (
-                        thread_id,
-                        (at or utcnow()).isoformat(),
-                        str(kind),
-                        json.dumps(detail or {}, ensure_ascii=False, default=str),
-                    ),
-                )
-        finally:
-            conn.close()
+        self.record_many(thread_id, [(at or utcnow(), str(kind), detail or {}, None)])
+
+    def record_many(self, thread_id: str, rows: Sequence[LogRow]) -> None:
+        """(at, kind, detail, dedupe key) rows in one transaction; a row whose dedupe key
+        the thread already has is dropped (a re-run after a crash logs nothing twice)."""
+        if not rows:
+            return
+        values = [
+            (
+                thread_id,
+                at.isoformat(),
+                kind,
+                json.dumps(detail, ensure_ascii=False, default=str),
+                key,
+            )
+            for at, kind, detail, key in rows
+        ]
+        with self._db() as conn, conn:
+            conn.executemany(
+                "INSERT OR IGNORE INTO onward_events (thread_id, at, kind, detail, dedupe) "
+                "VALUES (?, ?, ?, ?, ?)",
+                values,
+            )
 
     def list(self, thread_id: str, kinds: Iterable[str] | None = None) -> list[Event]:
         wanted = [str(k) for k in kinds] if kinds is not None else None
@@ -78,47 +107,18 @@ class EventLog:
         if wanted is not None:
             sql += f" AND kind IN ({', '.join('?' * len(wanted))})" if wanted else " AND 0"
             params += wanted
-        conn = self._connect()
-        try:
+        with self._db() as conn:
             rows = conn.execute(sql + " ORDER BY id", params).fetchall()
-        finally:
-            conn.close()
+            conn.commit()  # end the read transaction: WAL readers must not pin old pages
         return [Event(r[0], r[1], datetime.fromisoformat(r[2]), r[3], _detail(r[4])) for r in rows]
 
-    def record_many(self, thread_id: str, rows: Sequence[LogRow]) -> None:
-        """(at, kind, detail, dedupe key) rows in one transaction; a row whose dedupe key
-        the thread already has is dropped (a re-run after a crash logs nothing twice)."""
-        if not rows:
-            return
-        conn = self._connect()
-        try:
-            with conn:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO onward_events (thread_id, at, kind, detail, dedupe) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    [
-                        (
-                            thread_id,
-                            at.isoformat(),
-                            kind,
-                            json.dumps(detail, ensure_ascii=False, default=str),
-                            key,
-                        )
-                        for at, kind, detail, key in rows
-                    ],
-                )
-        finally:
-            conn.close()
-
     def exists(self, thread_id: str, kind: str, since_id: int = 0) -> bool:
-        conn = self._connect()
-        try:
+        with self._db() as conn:
             row = conn.execute(
                 "SELECT 1 FROM onward_events WHERE thread_id = ? AND kind = ? AND id > ? LIMIT 1",
                 (thread_id, str(kind), since_id),
             ).fetchone()
-        finally:
-            conn.close()
+            conn.commit()
         return row is not None
 
 
