@@ -66,6 +66,32 @@ def onward_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "onward", *args]
 
 
+def start_run(
+    workdir: Path, db: str, thread_id: str, tools: str, *extra: str, **env: str
+) -> subprocess.Popen[str]:
+    """``onward run --plan plan.yaml`` in the background (a test may SIGKILL it)."""
+    return subprocess.Popen(
+        onward_cmd(
+            "run",
+            "--plan",
+            "plan.yaml",
+            "--tools",
+            tools,
+            "--db",
+            db,
+            "--json",
+            "--thread-id",
+            thread_id,
+            *extra,
+        ),
+        cwd=workdir,
+        env=cli_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
 @pytest.fixture
 def run_cli(workdir: Path, db_url: str):  # type: ignore[no-untyped-def]
     """Run ``onward ARGS`` in a new process with --db pointing at this test's store."""

@@ -26,7 +26,7 @@ from onward.planning.revise import revision_problems
 from onward.policy import Deadline, ExpiryAction, RunPolicy
 from onward.state import PlanEdit, StepRecord, StepStatus
 from onward.tools.registry import default_registry
-from tests.conftest import cli_env, onward_cmd
+from tests.conftest import cli_env, onward_cmd, start_run
 from tests.hitl_tools import rows
 
 TOOLS = str(Path(__file__).with_name("hitl_tools.py"))
@@ -56,30 +56,6 @@ def hitl(db_url: str, workdir: Path, clock: Clock) -> Iterator[Onward]:
 
 def _start(ow: Onward, *steps: PlanStep, **policy: Any) -> str:
     return ow.start("hitl", plan=Plan(steps=list(steps)), policy=RunPolicy(**policy))
-
-
-def _run_in_background(
-    workdir: Path, db_url: str, thread_id: str, **env: str
-) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        onward_cmd(
-            "run",
-            "--plan",
-            "plan.yaml",
-            "--tools",
-            TOOLS,
-            "--db",
-            db_url,
-            "--json",
-            "--thread-id",
-            thread_id,
-        ),
-        cwd=workdir,
-        env=cli_env(**env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
 
 
 def _write_plan(workdir: Path, steps: list[dict[str, Any]]) -> None:
@@ -172,7 +148,7 @@ def test_sigkill_while_waiting_keeps_the_question(run_cli, workdir: Path, db_url
     )
     # Every tool call of this first driver takes 30 s, so it is still busy with "s".
     slow = {"ONWARD_FAULT_TOOL_DELAY": "30", "ONWARD_LEASE_TTL": "0.5", "ONWARD_HEARTBEAT": "0.1"}
-    proc = _run_in_background(workdir, db_url, "t-kill", **slow)
+    proc = start_run(workdir, db_url, "t-kill", TOOLS, **slow)
     try:
         deadline = time.monotonic() + 60
         items: list[dict[str, Any]] = []
@@ -572,7 +548,7 @@ def test_cancel_asks_a_live_driver_to_stop_at_its_next_step(
         for i in range(40)
     ]
     _write_plan(workdir, steps)
-    driver = _run_in_background(workdir, db_url, "t-live")
+    driver = start_run(workdir, db_url, "t-live", TOOLS)
     try:
         time.sleep(2.0)
         cancelled = run_cli("cancel", "t-live", "--reason", "enough", "--json")

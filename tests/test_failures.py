@@ -23,7 +23,7 @@ from onward.checks import Equals
 from onward.failures import classify, signature
 from onward.retry import RetryPolicy
 from onward.state import Budget, FailureClass
-from tests.conftest import cli_env, onward_cmd
+from tests.conftest import cli_env, onward_cmd, start_run
 from tests.failure_tools import calls
 from tests.httpfake import FakeService
 
@@ -159,23 +159,8 @@ def test_attempt_count_survives_a_sigkill_between_attempts(workdir: Path, db_url
             }
         )
     )
-    proc = subprocess.Popen(
-        onward_cmd(
-            "run",
-            "--plan",
-            "plan.yaml",
-            "--tools",
-            TOOLS,
-            "--db",
-            db_url,
-            "--thread-id",
-            "t-flaky",
-            "--json",
-        ),
-        cwd=workdir,
-        env=cli_env(ONWARD_LEASE_TTL="0.5", ONWARD_HEARTBEAT="0.1"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    proc = start_run(
+        workdir, db_url, "t-flaky", TOOLS, ONWARD_LEASE_TTL="0.5", ONWARD_HEARTBEAT="0.1"
     )
     try:
         deadline = time.monotonic() + 60

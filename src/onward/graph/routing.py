@@ -100,6 +100,18 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             **extra,
         )
 
+    def escalation(state: RunState, step: PlanStep, waiting: Waiting) -> Send:
+        inputs = _inputs(state, step)
+        task = ask(
+            state,
+            WaitKind.ESCALATION,
+            step,
+            step_hash(step, inputs),
+            waiting=waiting,
+            inputs=inputs,
+        )
+        return Send(ESCALATE, task)
+
     def gate(state: RunState) -> list[Send] | str:
         if state.status is RunStatus.SUSPENDED:
             return END  # waiting for a time (backoff, breaker); resume goes on from gate
@@ -121,17 +133,7 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             for w in state.waiting.values():
                 if w is None:
                     continue
-                step = state.plan.step(w.step_id)
-                inputs = _inputs(state, step)
-                task = ask(
-                    state,
-                    WaitKind.ESCALATION,
-                    step,
-                    step_hash(step, inputs),
-                    waiting=w,
-                    inputs=inputs,
-                )
-                asks.append(Send(ESCALATE, task))
+                asks.append(escalation(state, state.plan.step(w.step_id), w))
             return _wave(asks)
         # One pass over the records, then set lookups: gate runs after every step, so this
         # loop is O(steps) per step; keep its constant small.
@@ -232,20 +234,11 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             ):
                 route = REPLAN if route in (None, REPLAN) else route
             else:
-                inputs = _inputs(state, step)
                 reason = f"step failed ({cls.value}): {failure.message}"
                 if failure.hint:
                     reason += f" (hint: {failure.hint})"
                 waiting = Waiting(step_id=sid, reason=reason, args=step.args)
-                task = ask(
-                    state,
-                    WaitKind.ESCALATION,
-                    step,
-                    step_hash(step, inputs),
-                    waiting=waiting,
-                    inputs=inputs,
-                )
-                asks.append(Send(ESCALATE, task))
+                asks.append(escalation(state, step, waiting))
         if asks:
             return _wave(asks) if state.policy.escalate_failures else FINALIZE
         assert route is not None
