@@ -434,3 +434,39 @@ def test_judge_needs_a_model(db_url: str, workdir: Path) -> None:
 
     with Onward(db_url, model=None) as ow, pytest.raises(UsageError, match="--judge needs a model"):
         ow.start("x", plan=Plan(steps=[PlanStep(id="a", tool="noop")]), judge=True)
+
+
+def test_no_model_call_is_made_past_the_token_budget(db_url: str, workdir: Path) -> None:
+    from onward.nodes.deps import NodeDeps
+    from onward.nodes.recover import _model_replan
+    from onward.state import Budget, StepFailure, Usage
+
+    model = ScriptedChatModel(
+        responses=[_draft({"id": "r", "tool": "read_file", "args": {"path": "missing.txt"}})],
+        default={"steps": [], "need_help": "should never be asked"},
+    )
+    with Onward(db_url, model=model) as ow:
+        view = ow.run("read a file no template knows", budget=Budget(max_tokens=50))
+        assert len(model.calls) == 1  # planning used the budget up: nothing else is asked
+        assert view.status == "suspended"
+        assert view.pending[0].kind == "budget"
+        # And the replanner itself checks before calling (a failure in the same wave).
+        state = ow.state(view.thread_id).model_copy(
+            update={
+                "usage": Usage(calls=1, input_tokens=60),
+                "steps": {
+                    "r": StepRecord(
+                        id="r",
+                        status=StepStatus.FAILED,
+                        attempts=1,
+                        failure=StepFailure(failure_class="deterministic", message="no file"),
+                    )
+                },
+            }
+        )
+        deps = NodeDeps(registry=ow.registry, artifacts=ow.store.artifacts, model=model)
+        updates = _model_replan(deps, state, "r", view.thread_id)
+    assert len(model.calls) == 1
+    failure = updates["steps"]["r"].failure
+    assert failure.failure_class == "non_convergent"
+    assert "token budget is used up" in failure.message

@@ -52,6 +52,16 @@ def usage(state: RunState, now: datetime) -> list[Use]:
     return out
 
 
+def model_budget_spent(state: RunState) -> str | None:
+    """Why no further model call may be made (tokens or cost used up), or None."""
+    b, u = state.budget, state.usage
+    if b.max_tokens is not None and u.input_tokens + u.output_tokens >= b.max_tokens:
+        return f"the token budget is used up ({u.input_tokens + u.output_tokens} of {b.max_tokens})"
+    if b.max_cost is not None and u.cost >= b.max_cost:
+        return f"the cost budget is used up ({u.cost:.4f} of {b.max_cost:g})"
+    return None
+
+
 def exhausted(uses: list[Use]) -> list[Use]:
     return [u for u in uses if u.used >= u.limit]
 

@@ -185,6 +185,7 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                             judge_goal=state.goal
                             if deps.model is not None
                             and (step.judge or (state.goal is not None and state.goal.judge))
+                            and budget.model_budget_spent(state) is None
                             else None,
                         ),
                     )

@@ -7,6 +7,7 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
+from onward.budget import model_budget_spent
 from onward.checks import evaluate
 from onward.nodes.deps import NodeDeps
 from onward.nodes.judge import judge_goal
@@ -42,7 +43,11 @@ def make_finalize_node(deps: NodeDeps) -> Any:
                         kind=RunFailureKind.ACCEPTANCE,
                         message="acceptance checks failed: " + "; ".join(findings),
                     )
-                elif state.goal.judge and deps.model is not None:
+                elif (
+                    state.goal.judge
+                    and deps.model is not None
+                    and model_budget_spent(state) is None
+                ):
                     thread_id = str(config.get("configurable", {}).get("thread_id", ""))
                     try:
                         failure, usage = judge_goal(deps, state, thread_id)

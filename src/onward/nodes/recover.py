@@ -22,6 +22,7 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
+from onward import budget
 from onward.checkpointing.breakers import BreakerPolicy
 from onward.llm.planner import replan_with_model
 from onward.nodes.deps import NodeDeps
@@ -39,6 +40,7 @@ from onward.state import (
     RunStatus,
     StepRecord,
     StepStatus,
+    Usage,
     transition,
     utcnow,
 )
@@ -164,7 +166,11 @@ def _model_replan(deps: NodeDeps, state: RunState, sid: str, thread_id: str) -> 
     assert deps.model is not None
     rec = state.record(sid)
     assert rec.failure is not None
-    new_plan, why, usage = replan_with_model(deps, deps.model, state, sid, thread_id)
+    spent = budget.model_budget_spent(state)
+    if spent is not None:  # never call a model past its budget: a person decides instead
+        new_plan, why, usage = None, f"no replanning: {spent}", Usage()
+    else:
+        new_plan, why, usage = replan_with_model(deps, deps.model, state, sid, thread_id)
     if new_plan is None:
         gave_up = rec.failure.model_copy(
             update={
