@@ -3,6 +3,7 @@ HTML report, checked on one run that had a retry, an approval and a failure."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -182,3 +183,73 @@ def test_html_report_renders_in_headless_chromium(
     assert dom.count('class="event-row"') == len(events)
     assert 'class="bar wait"' in dom
     assert 'class="bar bad"' in dom
+
+
+def test_events_of_a_step_saved_just_before_a_kill_are_not_lost(
+    run_cli: Any, db_url: str, workdir: Path
+) -> None:
+    """The node logs its events before its writes commit: step a, checkpointed just
+    before the driver is SIGKILLed inside b, keeps its events, and b's re-run attempt
+    is logged once."""
+    import time
+
+    from tests.conftest import start_run
+
+    steps = [
+        {"id": "a", "tool": "slow"},
+        {"id": "b", "tool": "slow", "depends_on": ["a"]},
+    ]
+    (workdir / "plan.yaml").write_text(json.dumps({"goal": "kill me", "steps": steps}))
+    # Every tool call of this first driver takes 2 s: a finishes, and b is killed inside.
+    proc = start_run(
+        workdir,
+        db_url,
+        "t-log",
+        FAULTS,
+        ONWARD_FAULT_TOOL_DELAY="2",
+        ONWARD_LEASE_TTL="0.5",
+        ONWARD_HEARTBEAT="0.1",
+    )
+    try:
+        deadline = time.monotonic() + 60
+        with Onward(db_url) as ow:
+            while time.monotonic() < deadline:
+                if ow.store.get_run("t-log") and ow.state("t-log").status_of("a") == "done":
+                    break
+                time.sleep(0.05)
+        time.sleep(0.3)  # b has started; nothing else arrives on the stream for a while
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    time.sleep(0.6)
+    assert run_cli("resume", "t-log", "--takeover", "--tools", FAULTS, "--json").code == 0
+    events = _json(run_cli, "timeline", "t-log")
+    done = [(e["kind"], e["step_id"]) for e in events if e["kind"] in ("step_started", "step_done")]
+    assert done == [
+        ("step_started", "a"),
+        ("step_done", "a"),
+        ("step_started", "b"),
+        ("step_done", "b"),
+    ]
+    assert "plan_created" in [e["kind"] for e in events]
+
+
+def test_the_loop_guard_stops_a_drive_and_keeps_its_state(
+    db_url: str, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import onward.api
+    from onward import LoopGuardError
+
+    steps = [
+        PlanStep(id=f"s{i}", tool="noop", depends_on=[f"s{i - 1}"] if i else []) for i in range(6)
+    ]
+    with Onward(db_url) as ow:
+        tid = ow.start("loop", plan=Plan(steps=steps))
+        monkeypatch.setattr(onward.api, "superstep_limit", lambda state, registry: 3)
+        with pytest.raises(LoopGuardError, match="more than 3 supersteps"):
+            ow.drive(tid)
+        assert [e.kind for e in ow.store.events.list(tid, ["loop_guard"])] == ["loop_guard"]
+        monkeypatch.undo()
+        assert ow.resume(tid).status == "done"

@@ -493,12 +493,6 @@ class Onward:
             ]
         return sorted(items, key=lambda p: p.asked_at)
 
-    def mint_token(self, thread_id: str, interrupt_id: str, user: str) -> str:
-        key = tokens.secret()
-        if key is None:
-            raise UsageError("resume tokens need ONWARD_SECRET to be set")
-        return tokens.mint(key, thread_id, interrupt_id, user, self.clock() + tokens.ttl())
-
     def decide(
         self,
         thread_id: str,

@@ -123,6 +123,19 @@ def summarise(thread_id: str, state: RunState, events: list[Event], now: datetim
         elif e.kind == "step_failed":
             failures[str(e.detail.get("failure_class"))] += 1
 
+    def intervention(q: Event, answer: Event | None) -> Intervention:
+        """A question and its answer; one never answered is open until now (or the end)."""
+        until = answer.at if answer is not None else end or now
+        return Intervention(
+            step_id=q.detail.get("step_id"),
+            kind=str(q.detail.get("wait_kind")),
+            asked_at=q.at,
+            decided_at=answer.at if answer is not None else None,
+            waited_seconds=max((until - q.at).total_seconds(), 0.0),
+            action=answer.detail.get("action") if answer is not None else None,
+            by=answer.detail.get("by") if answer is not None else None,
+        )
+
     asked: dict[str, Event] = {}
     interventions: list[Intervention] = []
     for e in events:
@@ -130,29 +143,8 @@ def summarise(thread_id: str, state: RunState, events: list[Event], now: datetim
         if e.kind == "approval_requested":
             asked.setdefault(key, e)
         elif e.kind == "approval_decided" and key in asked:
-            q = asked.pop(key)
-            interventions.append(
-                Intervention(
-                    step_id=q.detail.get("step_id"),
-                    kind=str(q.detail.get("wait_kind")),
-                    asked_at=q.at,
-                    decided_at=e.at,
-                    waited_seconds=(e.at - q.at).total_seconds(),
-                    action=e.detail.get("action"),
-                    by=e.detail.get("by"),
-                )
-            )
-    for q in asked.values():  # never answered: open until now, or until the run ended
-        until = end or now
-        interventions.append(
-            Intervention(
-                step_id=q.detail.get("step_id"),
-                kind=str(q.detail.get("wait_kind")),
-                asked_at=q.at,
-                decided_at=None,
-                waited_seconds=max((until - q.at).total_seconds(), 0.0),
-            )
-        )
+            interventions.append(intervention(asked.pop(key), e))
+    interventions += [intervention(q, None) for q in asked.values()]
     waiting = _covered(
         [(i.asked_at, i.asked_at + timedelta(seconds=i.waited_seconds)) for i in interventions]
     )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from onward.checkpointing.connection import SharedConnection
 from onward.checkpointing.events import EventLog
 
 BREAKER_SCHEMA = """
@@ -76,14 +77,16 @@ class Breakers:
         events: EventLog,
         clock: Callable[[], datetime],
     ) -> None:
-        self._connect, self._events, self.clock = connect, events, clock
+        self._db, self._events, self.clock = SharedConnection(connect), events, clock
+
+    def close(self) -> None:
+        self._db.close()
 
     def get(self, service: str) -> BreakerRow | None:
-        conn = self._connect()
-        try:
-            return _read(conn, service)
-        finally:
-            conn.close()
+        with self._db.use() as conn:
+            row = _read(conn, service)
+            conn.commit()  # end the read: a WAL reader must not pin old pages
+            return row
 
     def blocked_until(self, service: str, policy: BreakerPolicy) -> datetime | None:
         """Read-only: when a call to ``service`` may next be tried, or None if now."""
@@ -95,8 +98,7 @@ class Breakers:
     ) -> datetime | None:
         """Ask to call ``service`` now: None = go ahead (possibly as the half-open probe,
         owned by ``caller``), else the time to try again. Atomic across processes."""
-        conn = self._connect()
-        try:
+        with self._db.use() as conn:
             conn.execute("BEGIN IMMEDIATE")
             row = _read(conn, service)
             now = self.clock()
@@ -126,17 +128,14 @@ class Breakers:
                 return None
             conn.rollback()
             return None
-        finally:
-            conn.close()
 
     def record(
         self, service: str, ok: bool, policy: BreakerPolicy, thread_id: str, caller: str = ""
     ) -> None:
         """The outcome of a call. While half-open, only the probe's own outcome (its
         ``caller``) decides; a slow call from before counts in the window only."""
-        conn = self._connect()
         change: tuple[str, str] | None = None
-        try:
+        with self._db.use() as conn:
             conn.execute("BEGIN IMMEDIATE")
             now = self.clock()
             row = _read(conn, service) or BreakerRow(
@@ -186,8 +185,6 @@ class Breakers:
                 ),
             )
             conn.commit()
-        finally:
-            conn.close()
         if change is not None:
             self._events.record(
                 thread_id, change[0], {"service": service, "reason": change[1]}, at=now

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from onward.checkpointing.connection import SharedConnection
 from onward.state import utcnow
 
 
@@ -51,22 +50,10 @@ class EventLog:
     threads log after every step, and a connection per write cost more than the write."""
 
     def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
-        self._connect = connect
-        self._conn: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
-
-    @contextmanager
-    def _db(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            if self._conn is None:
-                self._conn = self._connect()
-            yield self._conn
+        self._db = SharedConnection(connect)
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        self._db.close()
 
     def record(
         self,
@@ -93,7 +80,7 @@ class EventLog:
             )
             for at, kind, detail, key in rows
         ]
-        with self._db() as conn, conn:
+        with self._db.use() as conn, conn:
             conn.executemany(
                 "INSERT OR IGNORE INTO onward_events (thread_id, at, kind, detail, dedupe) "
                 "VALUES (?, ?, ?, ?, ?)",
@@ -107,19 +94,10 @@ class EventLog:
         if wanted is not None:
             sql += f" AND kind IN ({', '.join('?' * len(wanted))})" if wanted else " AND 0"
             params += wanted
-        with self._db() as conn:
+        with self._db.use() as conn:
             rows = conn.execute(sql + " ORDER BY id", params).fetchall()
             conn.commit()  # end the read transaction: WAL readers must not pin old pages
         return [Event(r[0], r[1], datetime.fromisoformat(r[2]), r[3], _detail(r[4])) for r in rows]
-
-    def exists(self, thread_id: str, kind: str, since_id: int = 0) -> bool:
-        with self._db() as conn:
-            row = conn.execute(
-                "SELECT 1 FROM onward_events WHERE thread_id = ? AND kind = ? AND id > ? LIMIT 1",
-                (thread_id, str(kind), since_id),
-            ).fetchone()
-            conn.commit()
-        return row is not None
 
 
 def _detail(text: str) -> dict[str, Any]:

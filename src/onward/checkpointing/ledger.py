@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,6 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from onward.artifacts import canonical_json
+from onward.checkpointing.connection import SharedConnection
 from onward.state import utcnow
 
 LEDGER_SCHEMA = """
@@ -82,18 +82,17 @@ class Ledger:
     """Ledger rows on a connection of its own (execute tasks run on several threads)."""
 
     def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
-        self._conn = connect()
-        self._lock = threading.Lock()
+        self._db = SharedConnection(connect)
 
     def close(self) -> None:
-        self._conn.close()
+        self._db.close()
 
     def claim(
         self, key: str, *, thread_id: str, step_id: str, tool: str, args: Any, compensable: bool
     ) -> Effect | None:
         """Record ``started``; None when this call made the claim, else the existing row."""
-        with self._lock, self._conn:
-            cur = self._conn.execute(
+        with self._db.use() as conn, conn:
+            cur = conn.execute(
                 f"INSERT INTO onward_effects ({_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, NULL, 1, ?) ON CONFLICT (key) DO NOTHING",
                 (
@@ -115,16 +114,16 @@ class Ledger:
 
     def again(self, key: str) -> None:
         """Count another call of a started effect (idempotent re-call, or a retry)."""
-        with self._lock, self._conn:
-            self._conn.execute(
+        with self._db.use() as conn, conn:
+            conn.execute(
                 "UPDATE onward_effects SET calls = calls + 1, status = ?, started_at = ? "
                 "WHERE key = ?",
                 (EffectStatus.STARTED.value, utcnow().isoformat(), key),
             )
 
     def complete(self, key: str, result: Any) -> None:
-        with self._lock, self._conn:
-            self._conn.execute(
+        with self._db.use() as conn, conn:
+            conn.execute(
                 "UPDATE onward_effects SET status = ?, result = ?, completed_at = ? WHERE key = ?",
                 (
                     EffectStatus.COMPLETED.value,
@@ -141,22 +140,22 @@ class Ledger:
         self._settle(key, EffectStatus.RETRY)
 
     def _settle(self, key: str, status: EffectStatus) -> None:
-        with self._lock, self._conn:
-            self._conn.execute(
+        with self._db.use() as conn, conn:
+            conn.execute(
                 "UPDATE onward_effects SET status = ?, completed_at = ? WHERE key = ?",
                 (status.value, utcnow().isoformat(), key),
             )
 
     def get(self, key: str) -> Effect | None:
-        with self._lock:
-            row = self._conn.execute(
+        with self._db.use() as conn:
+            row = conn.execute(
                 f"SELECT {_COLUMNS} FROM onward_effects WHERE key = ?", (key,)
             ).fetchone()
         return _effect(row) if row else None
 
     def for_thread(self, thread_id: str) -> list[Effect]:
-        with self._lock:
-            rows = self._conn.execute(
+        with self._db.use() as conn:
+            rows = conn.execute(
                 f"SELECT {_COLUMNS} FROM onward_effects WHERE thread_id = ? ORDER BY started_at",
                 (thread_id,),
             ).fetchall()

@@ -192,6 +192,7 @@ class Store:
         return found
 
     def close(self) -> None:
+        self.breakers.close()
         self.events.close()
         self.ledger.close()
         self.conn.close()

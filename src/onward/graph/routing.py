@@ -225,6 +225,7 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         rule, non-convergent) → a person. People first: their questions go out at once."""
         asks: list[Send] = []
         route = None
+        escalate = state.policy.escalate_failures
         for sid, failure in failed:
             step = state.plan.step(sid)
             cls = failure.failure_class
@@ -234,6 +235,8 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                 deps.model is not None or has_rule(deps.registry.get(step.tool))
             ):
                 route = REPLAN if route in (None, REPLAN) else route
+            elif not escalate:
+                return FINALIZE  # --no-escalate: what needs a person fails the run
             else:
                 reason = f"step failed ({cls.value}): {failure.message}"
                 if failure.hint:
@@ -241,7 +244,7 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                 waiting = Waiting(step_id=sid, reason=reason, args=step.args)
                 asks.append(escalation(state, step, waiting))
         if asks:
-            return _wave(asks) if state.policy.escalate_failures else FINALIZE
+            return _wave(asks)
         assert route is not None
         return route
 

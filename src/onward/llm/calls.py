@@ -103,10 +103,6 @@ def ask_json(
     raise last
 
 
-def _short(exc: Exception) -> str:
-    return " ".join(str(exc).split())[:500]
-
-
 def _is_openai(model: BaseChatModel) -> bool:
     try:
         from langchain_openai import ChatOpenAI

@@ -16,7 +16,6 @@ token estimate, so budgets and usage accounting work as with a real model.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -85,6 +84,3 @@ def _text(answer: Any) -> str:
     if isinstance(answer, BaseModel):
         return answer.model_dump_json()
     return json.dumps(answer, ensure_ascii=False)
-
-
-Responder = Callable[[Sequence[BaseMessage]], Any]
