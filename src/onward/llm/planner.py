@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -187,37 +189,29 @@ def plan_with_model(
         task,
         data=[("files in the work directory", listing or "(none)")],
     )
-    total = Usage()
-    problems: list[PlanProblem] | str = []
-    for _ in range(TRIES):
-        try:
-            answer = ask_json(deps, model, messages, PlanDraft, purpose="plan", thread_id=thread_id)
-        except ToolError as exc:
-            raise ModelPlanningError(f"planning with the model failed: {exc}", total) from exc
-        total = _add(total, answer.usage)
-        if answer.error is not None:
-            problems = answer.error
-            messages = [*messages, *_retry_message(answer.raw, answer.error)]
-            continue
-        draft: PlanDraft = answer.parsed
-        if draft.need_help:
-            raise ModelPlanningError(
-                f"the model could not plan this goal and asks for help: {draft.need_help}", total
-            )
+
+    def check(draft: PlanDraft) -> tuple[Plan, list[PlanProblem]]:
         plan, problems = normalise(draft, deps.registry, workdir)
         if not problems:
             problems = plan_problems(plan, deps.registry, goal, allow_tools=allow)
         if not plan.steps and not problems:
             problems = [PlanProblem("steps", "the plan has no steps")]
-        if not problems:
-            return plan, total
-        messages = [*messages, *_retry_message(answer.raw, problems)]
-    shown = problems if isinstance(problems, str) else "; ".join(map(str, problems))
-    raise ModelPlanningError(
-        f"the model's plan was still invalid after {TRIES} tries: {shown}. Give a declared "
-        "plan (--plan), or rephrase the goal",
-        total,
-    )
+        return plan, problems
+
+    r = _drafts(deps, model, messages, check, purpose="plan", thread_id=thread_id)
+    if r.failed is not None:
+        raise ModelPlanningError(f"planning with the model failed: {r.failed}", r.usage)
+    if r.need_help is not None:
+        raise ModelPlanningError(
+            f"the model could not plan this goal and asks for help: {r.need_help}", r.usage
+        )
+    if r.plan is None:
+        raise ModelPlanningError(
+            f"the model's plan was still invalid after {TRIES} tries: {r.problems}. Give a "
+            "declared plan (--plan), or rephrase the goal",
+            r.usage,
+        )
+    return r.plan, r.usage
 
 
 def replan_with_model(
@@ -243,33 +237,8 @@ def replan_with_model(
         + f"\nIf no revision can work, set need_help ({NEED_HELP})."
     )
     messages = context.build(state, task, current=step_id, data=evidence)
-    total = Usage()
-    why = "the model sent no valid revision"
-    for _ in range(TRIES):
-        try:
-            answer = ask_json(
-                deps,
-                model,
-                messages,
-                PlanDraft,
-                purpose="replan",
-                thread_id=thread_id,
-                step_id=step_id,
-            )
-        except ToolError as exc:
-            return None, f"the model could not be asked ({exc})", total
-        total = _add(total, answer.usage)
-        if answer.error is not None:
-            why = answer.error
-            messages = [*messages, *_retry_message(answer.raw, answer.error)]
-            continue
-        draft: PlanDraft = answer.parsed
-        if draft.need_help or (draft.steps and draft.steps[0].tool == NEED_HELP):
-            return (
-                None,
-                f"the model asks for help: {draft.need_help or 'no revision can work'}",
-                total,
-            )
+
+    def check(draft: PlanDraft) -> tuple[Plan, list[PlanProblem]]:
         revised, problems = normalise(draft, deps.registry, Path(state.workdir))
         if not revised.steps and not problems:
             problems = [
@@ -291,11 +260,73 @@ def replan_with_model(
                 goal=state.goal,
                 allow_tools=state.policy.allow_tools,
             )
-        if not problems:
-            return merged, "the model revised the plan", total
-        why = "; ".join(map(str, problems))
+        return merged, problems
+
+    r = _drafts(
+        deps, model, messages, check, purpose="replan", thread_id=thread_id, step_id=step_id
+    )
+    if r.failed is not None:
+        return None, f"the model could not be asked ({r.failed})", r.usage
+    if r.need_help is not None:
+        return None, f"the model asks for help: {r.need_help}", r.usage
+    if r.plan is None:
+        why = f"the model's revision was still invalid after {TRIES} tries: {r.problems}"
+        return None, why, r.usage
+    return r.plan, "the model revised the plan", r.usage
+
+
+@dataclass(frozen=True, slots=True)
+class _Drafted:
+    plan: Plan | None
+    """The first draft that passed ``check``, if any."""
+    problems: str
+    """What was wrong with the last draft."""
+    need_help: str | None
+    failed: ToolError | None
+    """The model could not be asked (after the call's own retries)."""
+    usage: Usage
+
+
+def _drafts(
+    deps: NodeDeps,
+    model: BaseChatModel,
+    messages: list[BaseMessage],
+    check: Callable[[PlanDraft], tuple[Plan, list[PlanProblem]]],
+    *,
+    purpose: str,
+    thread_id: str,
+    step_id: str | None = None,
+) -> _Drafted:
+    """Ask for drafts until one passes ``check``, sending each bad one back with its
+    problems, at most TRIES times."""
+    total, shown = Usage(), "the model sent no valid plan"
+    for _ in range(TRIES):
+        try:
+            answer = ask_json(
+                deps,
+                model,
+                messages,
+                PlanDraft,
+                purpose=purpose,
+                thread_id=thread_id,
+                step_id=step_id,
+            )
+        except ToolError as exc:
+            return _Drafted(None, shown, None, exc, total)
+        total = _add(total, answer.usage)
+        problems: list[PlanProblem] | str
+        if answer.error is not None:
+            problems = answer.error
+        else:
+            draft: PlanDraft = answer.parsed
+            if draft.need_help or (draft.steps and draft.steps[0].tool == NEED_HELP):
+                return _Drafted(None, shown, draft.need_help or "no plan can work", None, total)
+            plan, problems = check(draft)
+            if not problems:
+                return _Drafted(plan, "", None, None, total)
+        shown = problems if isinstance(problems, str) else "; ".join(map(str, problems))
         messages = [*messages, *_retry_message(answer.raw, problems)]
-    return None, f"the model's revision was still invalid after {TRIES} tries: {why}", total
+    return _Drafted(None, shown, None, None, total)
 
 
 def _add(a: Usage, b: Usage) -> Usage:

@@ -172,8 +172,11 @@ def make_execute_node(deps: NodeDeps) -> Any:
                 detail={"passed": record.status is StepStatus.DONE, "findings": record.findings},
             )
             if record.status is StepStatus.DONE and task.judge_goal is not None:
-                record, usage = judge_step(deps, task, record, output, thread_id)
-                extra["usage"] = usage
+                verdict, findings, extra["usage"] = judge_step(deps, task, output, thread_id)
+                if verdict is not None:  # the judge fails what the checks passed, never more
+                    record = transition(
+                        executed, StepStatus.FAILED, failure=verdict, findings=findings
+                    )
         except OutcomeUnknown as unknown:
             # Not a failure: the step stays running, and the run waits for a human.
             _breaker_saw(deps, spec, service, True, thread_id, caller)

@@ -23,11 +23,8 @@ from onward.state import (
     RunFailureKind,
     RunState,
     StepFailure,
-    StepRecord,
-    StepStatus,
     Usage,
     add_usage,
-    transition,
 )
 
 
@@ -58,8 +55,11 @@ def judge_goal(deps: NodeDeps, state: RunState, thread_id: str) -> tuple[RunFail
 
 
 def judge_step(
-    deps: NodeDeps, task: ExecuteTask, record: StepRecord, output: Any, thread_id: str
-) -> tuple[StepRecord, Usage]:
+    deps: NodeDeps, task: ExecuteTask, output: Any, thread_id: str
+) -> tuple[StepFailure | None, list[str], Usage]:
+    """The model's verdict on an output its checks passed: (None, [], usage), or the
+    failure and findings to record instead of "done" (execute applies them before the
+    step is saved)."""
     assert deps.model is not None
     assert task.judge_goal is not None
     step = task.step
@@ -92,22 +92,17 @@ def judge_step(
         messages = [*messages, HumanMessage(f"Unreadable: {answer.error}. Answer in the schema.")]
     verdict: Verdict | None = answer.parsed
     if verdict is None:
+        message = f"the judge's verdict was unreadable: {answer.error}"
         failure = StepFailure(
-            failure_class=FailureClass.TRANSIENT,
-            message=f"the judge's verdict was unreadable: {answer.error}",
-            error_type="JudgeVerdict",
+            failure_class=FailureClass.TRANSIENT, message=message, error_type="JudgeVerdict"
         )
-        running = record.model_copy(update={"status": StepStatus.RUNNING})
-        return transition(running, StepStatus.FAILED, failure=failure), usage
+        return failure, [], usage
     if verdict.ok:
-        return record, usage
-    else:
-        findings = [f"judge: {f}" for f in verdict.findings] or ["judge: not acceptable"]
+        return None, [], usage
+    findings = [f"judge: {f}" for f in verdict.findings] or ["judge: not acceptable"]
     failure = StepFailure(
         failure_class=FailureClass.VALIDATION,
         message="; ".join(findings),
         error_type="JudgeVerdict",
     )
-    # done → failed is not a transition; the verdict lands before the record is saved.
-    failed = record.model_copy(update={"status": StepStatus.RUNNING})
-    return transition(failed, StepStatus.FAILED, failure=failure, findings=findings), usage
+    return failure, findings, usage
