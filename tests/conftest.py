@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,9 +37,40 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return wd
 
 
+PG_URL = os.environ.get("ONWARD_TEST_PG") or "postgresql://postgres@127.0.0.1:5432/test"
+BACKENDS = [b for b in (os.environ.get("ONWARD_TEST_BACKENDS") or "sqlite,postgres").split(",") if b]
+"""Every test that touches the store runs on each backend (``ONWARD_TEST_BACKENDS`` narrows
+it while developing; CI runs both)."""
+
+
 @pytest.fixture
-def db_url(tmp_path: Path) -> str:
+def sqlite_url(tmp_path: Path) -> str:
+    """For tests about SQLite files themselves (corrupt or locked files, file bytes)."""
     return f"sqlite:///{tmp_path / 'store' / 'onward.db'}"
+
+
+@contextmanager
+def postgres_schema() -> Iterator[str]:
+    """A fresh schema in the test database, dropped afterwards: the URL selects it."""
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store' / 'onward.db'}"
+        return
+    with postgres_schema() as url:
+        yield url
 
 
 @pytest.fixture

@@ -62,6 +62,13 @@ def registry() -> Registry:
 
 
 @pytest.fixture
+def db_url(sqlite_url: str) -> str:
+    """These tests edit artifact files on disk: the SQLite store's (Postgres keeps bodies in
+    a table; its tamper test is in test_store_backends.py)."""
+    return sqlite_url
+
+
+@pytest.fixture
 def artifacts_dir(db_url: str) -> Path:
     return sqlite_path(db_url).parent / "artifacts"
 

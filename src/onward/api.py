@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,6 +40,7 @@ from onward.checkpointing.store import RunRow, Store
 from onward.compensation import Compensation, CompensationStatus, compensate_run
 from onward.errors import (
     ArtifactError,
+    DrainRequested,
     InconsistentRunError,
     LeaseLostError,
     LoopGuardError,
@@ -194,6 +195,25 @@ class SweepReport:
     """Defaults that could not be applied now (e.g. the run is busy); the next sweep retries."""
 
 
+class PruneReport(BaseModel):
+    """What ``prune`` removed (or, with ``dry_run``, would remove)."""
+
+    cutoff: datetime
+    dry_run: bool
+    removed: list[str] = []
+    """Thread ids of the finished runs removed."""
+    kept: int = 0
+    """Finished runs kept (newer than the cutoff, or among the ``keep_last`` newest)."""
+    skipped: int = 0
+    """Runs left alone because they are not finished (waiting, resumable, being driven)."""
+    rows: int = 0
+    """Database rows deleted from onward's tables (checkpoints not counted)."""
+    artifact_bytes: int = 0
+    """Bytes of artifact bodies deleted (only bodies no kept run references)."""
+    db_bytes_before: int = 0
+    db_bytes_after: int = 0
+
+
 def load_plan_file(
     path: str | Path, registry: Registry | None = None, allow_tools: frozenset[str] | None = None
 ) -> tuple[Goal, Plan, int | None]:
@@ -230,9 +250,12 @@ class Onward:
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
         model: BaseChatModel | Literal["env"] | None = "env",
+        max_wait: float | None = None,
     ) -> None:
         """``model``: the chat model for goals outside the templates, replanning and
-        judging; by default from the environment (OPENAI_API_KEY...), None for none."""
+        judging; by default from the environment (OPENAI_API_KEY...), None for none.
+        ``max_wait``: longest in-process wait for a retry or breaker before the run is
+        suspended instead ($ONWARD_MAX_WAIT, 60 s; workers use 0 and requeue)."""
         self.tool_modules = normalize_tool_refs([*tool_modules_from_env(), *tool_modules])
         load_tool_modules(self.tool_modules)
         self.registry = registry or default_registry
@@ -248,7 +271,9 @@ class Onward:
             breakers=self.store.breakers,
             sleep=sleep,
             rng=rng or random.Random(),
-            max_wait=float(os.environ.get("ONWARD_MAX_WAIT") or 60.0),
+            max_wait=max_wait
+            if max_wait is not None
+            else float(os.environ.get("ONWARD_MAX_WAIT") or 60.0),
             model=check_model(model_from_env() if model == "env" else model),
         )
         self.graph = compile_graph(self.deps, checkpointer=self.store.saver)
@@ -347,6 +372,13 @@ class Onward:
         )
         return thread_id
 
+    def submit(self, goal: str | None = None, **start: Any) -> str:
+        """Create a run (like :meth:`start`) and put it on the work queue, where any
+        ``onward worker`` on the same store claims it. Returns the thread id."""
+        thread_id = self.start(goal, **start)
+        self.store.enqueue(thread_id)
+        return thread_id
+
     # -- driving ----------------------------------------------------------
 
     def stream(
@@ -415,6 +447,11 @@ class Onward:
                             checked = time.monotonic()
                             if self._apply_requested_cancel(thread_id):
                                 return  # what finished is saved; the rest will not run
+                except DrainRequested:
+                    # The process is stopping: the last superstep is saved, nothing of the
+                    # next one ran. Another driver resumes from here.
+                    self.store.events.record(thread_id, "drained", {"by": owner})
+                    return
                 except GraphRecursionError:
                     self.store.events.record(thread_id, "loop_guard", {"limit": limit})
                     raise LoopGuardError(
@@ -553,6 +590,7 @@ class Onward:
         for event in self.stream(thread_id, command=command, stop_after_answer=not continue_run):
             if on_event is not None:
                 on_event(event)
+        self.store.wake(thread_id)  # a queued run: a worker drives it on
         return self.get(thread_id)
 
     def _pick(self, thread_id: str, step: str | None, interrupt_id: str | None) -> PendingDecision:
@@ -708,12 +746,24 @@ class Onward:
             self.store.leases.release(thread_id, owner)
         return CancelReport(view=self.get(thread_id), compensations=done)
 
-    def sweep(self, now: datetime | None = None, *, continue_runs: bool = True) -> SweepReport:
-        """Apply deadlines to every pending decision: record a reminder once at
-        ``remind_at``; at ``expire_at`` apply the default (reject, or suspend the run)."""
+    def sweep(
+        self,
+        now: datetime | None = None,
+        *,
+        continue_runs: bool = True,
+        thread_ids: Sequence[str] | None = None,
+    ) -> SweepReport:
+        """Apply deadlines to every pending decision (of ``thread_ids`` only, if given):
+        record a reminder once at ``remind_at``; at ``expire_at`` apply the default
+        (reject, or suspend the run)."""
         now = now or self.clock()
         report = SweepReport(now=now)
-        for item in self.inbox():
+        items = (
+            self.inbox()
+            if thread_ids is None
+            else [p for tid in thread_ids for p in self.pending(tid)]
+        )
+        for item in items:
             seen = {
                 (e.kind, e.detail.get("interrupt_id"))
                 for e in self.store.events.list(item.thread_id)
@@ -1078,6 +1128,8 @@ class Onward:
             )
         objective = f"{state.goal.objective if state.goal else ''} (fork of {thread_id})"
         self.store.add_run(new_id, objective, {"input": forked.model_dump(mode="json")})
+        for ref in forked.artifacts.values():  # the fork reads them too: retention keeps them
+            self.store.use_artifact(ref.sha256, new_id)
         values = {k: getattr(forked, k) for k in type(forked).model_fields}
         self.graph.update_state(self._config(new_id), values, as_node=GATE)
         self.store.events.record(
@@ -1089,6 +1141,43 @@ class Onward:
             thread_id, "forked", {"to": new_id, "checkpoint_id": checkpoint_id}
         )
         return new_id
+
+    def prune(
+        self, older_than: timedelta, *, keep_last: int = 0, dry_run: bool = False
+    ) -> PruneReport:
+        """Remove finished runs last updated more than ``older_than`` ago, except the
+        ``keep_last`` newest: their checkpoints, events, ledger rows, queue and lease rows,
+        and the artifact bodies no remaining run references. A run is only removed when its
+        checkpoint says it finished, no question is pending and no live lease holds it;
+        then the database is vacuumed."""
+        cutoff = self.clock() - older_than
+        report = PruneReport(cutoff=cutoff, dry_run=dry_run, db_bytes_before=self.store.size())
+        finished = self.store.finished_runs()  # newest first
+        report.skipped = len(self.store.unfinished_runs())
+        leases = self.store.leases.all()
+        now = self.store.leases.clock()
+        for i, row in enumerate(finished):
+            if i < keep_last or row.updated_at >= cutoff:
+                report.kept += 1
+                continue
+            lease = leases.get(row.thread_id)
+            state = self.state(row.thread_id)
+            if (
+                not state.status.finished
+                or self.pending(row.thread_id)
+                or (lease is not None and lease.expires_at > now)
+            ):
+                report.skipped += 1  # the runs table lags the checkpoint: trust the latter
+                continue
+            report.removed.append(row.thread_id)
+            if not dry_run:
+                rows, freed = self.store.delete_run(row.thread_id)
+                report.rows += rows
+                report.artifact_bytes += freed
+        if report.removed and not dry_run:
+            self.store.vacuum()
+        report.db_bytes_after = self.store.size()
+        return report
 
     def report_html(self, thread_id: str) -> str:
         """The run as one self-contained HTML page."""

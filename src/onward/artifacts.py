@@ -11,11 +11,15 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from onward.errors import ArtifactError
+from onward.errors import ArtifactError, EncryptionKeyError
 from onward.state import ArtifactRef
+
+if TYPE_CHECKING:
+    from onward.encryption import Cipher
 
 URI_PREFIX = "artifact://sha256/"
 
@@ -80,21 +84,78 @@ def atomic_write(path: Path, data: bytes, *, unique_temp: bool = False) -> None:
         raise
 
 
+_SEALED = b"ONWARD-AESGCM1\n"
+"""Marks an encrypted body (JSON never starts with it)."""
+
+
 class ArtifactStore:
-    def __init__(self, root: Path) -> None:
+    """Artifact bodies as files under ``root`` (the SQLite backend; Postgres keeps them in
+    a table, see :class:`~onward.checkpointing.store.TableArtifacts`).
+
+    ``cipher``: bodies are encrypted at rest; the sha256 is of the plaintext, and GCM
+    authentication reports a changed body as tampered. ``on_put(sha256, owner)`` records
+    which run uses a body, so retention can remove bodies no kept run needs.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        cipher: Cipher | None = None,
+        on_put: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.root = root
+        self.cipher = cipher
+        self.on_put = on_put
+
+    # -- where bodies live (overridden by the table store) --------------------------
+
+    def location(self, sha256: str) -> str:
+        return str(self._path(sha256))
 
     def _path(self, sha256: str) -> Path:
         return self.root / sha256[:2] / sha256[2:]
 
-    def put(self, name: str, value: Any) -> ArtifactRef:
+    def read_body(self, sha256: str) -> bytes | None:
+        try:
+            return self._path(sha256).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def write_body(self, sha256: str, body: bytes) -> None:
+        atomic_write(self._path(sha256), body, unique_temp=True)  # parallel steps may race
+
+    def delete_body(self, sha256: str) -> int:
+        """Remove a body; returns the bytes freed."""
+        path = self._path(sha256)
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except FileNotFoundError:
+            return 0
+        return size
+
+    # -- the store ------------------------------------------------------------------
+
+    def _decode(self, stored: bytes) -> bytes:
+        if not stored.startswith(_SEALED):
+            return stored
+        if self.cipher is None:
+            raise EncryptionKeyError(
+                "artifact bodies in this store are encrypted; set ONWARD_AES_KEY to its key"
+            )
+        return self.cipher.open(stored[len(_SEALED) :])
+
+    def put(self, name: str, value: Any, *, owner: str | None = None) -> ArtifactRef:
         body = canonical_json(value)
         digest = hashlib.sha256(body).hexdigest()
-        path = self._path(digest)
-        # Same content is stored once; but a body damaged on disk is rewritten, so re-running
-        # a step repairs its artifact.
-        if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-            atomic_write(path, body, unique_temp=True)  # parallel steps may store one body
+        # Same content is stored once; but a damaged body is rewritten, so re-running a
+        # step repairs its artifact.
+        if not self._intact(digest):
+            stored = body if self.cipher is None else _SEALED + self.cipher.seal(body)
+            self.write_body(digest, stored)
+        if owner and self.on_put is not None:
+            self.on_put(digest, owner)
         return ArtifactRef(
             name=name,
             uri=URI_PREFIX + digest,
@@ -103,20 +164,37 @@ class ArtifactStore:
             summary=summarize(value),
         )
 
-    def get(self, ref: ArtifactRef) -> Any:
-        path = self._path(ref.sha256)
+    def _intact(self, digest: str) -> bool:
+        stored = self.read_body(digest)
+        if stored is None:
+            return False
         try:
-            body = path.read_bytes()
-        except FileNotFoundError:
+            return hashlib.sha256(self._decode(stored)).hexdigest() == digest
+        except EncryptionKeyError:
+            return False
+
+    def get(self, ref: ArtifactRef) -> Any:
+        where = self.location(ref.sha256)
+        stored = self.read_body(ref.sha256)
+        if stored is None:
             raise ArtifactError(
-                f"artifact {ref.name!r} is missing from the artifact store ({path}); "
+                f"artifact {ref.name!r} is missing from the artifact store ({where}); "
                 "re-run the step that produces it (fork the run before that step)"
+            )
+        try:
+            body = self._decode(stored)
+        except EncryptionKeyError as exc:
+            if self.cipher is None:
+                raise
+            raise ArtifactError(
+                f"artifact {ref.name!r} was changed at rest: it no longer decrypts with the "
+                f"store's key ({where}; {exc}); restore it, or re-run the step that produces it"
             ) from None
         actual = hashlib.sha256(body).hexdigest()
         if actual != ref.sha256:
             raise ArtifactError(
                 f"artifact {ref.name!r} was changed on disk: sha256 is {actual[:12]}…, "
-                f"expected {ref.sha256[:12]}… ({path}); restore it, or re-run the step "
+                f"expected {ref.sha256[:12]}… ({where}); restore it, or re-run the step "
                 "that produces it"
             )
         return json.loads(body)

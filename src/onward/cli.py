@@ -6,7 +6,9 @@ Exit codes: 0 run done · 1 run failed · 2 usage or validation error ·
 
 from __future__ import annotations
 
+import inspect
 import json
+import signal
 import sys
 import time
 from collections import Counter
@@ -41,6 +43,7 @@ from onward.inbox import PendingDecision
 from onward.policy import ExpiryAction, RunPolicy, load_policy_file, parse_duration
 from onward.progress import EventKind, ProgressEvent
 from onward.state import Budget, RunFailureKind, RunStatus, StepStatus
+from onward.worker import Worker, WorkerPolicy
 
 EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_BUSY = 0, 1, 2, 3, 4
 
@@ -349,41 +352,147 @@ def run(
 ) -> None:
     """Plan and run a goal (or a declared --plan) to the end, or until it waits for a person."""
     with _errors(as_json), _open(db, tools) as ow:
-        policy = _policy(
-            policy_file,
-            approve_plan,
-            approve_tools,
-            auto_approve,
-            allow_tools,
-            remind_after,
-            expire_after,
-            on_expiry,
-        )
-        if no_escalate:
-            policy = policy.model_copy(update={"escalate_failures": False})
-        tid = ow.start(
-            goal,
-            plan=plan,
-            inputs=inputs or [],
-            workdir=workdir,
-            max_concurrency=max_concurrency,
-            thread_id=thread_id,
-            policy=policy,
-            judge=judge,
-            budget=Budget(
-                max_steps=max_steps,
-                max_run_time=parse_duration(max_run_time) if max_run_time else None,
-                max_replans=max_replans,
-                max_tokens=max_tokens,
-                max_cost=max_cost,
-            ),
-        )
+        tid = _start(ow.start, locals())
         if not as_json:
             err.print(
                 f"thread id: [bold]{tid}[/]  (resume with `onward resume {tid}`)", highlight=False
             )
         view = _drive(ow, tid, as_json)
     _finish(view, as_json)
+
+
+def _start(start: Callable[..., str], o: dict[str, Any]) -> str:
+    """Create a run from ``run``'s options (``run`` and ``submit`` take the same ones)."""
+    policy = _policy(
+        o["policy_file"],
+        o["approve_plan"],
+        o["approve_tools"],
+        o["auto_approve"],
+        o["allow_tools"],
+        o["remind_after"],
+        o["expire_after"],
+        o["on_expiry"],
+    )
+    if o["no_escalate"]:
+        policy = policy.model_copy(update={"escalate_failures": False})
+    return start(
+        o["goal"],
+        plan=o["plan"],
+        inputs=o["inputs"] or [],
+        workdir=o["workdir"],
+        max_concurrency=o["max_concurrency"],
+        thread_id=o["thread_id"],
+        policy=policy,
+        judge=o["judge"],
+        budget=Budget(
+            max_steps=o["max_steps"],
+            max_run_time=parse_duration(o["max_run_time"]) if o["max_run_time"] else None,
+            max_replans=o["max_replans"],
+            max_tokens=o["max_tokens"],
+            max_cost=o["max_cost"],
+        ),
+    )
+
+
+def submit(**o: Any) -> None:
+    """Put a goal (or a declared --plan) on the work queue and print its thread id; any
+    `onward worker` on the same store drives it. Takes the same options as `run`."""
+    with _errors(o["as_json"]), _open(o["db"], o["tools"]) as ow:
+        tid = _start(ow.submit, o)
+    if o["as_json"]:
+        print(json.dumps({"thread_id": tid, "queued": True}))
+    else:
+        print(tid)
+
+
+submit.__signature__ = inspect.signature(run, eval_str=True)  # type: ignore[attr-defined]
+submit.__annotations__ = run.__annotations__
+app.command()(submit)
+
+
+@app.command()
+def worker(
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Runs this worker drives at once.")
+    ] = 1,
+    poll: Annotated[
+        float, typer.Option("--poll", min=0.01, help="Seconds between looks at an empty queue.")
+    ] = 1.0,
+    exit_when_idle: Annotated[
+        bool,
+        typer.Option(
+            "--exit-when-idle",
+            help="Exit once no queued run can become ready without a person (batch jobs).",
+        ),
+    ] = False,
+    db: DbOpt = None,
+    tools: ToolsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Claim queued and resumable runs from the store and drive them, until SIGTERM or
+    Ctrl-C: then finish the current superstep, requeue, release leases and exit."""
+    policy = WorkerPolicy(concurrency=concurrency, poll=poll, exit_when_idle=exit_when_idle)
+
+    def log(thread_id: str, outcome: str) -> None:
+        if as_json:
+            print(json.dumps({"thread_id": thread_id, "outcome": outcome}), flush=True)
+        else:
+            err.print(f"{thread_id}: {outcome}", highlight=False)
+
+    with _errors(as_json):
+        w = Worker(db or default_url(), policy=policy, tool_modules=tools or [], on_drive=log)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: w.drain())
+        report = w.run()
+    summary = {
+        "drives": report.drives,
+        "finished": len(report.finished),
+        "errors": len(report.errors),
+        "drained": report.drained,
+    }
+    if as_json:
+        print(json.dumps({"worker": summary}), flush=True)
+    else:
+        err.print(
+            f"worker stopped: {summary['drives']} drives, {summary['finished']} runs finished, "
+            f"{summary['errors']} errors" + (" (drained)" if report.drained else ""),
+            highlight=False,
+        )
+
+
+@app.command()
+def prune(
+    older_than: Annotated[
+        str,
+        typer.Option("--older-than", help="Remove finished runs last updated before this (30d)."),
+    ],
+    keep_last: Annotated[
+        int, typer.Option("--keep-last", min=0, help="Always keep the N newest finished runs.")
+    ] = 0,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would be removed; remove nothing.")
+    ] = False,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove finished runs (checkpoints, events, ledger rows, artifacts no kept run uses);
+    never anything a waiting or resumable run needs. Then VACUUM and report what was freed."""
+    with _errors(as_json), _open(db, None) as ow:
+        report = ow.prune(parse_duration(older_than), keep_last=keep_last, dry_run=dry_run)
+    if as_json:
+        print(report.model_dump_json(indent=2))
+        return
+    verb = "would remove" if dry_run else "removed"
+    out.print(
+        f"{verb} {len(report.removed)} finished runs ({report.rows} rows, "
+        f"{report.artifact_bytes} artifact bytes); kept {report.kept} finished, "
+        f"{report.skipped} not finished",
+        highlight=False,
+    )
+    if not dry_run:
+        out.print(
+            f"database: {report.db_bytes_before} → {report.db_bytes_after} bytes", highlight=False
+        )
 
 
 @app.command()

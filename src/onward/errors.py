@@ -15,7 +15,8 @@ message says what is wrong *and* what to do about it::
     │   └── TokenError              a resume token is missing, wrong, expired or someone else's
     ├── StoreError                  the database cannot be used; nothing was written
     │   ├── StoreCorruptError       the file is not an onward/SQLite database
-    │   └── StoreLockedError        another process holds the database lock
+    │   ├── StoreLockedError        another process holds the database lock
+    │   └── EncryptionKeyError      ONWARD_AES_KEY is missing, malformed or not the store's key
     ├── ArtifactError               an artifact body is missing or does not match its sha256
     ├── InconsistentRunError        a done step's artifact is gone and cannot be re-made safely
     ├── RunBusyError                another live driver holds the run's lease (exit code 4)
@@ -26,6 +27,8 @@ message says what is wrong *and* what to do about it::
     ├── TransientToolError          worth retrying later (timeouts, 5xx, ...)
     └── DeterministicToolError      retrying with the same arguments cannot help
 
+    DrainRequested                  control signal: a worker told to stop (SIGTERM) starts no
+                                    more nodes; the run's last superstep is saved
     OutcomeUnknown                  control signal, not a failure: an interrupted effect
                                     may or may not have happened; a human must say
 
@@ -117,6 +120,11 @@ class StoreLockedError(StoreError):
     pass
 
 
+class EncryptionKeyError(StoreError):
+    """The store is encrypted and ONWARD_AES_KEY is missing or another key, or the key is
+    malformed. Nothing was read as garbage and nothing was written."""
+
+
 class ArtifactError(OnwardError):
     """An artifact body is missing or its content no longer matches its sha256."""
 
@@ -181,3 +189,8 @@ class OutcomeUnknown(Exception):
     def __init__(self, key: str, started_at: datetime, why: str) -> None:
         self.key, self.started_at = key, started_at
         super().__init__(why)
+
+
+class DrainRequested(Exception):
+    """Raised by a node that was about to start while its worker drains: nothing of the
+    node ran, so resuming (another worker) starts it afresh."""

@@ -11,7 +11,6 @@ fault, not the service's health.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,6 +18,7 @@ from enum import StrEnum
 
 from onward.checkpointing.connection import SharedConnection
 from onward.checkpointing.events import EventLog
+from onward.checkpointing.sql import Db
 
 BREAKER_SCHEMA = """
 CREATE TABLE IF NOT EXISTS onward_breakers (
@@ -73,7 +73,7 @@ class BreakerRow:
 class Breakers:
     def __init__(
         self,
-        connect: Callable[[], sqlite3.Connection],
+        connect: Callable[[], Db],
         events: EventLog,
         clock: Callable[[], datetime],
     ) -> None:
@@ -84,9 +84,7 @@ class Breakers:
 
     def get(self, service: str) -> BreakerRow | None:
         with self._db.use() as conn:
-            row = _read(conn, service)
-            conn.commit()  # end the read: a WAL reader must not pin old pages
-            return row
+            return _read(conn, service)
 
     def blocked_until(self, service: str, policy: BreakerPolicy) -> datetime | None:
         """Read-only: when a call to ``service`` may next be tried, or None if now."""
@@ -98,36 +96,35 @@ class Breakers:
     ) -> datetime | None:
         """Ask to call ``service`` now: None = go ahead (possibly as the half-open probe,
         owned by ``caller``), else the time to try again. Atomic across processes."""
-        with self._db.use() as conn:
-            conn.execute("BEGIN IMMEDIATE")
+        seen = self.get(service)
+        if seen is None or seen.state is BreakerState.CLOSED:
+            return None  # the common case, without a write lock
+        with self._db.use() as conn, conn.transaction(lock=f"breaker:{service}"):
             row = _read(conn, service)
             now = self.clock()
             if row is None:
-                conn.rollback()
                 return None
             until = _blocked_until(row, policy, now)
             if until is not None:
-                conn.rollback()
                 return until
-            if row.state is not BreakerState.CLOSED:  # cooldown over (or a probe was lost)
-                conn.execute(
-                    "UPDATE onward_breakers SET state = ?, probe_at = ?, probe_owner = ?, "
-                    "updated_at = ? WHERE service = ?",
-                    (
-                        BreakerState.HALF_OPEN.value,
-                        now.isoformat(),
-                        caller,
-                        now.isoformat(),
-                        service,
-                    ),
-                )
-                conn.commit()
-                self._events.record(
-                    thread_id, "breaker_half_open", {"service": service, "probe": True}, at=now
-                )
+            if row.state is BreakerState.CLOSED:
                 return None
-            conn.rollback()
-            return None
+            # Cooldown over (or a probe was lost): this caller is the half-open probe.
+            conn.execute(
+                "UPDATE onward_breakers SET state = ?, probe_at = ?, probe_owner = ?, "
+                "updated_at = ? WHERE service = ?",
+                (
+                    BreakerState.HALF_OPEN.value,
+                    now.isoformat(),
+                    caller,
+                    now.isoformat(),
+                    service,
+                ),
+            )
+        self._events.record(
+            thread_id, "breaker_half_open", {"service": service, "probe": True}, at=now
+        )
+        return None
 
     def record(
         self, service: str, ok: bool, policy: BreakerPolicy, thread_id: str, caller: str = ""
@@ -135,8 +132,7 @@ class Breakers:
         """The outcome of a call. While half-open, only the probe's own outcome (its
         ``caller``) decides; a slow call from before counts in the window only."""
         change: tuple[str, str] | None = None
-        with self._db.use() as conn:
-            conn.execute("BEGIN IMMEDIATE")
+        with self._db.use() as conn, conn.transaction(lock=f"breaker:{service}"):
             now = self.clock()
             row = _read(conn, service) or BreakerRow(
                 service, BreakerState.CLOSED, "", 0, None, None, None
@@ -184,7 +180,6 @@ class Breakers:
                     now.isoformat(),
                 ),
             )
-            conn.commit()
         if change is not None:
             self._events.record(
                 thread_id, change[0], {"service": service, "reason": change[1]}, at=now
@@ -203,7 +198,7 @@ def _blocked_until(row: BreakerRow, policy: BreakerPolicy, now: datetime) -> dat
     return None
 
 
-def _read(conn: sqlite3.Connection, service: str) -> BreakerRow | None:
+def _read(conn: Db, service: str) -> BreakerRow | None:
     r = conn.execute(
         "SELECT service, state, outcomes, consecutive, opened_at, probe_at, probe_owner "
         "FROM onward_breakers WHERE service = ?",

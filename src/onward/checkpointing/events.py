@@ -7,7 +7,6 @@ JSON objects, so later readers (timeline, summary) can filter on their fields.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,6 +14,8 @@ from enum import StrEnum
 from typing import Any
 
 from onward.checkpointing.connection import SharedConnection
+from onward.checkpointing.sql import Db
+from onward.encryption import Cipher, open_text, seal_text
 from onward.state import utcnow
 
 
@@ -49,8 +50,9 @@ class EventLog:
     """Appends and reads events on a connection of its own, opened once: nodes on several
     threads log after every step, and a connection per write cost more than the write."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+    def __init__(self, connect: Callable[[], Db], cipher: Cipher | None = None) -> None:
         self._db = SharedConnection(connect)
+        self._cipher = cipher
 
     def close(self) -> None:
         self._db.close()
@@ -75,15 +77,15 @@ class EventLog:
                 thread_id,
                 at.isoformat(),
                 kind,
-                json.dumps(detail, ensure_ascii=False, default=str),
+                seal_text(self._cipher, json.dumps(detail, ensure_ascii=False, default=str)),
                 key,
             )
             for at, kind, detail, key in rows
         ]
-        with self._db.use() as conn, conn:
-            conn.executemany(
-                "INSERT OR IGNORE INTO onward_events (thread_id, at, kind, detail, dedupe) "
-                "VALUES (?, ?, ?, ?, ?)",
+        with self._db.use() as db, db.transaction():
+            db.executemany(
+                "INSERT INTO onward_events (thread_id, at, kind, detail, dedupe) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 values,
             )
 
@@ -92,12 +94,16 @@ class EventLog:
         sql = "SELECT id, thread_id, at, kind, detail FROM onward_events WHERE thread_id = ?"
         params: list[str] = [thread_id]
         if wanted is not None:
-            sql += f" AND kind IN ({', '.join('?' * len(wanted))})" if wanted else " AND 0"
+            sql += f" AND kind IN ({', '.join('?' * len(wanted))})" if wanted else " AND 1 = 0"
             params += wanted
-        with self._db.use() as conn:
-            rows = conn.execute(sql + " ORDER BY id", params).fetchall()
-            conn.commit()  # end the read transaction: WAL readers must not pin old pages
-        return [Event(r[0], r[1], datetime.fromisoformat(r[2]), r[3], _detail(r[4])) for r in rows]
+        with self._db.use() as db:
+            rows = db.execute(sql + " ORDER BY id", params).fetchall()
+        return [
+            Event(r[0], r[1], datetime.fromisoformat(r[2]), r[3], self._detail(r[4])) for r in rows
+        ]
+
+    def _detail(self, stored: str) -> dict[str, Any]:
+        return _detail(open_text(self._cipher, stored))
 
 
 def _detail(text: str) -> dict[str, Any]:

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from onward.errors import RunBusyError
+from onward.checkpointing.sql import Db
+from onward.errors import RunBusyError, StoreError
 from onward.state import utcnow
 
 LEASE_SCHEMA = """
@@ -85,7 +85,7 @@ class Leases:
 
     def __init__(
         self,
-        connect: Callable[[], sqlite3.Connection],
+        connect: Callable[[], Db],
         policy: LeasePolicy,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
@@ -120,40 +120,40 @@ class Leases:
         Raises RunBusyError while someone else's lease is live."""
         conn = self._connect()
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            now = self.clock()
-            row = conn.execute(
-                "SELECT thread_id, owner, acquired_at, heartbeat_at, expires_at "
-                "FROM onward_leases WHERE thread_id = ?",
-                (thread_id,),
-            ).fetchone()
-            previous = _lease(row) if row else None
-            if previous and previous.owner != owner and previous.expires_at > now:
-                conn.rollback()
-                age = (now - previous.heartbeat_at).total_seconds()
-                raise RunBusyError(thread_id, previous.owner, age, previous.expires_at)
-            expires = now + timedelta(seconds=self.policy.ttl)
-            conn.execute(
-                "INSERT INTO onward_leases VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO "
-                "UPDATE SET owner = excluded.owner, acquired_at = excluded.acquired_at, "
-                "heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at",
-                (thread_id, owner, now.isoformat(), now.isoformat(), expires.isoformat()),
-            )
-            taken_over = previous if previous and previous.owner != owner else None
-            if taken_over:
-                _event(
-                    conn,
-                    thread_id,
-                    now,
-                    "lease_taken_over",
-                    f"from {taken_over.owner} (expired {taken_over.expires_at.isoformat()}) "
-                    f"by {owner}",
-                )
-            _event(conn, thread_id, now, "lease_acquired", owner)
-            conn.commit()
-            return taken_over
+            with conn.transaction(lock=f"lease:{thread_id}"):
+                return self._acquire(conn, thread_id, owner)
         finally:
             conn.close()
+
+    def _acquire(self, conn: Db, thread_id: str, owner: str) -> LeaseRow | None:
+        now = self.clock()
+        row = conn.execute(
+            "SELECT thread_id, owner, acquired_at, heartbeat_at, expires_at "
+            "FROM onward_leases WHERE thread_id = ?",
+            (thread_id,),
+        ).fetchone()
+        previous = _lease(row) if row else None
+        if previous and previous.owner != owner and previous.expires_at > now:
+            age = (now - previous.heartbeat_at).total_seconds()
+            raise RunBusyError(thread_id, previous.owner, age, previous.expires_at)
+        expires = now + timedelta(seconds=self.policy.ttl)
+        conn.execute(
+            "INSERT INTO onward_leases VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO "
+            "UPDATE SET owner = excluded.owner, acquired_at = excluded.acquired_at, "
+            "heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at",
+            (thread_id, owner, now.isoformat(), now.isoformat(), expires.isoformat()),
+        )
+        taken_over = previous if previous and previous.owner != owner else None
+        if taken_over:
+            _event(
+                conn,
+                thread_id,
+                now,
+                "lease_taken_over",
+                f"from {taken_over.owner} (expired {taken_over.expires_at.isoformat()}) by {owner}",
+            )
+        _event(conn, thread_id, now, "lease_acquired", owner)
+        return taken_over
 
     def renew(self, thread_id: str, owner: str) -> bool:
         """Heartbeat; False when the lease is no longer ours (taken over after expiry)."""
@@ -170,7 +170,6 @@ class Leases:
                     owner,
                 ),
             )
-            conn.commit()
             return cur.rowcount == 1
         finally:
             conn.close()
@@ -178,12 +177,13 @@ class Leases:
     def release(self, thread_id: str, owner: str) -> None:
         conn = self._connect()
         try:
-            cur = conn.execute(
-                "DELETE FROM onward_leases WHERE thread_id = ? AND owner = ?", (thread_id, owner)
-            )
-            if cur.rowcount:
-                _event(conn, thread_id, self.clock(), "lease_released", owner)
-            conn.commit()
+            with conn.transaction():
+                cur = conn.execute(
+                    "DELETE FROM onward_leases WHERE thread_id = ? AND owner = ?",
+                    (thread_id, owner),
+                )
+                if cur.rowcount:
+                    _event(conn, thread_id, self.clock(), "lease_released", owner)
         finally:
             conn.close()
 
@@ -224,7 +224,7 @@ class Heartbeat:
                 if not self.leases.renew(self.thread_id, self.owner):
                     self.lost.set()
                     return
-            except sqlite3.Error:
+            except StoreError:
                 continue  # a busy database delays one beat; the ttl absorbs it
 
 
@@ -232,7 +232,7 @@ def _lease(r: tuple[str, str, str, str, str]) -> LeaseRow:
     return LeaseRow(r[0], r[1], *(datetime.fromisoformat(x) for x in r[2:]))
 
 
-def _event(conn: sqlite3.Connection, thread_id: str, at: datetime, kind: str, detail: str) -> None:
+def _event(conn: Db, thread_id: str, at: datetime, kind: str, detail: str) -> None:
     conn.execute(
         "INSERT INTO onward_events (thread_id, at, kind, detail) VALUES (?, ?, ?, ?)",
         (thread_id, at.isoformat(), kind, detail),

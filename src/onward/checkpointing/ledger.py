@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,6 +21,8 @@ from typing import Any
 
 from onward.artifacts import canonical_json
 from onward.checkpointing.connection import SharedConnection
+from onward.checkpointing.sql import Db
+from onward.encryption import Cipher, open_text, seal_text
 from onward.state import utcnow
 
 LEDGER_SCHEMA = """
@@ -81,8 +82,12 @@ _COLUMNS = (
 class Ledger:
     """Ledger rows on a connection of its own (execute tasks run on several threads)."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+    def __init__(self, connect: Callable[[], Db], cipher: Cipher | None = None) -> None:
         self._db = SharedConnection(connect)
+        self._cipher = cipher
+
+    def _dump(self, value: Any) -> str:
+        return seal_text(self._cipher, json.dumps(value, ensure_ascii=False))
 
     def close(self) -> None:
         self._db.close()
@@ -91,7 +96,7 @@ class Ledger:
         self, key: str, *, thread_id: str, step_id: str, tool: str, args: Any, compensable: bool
     ) -> Effect | None:
         """Record ``started``; None when this call made the claim, else the existing row."""
-        with self._db.use() as conn, conn:
+        with self._db.use() as conn:  # one statement: atomic on its own
             cur = conn.execute(
                 f"INSERT INTO onward_effects ({_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, NULL, 1, ?) ON CONFLICT (key) DO NOTHING",
@@ -100,7 +105,7 @@ class Ledger:
                     thread_id,
                     step_id,
                     tool,
-                    json.dumps(args, ensure_ascii=False),
+                    self._dump(args),
                     EffectStatus.STARTED.value,
                     utcnow().isoformat(),
                     int(compensable),
@@ -114,7 +119,7 @@ class Ledger:
 
     def again(self, key: str) -> None:
         """Count another call of a started effect (idempotent re-call, or a retry)."""
-        with self._db.use() as conn, conn:
+        with self._db.use() as conn:  # one statement: atomic on its own
             conn.execute(
                 "UPDATE onward_effects SET calls = calls + 1, status = ?, started_at = ? "
                 "WHERE key = ?",
@@ -122,12 +127,12 @@ class Ledger:
             )
 
     def complete(self, key: str, result: Any) -> None:
-        with self._db.use() as conn, conn:
+        with self._db.use() as conn:  # one statement: atomic on its own
             conn.execute(
                 "UPDATE onward_effects SET status = ?, result = ?, completed_at = ? WHERE key = ?",
                 (
                     EffectStatus.COMPLETED.value,
-                    json.dumps(result, ensure_ascii=False),
+                    self._dump(result),
                     utcnow().isoformat(),
                     key,
                 ),
@@ -140,7 +145,7 @@ class Ledger:
         self._settle(key, EffectStatus.RETRY)
 
     def _settle(self, key: str, status: EffectStatus) -> None:
-        with self._db.use() as conn, conn:
+        with self._db.use() as conn:  # one statement: atomic on its own
             conn.execute(
                 "UPDATE onward_effects SET status = ?, completed_at = ? WHERE key = ?",
                 (status.value, utcnow().isoformat(), key),
@@ -151,7 +156,7 @@ class Ledger:
             row = conn.execute(
                 f"SELECT {_COLUMNS} FROM onward_effects WHERE key = ?", (key,)
             ).fetchone()
-        return _effect(row) if row else None
+        return self._effect(row) if row else None
 
     def for_thread(self, thread_id: str) -> list[Effect]:
         with self._db.use() as conn:
@@ -159,20 +164,19 @@ class Ledger:
                 f"SELECT {_COLUMNS} FROM onward_effects WHERE thread_id = ? ORDER BY started_at",
                 (thread_id,),
             ).fetchall()
-        return [_effect(r) for r in rows]
+        return [self._effect(r) for r in rows]
 
-
-def _effect(r: tuple[Any, ...]) -> Effect:
-    return Effect(
-        key=r[0],
-        thread_id=r[1],
-        step_id=r[2],
-        tool=r[3],
-        args=json.loads(r[4]),
-        status=EffectStatus(r[5]),
-        result=json.loads(r[6]) if r[6] is not None else None,
-        started_at=datetime.fromisoformat(r[7]),
-        completed_at=datetime.fromisoformat(r[8]) if r[8] else None,
-        calls=int(r[9]),
-        compensable=bool(r[10]),
-    )
+    def _effect(self, r: tuple[Any, ...]) -> Effect:
+        return Effect(
+            key=r[0],
+            thread_id=r[1],
+            step_id=r[2],
+            tool=r[3],
+            args=json.loads(open_text(self._cipher, r[4])),
+            status=EffectStatus(r[5]),
+            result=json.loads(open_text(self._cipher, r[6])) if r[6] is not None else None,
+            started_at=datetime.fromisoformat(r[7]),
+            completed_at=datetime.fromisoformat(r[8]) if r[8] else None,
+            calls=int(r[9]),
+            compensable=bool(r[10]),
+        )

@@ -1,9 +1,13 @@
 """The store: one URL → LangGraph checkpointer + onward's own tables + artifact store.
 
-SQLite is the embedded default (``sqlite:///.onward/onward.db``). The schema is
-created once under an exclusive file lock, so several processes starting on a
-fresh file at once do not race into "database is locked". WAL and a busy
-timeout are set on every connection.
+``sqlite:///.onward/onward.db`` (the embedded default) or ``postgresql://…``. Both
+backends hold the same tables behind the same interface: runs, the effect ledger,
+leases, events, breakers, the work queue and artifact references; Postgres keeps the
+artifact bodies in a table too, so workers on other machines read them.
+
+The schema is created (or brought up to date) once under a lock — an exclusive file
+lock beside a SQLite file, an advisory lock on Postgres — so processes starting on a
+fresh store at once do not race.
 """
 
 from __future__ import annotations
@@ -12,29 +16,35 @@ import fcntl
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from onward.artifacts import ArtifactStore, fsync_enabled
 from onward.checkpointing.breakers import BREAKER_SCHEMA, Breakers
+from onward.checkpointing.connection import SharedConnection
 from onward.checkpointing.events import EventLog
 from onward.checkpointing.leases import LEASE_SCHEMA, LeasePolicy, Leases
 from onward.checkpointing.ledger import LEDGER_SCHEMA, Ledger
 from onward.checkpointing.serde import checkpoint_types
-from onward.errors import StoreCorruptError, StoreError, StoreLockedError, UsageError
+from onward.checkpointing.sql import Backend, Db, backend_of, redact, sqlite_path, translate_errors
+from onward.encryption import KEY_ENV, Cipher, open_text, seal_text
+from onward.errors import EncryptionKeyError, StoreError
 from onward.state import RunStatus, utcnow
 
 DEFAULT_URL = "sqlite:///.onward/onward.db"
-STORE_SCHEMA_VERSION = 5
-"""1: runs. 2: leases and events. 3: the effect ledger. Each version's tables are created
-with IF NOT EXISTS, so opening an older store brings it up to date under the schema lock."""
+STORE_SCHEMA_VERSION = 6
+"""1: runs. 2: leases and events. 3: the effect ledger. 5: event dedupe keys. 6: the work
+queue, artifact references (and bodies on Postgres). Tables are created with IF NOT
+EXISTS, so opening an older store brings it up to date under the schema lock."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS onward_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -47,24 +57,41 @@ CREATE TABLE IF NOT EXISTS onward_runs (
     request     TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS onward_runs_created ON onward_runs (created_at);
+CREATE TABLE IF NOT EXISTS onward_queue (
+    thread_id   TEXT PRIMARY KEY,
+    ready_at    DOUBLE PRECISION,
+    claimed_by  TEXT,
+    claimed_at  DOUBLE PRECISION,
+    enqueued_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX IF NOT EXISTS onward_queue_ready ON onward_queue (ready_at);
+CREATE TABLE IF NOT EXISTS onward_artifact_refs (
+    sha256    TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    PRIMARY KEY (sha256, thread_id)
+);
+CREATE INDEX IF NOT EXISTS onward_artifact_refs_thread ON onward_artifact_refs (thread_id);
 """
+
+_POSTGRES_ONLY = """
+CREATE TABLE IF NOT EXISTS onward_artifacts (sha256 TEXT PRIMARY KEY, body BYTEA NOT NULL);
+"""
+
+_THREAD_TABLES = (
+    "onward_events",
+    "onward_effects",
+    "onward_leases",
+    "onward_queue",
+    "onward_artifact_refs",
+    "onward_runs",
+)
+"""Every onward table with a row per run (deleted by :meth:`Store.delete_run`)."""
+
+_KEY_CHECK = "onward key check"
 
 
 def default_url() -> str:
     return os.environ.get("ONWARD_DB") or DEFAULT_URL
-
-
-def sqlite_path(url: str) -> Path:
-    """``sqlite:///rel/path.db`` (relative to cwd), ``sqlite:////abs/path.db`` or a bare path."""
-    if url.startswith("postgres://") or url.startswith("postgresql://"):
-        raise UsageError(
-            "Postgres stores are not available in this version of onward; use a sqlite:/// URL"
-        )
-    if url.startswith("sqlite:///"):
-        return Path(url.removeprefix("sqlite:///"))
-    if "://" in url:
-        raise UsageError(f"unsupported store URL {url!r}; use sqlite:///path/to/onward.db")
-    return Path(url)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,125 +104,250 @@ class RunRow:
     request: dict[str, Any]
 
 
-def _classify(exc: sqlite3.Error, path: Path) -> StoreError:
-    text = str(exc)
-    if "locked" in text or "busy" in text:
-        return StoreLockedError(
-            f"the database {path} is locked by another process ({text}); wait for it to "
-            "finish, or stop it, then run the command again. Nothing was written"
-        )
-    if "not a database" in text or "malformed" in text or "corrupt" in text:
-        return StoreCorruptError(
-            f"{path} is not a usable onward database ({text}). Nothing was written to it. "
-            "Point --db / ONWARD_DB at another file, or move this one aside to start fresh"
-        )
-    return StoreError(f"cannot use the database {path}: {text}")
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    thread_id: str
+    ready_at: float | None
+    """Epoch seconds when a worker may claim it; None = parked (waits for a human)."""
+    claimed_by: str | None
 
 
-@contextmanager
-def translate_errors(path: Path) -> Iterator[None]:
-    """sqlite3 errors → onward StoreErrors that say what to do."""
-    try:
-        yield
-    except sqlite3.Error as exc:
-        raise _classify(exc, path) from exc
+class TableArtifacts(ArtifactStore):
+    """Artifact bodies in the ``onward_artifacts`` table (Postgres: every worker, on any
+    machine, reads what another wrote)."""
+
+    def __init__(self, db: SharedConnection, **kw: Any) -> None:
+        super().__init__(Path("."), **kw)
+        self._db = db
+
+    def location(self, sha256: str) -> str:
+        return f"table onward_artifacts, sha256 {sha256[:12]}…"
+
+    def read_body(self, sha256: str) -> bytes | None:
+        with self._db.use() as db:
+            row = db.execute("SELECT body FROM onward_artifacts WHERE sha256 = ?", (sha256,))
+            found = row.fetchone()
+        return bytes(found[0]) if found else None
+
+    def write_body(self, sha256: str, body: bytes) -> None:
+        with self._db.use() as db:
+            db.execute(
+                "INSERT INTO onward_artifacts VALUES (?, ?) "
+                "ON CONFLICT (sha256) DO UPDATE SET body = excluded.body",
+                (sha256, body),
+            )
+
+    def delete_body(self, sha256: str) -> int:
+        with self._db.use() as db:
+            row = db.execute(
+                "DELETE FROM onward_artifacts WHERE sha256 = ? RETURNING length(body)", (sha256,)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+
+def _serde(cipher: Cipher | None) -> SerializerProtocol:
+    plain = JsonPlusSerializer(allowed_msgpack_modules=None).with_msgpack_allowlist(
+        checkpoint_types()
+    )
+    return plain if cipher is None else EncryptedSerializer(cipher, plain)
 
 
 class Store:
     """An open store. Use as a context manager, or call :meth:`close`."""
 
+    saver: BaseCheckpointSaver[Any]
+
     def __init__(self, url: str | None = None, *, busy_timeout: float | None = None) -> None:
         self.url = url or default_url()
-        self.path = sqlite_path(self.url).expanduser().absolute()
-        timeout = (
+        self.backend = backend_of(self.url)
+        self.cipher = Cipher.from_env()
+        self._timeout = (
             busy_timeout
             if busy_timeout is not None
             else float(os.environ.get("ONWARD_BUSY_TIMEOUT", "10"))
         )
-        self._timeout = timeout
-        existed = self.path.exists()
-        if existed and self.path.is_dir():
+        self.where = redact(self.url)
+        if self.backend is Backend.SQLITE:
+            self._open_sqlite()
+        else:
+            self._open_postgres()
+        self.db = SharedConnection(self.connect)
+        try:
+            self._check_key()
+        except BaseException:
+            self._close_saver()
+            raise
+        if self.backend is Backend.SQLITE:
+            self.artifacts: ArtifactStore = ArtifactStore(
+                self.path.parent / "artifacts", cipher=self.cipher, on_put=self.use_artifact
+            )
+        else:
+            self.artifacts = TableArtifacts(
+                SharedConnection(self.connect), cipher=self.cipher, on_put=self.use_artifact
+            )
+        self.leases = Leases(self.connect, LeasePolicy.from_env())
+        self.ledger = Ledger(self.connect, self.cipher)
+        self.events = EventLog(self.connect, self.cipher)
+        self.breakers = Breakers(self.connect, self.events, utcnow)
+
+    # -- opening ----------------------------------------------------------
+
+    def _open_sqlite(self) -> None:
+        self.path = sqlite_path(self.url).expanduser().absolute()
+        if self.path.exists() and self.path.is_dir():
             raise StoreError(f"{self.path} is a directory; --db must name a database file")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with translate_errors(self.path):
+        self.where = str(self.path)
+        with translate_errors(Backend.SQLITE, self.where):
             # Default (deferred) transactions, not autocommit: SqliteSaver writes a task's
             # writes with one executemany and commits once; in autocommit each row would
             # commit alone, and a SIGKILL mid-way leaves half a task's writes (seen: the
             # routing write lost, the run resumed into nothing).
-            self.conn = sqlite3.connect(str(self.path), timeout=timeout, check_same_thread=False)
+            conn = sqlite3.connect(str(self.path), timeout=self._timeout, check_same_thread=False)
             try:
                 # Read first: on a file that is not SQLite this fails before anything is written.
-                self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-                self.conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
-                self._create_schema_once()
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
+                lock_path = self.path.with_name(self.path.name + ".lock")
+                with open(lock_path, "a+") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                    try:
+                        self._migrate(Db(conn, Backend.SQLITE, self.where), conn)
+                    finally:
+                        fcntl.flock(lock, fcntl.LOCK_UN)
                 sync = "FULL" if fsync_enabled() else "NORMAL"
-                self.conn.execute(f"PRAGMA synchronous={sync}")
+                conn.execute(f"PRAGMA synchronous={sync}")
             except BaseException:
-                self.conn.close()
+                conn.close()
                 raise
-        serde = JsonPlusSerializer(allowed_msgpack_modules=None).with_msgpack_allowlist(
-            checkpoint_types()
-        )
-        self.saver = SqliteSaver(self.conn, serde=serde)
+        self.conn = conn
+        self.saver = SqliteSaver(conn, serde=_serde(self.cipher))
         self.saver.is_setup = True  # created under the lock above
-        self.artifacts = ArtifactStore(self.path.parent / "artifacts")
-        self.leases = Leases(self.connect, LeasePolicy.from_env())
-        self.ledger = Ledger(self.connect)
-        self.events = EventLog(self.connect)
-        self.breakers = Breakers(self.connect, self.events, utcnow)
 
-    def connect(self) -> sqlite3.Connection:
-        """A new connection to the same database (for work on other threads)."""
-        with translate_errors(self.path):
-            conn = sqlite3.connect(str(self.path), timeout=self._timeout, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
-        return conn
+    def _open_postgres(self) -> None:
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
 
-    def _create_schema_once(self) -> None:
-        lock_path = self.path.with_name(self.path.name + ".lock")
-        with open(lock_path, "a+") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with translate_errors(Backend.POSTGRES, self.where):
+            conn = psycopg.connect(
+                self.url,
+                autocommit=True,
+                prepare_threshold=0,
+                row_factory=dict_row,
+                connect_timeout=max(1, int(self._timeout)),
+            )
             try:
-                row = self.conn.execute(
-                    "SELECT name FROM sqlite_master WHERE name='onward_meta'"
-                ).fetchone()
-                found = 0 if row is None else self._check_schema_version()
-                if found < STORE_SCHEMA_VERSION:
-                    self.conn.execute("PRAGMA journal_mode=WAL")
-                    SqliteSaver(self.conn).setup()
-                    self.conn.executescript(_SCHEMA + LEASE_SCHEMA + LEDGER_SCHEMA + BREAKER_SCHEMA)
-                    columns = {r[1] for r in self.conn.execute("PRAGMA table_info(onward_events)")}
-                    if "dedupe" not in columns:  # a version-2..4 store
-                        self.conn.execute("ALTER TABLE onward_events ADD COLUMN dedupe TEXT")
-                    self.conn.execute(
-                        "CREATE UNIQUE INDEX IF NOT EXISTS onward_events_once "
-                        "ON onward_events (thread_id, dedupe) WHERE dedupe IS NOT NULL"
-                    )
-                    self.conn.execute(
-                        "INSERT OR REPLACE INTO onward_meta VALUES ('schema_version', ?)",
-                        (str(STORE_SCHEMA_VERSION),),
-                    )
-                    self.conn.commit()
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+                setup = Db.open(self.url, timeout=self._timeout)
+                try:
+                    with setup.session_lock("onward schema", self._timeout):
+                        self._migrate(setup, None)
+                finally:
+                    setup.close()
+            except BaseException:
+                conn.close()
+                raise
+        self.pg_conn = conn
+        self.saver = PostgresSaver(conn, serde=_serde(self.cipher))
 
-    def _check_schema_version(self) -> int:
-        row = self.conn.execute(
-            "SELECT value FROM onward_meta WHERE key='schema_version'"
-        ).fetchone()
-        found = int(row[0]) if row else 0
+    def _migrate(self, db: Db, sqlite_conn: sqlite3.Connection | None) -> None:
+        found = 0
+        if db.postgres:
+            exists = db.execute("SELECT to_regclass('onward_meta')").fetchone()[0] is not None
+        else:
+            exists = (
+                db.execute("SELECT name FROM sqlite_master WHERE name='onward_meta'").fetchone()
+                is not None
+            )
+        if exists:
+            row = db.execute("SELECT value FROM onward_meta WHERE key='schema_version'").fetchone()
+            found = int(row[0]) if row else 0
         if found > STORE_SCHEMA_VERSION:
             raise StoreError(
-                f"{self.path} was written by a newer onward (store schema {found}, this onward "
+                f"{self.where} was written by a newer onward (store schema {found}, this onward "
                 f"knows {STORE_SCHEMA_VERSION}); upgrade onward to use it"
             )
-        return found
+        if found == STORE_SCHEMA_VERSION:
+            return
+        if sqlite_conn is not None:
+            sqlite_conn.execute("PRAGMA journal_mode=WAL")
+            SqliteSaver(sqlite_conn).setup()
+            serial = "INTEGER PRIMARY KEY AUTOINCREMENT"
+        else:
+            import psycopg
+            from langgraph.checkpoint.postgres import PostgresSaver
+            from psycopg.rows import dict_row
+
+            with psycopg.connect(self.url, autocommit=True, row_factory=dict_row) as setup_conn:
+                PostgresSaver(setup_conn).setup()
+            serial = "BIGSERIAL PRIMARY KEY"
+        script = _SCHEMA + LEASE_SCHEMA.replace("INTEGER PRIMARY KEY AUTOINCREMENT", serial)
+        script += LEDGER_SCHEMA + BREAKER_SCHEMA + (_POSTGRES_ONLY if db.postgres else "")
+        if sqlite_conn is not None:
+            sqlite_conn.executescript(script)
+            columns = {r[1] for r in sqlite_conn.execute("PRAGMA table_info(onward_events)")}
+            if "dedupe" not in columns:  # a version-2..4 store
+                sqlite_conn.execute("ALTER TABLE onward_events ADD COLUMN dedupe TEXT")
+        else:
+            db.script(script)
+        db.execute(
+            "CREATE UNIQUE INDEX IF NOT EXISTS onward_events_once "
+            "ON onward_events (thread_id, dedupe) WHERE dedupe IS NOT NULL"
+        )
+        db.execute(
+            "INSERT INTO onward_meta VALUES ('schema_version', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(STORE_SCHEMA_VERSION),),
+        )
+        if sqlite_conn is not None:
+            sqlite_conn.commit()
+
+    def _check_key(self) -> None:
+        """A store remembers that it is encrypted (a value sealed with its key), so a
+        missing or wrong key is an error at open, not garbage later."""
+        with self.db.use() as db:
+            row = db.execute("SELECT value FROM onward_meta WHERE key = 'key_check'").fetchone()
+            if row is None:
+                if self.cipher is not None:
+                    db.execute(
+                        "INSERT INTO onward_meta VALUES ('key_check', ?) "
+                        "ON CONFLICT (key) DO NOTHING",
+                        (self.cipher.seal_text(_KEY_CHECK),),
+                    )
+                return
+        if self.cipher is None:
+            raise EncryptionKeyError(
+                f"the store {self.where} is encrypted; set {KEY_ENV} to its key and run again"
+            )
+        try:
+            ok = open_text(self.cipher, row[0]) == _KEY_CHECK
+        except EncryptionKeyError:
+            ok = False
+        if not ok:
+            raise EncryptionKeyError(
+                f"{KEY_ENV} is not the key the store {self.where} was encrypted with; set the "
+                "right key. Nothing was read or written"
+            )
+
+    def connect(self) -> Db:
+        """A new connection to the same database (for work on other threads)."""
+        target = self.url if self.backend is Backend.POSTGRES else str(self.path)
+        return Db.open(target, timeout=self._timeout)
+
+    def _close_saver(self) -> None:
+        if self.backend is Backend.SQLITE:
+            self.conn.close()
+        else:
+            self.pg_conn.close()
 
     def close(self) -> None:
         self.breakers.close()
         self.events.close()
         self.ledger.close()
-        self.conn.close()
+        self.db.close()
+        if isinstance(self.artifacts, TableArtifacts):
+            self.artifacts._db.close()
+        self._close_saver()
 
     def __enter__(self) -> Store:
         return self
@@ -207,57 +359,195 @@ class Store:
 
     def add_run(self, thread_id: str, objective: str, request: dict[str, Any]) -> None:
         now = utcnow().isoformat()
-        with translate_errors(self.path), self.conn:
-            self.conn.execute(
+        with self.db.use() as db:
+            db.execute(
                 "INSERT INTO onward_runs VALUES (?, ?, ?, ?, ?, ?)",
                 (
                     thread_id,
                     now,
                     now,
                     RunStatus.PLANNING.value,
-                    objective,
-                    json.dumps(request, ensure_ascii=False),
+                    seal_text(self.cipher, objective),
+                    seal_text(self.cipher, json.dumps(request, ensure_ascii=False)),
                 ),
             )
 
     def set_run_status(self, thread_id: str, status: RunStatus) -> None:
-        with translate_errors(self.path), self.conn:
-            self.conn.execute(
+        with self.db.use() as db:
+            db.execute(
                 "UPDATE onward_runs SET status=?, updated_at=? WHERE thread_id=?",
                 (status.value, utcnow().isoformat(), thread_id),
             )
 
     def get_run(self, thread_id: str) -> RunRow | None:
-        with translate_errors(self.path):
-            row = self.conn.execute(
-                "SELECT * FROM onward_runs WHERE thread_id=?", (thread_id,)
-            ).fetchone()
-        return _row(row) if row else None
+        with self.db.use() as db:
+            row = db.execute("SELECT * FROM onward_runs WHERE thread_id=?", (thread_id,))
+            found = row.fetchone()
+        return self._row(found) if found else None
 
     def list_runs(self, limit: int = 100) -> list[RunRow]:
-        with translate_errors(self.path):
-            rows = self.conn.execute(
+        with self.db.use() as db:
+            rows = db.execute(
                 "SELECT * FROM onward_runs ORDER BY created_at DESC LIMIT ?", (limit,)
             ).fetchall()
-        return [_row(r) for r in rows]
+        return [self._row(r) for r in rows]
 
     def unfinished_runs(self) -> list[RunRow]:
         """Runs that may still wait or go on (anything not done, failed or cancelled)."""
         finished = [s.value for s in RunStatus if s.finished]
-        with translate_errors(self.path):
-            rows = self.conn.execute(
+        with self.db.use() as db:
+            rows = db.execute(
                 "SELECT * FROM onward_runs WHERE status NOT IN (?, ?, ?) ORDER BY created_at",
                 finished,
             ).fetchall()
-        return [_row(r) for r in rows]
+        return [self._row(r) for r in rows]
 
+    def finished_runs(self) -> list[RunRow]:
+        """Done, failed or cancelled runs, most recently updated first."""
+        finished = [s.value for s in RunStatus if s.finished]
+        with self.db.use() as db:
+            rows = db.execute(
+                "SELECT * FROM onward_runs WHERE status IN (?, ?, ?) ORDER BY updated_at DESC",
+                finished,
+            ).fetchall()
+        return [self._row(r) for r in rows]
 
-def _row(r: tuple[Any, ...]) -> RunRow:
-    return RunRow(
-        thread_id=r[0],
-        created_at=datetime.fromisoformat(r[1]),
-        updated_at=datetime.fromisoformat(r[2]),
-        status=RunStatus(r[3]),
-        objective=r[4],
-        request=json.loads(r[5]),
-    )
+    def _row(self, r: tuple[Any, ...]) -> RunRow:
+        return RunRow(
+            thread_id=r[0],
+            created_at=datetime.fromisoformat(r[1]),
+            updated_at=datetime.fromisoformat(r[2]),
+            status=RunStatus(r[3]),
+            objective=open_text(self.cipher, r[4]),
+            request=json.loads(open_text(self.cipher, r[5])),
+        )
+
+    # -- artifacts in use ---------------------------------------------------
+
+    def use_artifact(self, sha256: str, thread_id: str) -> None:
+        with self.db.use() as db:
+            db.execute(
+                "INSERT INTO onward_artifact_refs VALUES (?, ?) ON CONFLICT DO NOTHING",
+                (sha256, thread_id),
+            )
+
+    def artifacts_of(self, thread_id: str) -> set[str]:
+        with self.db.use() as db:
+            rows = db.execute(
+                "SELECT sha256 FROM onward_artifact_refs WHERE thread_id = ?", (thread_id,)
+            ).fetchall()
+        return {r[0] for r in rows}
+
+    # -- the work queue -----------------------------------------------------
+
+    def enqueue(self, thread_id: str, ready_at: float | None = None) -> None:
+        """Make a run claimable by workers (now, or at ``ready_at`` epoch seconds)."""
+        now = time.time()
+        with self.db.use() as db:
+            db.execute(
+                "INSERT INTO onward_queue (thread_id, ready_at, enqueued_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (thread_id) DO UPDATE SET ready_at = excluded.ready_at, "
+                "claimed_by = NULL, claimed_at = NULL",
+                (thread_id, now if ready_at is None else ready_at, now),
+            )
+
+    def wake(self, thread_id: str) -> None:
+        """A queued run has new work (a human answered): claimable now. No-op for runs
+        that are not on the queue (driven by hand)."""
+        with self.db.use() as db:
+            db.execute(
+                "UPDATE onward_queue SET ready_at = ? WHERE thread_id = ?",
+                (time.time(), thread_id),
+            )
+
+    def claim(self, owner: str, hold: float) -> str | None:
+        """The oldest ready run, held for ``hold`` seconds (a worker that dies lets it go
+        after that). Postgres: ``FOR UPDATE SKIP LOCKED``, so claiming workers never wait on
+        each other; SQLite: one writer at a time."""
+        now = time.time()
+        skip = " FOR UPDATE SKIP LOCKED" if self.backend is Backend.POSTGRES else ""
+        with self.db.use() as db, db.transaction(lock=None if skip else "queue"):
+            row = db.execute(
+                "SELECT thread_id FROM onward_queue WHERE ready_at <= ? "
+                f"ORDER BY ready_at LIMIT 1{skip}",
+                (now,),
+            ).fetchone()
+            if row is None:
+                return None
+            db.execute(
+                "UPDATE onward_queue SET ready_at = ?, claimed_by = ?, claimed_at = ? "
+                "WHERE thread_id = ?",
+                (now + hold, owner, now, row[0]),
+            )
+            return str(row[0])
+
+    def requeue(self, thread_id: str, ready_at: float | None) -> None:
+        """After a drive: claimable again at ``ready_at`` (None: parked until woken)."""
+        with self.db.use() as db:
+            db.execute(
+                "UPDATE onward_queue SET ready_at = ?, claimed_by = NULL, claimed_at = NULL "
+                "WHERE thread_id = ?",
+                (ready_at, thread_id),
+            )
+
+    def dequeue(self, thread_id: str) -> None:
+        with self.db.use() as db:
+            db.execute("DELETE FROM onward_queue WHERE thread_id = ?", (thread_id,))
+
+    def pending_work(self) -> bool:
+        """Some queued run is ready or will be (not counting runs parked for a person)."""
+        with self.db.use() as db:
+            row = db.execute("SELECT 1 FROM onward_queue WHERE ready_at IS NOT NULL LIMIT 1")
+            return row.fetchone() is not None
+
+    def queue(self) -> list[QueueRow]:
+        with self.db.use() as db:
+            rows = db.execute(
+                "SELECT thread_id, ready_at, claimed_by FROM onward_queue ORDER BY enqueued_at"
+            ).fetchall()
+        return [QueueRow(r[0], r[1], r[2]) for r in rows]
+
+    # -- retention ------------------------------------------------------------
+
+    def delete_run(self, thread_id: str) -> tuple[int, int]:
+        """Every row of a run: checkpoints, events, ledger, lease, queue, references; then
+        the artifact bodies no other run references. Returns (rows, artifact bytes) freed."""
+        shas = self.artifacts_of(thread_id)
+        self.saver.delete_thread(thread_id)
+        rows = 0
+        with self.db.use() as db, db.transaction():
+            for table in _THREAD_TABLES:
+                cur = db.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+                rows += cur.rowcount
+        freed = 0
+        for sha in sorted(shas):
+            with self.db.use() as db:
+                used = db.execute(
+                    "SELECT 1 FROM onward_artifact_refs WHERE sha256 = ? LIMIT 1", (sha,)
+                ).fetchone()
+            if used is None:
+                freed += self.artifacts.delete_body(sha)
+        return rows, freed
+
+    def size(self) -> int:
+        """Bytes the database takes (SQLite: file plus WAL; Postgres: the database)."""
+        if self.backend is Backend.POSTGRES:
+            with self.db.use() as db:
+                return int(db.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+        return sum(
+            p.stat().st_size
+            for p in (self.path, self.path.with_name(self.path.name + "-wal"))
+            if p.exists()
+        )
+
+    def vacuum(self) -> None:
+        """Give freed pages back: VACUUM (and truncate the WAL) on SQLite; VACUUM on Postgres
+        (space is reused, the files shrink only at their ends)."""
+        if self.backend is Backend.SQLITE:
+            with translate_errors(Backend.SQLITE, self.where):
+                self.conn.commit()
+                self.conn.execute("VACUUM")
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return
+        with self.db.use() as db:
+            db.execute("VACUUM")

@@ -16,6 +16,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from onward.errors import DrainRequested
 from onward.graph.routing import (
     APPROVE,
     ESCALATE,
@@ -51,6 +52,8 @@ def logged(deps: NodeDeps, fn: Any) -> Any:
     takes_config = len(inspect.signature(fn).parameters) > 1
 
     def node(arg: Any, config: RunnableConfig) -> Any:
+        if deps.draining.is_set():
+            raise DrainRequested(getattr(fn, "__name__", "node"))
         with collecting() as rows:
             try:
                 return fn(arg, config) if takes_config else fn(arg)

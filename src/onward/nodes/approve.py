@@ -282,12 +282,15 @@ def _answer_budget(deps: NodeDeps, task: ApproveTask, answer: Answer) -> Updates
 def make_escalate_node(deps: NodeDeps) -> Any:
     def escalate(task: Any, config: RunnableConfig) -> Updates:
         assert isinstance(task, ApproveTask)
-        return _ask(task, config, lambda a: _answer_escalation(deps, task, a))
+        thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+        return _ask(task, config, lambda a: _answer_escalation(deps, task, a, thread_id))
 
     return escalate
 
 
-def _answer_escalation(deps: NodeDeps, task: ApproveTask, answer: Answer) -> Updates:
+def _answer_escalation(
+    deps: NodeDeps, task: ApproveTask, answer: Answer, thread_id: str
+) -> Updates:
     step, rec, waiting = task.step, task.record, task.waiting
     assert step is not None
     assert rec is not None
@@ -335,7 +338,7 @@ def _answer_escalation(deps: NodeDeps, task: ApproveTask, answer: Answer) -> Upd
     # done: the effect happened; its result is verified like any output.
     if key and ledger:
         ledger.complete(key, answer.result)
-    ref = deps.artifacts.put(step.output or f"step:{step.id}", answer.result)
+    ref = deps.artifacts.put(step.output or f"step:{step.id}", answer.result, owner=thread_id)
     exec_task = ExecuteTask(
         step=step,
         record=rec,

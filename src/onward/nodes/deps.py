@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +44,9 @@ class NodeDeps:
     model: BaseChatModel | None = None
     """The chat model for planning goals outside the templates, replanning and judging
     (None: onward works without one)."""
+    draining: threading.Event = field(default_factory=threading.Event)
+    """Set when the process must stop (a worker's SIGTERM): nodes not yet started raise
+    :class:`~onward.errors.DrainRequested`, so the drive ends on a saved superstep."""
     max_wait: float = 60.0
     """Longest in-process wait (seconds) for a retry or a breaker; a longer one suspends the
     run until then ($ONWARD_MAX_WAIT)."""

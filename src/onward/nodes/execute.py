@@ -150,7 +150,7 @@ def make_execute_node(deps: NodeDeps) -> Any:
                 call = {"error": f"{type(exc).__name__}: {exc}"[:300]}
                 _called_event(step.id, step.tool, attempt, digest, clock, call)
                 raise
-            ref = deps.artifacts.put(step.output or f"step:{step.id}", output)
+            ref = deps.artifacts.put(step.output or f"step:{step.id}", output, owner=thread_id)
             _called_event(
                 step.id,
                 step.tool,

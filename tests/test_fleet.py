@@ -1,0 +1,262 @@
+"""Workers: real ``onward worker`` processes claim submitted runs from one store.
+
+The fleet test submits 30 runs with side effects (write_file, notify) to a Postgres store,
+starts 3 workers, SIGKILLs one while it holds a run's lease, and checks that every run
+finishes, every effect happened exactly once, and the lease events never show two live
+drivers of one run. The drain test sends SIGTERM mid-run and checks that the worker stops
+on a saved superstep, releases its lease, and that another worker finishes the run without
+repeating a step.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from onward import Onward
+from onward.checkpointing.store import Store
+from onward.state import RunStatus
+from tests.conftest import cli_env, onward_cmd, postgres_schema
+
+FAILURE_TOOLS = str(Path(__file__).with_name("failure_tools.py"))
+
+pytestmark = pytest.mark.crash
+
+SHORT_LEASE = {"ONWARD_LEASE_TTL": "1.0", "ONWARD_HEARTBEAT": "0.2"}
+"""A killed worker's runs are claimable again about a second later."""
+
+
+def effect_plan(path: Path, n: int, pause: float = 0.2) -> None:
+    """write_file, a pause (so kills land mid-run), notify: one file and one outbox line."""
+    steps = [
+        {
+            "id": "write",
+            "tool": "write_file",
+            "args": {"path": f"out/run-{n}.txt", "content": f"{n}"},
+        },
+        {"id": "pause", "tool": "wait", "args": {"seconds": pause}, "depends_on": ["write"]},
+        {
+            "id": "notify",
+            "tool": "notify",
+            "args": {"outbox": "outbox.jsonl", "message": f"run {n} done"},
+            "depends_on": ["pause"],
+        },
+    ]
+    path.write_text(yaml.safe_dump({"goal": f"effects {n}", "steps": steps}))
+
+
+def start_worker(workdir: Path, db: str, *extra: str, **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        onward_cmd("worker", "--db", db, "--json", "--poll", "0.05", *extra),
+        cwd=workdir,
+        env=cli_env(**SHORT_LEASE, **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def journal(workdir: Path) -> list[dict[str, Any]]:
+    path = workdir / "journal.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def assert_one_driver_at_a_time(events: list[tuple[Any, str, str]]) -> int:
+    """Replay a run's lease events; returns how many takeovers there were. A new driver
+    only acquires after the previous one released, or takes over an expired lease."""
+    holder: str | None = None
+    takeovers = 0
+    for _at, kind, detail in events:
+        if kind == "lease_acquired":
+            assert holder is None, f"{detail} acquired while {holder} held the lease"
+            holder = detail
+        elif kind == "lease_released":
+            assert holder == detail, f"{detail} released a lease held by {holder}"
+            holder = None
+        elif kind == "lease_taken_over":
+            previous = detail.split("from ", 1)[1].split(" (expired", 1)[0]
+            assert holder == previous, f"took over from {previous}, but {holder} held it"
+            holder = None
+            takeovers += 1
+    return takeovers
+
+
+def test_fleet_of_three_workers_survives_a_killed_worker(workdir: Path) -> None:
+    with postgres_schema() as db:
+        thread_ids = []
+        with Onward(db, model=None) as ow:
+            for n in range(29):
+                effect_plan(workdir / f"plan{n}.yaml", n)
+                thread_ids.append(ow.submit(plan=workdir / f"plan{n}.yaml"))
+        # The 30th through the CLI: `onward submit` prints the thread id.
+        effect_plan(workdir / "plan29.yaml", 29)
+        out = subprocess.run(
+            onward_cmd("submit", "--plan", "plan29.yaml", "--db", db),
+            cwd=workdir,
+            env=cli_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        thread_ids.append(out.stdout.strip())
+
+        env = {"ONWARD_EXECUTION_LOG": str(workdir / "journal.jsonl")}
+        workers = [
+            start_worker(workdir, db, "--concurrency", "2", "--exit-when-idle", **env)
+            for _ in range(3)
+        ]
+        victim = workers[0]
+        with Store(db) as store:
+            # Kill the victim while it holds a run's lease, after some runs finished.
+            deadline = time.monotonic() + 60
+            killed_while_driving = None
+            while time.monotonic() < deadline and killed_while_driving is None:
+                held = {
+                    tid: lease.owner
+                    for tid, lease in store.leases.all().items()
+                    if f":{victim.pid}:" in lease.owner
+                }
+                done = sum(1 for r in store.list_runs() if r.status is RunStatus.DONE)
+                if held and done >= 3:
+                    victim.send_signal(signal.SIGKILL)
+                    killed_while_driving = next(iter(held))
+                time.sleep(0.01)
+            assert killed_while_driving is not None, "the victim never held a lease"
+            victim.wait(10)
+            for w in workers[1:]:
+                w.wait(180)
+                assert w.returncode == 0, w.stderr.read() if w.stderr else ""
+
+            # Every run finished; effects once each.
+            for tid in thread_ids:
+                row = store.get_run(tid)
+                assert row is not None
+                assert row.status is RunStatus.DONE, (tid, row.status)
+            outbox = [
+                json.loads(x)["message"]
+                for x in (workdir / "outbox.jsonl").read_text().splitlines()
+            ]
+            assert Counter(outbox) == Counter(f"run {n} done" for n in range(30))
+            for n in range(30):
+                assert (workdir / f"out/run-{n}.txt").read_text() == str(n)
+            for tid in thread_ids:
+                effects = store.ledger.for_thread(tid)
+                assert sorted(e.step_id for e in effects) == ["notify", "write"]
+                assert all(e.status.value == "completed" for e in effects)
+            assert store.queue() == []
+
+            # No run had two live drivers; the killed worker's run was taken over.
+            takeovers = {
+                tid: assert_one_driver_at_a_time(store.leases.events(tid)) for tid in thread_ids
+            }
+            assert takeovers[killed_while_driving] >= 1
+
+        # The journal agrees: a run's tool calls never overlap across processes.
+        calls: dict[str, list[dict[str, Any]]] = {}
+        for line in journal(workdir):
+            calls.setdefault(line["thread"], []).append(line)
+        for tid, lines in calls.items():
+            open_by: dict[tuple[str, int], int] = {}
+            for line in lines:
+                if line["phase"] == "start":
+                    others = {p for (_, p) in open_by if p != line["pid"]}
+                    alive = others - {victim.pid}
+                    assert not alive, f"{tid}: {line['pid']} started while {alive} were calling"
+                    open_by[(line["step"], line["pid"])] = 1
+                else:
+                    open_by.pop((line["step"], line["pid"]), None)
+        # The survivors drove more than one run each (the queue spread the work).
+        assert len({line["pid"] for line in journal(workdir)}) >= 2
+
+
+def test_sigterm_drains_then_another_worker_finishes(db_url: str, workdir: Path) -> None:
+    steps = [
+        {"id": f"s{i}", "tool": "write_file", "args": {"path": f"s{i}.txt", "content": str(i)}}
+        for i in range(6)
+    ]
+    for i in range(1, 6):
+        steps[i]["depends_on"] = [f"s{i - 1}"]
+    (workdir / "plan.yaml").write_text(yaml.safe_dump({"goal": "six", "steps": steps}))
+    with Onward(db_url, model=None) as ow:
+        tid = ow.submit(plan=workdir / "plan.yaml")
+    env = {
+        "ONWARD_EXECUTION_LOG": str(workdir / "journal.jsonl"),
+        "ONWARD_FAULT_TOOL_DELAY": "0.5",  # every tool call takes half a second
+    }
+    first = start_worker(workdir, db_url, **env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        started = [x for x in journal(workdir) if x["phase"] == "start"]
+        if len(started) >= 2:
+            break
+        time.sleep(0.02)
+    first.send_signal(signal.SIGTERM)
+    first.wait(30)
+    assert first.returncode == 0
+    lines = journal(workdir)
+    started_then = [x["step"] for x in lines if x["phase"] == "start"]
+    ended_then = [x["step"] for x in lines if x["phase"] == "end"]
+    # The step in flight finished; nothing started after it.
+    assert started_then == ended_then
+    assert 2 <= len(started_then) < 6
+    with Store(db_url) as store:
+        assert store.leases.get(tid) is None  # released
+        kinds = [k for _, k, _ in store.leases.events(tid)]
+        assert kinds[-1] == "lease_released"
+        assert [e.kind for e in store.events.list(tid, ["drained"])] == ["drained"]
+        (queued,) = store.queue()
+        assert queued.ready_at is not None
+        assert queued.ready_at <= time.time()
+
+    second = start_worker(workdir, db_url, "--exit-when-idle", **env)
+    second.wait(60)
+    assert second.returncode == 0
+    with Onward(db_url, model=None) as ow:
+        assert ow.get(tid).status is RunStatus.DONE
+    starts = Counter(x["step"] for x in journal(workdir) if x["phase"] == "start")
+    assert starts == Counter(f"s{i}" for i in range(6))  # no step ran twice
+    assert next(x["pid"] for x in journal(workdir)) == first.pid
+    assert {x["pid"] for x in journal(workdir)} == {first.pid, second.pid}
+
+
+def test_several_workers_share_a_store_and_honour_delayed_retries(
+    db_url: str, workdir: Path
+) -> None:
+    """Two workers on one machine (SQLite or Postgres), 8 runs; a run whose step must wait
+    (a flaky tool's backoff) is requeued for then instead of holding a slot."""
+    for n in range(8):
+        effect_plan(workdir / f"plan{n}.yaml", n, pause=0.05)
+    plan = yaml.safe_load((workdir / "plan0.yaml").read_text())
+    backoff = {"max_attempts": 4, "initial_delay": 0.4, "max_delay": 0.4, "jitter": False}
+    plan["steps"].append({"id": "flaky", "tool": "flaky", "args": {"times": 2}, "retry": backoff})
+    (workdir / "plan0.yaml").write_text(yaml.safe_dump(plan))
+    with Onward(db_url, model=None, tool_modules=[FAILURE_TOOLS]) as ow:
+        tids = [ow.submit(plan=workdir / f"plan{n}.yaml") for n in range(8)]
+    workers = [start_worker(workdir, db_url, "--exit-when-idle") for _ in range(2)]
+    for w in workers:
+        w.wait(120)
+        assert w.returncode == 0, w.stderr.read() if w.stderr else ""
+    drives = [
+        json.loads(line)
+        for w in workers
+        for line in (w.stdout.read() if w.stdout else "").splitlines()
+        if "outcome" in line
+    ]
+    assert {d["thread_id"] for d in drives} == set(tids)
+    first_run = [d["outcome"] for d in drives if d["thread_id"] == tids[0]]
+    assert sum(o.startswith("suspended until") for o in first_run) == 2  # two backoffs
+    assert first_run[-1] == "done"
+    assert all([d["outcome"] for d in drives if d["thread_id"] == t] == ["done"] for t in tids[1:])
+    with Onward(db_url, model=None) as ow:
+        assert all(ow.get(t).status is RunStatus.DONE for t in tids)
+    outbox = (workdir / "outbox.jsonl").read_text().splitlines()
+    assert len(outbox) == 8
