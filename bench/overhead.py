@@ -12,6 +12,10 @@ What is compared
       connection uses the same pragmas as onward's store (WAL, synchronous=NORMAL).
     * **bare-langgraph (no checkpointer)**: the same loop compiled without a
       checkpointer, as a reference for LangGraph's own per-superstep cost.
+    * **onward (postgres)** and **bare-langgraph (postgres, sync)**: the same two on
+      the machine's PostgreSQL ($ONWARD_BENCH_PG, default the local ``test`` database),
+      each run in a fresh schema; the bare graph uses LangGraph's ``PostgresSaver``.
+      ``--no-postgres`` leaves them out.
 
 How it is measured
     One untimed warm-up run of each variant, then ``--rounds`` rounds; every round
@@ -21,7 +25,7 @@ How it is measured
     compiling the graph are not. Reported: median (and min / max) milliseconds per
     step over the rounds, and the ratios of the medians.
 
-Run from the repo root: ``python bench/overhead.py [--steps 200] [--rounds 5]``.
+Run from the repo root: ``python bench/overhead.py [--steps 200] [--rounds 5] [--no-postgres]``.
 """
 
 from __future__ import annotations
@@ -40,36 +44,45 @@ from langgraph.graph import END, START, StateGraph
 from rich.console import Console
 from rich.table import Table
 
-from _common import chain_plan
+from _common import chain_plan, pg_schema
 from onward import Onward, RunStatus, StepStatus
 
 ONWARD = "onward (sqlite)"
 BARE_SQLITE = "bare-langgraph (sqlite, sync)"
 BARE_NONE = "bare-langgraph (no checkpointer)"
+ONWARD_PG = "onward (postgres)"
+BARE_PG = "bare-langgraph (postgres, sync)"
 
 Runner = Callable[[int], float]
 """Runs N steps on a fresh store and returns the timed seconds."""
 
 
+def _onward_timed(db: str, workdir: Path, n: int) -> float:
+    with Onward(db, model=None) as ow:
+        start = time.perf_counter()
+        view = ow.run(plan=chain_plan(n), workdir=workdir)
+        elapsed = time.perf_counter() - start
+    done = sum(s.status is StepStatus.DONE for s in view.steps)
+    if view.status is not RunStatus.DONE or done != n:
+        raise SystemExit(f"onward run ended {view.status} with {done}/{n} steps done")
+    return elapsed
+
+
 def run_onward(n: int) -> float:
-    plan = chain_plan(n)
     with tempfile.TemporaryDirectory(prefix="onward-bench-") as tmp:
-        workdir = Path(tmp)
-        with Onward(f"sqlite:///{workdir / 'onward.db'}") as ow:
-            start = time.perf_counter()
-            view = ow.run(plan=plan, workdir=workdir)
-            elapsed = time.perf_counter() - start
-        done = sum(s.status is StepStatus.DONE for s in view.steps)
-        if view.status is not RunStatus.DONE or done != n:
-            raise SystemExit(f"onward run ended {view.status} with {done}/{n} steps done")
-        return elapsed
+        return _onward_timed(f"sqlite:///{Path(tmp) / 'onward.db'}", Path(tmp), n)
+
+
+def run_onward_pg(n: int) -> float:
+    with tempfile.TemporaryDirectory(prefix="onward-bench-") as tmp, pg_schema() as url:
+        return _onward_timed(url, Path(tmp), n)
 
 
 class CountState(TypedDict):
     count: int
 
 
-def counter_graph(n: int, checkpointer: SqliteSaver | None) -> Any:
+def counter_graph(n: int, checkpointer: Any) -> Any:
     def step(state: CountState) -> dict[str, Any]:
         return {"count": state["count"] + 1}
 
@@ -105,6 +118,19 @@ def run_bare_sqlite(n: int) -> float:
             conn.close()
 
 
+def run_bare_pg(n: int) -> float:
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    with pg_schema() as url:
+        kwargs: Any = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+        with psycopg.connect(url, **kwargs) as conn:
+            saver = PostgresSaver(conn)
+            saver.setup()
+            return invoke_timed(counter_graph(n, saver), n, "sync")
+
+
 def run_bare_none(n: int) -> float:
     # No durability argument: LangGraph 1.2.24 warns that it has no effect without a
     # checkpointer, then fails on the missing checkpoint future when it is "sync".
@@ -115,20 +141,24 @@ VARIANTS: dict[str, Runner] = {
     ONWARD: run_onward,
     BARE_SQLITE: run_bare_sqlite,
     BARE_NONE: run_bare_none,
+    ONWARD_PG: run_onward_pg,
+    BARE_PG: run_bare_pg,
 }
 
 
-def measure(steps: int, rounds: int, console: Console) -> dict[str, list[float]]:
+def measure(
+    steps: int, rounds: int, console: Console, variants: dict[str, Runner] = VARIANTS
+) -> dict[str, list[float]]:
     """Per-step milliseconds of every round, by variant."""
-    for runner in VARIANTS.values():  # warm-up: imports, lazy caches, first-file costs
+    for runner in variants.values():  # warm-up: imports, lazy caches, first-file costs
         runner(min(steps, 5))
-    names = list(VARIANTS)
+    names = list(variants)
     ms: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             with console.status(f"round {r + 1}/{rounds}: {name}, {steps} steps"):
-                ms[name].append(VARIANTS[name](steps) * 1000 / steps)
+                ms[name].append(variants[name](steps) * 1000 / steps)
     return ms
 
 
@@ -149,6 +179,10 @@ def report(ms: dict[str, list[float]], steps: int, rounds: int, console: Console
             f"{med[name] / med[BARE_SQLITE]:.2f}",
         )
     console.print(table)
+    if ONWARD_PG in med:
+        console.print(
+            f"onward ÷ bare-langgraph (postgres, sync): {med[ONWARD_PG] / med[BARE_PG]:.2f}×"
+        )
     console.print(
         f"onward ÷ bare-langgraph (sqlite, sync): {med[ONWARD] / med[BARE_SQLITE]:.2f}×\n"
         f"onward ÷ bare-langgraph (no checkpointer): {med[ONWARD] / med[BARE_NONE]:.2f}×\n"
@@ -161,11 +195,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--steps", type=int, default=200, help="steps per run (default 200)")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds (default 5)")
+    parser.add_argument("--no-postgres", action="store_true", help="SQLite variants only")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.rounds < 1:
         parser.error("--steps and --rounds must be at least 1")
     console = Console()
-    report(measure(args.steps, args.rounds, console), args.steps, args.rounds, console)
+    variants = {k: v for k, v in VARIANTS.items() if not (args.no_postgres and "postgres" in k)}
+    ms = measure(args.steps, args.rounds, console, variants)
+    report(ms, args.steps, args.rounds, console)
     return 0
 
 

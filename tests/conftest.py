@@ -38,7 +38,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 PG_URL = os.environ.get("ONWARD_TEST_PG") or "postgresql://postgres@127.0.0.1:5432/test"
-BACKENDS = [b for b in (os.environ.get("ONWARD_TEST_BACKENDS") or "sqlite,postgres").split(",") if b]
+BACKENDS = (os.environ.get("ONWARD_TEST_BACKENDS") or "sqlite,postgres").split(",")
 """Every test that touches the store runs on each backend (``ONWARD_TEST_BACKENDS`` narrows
 it while developing; CI runs both)."""
 

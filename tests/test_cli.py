@@ -212,8 +212,9 @@ def test_corrupt_database_is_reported_and_left_untouched(run_cli, workdir: Path)
 def test_locked_database_is_reported_as_busy_and_nothing_is_lost(
     run_cli,
     workdir: Path,
-    db_url: str,  # type: ignore[no-untyped-def]
+    sqlite_url: str,  # type: ignore[no-untyped-def]
 ) -> None:
+    db_url = sqlite_url  # a SQLite file locked by another connection
     with Onward(db_url) as ow:
         (workdir / "inbox").mkdir()
         (workdir / "inbox" / "a.txt").write_text("a")
@@ -224,9 +225,9 @@ def test_locked_database_is_reported_as_busy_and_nothing_is_lost(
     busy = {"ONWARD_BUSY_TIMEOUT": "0.2"}
     try:
         # WAL: readers are not blocked by a writer, so status still answers ...
-        read = run_cli("status", done.thread_id, "--json", env=busy)
+        read = run_cli("status", done.thread_id, "--json", env=busy, db=db_url)
         # ... but a new run cannot be written.
-        write = run_cli("run", "copy every file in inbox/ to archive2/", env=busy)
+        write = run_cli("run", "copy every file in inbox/ to archive2/", env=busy, db=db_url)
     finally:
         holder.rollback()
         holder.close()

@@ -177,7 +177,6 @@ def test_a_dead_drivers_run_shows_as_stalled(run_cli, workdir: Path, db_url: str
         conn = ow.store.connect()
         old = (leases.clock() - timedelta(minutes=5)).isoformat()
         conn.execute("UPDATE onward_leases SET heartbeat_at = ?", (old,))
-        conn.commit()
         conn.close()
     status = run_cli("status", thread_id, "--json").json()
     assert status["stalled"] is True

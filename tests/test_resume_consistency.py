@@ -22,9 +22,13 @@ def _stop_after(ow: Onward, thread_id: str, step_id: str) -> None:
             break
 
 
-def _body(ow: Onward, thread_id: str, name: str) -> Path:
-    ref = ow.state(thread_id).artifacts[name]
-    return ow.store.artifacts.root / ref.sha256[:2] / ref.sha256[2:]
+def _damage(ow: Onward, thread_id: str, name: str, new_body: bytes | None) -> None:
+    """Delete or overwrite an artifact's stored body (a file, or a row on Postgres)."""
+    sha = ow.state(thread_id).artifacts[name].sha256
+    if new_body is None:
+        assert ow.store.artifacts.delete_body(sha) > 0
+    else:
+        ow.store.artifacts.write_body(sha, new_body)
 
 
 def _chain(producer: PlanStep) -> Plan:
@@ -46,11 +50,7 @@ def test_pure_producer_of_a_damaged_artifact_is_reopened_and_rerun(
     plan = _chain(PlanStep(id="make", tool="noop", args={"value": 41}, output="made"))
     thread_id = ow.start(plan=plan, workdir=workdir)
     _stop_after(ow, thread_id, "make")
-    body = _body(ow, thread_id, "made")
-    if damage == "delete":
-        body.unlink()
-    else:
-        body.write_text('{"value": 666}')
+    _damage(ow, thread_id, "made", None if damage == "delete" else b'{"value": 666}')
 
     view = ow.resume(thread_id)
 
@@ -79,7 +79,7 @@ def test_non_pure_producer_of_a_damaged_artifact_stops_the_resume(
     )
     thread_id = ow.start(plan=plan, workdir=workdir)
     _stop_after(ow, thread_id, "make")
-    _body(ow, thread_id, "made").write_text("tampered")
+    _damage(ow, thread_id, "made", b"tampered")
     before = ow.state(thread_id)
 
     with pytest.raises(InconsistentRunError, match="artifact 'made'") as err:

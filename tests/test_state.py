@@ -255,18 +255,18 @@ saver.get_tuple({"configurable": {"thread_id": sys.argv[2]}})
 
 
 def test_strict_mode_warning_is_visible_when_onward_types_are_not_allowlisted(
-    run_cli: Any, workdir: Path, db_url: str
+    run_cli: Any, workdir: Path, sqlite_url: str
 ) -> None:
     """The control for the test above: the same checkpoint read by a saver *without*
     onward's allowlist makes LangGraph log the warning on stderr, so its absence there
     means the allowlist did its job, not that warnings were hidden."""
     (workdir / "p.yaml").write_text(FAILED_PLAN, encoding="utf-8")
-    tid = run_cli("run", "--plan", "p.yaml", "--json", "--no-escalate", env=STRICT).json()[
-        "thread_id"
-    ]
+    tid = run_cli(
+        "run", "--plan", "p.yaml", "--json", "--no-escalate", env=STRICT, db=sqlite_url
+    ).json()["thread_id"]
 
     proc = subprocess.run(
-        [sys.executable, "-c", READ_WITHOUT_ALLOWLIST, str(sqlite_path(db_url)), tid],
+        [sys.executable, "-c", READ_WITHOUT_ALLOWLIST, str(sqlite_path(sqlite_url)), tid],
         cwd=workdir,
         capture_output=True,
         text=True,
