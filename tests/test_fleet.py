@@ -15,6 +15,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,12 @@ import yaml
 
 from onward import Onward
 from onward.checkpointing.store import Store
-from onward.state import RunStatus
+from onward.policy import Deadline, RunPolicy
+from onward.state import Plan, PlanStep, RunStatus, StepStatus
 from tests.conftest import cli_env, onward_cmd, postgres_schema
 
 FAILURE_TOOLS = str(Path(__file__).with_name("failure_tools.py"))
+HITL_TOOLS = str(Path(__file__).with_name("hitl_tools.py"))
 
 pytestmark = pytest.mark.crash
 
@@ -57,7 +60,7 @@ def start_worker(workdir: Path, db: str, *extra: str, **env: str) -> subprocess.
     return subprocess.Popen(
         onward_cmd("worker", "--db", db, "--json", "--poll", "0.05", *extra),
         cwd=workdir,
-        env=cli_env(**SHORT_LEASE, **env),
+        env=cli_env(**{**SHORT_LEASE, **env}),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -260,3 +263,73 @@ def test_several_workers_share_a_store_and_honour_delayed_retries(
         assert all(ow.get(t).status is RunStatus.DONE for t in tids)
     outbox = (workdir / "outbox.jsonl").read_text().splitlines()
     assert len(outbox) == 8
+
+
+def test_worker_adopts_a_run_whose_driver_died(db_url: str, workdir: Path) -> None:
+    """A run started by `onward run` (not submitted) is SIGKILLed mid-way; a worker finds
+    the expired lease, queues the run and finishes it, repeating no step."""
+    steps = [
+        {"id": f"s{i}", "tool": "write_file", "args": {"path": f"s{i}.txt", "content": str(i)}}
+        for i in range(4)
+    ]
+    (workdir / "plan.yaml").write_text(yaml.safe_dump({"goal": "four", "steps": steps}))
+    env = {
+        **SHORT_LEASE,
+        "ONWARD_EXECUTION_LOG": str(workdir / "journal.jsonl"),
+        "ONWARD_FAULT_TOOL_DELAY": "0.3",
+    }
+    driver = subprocess.Popen(
+        onward_cmd(
+            "run", "--plan", "plan.yaml", "--db", db_url, "--json", "--max-concurrency", "1"
+        ),
+        cwd=workdir,
+        env=cli_env(**env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(journal(workdir)) < 3:
+        time.sleep(0.02)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait(10)
+    worker = start_worker(workdir, db_url, "--exit-when-idle", **env)
+    worker.wait(60)
+    assert worker.returncode == 0
+    with Onward(db_url, model=None) as ow:
+        (run,) = ow.list_runs()
+        assert ow.get(run.thread_id).status is RunStatus.DONE
+        assert [e.kind for e in ow.store.events.list(run.thread_id, ["adopted"])] == ["adopted"]
+        ends = Counter(x["step"] for x in journal(workdir) if x["phase"] == "end")
+        assert set(ends) == {f"s{i}" for i in range(4)}
+        assert max(ends.values()) == 1  # a step whose end was recorded never ran again
+
+
+def test_worker_applies_an_approval_deadline_while_the_run_waits(
+    db_url: str, workdir: Path
+) -> None:
+    """A queued run waits for an approval that expires after 1 s: the worker parks it until
+    the deadline, then the sweep rejects the step and the worker finishes the run."""
+    plan = Plan(
+        steps=[
+            PlanStep(id="pay", tool="pay", args={"amount": 3, "to": "al"}),
+            PlanStep(id="after", tool="slow", args={"value": 1}),
+        ]
+    )
+    policy = RunPolicy(deadline=Deadline(expire_after=timedelta(seconds=1)))
+    with Onward(db_url, model=None, tool_modules=[HITL_TOOLS]) as ow:
+        tid = ow.submit(plan=plan, policy=policy)
+    worker = start_worker(workdir, db_url, "--exit-when-idle")
+    worker.wait(60)
+    assert worker.returncode == 0
+    outcomes = [
+        json.loads(x)["outcome"] for x in worker.stdout.read().splitlines() if "outcome" in x
+    ]  # type: ignore[union-attr]
+    assert outcomes[0] == "waiting for a person"
+    assert outcomes[-1] == "done"
+    with Onward(db_url, model=None, tool_modules=[HITL_TOOLS]) as ow:
+        view = ow.get(tid)
+        assert view.status is RunStatus.DONE
+        steps = {s.id: s.status for s in view.steps}
+        assert steps == {"pay": StepStatus.SKIPPED, "after": StepStatus.DONE}
+        assert ow.store.events.list(tid, ["approval_expired"])
+    assert not (workdir / "payments.jsonl").exists()

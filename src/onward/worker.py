@@ -13,6 +13,9 @@ when it can go on:
   then), else parked until an answer wakes it (``decide`` does);
 - driven by someone else (a live lease) → ready when that lease would expire.
 
+Runs started by ``onward run`` whose driver died (an expired lease never released) are
+adopted: put on the queue when a worker finds nothing ready.
+
 A claim holds the run for the lease TTL: if the worker dies, the run is claimable again
 after that, when the dead driver's lease has expired too (the takeover is logged).
 
@@ -123,6 +126,8 @@ class Worker:
                 with self._lock:
                     self._busy += 1
                 thread_id = ow.store.claim(owner, hold)
+                if thread_id is None and ow.store.adopt_orphans(ow.store.leases.clock()):
+                    thread_id = ow.store.claim(owner, hold)
                 if thread_id is None:
                     with self._lock:
                         self._busy -= 1

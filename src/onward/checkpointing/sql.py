@@ -34,6 +34,13 @@ class Backend(StrEnum):
 
 def backend_of(url: str) -> Backend:
     if url.startswith(("postgres://", "postgresql://")):
+        try:
+            import langgraph.checkpoint.postgres  # noqa: F401
+            import psycopg  # noqa: F401
+        except ImportError:
+            raise UsageError(
+                "Postgres stores need the postgres extra: pip install 'onward[postgres]'"
+            ) from None
         return Backend.POSTGRES
     if "://" in url and not url.startswith("sqlite:///"):
         raise UsageError(

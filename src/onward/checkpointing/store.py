@@ -451,6 +451,29 @@ class Store:
                 (thread_id, now if ready_at is None else ready_at, now),
             )
 
+    def adopt_orphans(self, now: datetime) -> list[str]:
+        """Queue unfinished runs whose driver died (its lease expired, never released), so
+        workers resume them too. Runs already queued are left as they are."""
+        finished = [st.value for st in RunStatus if st.finished]
+        with self.db.use() as db:
+            rows = db.execute(
+                "SELECT l.thread_id, l.expires_at FROM onward_leases l "
+                "JOIN onward_runs r ON r.thread_id = l.thread_id "
+                "WHERE r.status NOT IN (?, ?, ?) "
+                "AND l.thread_id NOT IN (SELECT thread_id FROM onward_queue)",
+                finished,
+            ).fetchall()
+        orphans = [tid for tid, expires in rows if datetime.fromisoformat(expires) < now]
+        for tid in orphans:
+            with self.db.use() as db:
+                db.execute(
+                    "INSERT INTO onward_queue (thread_id, ready_at, enqueued_at) "
+                    "VALUES (?, ?, ?) ON CONFLICT (thread_id) DO NOTHING",
+                    (tid, time.time(), time.time()),
+                )
+            self.events.record(tid, "adopted", {"lease_expired": True})
+        return orphans
+
     def wake(self, thread_id: str) -> None:
         """A queued run has new work (a human answered): claimable now. No-op for runs
         that are not on the queue (driven by hand)."""
