@@ -23,7 +23,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphRecursionError
-from langgraph.types import Command
+from langgraph.types import Command, StreamMode
 from pydantic import BaseModel, ConfigDict
 
 from onward import refs, tokens
@@ -398,6 +398,31 @@ class Onward:
         next superstep. A run suspended until a time (backoff, open breaker) is waited for
         first; ``wait=False`` returns at once instead (the view says when).
         """
+        for _mode, chunk in self.stream_modes(
+            thread_id,
+            ["custom"],
+            takeover=takeover,
+            command=command,
+            stop_after_answer=stop_after_answer,
+            wait=wait,
+        ):
+            yield ProgressEvent.model_validate(chunk)
+
+    def stream_modes(
+        self,
+        thread_id: str,
+        modes: Sequence[StreamMode],
+        *,
+        takeover: bool = False,
+        command: Command[Any] | None = None,
+        stop_after_answer: bool = False,
+        wait: bool = True,
+        checkpoint_id: str | None = None,
+    ) -> Iterator[tuple[str, Any]]:
+        """:meth:`stream` with LangGraph's stream modes (``values``, ``updates``,
+        ``messages``, ``custom``, ``debug``...): yields ``(mode, chunk)`` as the graph
+        emits them (the server streams these). ``checkpoint_id`` resumes from a past
+        checkpoint of the thread (time travel: a new branch of the same thread)."""
         row = self._row(thread_id)
         load_tool_modules(row.request["input"].get("tool_modules", []))
         owner = new_owner()
@@ -405,6 +430,8 @@ class Onward:
         try:
             with Heartbeat(self.store.leases, thread_id, owner) as beat:
                 config = self._config(thread_id)
+                if checkpoint_id:
+                    config["configurable"] |= {"checkpoint_id": checkpoint_id, "checkpoint_ns": ""}
                 run_input: Any = command
                 snapshot = self.graph.get_state(config)
                 if not snapshot.values:
@@ -433,16 +460,16 @@ class Onward:
                 limited: RunnableConfig = {**config, "recursion_limit": limit}
                 checked = time.monotonic()
                 try:
-                    for _mode, chunk in self.graph.stream(
+                    for mode, chunk in self.graph.stream(
                         run_input,
                         limited,
-                        stream_mode=["custom"],
+                        stream_mode=list(modes),
                         durability="sync",
                         interrupt_after=[APPROVE, ESCALATE] if stop_after_answer else None,
                     ):
                         if beat.lost.is_set():
                             raise LeaseLostError(thread_id)
-                        yield ProgressEvent.model_validate(chunk)
+                        yield mode, chunk
                         if time.monotonic() - checked > 0.2:
                             checked = time.monotonic()
                             if self._apply_requested_cancel(thread_id):

@@ -461,6 +461,31 @@ def worker(
 
 
 @app.command()
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8420,
+    workdir: Annotated[
+        Path | None, typer.Option(help="Where runs started through the API work (default: cwd).")
+    ] = None,
+    db: DbOpt = None,
+    tools: ToolsOpt = None,
+) -> None:
+    """Serve the LangGraph Server API (langgraph_sdk, RemoteGraph, agent-chat-ui) and a web
+    page at / on this store. Tokens: $ONWARD_API_TOKENS=token:user,... (else open)."""
+    try:
+        import uvicorn
+
+        from onward.serve import create_app
+    except ImportError:
+        err.print("onward serve needs the serve extra: pip install 'onward[serve]'")
+        raise typer.Exit(EXIT_USAGE) from None
+    with _errors(False):
+        app_ = create_app(db or default_url(), workdir=workdir, tool_modules=tools or [])
+    err.print(f"onward serving {db or default_url()} on http://{host}:{port}/", highlight=False)
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
+
+
+@app.command()
 def prune(
     older_than: Annotated[
         str,

@@ -36,15 +36,17 @@ from onward.checkpointing.leases import LEASE_SCHEMA, LeasePolicy, Leases
 from onward.checkpointing.ledger import LEDGER_SCHEMA, Ledger
 from onward.checkpointing.serde import checkpoint_types
 from onward.checkpointing.sql import Backend, Db, backend_of, redact, sqlite_path, translate_errors
+from onward.checkpointing.threads import THREAD_SCHEMA, Threads
 from onward.encryption import KEY_ENV, Cipher, open_text, seal_text
 from onward.errors import EncryptionKeyError, StoreError
 from onward.state import RunStatus, utcnow
 
 DEFAULT_URL = "sqlite:///.onward/onward.db"
-STORE_SCHEMA_VERSION = 6
+STORE_SCHEMA_VERSION = 7
 """1: runs. 2: leases and events. 3: the effect ledger. 5: event dedupe keys. 6: the work
-queue, artifact references (and bodies on Postgres). Tables are created with IF NOT
-EXISTS, so opening an older store brings it up to date under the schema lock."""
+queue, artifact references (and bodies on Postgres). 7: API threads and runs (serve).
+Tables are created with IF NOT EXISTS, so opening an older store brings it up to date
+under the schema lock."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS onward_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -83,6 +85,8 @@ _THREAD_TABLES = (
     "onward_leases",
     "onward_queue",
     "onward_artifact_refs",
+    "onward_api_runs",
+    "onward_threads",
     "onward_runs",
 )
 """Every onward table with a row per run (deleted by :meth:`Store.delete_run`)."""
@@ -189,6 +193,7 @@ class Store:
         self.ledger = Ledger(self.connect, self.cipher)
         self.events = EventLog(self.connect, self.cipher)
         self.breakers = Breakers(self.connect, self.events, utcnow)
+        self.threads = Threads(self.connect)
 
     # -- opening ----------------------------------------------------------
 
@@ -282,7 +287,8 @@ class Store:
                 PostgresSaver(setup_conn).setup()
             serial = "BIGSERIAL PRIMARY KEY"
         script = _SCHEMA + LEASE_SCHEMA.replace("INTEGER PRIMARY KEY AUTOINCREMENT", serial)
-        script += LEDGER_SCHEMA + BREAKER_SCHEMA + (_POSTGRES_ONLY if db.postgres else "")
+        script += LEDGER_SCHEMA + BREAKER_SCHEMA + THREAD_SCHEMA
+        script += _POSTGRES_ONLY if db.postgres else ""
         if sqlite_conn is not None:
             sqlite_conn.executescript(script)
             columns = {r[1] for r in sqlite_conn.execute("PRAGMA table_info(onward_events)")}
@@ -341,6 +347,7 @@ class Store:
             self.pg_conn.close()
 
     def close(self) -> None:
+        self.threads.close()
         self.breakers.close()
         self.events.close()
         self.ledger.close()

@@ -1,0 +1,719 @@
+"""``onward serve``: the LangGraph Server API over onward's own store, plus a web page.
+
+LangChain's clients (``langgraph_sdk``, ``RemoteGraph``, agent-chat-ui) talk to it as to a
+LangGraph Server: assistants (one, ``onward``), threads, thread state and history, and
+runs streamed over server-sent events. Underneath, a thread is an onward run: a run's
+input is an onward start request (``{"goal": ..., "plan": {...}}``) or chat messages
+(the last human message is the goal); interrupts are onward's approval questions in the
+human-in-the-loop batched shape; ``command.resume`` answers them. Every drive holds the
+run's lease, on SQLite or Postgres, as a CLI drive does.
+
+Drives run on their own threads with their own :class:`~onward.Onward` client, and feed
+the response through a queue: a client that disconnects does not stop the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from langchain_core.language_models import BaseChatModel
+from langgraph.types import Command, StreamMode
+from sse_starlette import EventSourceResponse
+
+from onward import tokens
+from onward.api import Onward
+from onward.checkpointing.threads import ApiRunStatus, ThreadRow
+from onward.errors import OnwardError, RunBusyError, UnknownThreadError, UsageError
+from onward.planning.validate import parse_declared
+from onward.policy import RunPolicy
+from onward.serve import auth
+from onward.serve.wire import (
+    ASSISTANT_ID,
+    EPOCH,
+    GRAPH_ID,
+    assistant,
+    chunk,
+    jsonable,
+    thread_state,
+)
+from onward.state import Budget, RunStatus
+
+_DONE = object()
+GRAPH_MODES: dict[str, StreamMode] = {
+    "values": "values",
+    "updates": "updates",
+    "messages-tuple": "messages",
+    "custom": "custom",
+    "debug": "debug",
+    "tasks": "tasks",
+    "checkpoints": "checkpoints",
+}
+"""API stream modes → the graph's (``messages-tuple`` is the graph's ``messages``)."""
+
+
+class Clients:
+    """A pool of :class:`Onward` clients (each one is used by one thread at a time)."""
+
+    def __init__(self, factory: Callable[[], Onward]) -> None:
+        self._factory = factory
+        self._free: queue.SimpleQueue[Onward] = queue.SimpleQueue()
+        self._all: list[Onward] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def use(self) -> Iterator[Onward]:
+        try:
+            client = self._free.get_nowait()
+        except queue.Empty:
+            client = self._factory()
+            with self._lock:
+                self._all.append(client)
+        try:
+            yield client
+        finally:
+            self._free.put(client)
+
+    def close(self) -> None:
+        with self._lock:
+            for client in self._all:
+                client.close()
+            self._all.clear()
+
+
+def _not_found(thread_id: str) -> HTTPException:
+    return HTTPException(404, f"Thread {thread_id} not found")
+
+
+def create_app(
+    db: str | None = None,
+    *,
+    workdir: str | Path | None = None,
+    tool_modules: Sequence[str] = (),
+    model: BaseChatModel | Literal["env"] | None = "env",
+) -> FastAPI:
+    """The ASGI app. ``workdir``: where runs started through the API work (default cwd)."""
+    root = Path(workdir or Path.cwd()).absolute()
+    api_tokens = auth.tokens_from_env()
+    clients = Clients(lambda: Onward(db, tool_modules=tool_modules, model=model))
+    with clients.use() as probe:  # open the store now: a bad URL or key fails at start-up
+        graph_json = probe.graph.get_graph().to_json()
+    app = FastAPI(title="onward", version="1", docs_url="/docs")
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=["*"],
+        allow_methods=["*"],
+        allow_headers=["*"],
+        expose_headers=["content-location", "x-pagination-total", "x-pagination-next"],
+    )
+    app.state.clients = clients
+
+    @app.on_event("shutdown")
+    def _close() -> None:
+        clients.close()
+
+    @app.exception_handler(OnwardError)
+    def _onward_error(request: Request, exc: OnwardError) -> JSONResponse:
+        code = (
+            409
+            if isinstance(exc, RunBusyError)
+            else 404
+            if isinstance(exc, UnknownThreadError)
+            else 422
+            if isinstance(exc, UsageError)
+            else 500
+        )
+        return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=code)
+
+    def user(
+        authorization: str | None = Header(default=None),
+        x_api_key: str | None = Header(default=None),
+    ) -> str:
+        found = auth.user_for(api_tokens, authorization, x_api_key)
+        if found is None:
+            raise HTTPException(401, "missing or unknown token: send Authorization: Bearer TOKEN")
+        return found
+
+    # -- threads ------------------------------------------------------------
+
+    def visible(ow: Onward, thread_id: str, who: str) -> ThreadRow | None:
+        """The thread's API row (None for a run started outside the API); 404 when the
+        thread does not exist or belongs to someone else."""
+        row = ow.store.threads.get(thread_id)
+        if row is None:
+            if api_tokens or ow.store.get_run(thread_id) is None:
+                raise _not_found(thread_id)
+            return None
+        if api_tokens and row.owner != who:
+            raise _not_found(thread_id)
+        return row
+
+    def thread_status(ow: Onward, thread_id: str) -> str:
+        run = ow.store.get_run(thread_id)
+        if run is None:
+            return "idle"
+        lease = ow.store.leases.get(thread_id)
+        if lease is not None and lease.expires_at > ow.store.leases.clock():
+            return "busy"
+        if ow.pending(thread_id):
+            return "interrupted"
+        return "error" if run.status is RunStatus.FAILED else "idle"
+
+    def thread_json(ow: Onward, thread_id: str, row: ThreadRow | None) -> dict[str, Any]:
+        run = ow.store.get_run(thread_id)
+        values: Any = None
+        interrupts: dict[str, Any] = {}
+        if run is not None:
+            snap = ow.graph.get_state(ow._config(thread_id))
+            values = jsonable(snap.values) if snap.values else None
+            for task in snap.tasks:
+                if task.interrupts:
+                    interrupts[task.id] = [jsonable(i) for i in task.interrupts]
+        created = (
+            row.created_at.isoformat() if row else run.created_at.isoformat() if run else EPOCH
+        )
+        updated = (
+            row.updated_at.isoformat() if row else run.updated_at.isoformat() if run else EPOCH
+        )
+        metadata = dict(row.metadata) if row else {"graph_id": GRAPH_ID}
+        return {
+            "thread_id": thread_id,
+            "created_at": created,
+            "updated_at": updated,
+            "state_updated_at": run.updated_at.isoformat() if run else updated,
+            "metadata": metadata,
+            "config": {},
+            "status": thread_status(ow, thread_id),
+            "values": values,
+            "interrupts": interrupts,
+        }
+
+    @app.get("/ok")
+    def ok() -> dict[str, bool]:
+        return {"ok": True}
+
+    @app.get("/info")
+    def info() -> dict[str, Any]:
+        from importlib.metadata import version
+
+        return {
+            "version": version("onward"),
+            "langgraph_py_version": version("langgraph"),
+            "flags": {"assistants": True, "crons": False, "langsmith": False},
+            "host": {"kind": "onward", "project_id": None, "revision_id": None},
+        }
+
+    @app.post("/assistants/search")
+    def assistants_search(body: dict[str, Any] | None = None, who: str = Depends(user)) -> Any:
+        body = body or {}
+        wanted = body.get("graph_id")
+        meta = body.get("metadata") or {}
+        a = assistant()
+        if (wanted and wanted != GRAPH_ID) or any(
+            a["metadata"].get(k) != v for k, v in meta.items()
+        ):
+            return []
+        return [a][int(body.get("offset") or 0) :][: int(body.get("limit") or 10)]
+
+    @app.post("/assistants/count")
+    def assistants_count(body: dict[str, Any] | None = None, who: str = Depends(user)) -> int:
+        return len(assistants_search(body, who))
+
+    def check_assistant(assistant_id: str) -> None:
+        if assistant_id not in (GRAPH_ID, ASSISTANT_ID):
+            raise HTTPException(404, f"Assistant {assistant_id} not found; use {GRAPH_ID!r}")
+
+    @app.get("/assistants/{assistant_id}")
+    def assistant_get(assistant_id: str, who: str = Depends(user)) -> Any:
+        check_assistant(assistant_id)
+        return assistant()
+
+    @app.get("/assistants/{assistant_id}/graph")
+    def assistant_graph(assistant_id: str, who: str = Depends(user)) -> Any:
+        check_assistant(assistant_id)
+        nodes = []
+        for node in graph_json["nodes"]:
+            data = node.get("data")
+            if isinstance(data, dict):
+                node = {**node, "data": {k: v for k, v in data.items() if k != "id"}}
+            nodes.append(node)
+        edges = [
+            {k: v for k, v in e.items() if k in ("source", "target", "data", "conditional")}
+            for e in graph_json["edges"]
+        ]
+        return {"nodes": nodes, "edges": edges}
+
+    @app.post("/threads")
+    def thread_create(body: dict[str, Any] | None = None, who: str = Depends(user)) -> Any:
+        body = body or {}
+        thread_id = str(body.get("thread_id") or uuid.uuid4())
+        try:
+            uuid.UUID(thread_id)
+        except ValueError:
+            raise HTTPException(422, f"thread_id {thread_id!r} is not a UUID") from None
+        metadata = {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
+        metadata |= body.get("metadata") or {}
+        with clients.use() as ow:
+            if not ow.store.threads.create(thread_id, who, metadata):
+                if body.get("if_exists") == "do_nothing":
+                    return thread_json(ow, thread_id, visible(ow, thread_id, who))
+                raise HTTPException(409, f"Thread {thread_id} already exists")
+            return thread_json(ow, thread_id, ow.store.threads.get(thread_id))
+
+    @app.post("/threads/search")
+    def thread_search(body: dict[str, Any] | None = None, who: str = Depends(user)) -> Any:
+        body = body or {}
+        meta = body.get("metadata") or {}
+        status = body.get("status")
+        ids = set(body.get("ids") or [])
+        out = []
+        with clients.use() as ow:
+            rows = ow.store.threads.all(who if api_tokens else None)
+            known = {r.thread_id for r in rows}
+            found: list[tuple[str, ThreadRow | None]] = [(r.thread_id, r) for r in rows]
+            if not api_tokens:  # runs started outside the API are listed too
+                found += [
+                    (r.thread_id, None)
+                    for r in ow.store.list_runs(1000)
+                    if r.thread_id not in known
+                ]
+            for tid, row in found:
+                if ids and tid not in ids:
+                    continue
+                doc = thread_json(ow, tid, row)
+                if any(doc["metadata"].get(k) != v for k, v in meta.items()):
+                    continue
+                if status and doc["status"] != status:
+                    continue
+                out.append(doc)
+        out.sort(key=lambda d: d["updated_at"], reverse=body.get("sort_order") != "asc")
+        offset = int(body.get("offset") or 0)
+        return out[offset : offset + int(body.get("limit") or 10)]
+
+    @app.get("/threads/{thread_id}")
+    def thread_get(thread_id: str, who: str = Depends(user)) -> Any:
+        with clients.use() as ow:
+            return thread_json(ow, thread_id, visible(ow, thread_id, who))
+
+    @app.patch("/threads/{thread_id}")
+    def thread_patch(thread_id: str, body: dict[str, Any], who: str = Depends(user)) -> Any:
+        with clients.use() as ow:
+            visible(ow, thread_id, who)
+            if ow.store.threads.get(thread_id) is None:
+                ow.store.threads.create(thread_id, who, {"graph_id": GRAPH_ID})
+            ow.store.threads.merge_metadata(thread_id, body.get("metadata") or {})
+            return thread_json(ow, thread_id, ow.store.threads.get(thread_id))
+
+    @app.delete("/threads/{thread_id}", status_code=204)
+    def thread_delete(thread_id: str, who: str = Depends(user)) -> Response:
+        with clients.use() as ow:
+            visible(ow, thread_id, who)
+            if thread_status(ow, thread_id) == "busy":
+                raise HTTPException(409, f"Thread {thread_id} has a run in progress")
+            if ow.store.get_run(thread_id) is not None:
+                ow.store.delete_run(thread_id)
+            ow.store.threads.delete(thread_id)
+        return Response(status_code=204)
+
+    # -- state and history ---------------------------------------------------
+
+    def state_at(ow: Onward, thread_id: str, checkpoint_id: str | None) -> dict[str, Any]:
+        config = ow._config(thread_id)
+        if checkpoint_id:
+            config["configurable"] |= {"checkpoint_id": checkpoint_id, "checkpoint_ns": ""}
+        snap = ow.graph.get_state(config)
+        if checkpoint_id and not snap.values and snap.config is None:
+            raise HTTPException(404, f"Checkpoint {checkpoint_id} not found")
+        return thread_state(snap)
+
+    @app.get("/threads/{thread_id}/state")
+    def state_get(thread_id: str, who: str = Depends(user)) -> Any:
+        with clients.use() as ow:
+            visible(ow, thread_id, who)
+            return state_at(ow, thread_id, None)
+
+    @app.get("/threads/{thread_id}/state/{checkpoint_id}")
+    def state_get_at(thread_id: str, checkpoint_id: str, who: str = Depends(user)) -> Any:
+        with clients.use() as ow:
+            visible(ow, thread_id, who)
+            return state_at(ow, thread_id, checkpoint_id)
+
+    @app.post("/threads/{thread_id}/state/checkpoint")
+    def state_post_checkpoint(
+        thread_id: str, body: dict[str, Any], who: str = Depends(user)
+    ) -> Any:
+        with clients.use() as ow:
+            visible(ow, thread_id, who)
+            return state_at(ow, thread_id, (body.get("checkpoint") or {}).get("checkpoint_id"))
+
+    @app.post("/threads/{thread_id}/state")
+    def state_update(thread_id: str, body: dict[str, Any], who: str = Depends(user)) -> Any:
+        with clients.use() as ow:
+            visible(ow, thread_id, who)
+            if ow.store.get_run(thread_id) is None:
+                raise HTTPException(400, f"Thread {thread_id} has no run yet: start one first")
+            if thread_status(ow, thread_id) == "busy":
+                raise HTTPException(409, f"Thread {thread_id} has a run in progress")
+            config = ow._config(thread_id)
+            checkpoint_id = body.get("checkpoint_id") or (body.get("checkpoint") or {}).get(
+                "checkpoint_id"
+            )
+            if checkpoint_id:
+                config["configurable"] |= {"checkpoint_id": checkpoint_id, "checkpoint_ns": ""}
+            new = ow.graph.update_state(config, body.get("values"), as_node=body.get("as_node"))
+            ow.store.events.record(
+                thread_id, "state_updated", {"by": who, "checkpoint_id": checkpoint_id}
+            )
+            return {"checkpoint": {k: v for k, v in new["configurable"].items()}}
+
+    def history(thread_id: str, body: dict[str, Any], who: str) -> Any:
+        with clients.use() as ow:
+            visible(ow, thread_id, who)
+            if ow.store.get_run(thread_id) is None:
+                return []
+            before = body.get("before")
+            if isinstance(before, dict):
+                before = before.get("checkpoint_id")
+            before_config = (
+                {"configurable": {"thread_id": thread_id, "checkpoint_id": before}}
+                if before
+                else None
+            )
+            snaps = ow.graph.get_state_history(
+                ow._config(thread_id),
+                limit=int(body.get("limit") or 10),
+                before=before_config,  # type: ignore[arg-type]
+                filter=body.get("metadata") or None,
+            )
+            return [thread_state(s) for s in snaps]
+
+    @app.post("/threads/{thread_id}/history")
+    def history_post(
+        thread_id: str, body: dict[str, Any] | None = None, who: str = Depends(user)
+    ) -> Any:
+        return history(thread_id, body or {}, who)
+
+    @app.get("/threads/{thread_id}/history")
+    def history_get(
+        thread_id: str, limit: int = 10, before: str | None = None, who: str = Depends(user)
+    ) -> Any:
+        return history(thread_id, {"limit": limit, "before": before}, who)
+
+    # -- runs --------------------------------------------------------------
+
+    def start_run(ow: Onward, thread_id: str, data: Any, who: str) -> None:
+        """A thread's first input → an onward run with the thread's id."""
+        if not isinstance(data, dict):
+            raise UsageError(
+                'a run\'s input is {"goal": "...", "plan": {...}} or {"messages": [...]}'
+            )
+        goal = data.get("goal")
+        if goal is None and data.get("messages"):
+            humans = [
+                m
+                for m in data["messages"]
+                if isinstance(m, dict) and m.get("type", m.get("role")) in ("human", "user")
+            ]
+            content = humans[-1].get("content") if humans else None
+            if isinstance(content, list):  # content blocks
+                content = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
+            goal = content or None
+        policy = RunPolicy.model_validate(data.get("policy") or {})
+        plan = None
+        if data.get("plan") is not None:
+            declared = data["plan"]
+            if isinstance(declared, dict) and "goal" not in declared:
+                declared = {"goal": goal or "run plan", **declared}
+            _goal, plan, _ = parse_declared(
+                declared, ow.registry, source="input.plan", allow_tools=policy.allow_tools
+            )
+        ow.start(
+            goal,
+            plan=plan,
+            inputs=list(data.get("inputs") or []),
+            workdir=root,
+            thread_id=thread_id,
+            policy=policy,
+            budget=Budget.model_validate(data.get("budget") or {}),
+        )
+        ow.store.events.record(thread_id, "api_run_started", {"by": who})
+
+    def resume_value(value: Any, who: str, pending_ids: list[str]) -> Any:
+        """Mark who answers; with ONWARD_SECRET, each answer must carry a resume token
+        minted for this user (``onward inbox`` / ``GET /onward/inbox`` hand them out)."""
+
+        def sign(answer: Any, interrupt_id: str | None) -> Any:
+            if not isinstance(answer, dict):
+                answer = {"decisions": answer} if isinstance(answer, list) else answer
+            if isinstance(answer, dict):
+                answer = {**answer, "by": who}
+            return answer
+
+        if isinstance(value, dict) and value and set(value) <= set(pending_ids):
+            return {iid: sign(v, iid) for iid, v in value.items()}
+        return sign(value, pending_ids[0] if len(pending_ids) == 1 else None)
+
+    def check_tokens(ow: Onward, thread_id: str, value: Any, who: str) -> None:
+        key = tokens.secret()
+        if not key:
+            return
+        pending = [p.interrupt_id for p in ow.pending(thread_id)]
+        answers = (
+            value
+            if isinstance(value, dict) and set(value) <= set(pending) and value
+            else {pending[0] if pending else "": value}
+        )
+        for iid, answer in answers.items():
+            token = answer.get("token") if isinstance(answer, dict) else None
+            tokens.verify(
+                key, token, thread_id=thread_id, interrupt_id=iid, user=who, now=ow.clock()
+            )
+
+    def prepare(thread_id: str, body: dict[str, Any], who: str) -> tuple[str, Command[Any] | None]:
+        """Check the request, create the thread and run as needed; (run id, command)."""
+        assistant_id = str(body.get("assistant_id") or GRAPH_ID)
+        check_assistant(assistant_id)
+        with clients.use() as ow:
+            row = ow.store.threads.get(thread_id)
+            if row is None and ow.store.get_run(thread_id) is None:
+                if body.get("if_not_exists") != "create":
+                    raise _not_found(thread_id)
+                ow.store.threads.create(thread_id, who, {})
+            visible(ow, thread_id, who)
+            if ow.store.threads.get(thread_id) is None:
+                ow.store.threads.create(thread_id, who, {})
+            ow.store.threads.merge_metadata(
+                thread_id, {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
+            )
+            command: Command[Any] | None = None
+            raw = body.get("command")
+            if raw:
+                goto = raw.get("goto") or ()
+                update = raw.get("update")
+                if isinstance(update, list):
+                    update = [tuple(x) for x in update]
+                resume = raw.get("resume")
+                pending = [p.interrupt_id for p in ow.pending(thread_id)]
+                if resume is not None:
+                    check_tokens(ow, thread_id, resume, who)
+                    resume = resume_value(resume, who, pending)
+                command = Command(resume=resume, update=update, goto=goto)
+            elif ow.store.get_run(thread_id) is None:
+                start_run(ow, thread_id, body.get("input"), who)
+            elif body.get("input") not in (None, {}) and not (
+                body.get("checkpoint_id") or body.get("checkpoint")
+            ):
+                raise HTTPException(
+                    409,
+                    f"thread {thread_id} already has a run; answer it with command.resume, "
+                    "or start a new thread",
+                )
+            run_id = str(uuid.uuid4())
+            ow.store.threads.add_run(run_id, thread_id, ASSISTANT_ID, body.get("metadata") or {})
+            return run_id, command
+
+    def drive(
+        thread_id: str,
+        run_id: str,
+        command: Command[Any] | None,
+        modes: list[str],
+        checkpoint_id: str | None,
+        out: queue.SimpleQueue[Any],
+    ) -> None:
+        graph_modes: list[StreamMode] = sorted(
+            {GRAPH_MODES[m] for m in modes if m in GRAPH_MODES} | {"values"}
+        )
+        wanted = {GRAPH_MODES[m] for m in modes if m in GRAPH_MODES}
+        status = ApiRunStatus.SUCCESS
+        with clients.use() as ow:
+            try:
+                last: Any = None
+                for mode, data in ow.stream_modes(
+                    thread_id, graph_modes, command=command, checkpoint_id=checkpoint_id
+                ):
+                    if mode == "values":
+                        last = data
+                    if mode in wanted:
+                        out.put(chunk(mode, data))
+                if ow.pending(thread_id):
+                    status = ApiRunStatus.INTERRUPTED
+                    if last is not None and "values" in wanted and "__interrupt__" not in last:
+                        # A resumed drive that stops at a new question ends on a values chunk
+                        # with the interrupts, as LangGraph Server's streams do.
+                        snap = ow.graph.get_state(ow._config(thread_id))
+                        out.put(
+                            (
+                                "values",
+                                {
+                                    **jsonable(snap.values),
+                                    "__interrupt__": [jsonable(i) for i in snap.interrupts],
+                                },
+                            )
+                        )
+                ow.store.wake(thread_id)
+            except OnwardError as exc:
+                status = ApiRunStatus.ERROR
+                out.put(("error", {"error": type(exc).__name__, "message": str(exc)}))
+            except Exception as exc:  # never a bare 500 mid-stream
+                status = ApiRunStatus.ERROR
+                out.put(("error", {"error": type(exc).__name__, "message": str(exc)[:500]}))
+            finally:
+                ow.store.threads.set_run_status(run_id, status)
+                ow.store.threads.touch(thread_id)
+                out.put(_DONE)
+
+    def launch(
+        thread_id: str, body: dict[str, Any], who: str, modes: list[str]
+    ) -> tuple[str, queue.SimpleQueue[Any]]:
+        run_id, command = prepare(thread_id, body, who)
+        checkpoint_id = body.get("checkpoint_id") or (body.get("checkpoint") or {}).get(
+            "checkpoint_id"
+        )
+        out: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        threading.Thread(
+            target=drive,
+            args=(thread_id, run_id, command, modes, checkpoint_id, out),
+            name=f"onward-api-{run_id[:8]}",
+            daemon=True,
+        ).start()
+        return run_id, out
+
+    def modes_of(body: dict[str, Any]) -> list[str]:
+        raw = body.get("stream_mode") or "values"
+        return [raw] if isinstance(raw, str) else list(raw)
+
+    @app.post("/threads/{thread_id}/runs/stream")
+    async def runs_stream(
+        thread_id: str, body: dict[str, Any], who: str = Depends(user)
+    ) -> EventSourceResponse:
+        run_id, out = await asyncio.to_thread(launch, thread_id, body, who, modes_of(body))
+
+        async def events() -> AsyncIterator[dict[str, str]]:
+            yield {"event": "metadata", "data": json.dumps({"run_id": run_id, "attempt": 1})}
+            while True:
+                item = await asyncio.to_thread(out.get)
+                if item is _DONE:
+                    return
+                event, data = item
+                yield {"event": event, "data": json.dumps(data, ensure_ascii=False)}
+
+        return EventSourceResponse(
+            events(),
+            headers={"Content-Location": f"/threads/{thread_id}/runs/{run_id}"},
+            ping=15,
+        )
+
+    @app.post("/threads/{thread_id}/runs/wait")
+    async def runs_wait(thread_id: str, body: dict[str, Any], who: str = Depends(user)) -> Any:
+        run_id, out = await asyncio.to_thread(launch, thread_id, body, who, ["values"])
+        last: Any = {}
+        while True:
+            item = await asyncio.to_thread(out.get)
+            if item is _DONE:
+                break
+            event, data = item
+            if event == "error":
+                last = {"__error__": data}
+                break
+            last = data
+        return JSONResponse(
+            last, headers={"Content-Location": f"/threads/{thread_id}/runs/{run_id}"}
+        )
+
+    @app.post("/threads/{thread_id}/runs")
+    def runs_create(thread_id: str, body: dict[str, Any], who: str = Depends(user)) -> Any:
+        """A background run: returns at once; the run goes on in the server."""
+        run_id, _out = launch(thread_id, body, who, [])
+        with clients.use() as ow:
+            return run_json(next(r for r in ow.store.threads.runs(thread_id) if r.run_id == run_id))
+
+    def run_json(r: Any) -> dict[str, Any]:
+        return {
+            "run_id": r.run_id,
+            "thread_id": r.thread_id,
+            "assistant_id": r.assistant_id,
+            "created_at": r.created_at.isoformat(),
+            "updated_at": r.updated_at.isoformat(),
+            "status": r.status.value,
+            "metadata": r.metadata,
+            "multitask_strategy": "reject",
+            "kwargs": {},
+        }
+
+    @app.get("/threads/{thread_id}/runs")
+    def runs_list(thread_id: str, who: str = Depends(user)) -> Any:
+        with clients.use() as ow:
+            visible(ow, thread_id, who)
+            return [run_json(r) for r in ow.store.threads.runs(thread_id)]
+
+    @app.get("/threads/{thread_id}/runs/{run_id}")
+    def runs_get(thread_id: str, run_id: str, who: str = Depends(user)) -> Any:
+        with clients.use() as ow:
+            visible(ow, thread_id, who)
+            for r in ow.store.threads.runs(thread_id):
+                if r.run_id == run_id:
+                    return run_json(r)
+        raise HTTPException(404, f"Run {run_id} not found")
+
+    # -- onward's own views (the web page) ---------------------------------------
+
+    @app.get("/onward/runs")
+    def onward_runs(who: str = Depends(user)) -> Any:
+        with clients.use() as ow:
+            owned = {r.thread_id for r in ow.store.threads.all(who)} if api_tokens else None
+            out = []
+            for run in ow.store.list_runs(200):
+                if owned is not None and run.thread_id not in owned:
+                    continue
+                out.append(
+                    {
+                        "thread_id": run.thread_id,
+                        "objective": run.objective,
+                        "status": thread_status(ow, run.thread_id)
+                        if run.status is not RunStatus.DONE
+                        else "done",
+                        "run_status": ow.state(run.thread_id).status.value,
+                        "updated_at": run.updated_at.isoformat(),
+                    }
+                )
+            return out
+
+    @app.get("/onward/runs/{thread_id}")
+    def onward_run(thread_id: str, who: str = Depends(user)) -> Any:
+        with clients.use() as ow:
+            visible(ow, thread_id, who)
+            key = tokens.secret()
+            view = ow.get(thread_id)
+            pending = [
+                p.model_copy(
+                    update={
+                        "token": tokens.mint(
+                            key, thread_id, p.interrupt_id, who, ow.clock() + tokens.ttl()
+                        )
+                    }
+                )
+                if key
+                else p
+                for p in ow.pending(thread_id)
+            ]
+            return {
+                "view": view.model_dump(mode="json"),
+                "pending": [p.model_dump(mode="json") for p in pending],
+                "timeline": [e.model_dump(mode="json") for e in ow.timeline(thread_id)],
+            }
+
+    @app.get("/", response_class=HTMLResponse)
+    def page() -> str:
+        return (Path(__file__).with_name("page.html")).read_text(encoding="utf-8")
+
+    return app

@@ -1,0 +1,59 @@
+"""Bearer tokens for ``onward serve``: ``ONWARD_API_TOKENS`` maps tokens to users.
+
+``ONWARD_API_TOKENS="tok-a:alice,tok-b:bob"`` (or a JSON object ``{"tok-a": "alice"}``).
+With tokens configured, every API call needs ``Authorization: Bearer TOKEN`` (or the
+``x-api-key`` header LangGraph's clients send): none → 401, unknown → 401. A thread
+belongs to the user who created it; other users get 404, as if it did not exist.
+Without tokens the server is open (bind it to 127.0.0.1, the default) and every caller
+is the user ``local``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+
+from onward.errors import UsageError
+
+ENV = "ONWARD_API_TOKENS"
+ANONYMOUS = "local"
+
+
+def tokens_from_env() -> dict[str, str]:
+    text = (os.environ.get(ENV) or "").strip()
+    if not text:
+        return {}
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{ENV} is not valid JSON ({exc}); use tok:user,tok2:user2") from None
+        if not isinstance(data, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+        ):
+            raise UsageError(f"{ENV} must map token strings to user names")
+        return dict(data)
+    found: dict[str, str] = {}
+    for pair in text.split(","):
+        token, sep, user = pair.strip().partition(":")
+        if not sep or not token or not user:
+            raise UsageError(f"{ENV} entry {pair.strip()!r} is not TOKEN:USER")
+        found[token] = user
+    return found
+
+
+def user_for(tokens: dict[str, str], authorization: str | None, api_key: str | None) -> str | None:
+    """The user a request acts as; None when tokens are configured and none matches."""
+    if not tokens:
+        return ANONYMOUS
+    offered = []
+    if authorization and authorization.lower().startswith("bearer "):
+        offered.append(authorization[7:].strip())
+    if api_key:
+        offered.append(api_key.strip())
+    for candidate in offered:
+        for token, user in tokens.items():
+            if hmac.compare_digest(candidate.encode(), token.encode()):
+                return user
+    return None

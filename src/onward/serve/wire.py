@@ -1,0 +1,113 @@
+"""LangGraph Server wire shapes: state snapshots, threads, runs and stream chunks as JSON.
+
+The shapes are those ``langgraph_sdk`` and ``RemoteGraph`` read (ThreadState with
+``tasks[*].interrupts``, ``checkpoint``/``parent_checkpoint`` dicts, metadata always an
+object); values are made JSON-safe the way the reference server does it (pydantic and
+LangChain messages through ``model_dump``, datetimes as ISO-8601, enums by value).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from langgraph.types import Interrupt, StateSnapshot
+from pydantic import BaseModel
+
+GRAPH_ID = "onward"
+ASSISTANT_ID = str(uuid.uuid5(uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), GRAPH_ID))
+"""The default assistant's id, derived from the graph name as LangGraph Server does."""
+EPOCH = "1970-01-01T00:00:00+00:00"
+
+
+def jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return jsonable(value.model_dump(mode="json"))
+    if isinstance(value, Interrupt):
+        return {"value": jsonable(value.value), "id": value.id}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+def checkpoint_of(config: Any) -> dict[str, Any] | None:
+    if not config:
+        return None
+    c = config.get("configurable", {})
+    return {
+        "thread_id": c.get("thread_id"),
+        "checkpoint_ns": c.get("checkpoint_ns", ""),
+        "checkpoint_id": c.get("checkpoint_id"),
+        "checkpoint_map": c.get("checkpoint_map") or {},
+    }
+
+
+def thread_state(snap: StateSnapshot) -> dict[str, Any]:
+    checkpoint = checkpoint_of(snap.config)
+    parent = checkpoint_of(snap.parent_config)
+    tasks = [
+        {
+            "id": t.id,
+            "name": t.name,
+            "path": jsonable(t.path),
+            "error": repr(t.error) if t.error else None,
+            "interrupts": [jsonable(i) for i in t.interrupts],
+            "checkpoint": None,
+            "state": None,
+            "result": jsonable(t.result) if t.result is not None else None,
+        }
+        for t in snap.tasks
+    ]
+    return {
+        "values": jsonable(snap.values) if snap.values else {},
+        "next": list(snap.next),
+        "tasks": tasks,
+        "metadata": jsonable(snap.metadata) if snap.metadata else {},
+        "created_at": snap.created_at or EPOCH,
+        "checkpoint": checkpoint,
+        "parent_checkpoint": parent,
+        "interrupts": [jsonable(i) for i in snap.interrupts],
+        "checkpoint_id": checkpoint["checkpoint_id"] if checkpoint else None,
+        "parent_checkpoint_id": parent["checkpoint_id"] if parent else None,
+    }
+
+
+def assistant() -> dict[str, Any]:
+    return {
+        "assistant_id": ASSISTANT_ID,
+        "graph_id": GRAPH_ID,
+        "name": GRAPH_ID,
+        "description": "onward: plan, execute, verify; humans approve what is risky",
+        "config": {},
+        "context": {},
+        "metadata": {"created_by": "system"},
+        "version": 1,
+        "created_at": EPOCH,
+        "updated_at": EPOCH,
+    }
+
+
+def chunk(mode: str, data: Any) -> tuple[str, Any]:
+    """A graph stream chunk → (SSE event name, JSON data). The graph's ``messages`` mode
+    answers the API's ``messages-tuple`` and is named ``messages`` on the wire."""
+    if mode == "messages":
+        message, meta = data
+        return "messages", [jsonable(message), jsonable(meta)]
+    if mode == "updates" and isinstance(data, dict) and "__interrupt__" in data:
+        return "updates", {"__interrupt__": [jsonable(i) for i in data["__interrupt__"]]}
+    return mode, jsonable(data)

@@ -1,0 +1,182 @@
+"""``onward serve`` against LangChain's own clients: the unmodified ``langgraph_sdk`` and
+``RemoteGraph`` drive onward runs over HTTP, on both store backends; tokens keep
+users apart."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph.pregel.remote import RemoteGraph
+from langgraph.types import Command
+from langgraph_sdk import get_sync_client
+
+from tests.conftest import cli_env, onward_cmd
+
+HITL_TOOLS = str(Path(__file__).with_name("hitl_tools.py"))
+PAY_PLAN = {
+    "steps": [
+        {"id": "pay", "tool": "pay", "args": {"amount": 5, "to": "bo"}},
+        {"id": "after", "tool": "slow", "args": {"value": 2}, "depends_on": ["pay"]},
+    ]
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def server(db_url: str, workdir: Path) -> Iterator[str]:
+    yield from serve(db_url, workdir)
+
+
+def serve(db_url: str, workdir: Path, **env: str) -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        onward_cmd("serve", "--db", db_url, "--port", str(port), "--tools", HITL_TOOLS),
+        cwd=workdir,
+        env=cli_env(**env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            if proc.poll() is not None:
+                raise AssertionError(proc.stderr.read() if proc.stderr else "server died") from None
+            time.sleep(0.1)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def payments(workdir: Path) -> list[dict[str, Any]]:
+    path = workdir / "payments.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_sdk_streams_to_an_approval_resumes_reads_history_and_forks(
+    server: str, workdir: Path
+) -> None:
+    client = get_sync_client(url=server, api_key=None)
+    assert [a["graph_id"] for a in client.assistants.search()] == ["onward"]
+    thread = client.threads.create(metadata={"purpose": "test"})
+    tid = thread["thread_id"]
+
+    parts = list(
+        client.runs.stream(
+            tid,
+            "onward",
+            input={"goal": "pay bo", "plan": PAY_PLAN},
+            stream_mode=["values", "updates", "custom"],
+        )
+    )
+    events = [p.event for p in parts]
+    assert events[0] == "metadata"
+    assert "custom" in events
+    assert "updates" in events
+    last_values = [p.data for p in parts if p.event == "values"][-1]
+    (interrupt,) = last_values["__interrupt__"]
+    request = interrupt["value"]
+    assert request["action_requests"][0]["name"] == "pay"
+    assert request["action_requests"][0]["args"] == {"amount": 5, "to": "bo"}
+    assert request["review_configs"][0]["allowed_decisions"][:1] == ["approve"]
+    assert payments(workdir) == []
+
+    state = client.threads.get_state(tid)
+    assert state["tasks"][-1]["interrupts"][0]["id"] == interrupt["id"]
+    listed = client.threads.search(metadata={"graph_id": "onward"})
+    assert tid in [t["thread_id"] for t in listed]
+    assert client.threads.get(tid)["status"] == "interrupted"
+
+    # Resume with a decision (the HITL batched shape).
+    resumed = list(
+        client.runs.stream(
+            tid,
+            "onward",
+            command={"resume": {"decisions": [{"type": "approve"}]}},
+            stream_mode="values",
+        )
+    )
+    final = [p.data for p in resumed if p.event == "values"][-1]
+    assert final["status"] == "done"
+    assert [p["amount"] for p in payments(workdir)] == [5]
+    assert client.threads.get(tid)["status"] == "idle"
+
+    state = client.threads.get_state(tid)
+    assert state["values"]["status"] == "done"
+    history = client.threads.get_history(tid, limit=100)
+    assert len(history) > 3
+    assert history[0]["checkpoint"]["checkpoint_id"] == state["checkpoint"]["checkpoint_id"]
+    runs = client.runs.list(tid)
+    assert len(runs) == 2
+    assert {r["status"] for r in runs} == {"interrupted", "success"}
+
+    # Fork: from the checkpoint before the payment ran, edit the state on a new branch of
+    # the same thread and run it from there. The payment step runs again; the ledger
+    # returns its recorded result instead of paying twice.
+    before_after = [h for h in history if h["next"] == ["execute"]][-1]
+    branch = client.threads.update_state(
+        tid,
+        {"status": "running"},
+        checkpoint_id=before_after["checkpoint"]["checkpoint_id"],
+    )
+    assert branch["checkpoint"]["checkpoint_id"] != state["checkpoint"]["checkpoint_id"]
+    past = client.threads.get_state(tid, checkpoint_id=before_after["checkpoint"]["checkpoint_id"])
+    assert past["checkpoint"]["checkpoint_id"] == before_after["checkpoint"]["checkpoint_id"]
+    client.runs.wait(tid, "onward", input=None, checkpoint_id=branch["checkpoint"]["checkpoint_id"])
+    assert client.threads.get_state(tid)["values"]["status"] == "done"
+    assert [p["amount"] for p in payments(workdir)] == [5]  # the ledger: paid once
+
+
+def test_remote_graph_invokes_and_resumes(server: str, workdir: Path) -> None:
+    remote = RemoteGraph("onward", url=server)
+    config: Any = {"configurable": {"thread_id": "8a3a8d0e-3b50-4b2b-9d1c-5d4d0a2a9f10"}}
+    out = remote.invoke({"goal": "pay bo", "plan": PAY_PLAN}, config)
+    assert out["__interrupt__"][0]["value"]["action_requests"][0]["name"] == "pay"
+    snapshot = remote.get_state(config)
+    assert snapshot.next
+    done = remote.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+    assert done["status"] == "done"
+    assert len(payments(workdir)) == 1
+    assert len(list(remote.get_state_history(config))) > 3
+
+
+def test_tokens_keep_threads_private(db_url: str, workdir: Path) -> None:
+    env = {"ONWARD_API_TOKENS": "tok-alice:alice,tok-bob:bob"}
+    for url in serve(db_url, workdir, **env):
+        assert httpx.post(f"{url}/threads", json={}).status_code == 401
+        assert httpx.post(f"{url}/threads", json={}, headers={"x-api-key": "nope"}).status_code == 401
+        alice = get_sync_client(url=url, api_key="tok-alice")
+        bob = get_sync_client(url=url, headers={"Authorization": "Bearer tok-bob"}, api_key=None)
+        tid = alice.threads.create()["thread_id"]
+        alice.runs.wait(tid, "onward", input={"goal": "pay", "plan": PAY_PLAN})
+        assert alice.threads.get(tid)["status"] == "interrupted"
+        for call in (
+            lambda: bob.threads.get(tid),
+            lambda: bob.threads.get_state(tid),
+            lambda: bob.runs.wait(tid, "onward", command={"resume": {"decisions": []}}),
+        ):
+            with pytest.raises(httpx.HTTPStatusError) as caught:
+                call()
+            assert caught.value.response.status_code == 404
+        assert tid not in [t["thread_id"] for t in bob.threads.search()]
+        assert tid in [t["thread_id"] for t in alice.threads.search()]
+        assert payments(workdir) == []
