@@ -5,10 +5,14 @@ users apart."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +24,7 @@ from langgraph_sdk import get_sync_client
 
 from tests.conftest import cli_env, onward_cmd
 
+ROOT = Path(__file__).resolve().parent.parent
 HITL_TOOLS = str(Path(__file__).with_name("hitl_tools.py"))
 PAY_PLAN = {
     "steps": [
@@ -37,9 +42,11 @@ def free_port() -> int:
 
 @pytest.fixture
 def server(db_url: str, workdir: Path) -> Iterator[str]:
-    yield from serve(db_url, workdir)
+    with serve(db_url, workdir) as url:
+        yield url
 
 
+@contextmanager
 def serve(db_url: str, workdir: Path, **env: str) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
@@ -161,22 +168,149 @@ def test_remote_graph_invokes_and_resumes(server: str, workdir: Path) -> None:
 
 def test_tokens_keep_threads_private(db_url: str, workdir: Path) -> None:
     env = {"ONWARD_API_TOKENS": "tok-alice:alice,tok-bob:bob"}
-    for url in serve(db_url, workdir, **env):
+    with serve(db_url, workdir, **env) as url:
         assert httpx.post(f"{url}/threads", json={}).status_code == 401
-        assert httpx.post(f"{url}/threads", json={}, headers={"x-api-key": "nope"}).status_code == 401
+        wrong = httpx.post(f"{url}/threads", json={}, headers={"x-api-key": "nope"})
+        assert wrong.status_code == 401
         alice = get_sync_client(url=url, api_key="tok-alice")
         bob = get_sync_client(url=url, headers={"Authorization": "Bearer tok-bob"}, api_key=None)
         tid = alice.threads.create()["thread_id"]
         alice.runs.wait(tid, "onward", input={"goal": "pay", "plan": PAY_PLAN})
         assert alice.threads.get(tid)["status"] == "interrupted"
-        for call in (
+        attempts = [
             lambda: bob.threads.get(tid),
             lambda: bob.threads.get_state(tid),
             lambda: bob.runs.wait(tid, "onward", command={"resume": {"decisions": []}}),
-        ):
+        ]
+        for call in attempts:
             with pytest.raises(httpx.HTTPStatusError) as caught:
                 call()
             assert caught.value.response.status_code == 404
         assert tid not in [t["thread_id"] for t in bob.threads.search()]
         assert tid in [t["thread_id"] for t in alice.threads.search()]
         assert payments(workdir) == []
+
+
+def test_web_page_starts_a_run_and_approves_it_in_a_real_browser(
+    server: str, workdir: Path
+) -> None:
+    """Headless Chromium (Debian's, driven by Playwright) uses the page served at /."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Chromium is needed (.ci/run installs Debian's chromium)"
+    shots = Path(os.environ.get("ONWARD_TEST_ARTIFACTS") or ROOT / "test-artifacts")
+    shots.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(server + "/")
+        page.fill("#goal", "pay bo")
+        page.fill("#plan", json.dumps(PAY_PLAN))
+        page.click("#start-button")
+        approve = page.locator(".question button.approve")
+        approve.wait_for(timeout=30_000)
+        assert page.locator(".question pre").inner_text().count('"amount": 5') == 1
+        page.screenshot(path=str(shots / "web-waiting-for-approval.png"), full_page=True)
+        assert payments(workdir) == []
+        approve.click()
+        page.wait_for_function(
+            "document.getElementById('run-status')?.textContent === 'done'", timeout=30_000
+        )
+        page.locator("td[data-status='done']").first.wait_for(timeout=10_000)
+        page.screenshot(path=str(shots / "web-done.png"), full_page=True)
+        browser.close()
+    assert [p["amount"] for p in payments(workdir)] == [5]
+    assert (shots / "web-done.png").stat().st_size > 5_000
+
+
+def test_langgraph_dev_serves_the_graph_offline(sqlite_url: str, workdir: Path) -> None:
+    """``langgraph dev`` (LangGraph's own server, in-memory) loads langgraph.json's graph:
+    a thread runs to the approval interrupt and resumes via langgraph_sdk; the effect
+    goes through onward's ledger in ONWARD_DB."""
+    langgraph = shutil.which("langgraph", path=str(Path(sys.executable).parent))
+    assert langgraph, "langgraph-cli[inmem] is part of the dev extra"
+    port = free_port()
+    env = cli_env(
+        ONWARD_DB=sqlite_url,
+        ONWARD_TOOLS=HITL_TOOLS,
+        LANGGRAPH_CLI_NO_ANALYTICS="1",
+        LANGGRAPH_NO_VERSION_CHECK="true",
+    )
+    proc = subprocess.Popen(
+        [
+            langgraph,
+            "dev",
+            "--no-browser",
+            "--no-reload",
+            "--port",
+            str(port),
+            "--config",
+            str(ROOT / "langgraph.json"),
+        ],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else "died"
+            assert time.monotonic() < deadline, "langgraph dev did not start"
+            time.sleep(0.25)
+        client = get_sync_client(url=url, api_key=None)
+        tid = client.threads.create()["thread_id"]
+        run_input = {
+            "goal": {"objective": "pay bo"},
+            "plan": {"steps": PAY_PLAN["steps"][:1]},
+            "workdir": str(workdir),
+            "tool_modules": [HITL_TOOLS],
+        }
+        waiting = client.runs.wait(tid, "onward", input=run_input)
+        assert waiting["__interrupt__"][0]["value"]["action_requests"][0]["name"] == "pay"
+        assert payments(workdir) == []
+        done = client.runs.wait(
+            tid, "onward", command={"resume": {"decisions": [{"type": "approve"}]}}
+        )
+        assert done["status"] == "done"
+        assert [p["amount"] for p in payments(workdir)] == [5]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_resume_needs_a_token_when_onward_secret_is_set(db_url: str, workdir: Path) -> None:
+    env = {"ONWARD_API_TOKENS": "tok-alice:alice", "ONWARD_SECRET": "s3cret"}
+    with serve(db_url, workdir, **env) as url:
+        headers = {"Authorization": "Bearer tok-alice"}
+        tid = httpx.post(f"{url}/threads", json={}, headers=headers).json()["thread_id"]
+        body = {"assistant_id": "onward", "input": {"goal": "pay", "plan": PAY_PLAN}}
+        httpx.post(f"{url}/threads/{tid}/runs/wait", json=body, headers=headers, timeout=60)
+        approve = {"decisions": [{"type": "approve"}]}
+        refused = httpx.post(
+            f"{url}/threads/{tid}/runs/wait",
+            json={"assistant_id": "onward", "command": {"resume": approve}},
+            headers=headers,
+            timeout=60,
+        )
+        assert refused.status_code == 422
+        assert "token" in refused.json()["detail"]
+        assert payments(workdir) == []
+        (pending,) = httpx.get(f"{url}/onward/runs/{tid}", headers=headers).json()["pending"]
+        resume = {pending["interrupt_id"]: {**approve, "token": pending["token"]}}
+        done = httpx.post(
+            f"{url}/threads/{tid}/runs/wait",
+            json={"assistant_id": "onward", "command": {"resume": resume}},
+            headers=headers,
+            timeout=60,
+        )
+        assert done.json()["status"] == "done"
+        assert [p["amount"] for p in payments(workdir)] == [5]
