@@ -257,7 +257,7 @@ def test_several_workers_share_a_store_and_honour_delayed_retries(
     assert {d["thread_id"] for d in drives} == set(tids)
     first_run = [d["outcome"] for d in drives if d["thread_id"] == tids[0]]
     assert sum(o.startswith("suspended until") for o in first_run) == 2  # two backoffs
-    assert first_run[-1] == "done"
+    assert first_run.count("done") == 1  # (two workers: their logs are not in time order)
     assert all([d["outcome"] for d in drives if d["thread_id"] == t] == ["done"] for t in tids[1:])
     with Onward(db_url, model=None) as ow:
         assert all(ow.get(t).status is RunStatus.DONE for t in tids)

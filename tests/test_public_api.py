@@ -5,6 +5,12 @@ from __future__ import annotations
 import onward
 
 PUBLIC = {
+    "DrainRequested",
+    "EncryptionKeyError",
+    "PruneReport",
+    "Worker",
+    "WorkerPolicy",
+    "WorkerReport",
     "BreakerPolicy",
     "Budget",
     "LoopGuardError",

@@ -4,7 +4,15 @@ Plan, execute through tools, verify every result, resume by thread id after
 any crash, without losing work or repeating a side effect.
 """
 
-from onward.api import CancelReport, Onward, RunView, StepView, SweepReport, load_plan_file
+from onward.api import (
+    CancelReport,
+    Onward,
+    PruneReport,
+    RunView,
+    StepView,
+    SweepReport,
+    load_plan_file,
+)
 from onward.checkpointing.breakers import BreakerPolicy
 from onward.checkpointing.leases import LeasePolicy
 from onward.checkpointing.store import Store
@@ -12,6 +20,8 @@ from onward.errors import (
     AnswerError,
     ArtifactError,
     DeterministicToolError,
+    DrainRequested,
+    EncryptionKeyError,
     InconsistentRunError,
     LeaseLostError,
     LoopGuardError,
@@ -56,6 +66,7 @@ from onward.state import (
     WaitKind,
 )
 from onward.tools import Reconciled, Registry, ToolContext, ToolSpec, default_registry, tool
+from onward.worker import Worker, WorkerPolicy, WorkerReport
 
 __all__ = [
     "AnswerError",
@@ -69,6 +80,8 @@ __all__ = [
     "Decision",
     "DecisionAction",
     "DeterministicToolError",
+    "DrainRequested",
+    "EncryptionKeyError",
     "EventKind",
     "ExpiryAction",
     "FailureClass",
@@ -87,6 +100,7 @@ __all__ = [
     "PlanValidationError",
     "PlanningError",
     "ProgressEvent",
+    "PruneReport",
     "Reconciled",
     "Registry",
     "RetryPolicy",
@@ -115,6 +129,9 @@ __all__ = [
     "Usage",
     "UsageError",
     "WaitKind",
+    "Worker",
+    "WorkerPolicy",
+    "WorkerReport",
     "build_graph",
     "compile_graph",
     "default_registry",
