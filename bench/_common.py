@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 from onward import Plan, PlanStep
 
@@ -38,3 +41,9 @@ def chain_plan(n: int) -> Plan:
             for i in range(n)
         ]
     )
+
+
+def write_json(path: Path | None, rows: list[dict[str, Any]]) -> None:
+    """The script's results for ``run_all.py``: one row per ratio, with its target."""
+    if path is not None:
+        path.write_text(json.dumps(rows, indent=2, ensure_ascii=False), encoding="utf-8")

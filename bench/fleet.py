@@ -33,7 +33,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from _common import pg_schema
+from _common import pg_schema, write_json
 from onward import Onward, Plan, PlanStep, RunStatus
 
 
@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--io", type=float, default=0.2, help="seconds each step waits")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--backend", choices=["postgres", "sqlite"], default="postgres")
+    parser.add_argument("--json", type=Path, help="also write the ratios here (run_all.py)")
     args = parser.parse_args(argv)
     console = Console()
     seconds: dict[int, list[float]] = {1: [], 2: []}
@@ -119,6 +120,21 @@ def main(argv: list[str] | None = None) -> int:
     console.print(table)
     ratio = per_minute[2] / per_minute[1]
     console.print(f"2 workers ÷ 1 worker: {ratio:.2f}× runs per minute (target ≥ 1.7)")
+    write_json(
+        args.json,
+        [
+            {
+                "bench": "fleet.py",
+                "measure": f"runs per minute, 2 workers vs 1 ({args.backend}, {args.runs} runs "
+                f"of {args.steps} × {args.io} s I/O steps)",
+                "onward": round(per_minute[2], 1),
+                "baseline": f"1 worker: {per_minute[1]:.1f}",
+                "ratio": round(ratio, 2),
+                "target": "≥ 1.7",
+                "met": ratio >= 1.7,
+            }
+        ],
+    )
     return 0
 
 

@@ -12,10 +12,15 @@ What is compared
       connection uses the same pragmas as onward's store (WAL, synchronous=NORMAL).
     * **bare-langgraph (no checkpointer)**: the same loop compiled without a
       checkpointer, as a reference for LangGraph's own per-superstep cost.
-    * **onward (postgres)** and **bare-langgraph (postgres, sync)**: the same two on
-      the machine's PostgreSQL ($ONWARD_BENCH_PG, default the local ``test`` database),
-      each run in a fresh schema; the bare graph uses LangGraph's ``PostgresSaver``.
-      ``--no-postgres`` leaves them out.
+    * **DBOS (sqlite)**: the ``dbos`` package, a ``@DBOS.workflow`` calling a no-op
+      ``@DBOS.step`` N times on a fresh SQLite system database: the durable-execution
+      peer a user would pick instead (each step's output is checkpointed).
+    * **onward (postgres)**, **bare-langgraph (postgres, sync)** and **DBOS
+      (postgres)**: the same on the machine's PostgreSQL ($ONWARD_BENCH_PG, default the
+      local ``test`` database): onward in a fresh schema, the bare graph with LangGraph's
+      ``PostgresSaver``, DBOS in a fresh database. ``--no-postgres`` leaves them out.
+
+Target: onward ÷ DBOS ≤ 1.0 on each backend.
 
 How it is measured
     One untimed warm-up run of each variant, then ``--rounds`` rounds; every round
@@ -44,7 +49,8 @@ from langgraph.graph import END, START, StateGraph
 from rich.console import Console
 from rich.table import Table
 
-from _common import chain_plan, pg_schema
+import _dbos
+from _common import chain_plan, pg_schema, write_json
 from onward import Onward, RunStatus, StepStatus
 
 ONWARD = "onward (sqlite)"
@@ -52,6 +58,8 @@ BARE_SQLITE = "bare-langgraph (sqlite, sync)"
 BARE_NONE = "bare-langgraph (no checkpointer)"
 ONWARD_PG = "onward (postgres)"
 BARE_PG = "bare-langgraph (postgres, sync)"
+DBOS_SQLITE = "DBOS (sqlite)"
+DBOS_PG = "DBOS (postgres)"
 
 Runner = Callable[[int], float]
 """Runs N steps on a fresh store and returns the timed seconds."""
@@ -141,8 +149,10 @@ VARIANTS: dict[str, Runner] = {
     ONWARD: run_onward,
     BARE_SQLITE: run_bare_sqlite,
     BARE_NONE: run_bare_none,
+    DBOS_SQLITE: _dbos.run_sqlite,
     ONWARD_PG: run_onward_pg,
     BARE_PG: run_bare_pg,
+    DBOS_PG: _dbos.run_postgres,
 }
 
 
@@ -162,7 +172,9 @@ def measure(
     return ms
 
 
-def report(ms: dict[str, list[float]], steps: int, rounds: int, console: Console) -> None:
+def report(
+    ms: dict[str, list[float]], steps: int, rounds: int, console: Console
+) -> list[dict[str, object]]:
     med = {name: statistics.median(v) for name, v in ms.items()}
     table = Table(title=f"milliseconds per step ({steps} steps, {rounds} rounds)")
     table.add_column("variant", no_wrap=True)
@@ -179,9 +191,28 @@ def report(ms: dict[str, list[float]], steps: int, rounds: int, console: Console
             f"{med[name] / med[BARE_SQLITE]:.2f}",
         )
     console.print(table)
-    if ONWARD_PG in med:
+    rows: list[dict[str, object]] = []
+    for backend, ours, dbos, bare in (
+        ("sqlite", ONWARD, DBOS_SQLITE, BARE_SQLITE),
+        ("postgres", ONWARD_PG, DBOS_PG, BARE_PG),
+    ):
+        if ours not in med:
+            continue
+        ratio = med[ours] / med[dbos]
         console.print(
-            f"onward ÷ bare-langgraph (postgres, sync): {med[ONWARD_PG] / med[BARE_PG]:.2f}×"
+            f"onward ÷ DBOS ({backend}): {ratio:.2f}× (target ≤ 1.0); "
+            f"onward ÷ bare-langgraph ({backend}, sync): {med[ours] / med[bare]:.2f}×"
+        )
+        rows.append(
+            {
+                "bench": "overhead.py",
+                "measure": f"ms per no-op step, {backend} ({steps} steps)",
+                "onward": round(med[ours], 3),
+                "baseline": f"DBOS {med[dbos]:.3f}; LangGraph sync {med[bare]:.3f}",
+                "ratio": round(ratio, 2),
+                "target": "≤ 1.0",
+                "met": ratio <= 1.0,
+            }
         )
     console.print(
         f"onward ÷ bare-langgraph (sqlite, sync): {med[ONWARD] / med[BARE_SQLITE]:.2f}×\n"
@@ -189,6 +220,7 @@ def report(ms: dict[str, list[float]], steps: int, rounds: int, console: Console
         f"bare sqlite ÷ bare no checkpointer: {med[BARE_SQLITE] / med[BARE_NONE]:.2f}×\n"
         "(an onward step and a bare step are each one superstep and one checkpoint)"
     )
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,13 +228,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=200, help="steps per run (default 200)")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds (default 5)")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite variants only")
+    parser.add_argument("--json", type=Path, help="also write the ratios here (run_all.py)")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.rounds < 1:
         parser.error("--steps and --rounds must be at least 1")
     console = Console()
     variants = {k: v for k, v in VARIANTS.items() if not (args.no_postgres and "postgres" in k)}
     ms = measure(args.steps, args.rounds, console, variants)
-    report(ms, args.steps, args.rounds, console)
+    write_json(args.json, report(ms, args.steps, args.rounds, console))
     return 0
 
 

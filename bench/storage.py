@@ -10,6 +10,9 @@ What is compared
       to a ``list`` channel reduced with ``operator.add``, so the state grows 200
       bytes per step and every checkpoint stores the whole list again. This is the
       naive design that onward's delta channels are meant to avoid.
+    * **DBOS**: a ``@DBOS.workflow`` of N ``@DBOS.step`` calls on a fresh SQLite system
+      database; each step returns its 200-byte share of the growing state, which DBOS
+      checkpoints as the step's output (what a DBOS user stores to resume the work).
 
 How it is measured
     Each variant runs twice, at ``--steps-small`` and ``--steps-large`` steps, each
@@ -41,7 +44,7 @@ from langgraph.graph import END, START, StateGraph
 from rich.console import Console
 from rich.table import Table
 
-from _common import chain_plan
+from _common import chain_plan, write_json
 from onward import Onward, RunStatus, StepStatus
 
 TARGET_BYTES_PER_STEP = 10 * 1024
@@ -49,6 +52,7 @@ TARGET_RATIO = 1.5
 PAYLOAD = "x" * 200
 ONWARD = "onward"
 BARE = "bare-langgraph +200B"
+DBOS = "DBOS +200B"
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +128,21 @@ def growing_graph(n: int, saver: SqliteSaver) -> Any:
     return g.compile(checkpointer=saver)
 
 
+def run_dbos(n: int) -> Sample:
+    import _dbos
+
+    with tempfile.TemporaryDirectory(prefix="onward-bench-") as tmp:
+        db = Path(tmp) / "dbos.sqlite"
+        with _dbos.launched(f"sqlite:///{db}"):
+            if _dbos.growing_chain(n, len(PAYLOAD)) != n:
+                raise SystemExit("DBOS workflow returned a wrong count")
+        conn = sqlite3.connect(db)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+        size = sum(p.stat().st_size for p in Path(tmp).glob("dbos.sqlite*"))
+        return Sample(DBOS, n, size, 0, 0, 0, 0)
+
+
 def run_bare(n: int) -> Sample:
     with tempfile.TemporaryDirectory(prefix="onward-bench-") as tmp:
         db = Path(tmp) / "bare.db"
@@ -151,7 +170,9 @@ def verdict(ok: bool) -> str:
     return "[green]PASS[/green]" if ok else "[red]FAIL[/red]"
 
 
-def report(samples: list[Sample], small: int, large: int, console: Console) -> None:
+def report(
+    samples: list[Sample], small: int, large: int, console: Console
+) -> list[dict[str, object]]:
     table = Table(title="SQLite bytes per step (db + wal files)")
     table.add_column("variant", no_wrap=True)
     table.add_column("steps", justify="right")
@@ -194,6 +215,8 @@ def report(samples: list[Sample], small: int, large: int, console: Console) -> N
 
     by = {(s.variant, s.steps): s for s in samples}
     for variant in dict.fromkeys(s.variant for s in samples):
+        if (variant, large) not in by:
+            continue
         ratio = by[variant, large].per_step / by[variant, small].per_step
         console.print(
             f"{variant}: {kb(by[variant, small].per_step)} → "
@@ -213,12 +236,40 @@ def report(samples: list[Sample], small: int, large: int, console: Console) -> N
         f"  per-step ratio {large:,}/{small:,} ≤ {TARGET_RATIO}: {ratio:.2f} "
         f"{verdict(ratio <= TARGET_RATIO)}"
     )
+    rows: list[dict[str, object]] = []
+    for n, sample in ((small, o_small), (large, o_large)):
+        b, d = by[BARE, n], by.get((DBOS, n))
+        rows.append(
+            {
+                "bench": "storage.py",
+                "measure": f"KB per step at {n:,} steps (SQLite)",
+                "onward": round(sample.per_step / 1024, 2),
+                "baseline": f"LangGraph +200 B/step {b.per_step / 1024:.2f}"
+                + (f"; DBOS {d.per_step / 1024:.2f}" if d else ""),
+                "ratio": round(sample.per_step / d.per_step, 2) if d else None,
+                "target": "≤ 10 KB",
+                "met": sample.per_step <= TARGET_BYTES_PER_STEP,
+            }
+        )
+    rows.append(
+        {
+            "bench": "storage.py",
+            "measure": f"KB per step, {large:,} ÷ {small:,} steps",
+            "onward": round(ratio, 2),
+            "baseline": f"LangGraph {by[BARE, large].per_step / by[BARE, small].per_step:.2f}",
+            "ratio": round(ratio, 2),
+            "target": f"≤ {TARGET_RATIO}",
+            "met": ratio <= TARGET_RATIO,
+        }
+    )
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--steps-small", type=int, default=100, help="N of the small run")
     parser.add_argument("--steps-large", type=int, default=1000, help="N of the large run")
+    parser.add_argument("--json", type=Path, help="also write the ratios here (run_all.py)")
     args = parser.parse_args(argv)
     small, large = args.steps_small, args.steps_large
     if not 0 < small < large:
@@ -227,10 +278,10 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     samples: list[Sample] = []
     for n in (small, large):
-        for runner in (run_onward, run_bare):
+        for runner in (run_onward, run_bare, run_dbos):
             with console.status(f"{runner.__name__}, {n:,} steps"):
                 samples.append(runner(n))
-    report(samples, small, large, console)
+    write_json(args.json, report(samples, small, large, console))
     return 0
 
 

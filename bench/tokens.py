@@ -32,7 +32,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import chain_plan
+from _common import chain_plan, write_json
 from onward import Onward
 from onward.llm.context import SYSTEM, message_tokens
 from onward.llm.fake import ScriptedChatModel
@@ -67,6 +67,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--early", type=int, default=10)
     parser.add_argument("--late", type=int, default=200)
+    parser.add_argument("--json", type=Path, help="also write the ratios here (run_all.py)")
     args = parser.parse_args()
     onward = run_onward(args.steps)
     baseline = run_full_history(args.steps)
@@ -87,6 +88,29 @@ def main() -> None:
     print(
         f"onward total ÷ full-history total: {share:.3f} = 1/{1 / share:.1f} "
         f"(target ≤ 1/5: {'PASS' if share <= 0.2 else 'FAIL'})"
+    )
+    write_json(
+        args.json,
+        [
+            {
+                "bench": "tokens.py",
+                "measure": f"prompt tokens per judge call, step {args.late} ÷ step {args.early}",
+                "onward": f"{late} / {early}",
+                "baseline": f"full history: {baseline[args.late - 1]} / {baseline[args.early - 1]}",
+                "ratio": round(growth, 2),
+                "target": "≤ 1.2",
+                "met": growth <= 1.2,
+            },
+            {
+                "bench": "tokens.py",
+                "measure": f"prompt tokens in all ({args.steps} judged steps)",
+                "onward": sum(onward),
+                "baseline": f"full-history agent: {sum(baseline)}",
+                "ratio": round(share, 3),
+                "target": "≤ 0.2 (1/5)",
+                "met": share <= 0.2,
+            },
+        ],
     )
 
 

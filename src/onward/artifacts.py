@@ -11,7 +11,9 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +86,21 @@ def atomic_write(path: Path, data: bytes, *, unique_temp: bool = False) -> None:
         raise
 
 
+_deferred = threading.local()
+
+
+@contextmanager
+def deferring_refs() -> Iterator[list[tuple[str, str]]]:
+    """Collect the (sha256, thread id) references a node's puts make on this thread, so
+    they are written in one transaction with the node's events instead of one each."""
+    previous = getattr(_deferred, "refs", None)
+    _deferred.refs = []
+    try:
+        yield _deferred.refs
+    finally:
+        _deferred.refs = previous
+
+
 _SEALED = b"ONWARD-AESGCM1\n"
 """Marks an encrypted body (JSON never starts with it)."""
 
@@ -154,8 +171,12 @@ class ArtifactStore:
         if not self._intact(digest):
             stored = body if self.cipher is None else _SEALED + self.cipher.seal(body)
             self.write_body(digest, stored)
-        if owner and self.on_put is not None:
-            self.on_put(digest, owner)
+        if owner:
+            pending = getattr(_deferred, "refs", None)
+            if pending is not None:
+                pending.append((digest, owner))
+            elif self.on_put is not None:
+                self.on_put(digest, owner)
         return ArtifactRef(
             name=name,
             uri=URI_PREFIX + digest,

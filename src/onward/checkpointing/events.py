@@ -67,10 +67,18 @@ class EventLog:
     ) -> None:
         self.record_many(thread_id, [(at or utcnow(), str(kind), detail or {}, None)])
 
-    def record_many(self, thread_id: str, rows: Sequence[LogRow]) -> None:
+    def record_many(
+        self,
+        thread_id: str,
+        rows: Sequence[LogRow],
+        *,
+        artifact_refs: Sequence[tuple[str, str]] = (),
+    ) -> None:
         """(at, kind, detail, dedupe key) rows in one transaction; a row whose dedupe key
-        the thread already has is dropped (a re-run after a crash logs nothing twice)."""
-        if not rows:
+        the thread already has is dropped (a re-run after a crash logs nothing twice).
+        ``artifact_refs``: (sha256, thread id) uses of artifact bodies, in the same
+        transaction (a node's events and references cost one commit)."""
+        if not rows and not artifact_refs:
             return
         values = [
             (
@@ -83,11 +91,17 @@ class EventLog:
             for at, kind, detail, key in rows
         ]
         with self._db.use() as db, db.transaction():
-            db.executemany(
-                "INSERT INTO onward_events (thread_id, at, kind, detail, dedupe) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                values,
-            )
+            if values:
+                db.executemany(
+                    "INSERT INTO onward_events (thread_id, at, kind, detail, dedupe) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    values,
+                )
+            if artifact_refs:
+                db.executemany(
+                    "INSERT INTO onward_artifact_refs VALUES (?, ?) ON CONFLICT DO NOTHING",
+                    list(dict.fromkeys(artifact_refs)),
+                )
 
     def list(self, thread_id: str, kinds: Iterable[str] | None = None) -> list[Event]:
         wanted = [str(k) for k in kinds] if kinds is not None else None

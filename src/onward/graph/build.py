@@ -16,6 +16,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from onward.artifacts import deferring_refs
 from onward.errors import DrainRequested
 from onward.graph.routing import (
     APPROVE,
@@ -54,13 +55,13 @@ def logged(deps: NodeDeps, fn: Any) -> Any:
     def node(arg: Any, config: RunnableConfig) -> Any:
         if deps.draining.is_set():
             raise DrainRequested(getattr(fn, "__name__", "node"))
-        with collecting() as rows:
+        with collecting() as rows, deferring_refs() as refs:
             try:
                 return fn(arg, config) if takes_config else fn(arg)
             finally:
-                if rows and deps.events is not None:
+                if (rows or refs) and deps.events is not None:
                     thread_id = str(config.get("configurable", {}).get("thread_id", ""))
-                    deps.events.record_many(thread_id, rows)
+                    deps.events.record_many(thread_id, rows, artifact_refs=refs)
 
     node.__name__ = getattr(fn, "__name__", "node")
     return node

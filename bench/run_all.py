@@ -1,0 +1,133 @@
+"""Run every bench in one go and write ``bench/RESULTS.md``: each ratio with its target.
+
+Each script runs in its own process (one at a time, so they do not disturb each other),
+prints its own tables (kept in RESULTS.md under "Output") and writes its ratios as JSON.
+
+Run from the repo root: ``python bench/run_all.py [--quick]`` (``--quick``: smaller
+sizes and fewer rounds, for a smoke run; the committed RESULTS.md uses the defaults).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+BENCHES: list[tuple[str, list[str], list[str]]] = [
+    # (script, full-size args, --quick args)
+    ("overhead.py", ["--steps", "200", "--rounds", "5"], ["--steps", "50", "--rounds", "2"]),
+    ("storage.py", [], ["--steps-small", "20", "--steps-large", "100"]),
+    ("resume.py", ["--long", "10000", "--rounds", "5"], ["--long", "300", "--rounds", "2"]),
+    ("parallel.py", ["--rounds", "5"], ["--rounds", "2"]),
+    ("tokens.py", [], ["--steps", "40", "--late", "40"]),
+    ("fleet.py", ["--runs", "24", "--rounds", "3"], ["--runs", "6", "--rounds", "1"]),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    parser.add_argument("--only", nargs="*", help="run only these scripts")
+    args = parser.parse_args(argv)
+    rows: list[dict[str, object]] = []
+    outputs: list[tuple[str, str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="onward-bench-all-") as tmp:
+        for script, full, quick in BENCHES:
+            if args.only and script not in args.only:
+                continue
+            out = Path(tmp) / f"{script}.json"
+            cmd = [sys.executable, str(HERE / script), *(quick if args.quick else full)]
+            cmd += ["--json", str(out)]
+            print(f"$ {' '.join(cmd[1:])}", flush=True)
+            start = time.perf_counter()
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=_env())
+            took = time.perf_counter() - start
+            print(proc.stdout, proc.stderr[-2000:] if proc.returncode else "", flush=True)
+            if proc.returncode != 0:
+                raise SystemExit(f"{script} failed with exit code {proc.returncode}")
+            rows += json.loads(out.read_text())
+            outputs.append(
+                (" ".join([script, *(quick if args.quick else full)]), proc.stdout, took)
+            )
+    args.out.write_text(render(rows, outputs, args.quick), encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ONWARD_", "OPENAI_"))}
+    env["ONWARD_BLOCK_MODEL_REQUESTS"] = "1"
+    env["NO_COLOR"] = "1"
+    env["COLUMNS"] = "120"
+    return env
+
+
+def render(
+    rows: list[dict[str, object]], outputs: list[tuple[str, str, float]], quick: bool
+) -> str:
+    def cpu() -> str:
+        try:
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+        return platform.processor() or "unknown"
+
+    import os
+
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Produced by `python bench/run_all.py{' --quick' if quick else ''}` on "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC: Python {platform.python_version()}, "
+        f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs ({cpu()}); "
+        + ", ".join(
+            f"{p} {_version(p)}"
+            for p in (
+                "onward",
+                "langgraph",
+                "langgraph-checkpoint-sqlite",
+                "langgraph-checkpoint-postgres",
+                "dbos",
+                "psycopg",
+            )
+        )
+        + ". Method and how to reproduce: [README.md](README.md).",
+        "",
+        "| bench | measure | onward | baseline | ratio | target | met |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        met = "yes" if r["met"] else "**no**"
+        lines.append(
+            f"| `{r['bench']}` | {r['measure']} | {r['onward']} | {r['baseline']} | "
+            f"{r['ratio'] if r['ratio'] is not None else '—'} | {r['target']} | {met} |"
+        )
+    lines += ["", "## Output", ""]
+    for cmd, text, took in outputs:
+        lines += [f"### `python bench/{cmd}` ({took:.0f} s)", "", "```", text.rstrip(), "```", ""]
+    return "\n".join(lines) + "\n"
+
+
+def _version(package: str) -> str:
+    try:
+        return version(package)
+    except Exception:
+        return "not installed"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
