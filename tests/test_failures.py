@@ -395,6 +395,20 @@ def test_time_budget_suspends_and_an_edited_limit_lets_it_finish(fo: Onward) -> 
     assert done.status == "done"
 
 
+def test_a_step_that_jumps_past_every_threshold_still_gives_both_warnings(fo: Onward) -> None:
+    """One step takes the run from 0 % to past 100 % of its time: the 50 and 80 %
+    warnings are given with the budget question, not skipped."""
+    steps = [
+        PlanStep(id="long", tool="slow", args={"seconds": 1.2}),
+        PlanStep(id="next", tool="slow", depends_on=["long"]),
+    ]
+    view = _run(fo, *steps, budget=Budget(max_run_time=timedelta(seconds=1)))
+    assert view.status == "suspended"
+    markers = [e.detail["marker"] for e in fo.store.events.list(view.thread_id, ["budget_warning"])]
+    assert [m.split(":")[:2] for m in markers] == [["run_time", "50"], ["run_time", "80"]]
+    assert fo.approve(view.thread_id, args={"max_run_time": 3600}).status == "done"
+
+
 def test_rejecting_a_budget_question_aborts_the_run(fo: Onward) -> None:
     steps = [PlanStep(id=f"s{i}", tool="slow") for i in range(3)]
     view = _run(fo, *steps, budget=Budget(max_steps=1), max_concurrency=1)

@@ -23,7 +23,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphRecursionError
-from langgraph.types import Command, StreamMode
+from langgraph.types import Command, StateSnapshot, StreamMode
 from pydantic import BaseModel, ConfigDict
 
 from onward import refs, tokens
@@ -434,18 +434,20 @@ class Onward:
                     config["configurable"] |= {"checkpoint_id": checkpoint_id, "checkpoint_ns": ""}
                 run_input: Any = command
                 snapshot = self.graph.get_state(config)
+                # One load per drive: the state is read from this snapshot below (a load
+                # walks the delta channels' history, so it is the costly part of a resume).
+                state = self._state_of(thread_id, row, snapshot)
                 if not snapshot.values:
                     # Killed before the first checkpoint: start from the stored request.
                     run_input = RunState.model_validate(migrate(dict(row.request["input"])))
                 else:
-                    self._check_consistency(thread_id)
+                    self._check_consistency(thread_id, state)
                     if snapshot.next:
                         self.store.events.record(
                             thread_id, "run_resumed", {"by": owner, "answer": command is not None}
                         )
                 if self._apply_requested_cancel(thread_id):
                     return
-                state = self.state(thread_id)
                 if state.status is RunStatus.SUSPENDED and state.resume_at is not None:
                     remaining = (state.resume_at - self.clock()).total_seconds()
                     if remaining > 0 and not wait:
@@ -837,10 +839,9 @@ class Onward:
             report.rejected.append(item)
         return report
 
-    def _check_consistency(self, thread_id: str) -> None:
+    def _check_consistency(self, thread_id: str, state: RunState) -> None:
         """Before driving on: every artifact a remaining step reads must still be intact.
         A pure producer is re-opened (recorded as a decision); otherwise the run stops."""
-        state = self.state(thread_id)
         if not state.plan.steps or state.status.finished:
             return
         producers = {s.output: s for s in state.plan.steps if s.output}
@@ -943,7 +944,9 @@ class Onward:
         questions reads as ``waiting_for_human`` (``suspended`` once a deadline suspended
         it): the interrupt is the state's truth, whatever the status channel last held."""
         row = self._row(thread_id)
-        snap = self.graph.get_state(self._config(thread_id))
+        return self._state_of(thread_id, row, self.graph.get_state(self._config(thread_id)))
+
+    def _state_of(self, thread_id: str, row: RunRow, snap: StateSnapshot) -> RunState:
         values = snap.values
         if not values:
             return RunState.model_validate(migrate(dict(row.request["input"])))

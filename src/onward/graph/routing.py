@@ -195,6 +195,19 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         if not sends:
             return WAIT if deferred else FINALIZE
         spent = budget.exhausted(uses)
+        warnings = budget.new_warnings(uses, state.budget_warnings)
+        notes = (
+            [
+                Send(
+                    NOTE,
+                    NoteTask(
+                        markers=[m for m, _ in warnings], texts=[u.text() for _, u in warnings]
+                    ),
+                )
+            ]
+            if warnings
+            else []
+        )
         if spent:  # only when something would run: a run may end exactly on its budget
             text = "; ".join(u.text() for u in spent)
             waiting = Waiting(step_id=PLAN_TARGET, reason=f"budget used up: {text}")
@@ -207,12 +220,9 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                 budget=state.budget,
                 spent={u.metric: u.used for u in spent},
             )
-            return [Send(APPROVE, question)]
-        warnings = budget.new_warnings(uses, state.budget_warnings)
-        if warnings:
-            note = NoteTask(markers=[m for m, _ in warnings], texts=[u.text() for _, u in warnings])
-            sends.append(Send(NOTE, note))
-        return _wave(sends)
+            # A step that jumps past 80 % straight to 100 % still gives its warnings.
+            return _wave([Send(APPROVE, question), *notes])
+        return _wave([*sends, *notes])
 
     def _breaker_open(spec: ToolSpec | None, step: PlanStep) -> bool:
         service = spec.service_for(step.args) if spec else None
