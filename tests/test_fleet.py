@@ -318,12 +318,18 @@ def test_worker_applies_an_approval_deadline_while_the_run_waits(
     policy = RunPolicy(deadline=Deadline(expire_after=timedelta(seconds=1)))
     with Onward(db_url, model=None, tool_modules=[HITL_TOOLS]) as ow:
         tid = ow.submit(plan=plan, policy=policy)
-    worker = start_worker(workdir, db_url, "--exit-when-idle")
-    worker.wait(60)
+    # Not --exit-when-idle: a run that waits for a person is not work a batch worker
+    # waits for. This worker stays up, parks the run, and comes back at the deadline.
+    worker = start_worker(workdir, db_url)
+    with Onward(db_url, model=None, tool_modules=[HITL_TOOLS]) as ow:
+        deadline = time.monotonic() + 60
+        while ow.get(tid).status is not RunStatus.DONE and time.monotonic() < deadline:
+            time.sleep(0.1)
+    worker.send_signal(signal.SIGTERM)
+    worker.wait(30)
     assert worker.returncode == 0
-    outcomes = [
-        json.loads(x)["outcome"] for x in worker.stdout.read().splitlines() if "outcome" in x
-    ]  # type: ignore[union-attr]
+    out = worker.stdout.read() if worker.stdout else ""
+    outcomes = [json.loads(x)["outcome"] for x in out.splitlines() if "outcome" in x]
     assert outcomes[0] == "waiting for a person"
     assert outcomes[-1] == "done"
     with Onward(db_url, model=None, tool_modules=[HITL_TOOLS]) as ow:
@@ -333,3 +339,20 @@ def test_worker_applies_an_approval_deadline_while_the_run_waits(
         assert steps == {"pay": StepStatus.SKIPPED, "after": StepStatus.DONE}
         assert ow.store.events.list(tid, ["approval_expired"])
     assert not (workdir / "payments.jsonl").exists()
+
+
+def test_an_answer_during_a_workers_drive_is_not_parked_again(db_url: str, workdir: Path) -> None:
+    """A worker claimed a run and found it waiting; a person answers before the worker
+    requeues it: the answer's wake-up wins, the run stays ready."""
+    with Onward(db_url, model=None) as ow:
+        (workdir / "plan.yaml").write_text(
+            yaml.safe_dump({"goal": "g", "steps": [{"id": "a", "tool": "noop"}]})
+        )
+        tid = ow.submit(plan=workdir / "plan.yaml")
+        assert ow.store.claim("worker-a", hold=30) == tid
+        ow.store.wake(tid)  # the answer
+        assert not ow.store.requeue(tid, None, "worker-a", for_person=True)
+        (row,) = ow.store.queue()
+        assert row.ready_at is not None
+        assert row.ready_at <= time.time()
+        assert ow.store.pending_work()

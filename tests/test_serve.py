@@ -47,10 +47,10 @@ def server(db_url: str, workdir: Path) -> Iterator[str]:
 
 
 @contextmanager
-def serve(db_url: str, workdir: Path, **env: str) -> Iterator[str]:
+def serve(db_url: str, workdir: Path, *args: str, **env: str) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
-        onward_cmd("serve", "--db", db_url, "--port", str(port), "--tools", HITL_TOOLS),
+        onward_cmd("serve", "--db", db_url, "--port", str(port), "--tools", HITL_TOOLS, *args),
         cwd=workdir,
         env=cli_env(**env),
         stdout=subprocess.DEVNULL,
@@ -314,3 +314,112 @@ def test_resume_needs_a_token_when_onward_secret_is_set(db_url: str, workdir: Pa
         )
         assert done.json()["status"] == "done"
         assert [p["amount"] for p in payments(workdir)] == [5]
+
+
+def test_api_runs_stay_inside_the_work_directory(server: str, workdir: Path) -> None:
+    """Plans sent over HTTP cannot read or write outside the server's work directory,
+    nor approve in advance; such requests fail clearly and nothing outside is touched."""
+    outside = workdir.parent / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("TOP-SECRET")
+    client = get_sync_client(url=server, api_key=None)
+    for step in (
+        {"id": "w", "tool": "write_file", "args": {"path": str(outside / "x.txt"), "content": "1"}},
+        {"id": "w", "tool": "write_file", "args": {"path": "../outside/y.txt", "content": "1"}},
+        {"id": "r", "tool": "read_file", "args": {"path": str(outside / "secret.txt")}},
+    ):
+        tid = client.threads.create()["thread_id"]
+        client.runs.wait(tid, "onward", input={"goal": "escape", "plan": {"steps": [step]}})
+        state = client.threads.get_state(tid)
+        record = state["values"]["steps"][step["id"]]
+        assert record["status"] != "done"
+        assert "leaves the run's work directory" in json.dumps(record)
+        view = httpx.get(f"{server}/onward/runs/{tid}").json()
+        assert "TOP-SECRET" not in json.dumps(view)
+        assert "TOP-SECRET" not in json.dumps(state)
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+    def start(run_input: dict[str, Any]) -> httpx.Response:
+        tid = client.threads.create()["thread_id"]
+        body = {"assistant_id": "onward", "input": run_input}
+        return httpx.post(f"{server}/threads/{tid}/runs/wait", json=body, timeout=30)
+
+    refused = start({"goal": "pay", "plan": PAY_PLAN, "policy": {"auto_approve": ["pay"]}})
+    assert refused.status_code == 422
+    assert "auto_approve" in refused.json()["detail"]
+    escaping = start({"goal": "x", "plan": PAY_PLAN, "inputs": ["../outside/secret.txt"]})
+    assert escaping.status_code == 422
+    assert payments(workdir) == []
+
+
+def test_malformed_requests_get_4xx_with_a_reason(server: str) -> None:
+    tid = httpx.post(f"{server}/threads", json={}).json()["thread_id"]
+    cases = [
+        ("post", "/threads/search", {"limit": "abc"}),
+        ("post", "/threads", {"metadata": "x"}),
+        ("post", "/assistants/search", {"limit": "x"}),
+        ("post", f"/threads/{tid}/runs/wait", {"input": {"goal": 5}}),
+        (
+            "post",
+            f"/threads/{tid}/runs/wait",
+            {"input": {"plan": PAY_PLAN, "budget": {"max_steps": "lots"}}},
+        ),
+        (
+            "post",
+            f"/threads/{tid}/runs/wait",
+            {"input": {"plan": PAY_PLAN, "policy": {"bogus": 1}}},
+        ),
+        ("post", f"/threads/{tid}/runs/stream", {"input": {"plan": PAY_PLAN}, "stream_mode": 5}),
+        ("post", f"/threads/{tid}/runs/wait", {"command": "approve"}),
+        ("post", f"/threads/{tid}/history", {"limit": "x"}),
+    ]
+    for method, path, body in cases:
+        res = httpx.request(method, server + path, json=body, timeout=30)
+        assert 400 <= res.status_code < 500, (path, body, res.status_code, res.text)
+        assert res.json()["detail"], (path, body)
+    assert httpx.get(f"{server}/threads/{tid}/state/not-a-checkpoint").status_code in (404, 422)
+    unknown = httpx.post(
+        f"{server}/threads/not-a-uuid/runs/wait", json={"if_not_exists": "create", "input": {}}
+    )
+    assert unknown.status_code == 422
+
+
+def test_cors_is_off_unless_an_origin_is_allowed(db_url: str, workdir: Path) -> None:
+    preflight = {
+        "Origin": "https://evil.example",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type",
+    }
+    with serve(db_url, workdir) as url:
+        res = httpx.options(f"{url}/threads", headers=preflight)
+        assert "access-control-allow-origin" not in res.headers
+        res = httpx.post(f"{url}/threads", json={}, headers={"Origin": "https://evil.example"})
+        assert "access-control-allow-origin" not in res.headers
+    with serve(db_url, workdir, "--cors-origin", "http://localhost:3000") as url:
+        ok = httpx.options(
+            f"{url}/threads", headers={**preflight, "Origin": "http://localhost:3000"}
+        )
+        assert ok.headers["access-control-allow-origin"] == "http://localhost:3000"
+        evil = httpx.options(f"{url}/threads", headers=preflight)
+        assert evil.headers.get("access-control-allow-origin") != "https://evil.example"
+
+
+def test_a_token_holder_cannot_claim_a_run_started_elsewhere(
+    db_url: str, workdir: Path, run_cli: Any
+) -> None:
+    (workdir / "plan.yaml").write_text(json.dumps({"goal": "pay", **PAY_PLAN}))
+    started = run_cli("run", "--plan", "plan.yaml", "--tools", HITL_TOOLS, "--json")
+    cli_tid = started.json()["thread_id"]
+    env = {"ONWARD_API_TOKENS": "tok-alice:alice,tok-bob:bob"}
+    with serve(db_url, workdir, **env) as url:
+        bob = {"Authorization": "Bearer tok-bob"}
+        alice = {"Authorization": "Bearer tok-alice"}
+        assert (
+            httpx.post(f"{url}/threads", json={"thread_id": cli_tid}, headers=bob).status_code
+            == 404
+        )
+        assert httpx.get(f"{url}/threads/{cli_tid}", headers=bob).status_code == 404
+        mine = httpx.post(f"{url}/threads", json={}, headers=alice).json()["thread_id"]
+        taken = httpx.post(f"{url}/threads", json={"thread_id": mine}, headers=bob)
+        assert taken.status_code == 404  # not 409: bob must not learn that it exists
+    assert payments(workdir) == []

@@ -467,6 +467,14 @@ def serve(
     workdir: Annotated[
         Path | None, typer.Option(help="Where runs started through the API work (default: cwd).")
     ] = None,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cors-origin",
+            help="A browser origin allowed to call the API from another site, e.g. a chat "
+            "frontend at http://localhost:3000 (repeatable; also $ONWARD_CORS_ORIGINS).",
+        ),
+    ] = None,
     db: DbOpt = None,
     tools: ToolsOpt = None,
 ) -> None:
@@ -480,7 +488,12 @@ def serve(
         err.print("onward serve needs the serve extra: pip install 'onward[serve]'")
         raise typer.Exit(EXIT_USAGE) from None
     with _errors(False):
-        app_ = create_app(db or default_url(), workdir=workdir, tool_modules=tools or [])
+        app_ = create_app(
+            db or default_url(),
+            workdir=workdir,
+            tool_modules=tools or [],
+            cors_origins=cors_origin or None,
+        )
     err.print(f"onward serving {db or default_url()} on http://{host}:{port}/", highlight=False)
     uvicorn.run(app_, host=host, port=port, log_level="warning")
 

@@ -15,6 +15,7 @@ unsafe tools, the effect ledger decides, by the key sha256(thread, step, args):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -44,13 +45,7 @@ def perform(
         )
     args_json = args.model_dump(mode="json")
     key = effect_key(ctx.thread_id, ctx.step_id, args_json)
-    ctx = ToolContext(
-        thread_id=ctx.thread_id,
-        step_id=ctx.step_id,
-        attempt=ctx.attempt,
-        workdir=ctx.workdir,
-        idempotency_key=key,
-    )
+    ctx = dataclasses.replace(ctx, idempotency_key=key)
     existing = ledger.claim(
         key,
         thread_id=ctx.thread_id,

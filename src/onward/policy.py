@@ -65,6 +65,9 @@ class RunPolicy(BaseModel):
     """Every step needs approval (dry-run style supervision)."""
     approve_plan: bool = False
     """The plan itself needs approval before any step runs (``--approve-plan``)."""
+    confine_paths: bool = False
+    """Tool paths must stay inside the run's work directory: absolute paths and ``..``
+    that leave it are refused (runs started through ``onward serve`` always have it)."""
     escalate_failures: bool = True
     """A failure onward cannot outlive alone (no replan rule, non-convergent) waits for a
     person; False fails the run instead (unattended runs, CI: ``--no-escalate``)."""

@@ -348,6 +348,8 @@ class ExecuteTask(_Frozen):
     approval: Approval | None = None
     """The approval execute checks the step's current args hash against."""
     max_replans: int = 2
+    confine_paths: bool = False
+    """Tool paths must stay inside ``workdir`` (the run policy's ``confine_paths``)."""
     judge_goal: Goal | None = None
     """Set when a model should review the output: the goal it is judged against."""
 

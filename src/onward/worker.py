@@ -48,7 +48,8 @@ class WorkerPolicy:
     poll: float = 1.0
     """Seconds between claim attempts while nothing is ready."""
     exit_when_idle: bool = False
-    """Stop once no queued run can become ready without a person (batch jobs, benches)."""
+    """Stop once no queued run can become ready without a person (batch jobs, benches):
+    runs waiting for an answer or a person's deadline are left to other workers."""
     max_wait: float = 0.0
     """Longest in-process wait for a retry or breaker; longer waits suspend the run and
     requeue it for then, so a slot never sleeps on one run while others are ready."""
@@ -137,12 +138,12 @@ class Worker:
                     self._stop.wait(self.policy.poll)
                     continue
                 try:
-                    self._drive(ow, thread_id)
+                    self._drive(ow, thread_id, owner)
                 finally:
                     with self._lock:
                         self._busy -= 1
 
-    def _drive(self, ow: Onward, thread_id: str) -> None:
+    def _drive(self, ow: Onward, thread_id: str, owner: str) -> None:
         store = ow.store
         outcome = "requeued"
         try:
@@ -151,7 +152,7 @@ class Worker:
             for _ in ow.stream(thread_id, wait=False):
                 pass
         except RunBusyError as busy:
-            store.requeue(thread_id, busy.expires_at.timestamp())
+            store.requeue(thread_id, busy.expires_at.timestamp(), owner)
             self._done(thread_id, "busy")
             return
         except LeaseLostError:
@@ -159,13 +160,13 @@ class Worker:
             return
         except OnwardError as exc:
             store.events.record(thread_id, "worker_error", {"error": str(exc)[:500]})
-            store.requeue(thread_id, time.time() + self.policy.error_backoff)
+            store.requeue(thread_id, time.time() + self.policy.error_backoff, owner)
             self.report.errors.append((thread_id, str(exc)))
             self._done(thread_id, "error")
             return
         self.report.drives += 1
         if self._stop.is_set():
-            store.requeue(thread_id, time.time())  # drained: ready for another worker now
+            store.requeue(thread_id, time.time(), owner)  # drained: ready for another worker now
             self._done(thread_id, "drained")
             return
         view = ow.get(thread_id)
@@ -177,14 +178,14 @@ class Worker:
         elif view.pending:
             deadlines = [t.timestamp() for p in view.pending for t in (p.remind_at, p.expire_at)]
             future = [t for t in deadlines if t > now]
-            store.requeue(thread_id, min(future) if future else None)
+            store.requeue(thread_id, min(future) if future else None, owner, for_person=True)
             outcome = "waiting for a person"
         elif view.resume_at is not None:
-            store.requeue(thread_id, view.resume_at.timestamp())
+            store.requeue(thread_id, view.resume_at.timestamp(), owner)
             outcome = f"suspended until {view.resume_at.isoformat()}"
         else:
             # Stopped without a reason the view shows: look again shortly, not in a loop.
-            store.requeue(thread_id, now + self.policy.poll)
+            store.requeue(thread_id, now + self.policy.poll, owner)
         self._done(thread_id, outcome)
 
     def _done(self, thread_id: str, outcome: str) -> None:

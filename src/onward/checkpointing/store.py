@@ -64,7 +64,8 @@ CREATE TABLE IF NOT EXISTS onward_queue (
     ready_at    DOUBLE PRECISION,
     claimed_by  TEXT,
     claimed_at  DOUBLE PRECISION,
-    enqueued_at DOUBLE PRECISION NOT NULL
+    enqueued_at DOUBLE PRECISION NOT NULL,
+    for_person  INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS onward_queue_ready ON onward_queue (ready_at);
 CREATE TABLE IF NOT EXISTS onward_artifact_refs (
@@ -483,10 +484,12 @@ class Store:
 
     def wake(self, thread_id: str) -> None:
         """A queued run has new work (a human answered): claimable now. No-op for runs
-        that are not on the queue (driven by hand)."""
+        that are not on the queue (driven by hand). Clears the claim, so a worker that
+        claimed the run before the answer cannot park it again (see :meth:`requeue`)."""
         with self.db.use() as db:
             db.execute(
-                "UPDATE onward_queue SET ready_at = ? WHERE thread_id = ?",
+                "UPDATE onward_queue SET ready_at = ?, claimed_by = NULL, claimed_at = NULL, "
+                "for_person = 0 WHERE thread_id = ?",
                 (time.time(), thread_id),
             )
 
@@ -505,29 +508,37 @@ class Store:
             if row is None:
                 return None
             db.execute(
-                "UPDATE onward_queue SET ready_at = ?, claimed_by = ?, claimed_at = ? "
-                "WHERE thread_id = ?",
+                "UPDATE onward_queue SET ready_at = ?, claimed_by = ?, claimed_at = ?, "
+                "for_person = 0 WHERE thread_id = ?",
                 (now + hold, owner, now, row[0]),
             )
             return str(row[0])
 
-    def requeue(self, thread_id: str, ready_at: float | None) -> None:
-        """After a drive: claimable again at ``ready_at`` (None: parked until woken)."""
+    def requeue(
+        self, thread_id: str, ready_at: float | None, owner: str, *, for_person: bool = False
+    ) -> bool:
+        """After ``owner``'s drive: claimable again at ``ready_at`` (None: parked until
+        woken); ``for_person``: only a person's deadline makes it ready. False when the
+        claim is no longer ``owner``'s (an answer woke the run meanwhile: it stays ready)."""
         with self.db.use() as db:
-            db.execute(
-                "UPDATE onward_queue SET ready_at = ?, claimed_by = NULL, claimed_at = NULL "
-                "WHERE thread_id = ?",
-                (ready_at, thread_id),
+            cur = db.execute(
+                "UPDATE onward_queue SET ready_at = ?, claimed_by = NULL, claimed_at = NULL, "
+                "for_person = ? WHERE thread_id = ? AND claimed_by = ?",
+                (ready_at, int(for_person), thread_id, owner),
             )
+            return cur.rowcount == 1
 
     def dequeue(self, thread_id: str) -> None:
         with self.db.use() as db:
             db.execute("DELETE FROM onward_queue WHERE thread_id = ?", (thread_id,))
 
     def pending_work(self) -> bool:
-        """Some queued run is ready or will be (not counting runs parked for a person)."""
+        """Some queued run is ready or will be without a person (runs that wait for an
+        answer, or for a person's deadline, do not count)."""
         with self.db.use() as db:
-            row = db.execute("SELECT 1 FROM onward_queue WHERE ready_at IS NOT NULL LIMIT 1")
+            row = db.execute(
+                "SELECT 1 FROM onward_queue WHERE ready_at IS NOT NULL AND for_person = 0 LIMIT 1"
+            )
             return row.fetchone() is not None
 
     def queue(self) -> list[QueueRow]:

@@ -182,6 +182,7 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                             approval_required=required,
                             approval=approval,
                             max_replans=state.budget.max_replans,
+                            confine_paths=state.policy.confine_paths,
                             judge_goal=state.goal
                             if deps.model is not None
                             and (step.judge or (state.goal is not None and state.goal.judge))

@@ -335,6 +335,10 @@ def _run_tool(
 
     args = spec.args_model.model_validate(refs.resolve(step.args, value_of))
     ctx = ToolContext(
-        thread_id=thread_id, step_id=step.id, attempt=attempt, workdir=Path(task.workdir)
+        thread_id=thread_id,
+        step_id=step.id,
+        attempt=attempt,
+        workdir=Path(task.workdir),
+        confined=task.confine_paths,
     )
     return perform(spec, args, ctx, deps.ledger, _call_with_timeout)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import queue
 import threading
 import uuid
@@ -29,12 +30,13 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from langchain_core.language_models import BaseChatModel
 from langgraph.types import Command, StreamMode
+from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
 
 from onward import tokens
 from onward.api import Onward
 from onward.checkpointing.threads import ApiRunStatus, ThreadRow
-from onward.errors import OnwardError, RunBusyError, UnknownThreadError, UsageError
+from onward.errors import OnwardError, RunBusyError, StoreError, UnknownThreadError, UsageError
 from onward.planning.validate import parse_declared
 from onward.policy import RunPolicy
 from onward.serve import auth
@@ -50,6 +52,7 @@ from onward.serve.wire import (
 from onward.state import Budget, RunStatus
 
 _DONE = object()
+CORS_ENV = "ONWARD_CORS_ORIGINS"
 GRAPH_MODES: dict[str, StreamMode] = {
     "values": "values",
     "updates": "updates",
@@ -101,26 +104,47 @@ def create_app(
     workdir: str | Path | None = None,
     tool_modules: Sequence[str] = (),
     model: BaseChatModel | Literal["env"] | None = "env",
+    cors_origins: Sequence[str] | None = None,
 ) -> FastAPI:
-    """The ASGI app. ``workdir``: where runs started through the API work (default cwd)."""
+    """The ASGI app. ``workdir``: where runs started through the API work (default cwd);
+    their tools may only use paths inside it. ``cors_origins``: browser origins allowed
+    to call the API from other sites ($ONWARD_CORS_ORIGINS, comma-separated; none by
+    default: a page on another site must not drive runs on this machine)."""
     root = Path(workdir or Path.cwd()).absolute()
     api_tokens = auth.tokens_from_env()
+    if cors_origins is None:
+        cors_origins = [o.strip() for o in os.environ.get(CORS_ENV, "").split(",") if o.strip()]
     clients = Clients(lambda: Onward(db, tool_modules=tool_modules, model=model))
     with clients.use() as probe:  # open the store now: a bad URL or key fails at start-up
         graph_json = probe.graph.get_graph().to_json()
     app = FastAPI(title="onward", version="1", docs_url="/docs")
-    app.add_middleware(
-        CORSMiddleware,
-        allow_origins=["*"],
-        allow_methods=["*"],
-        allow_headers=["*"],
-        expose_headers=["content-location", "x-pagination-total", "x-pagination-next"],
-    )
+    if cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cors_origins),
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=["content-location", "x-pagination-total", "x-pagination-next"],
+        )
     app.state.clients = clients
 
     @app.on_event("shutdown")
     def _close() -> None:
         clients.close()
+
+    @app.exception_handler(ValidationError)
+    def _invalid(request: Request, exc: ValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(input)'}: {e['msg']}" for e in exc.errors()
+        )
+        return JSONResponse({"detail": f"invalid request: {problems}"}, status_code=422)
+
+    @app.exception_handler(TypeError)
+    @app.exception_handler(ValueError)
+    def _malformed(request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse(
+            {"detail": f"malformed request ({type(exc).__name__}: {exc})"}, status_code=422
+        )
 
     @app.exception_handler(OnwardError)
     def _onward_error(request: Request, exc: OnwardError) -> JSONResponse:
@@ -262,11 +286,17 @@ def create_app(
         except ValueError:
             raise HTTPException(422, f"thread_id {thread_id!r} is not a UUID") from None
         metadata = {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
-        metadata |= body.get("metadata") or {}
+        metadata |= dict(body.get("metadata") or {})
         with clients.use() as ow:
+            if api_tokens and ow.store.get_run(thread_id) is not None:
+                # A run started outside the API (or by someone else) is nobody's to claim.
+                row = ow.store.threads.get(thread_id)
+                if row is None or row.owner != who:
+                    raise _not_found(thread_id)
             if not ow.store.threads.create(thread_id, who, metadata):
+                row = visible(ow, thread_id, who)  # another user's thread: 404, not 409
                 if body.get("if_exists") == "do_nothing":
-                    return thread_json(ow, thread_id, visible(ow, thread_id, who))
+                    return thread_json(ow, thread_id, row)
                 raise HTTPException(409, f"Thread {thread_id} already exists")
             return thread_json(ow, thread_id, ow.store.threads.get(thread_id))
 
@@ -332,7 +362,7 @@ def create_app(
         if checkpoint_id:
             config["configurable"] |= {"checkpoint_id": checkpoint_id, "checkpoint_ns": ""}
         snap = ow.graph.get_state(config)
-        if checkpoint_id and not snap.values and snap.config is None:
+        if checkpoint_id and snap.created_at is None:
             raise HTTPException(404, f"Checkpoint {checkpoint_id} not found")
         return thread_state(snap)
 
@@ -377,6 +407,10 @@ def create_app(
             return {"checkpoint": {k: v for k, v in new["configurable"].items()}}
 
     def history(thread_id: str, body: dict[str, Any], who: str) -> Any:
+        limit = int(body.get("limit") or 10)
+        metadata = body.get("metadata") or None
+        if metadata is not None and not isinstance(metadata, dict):
+            raise UsageError("history metadata must be an object")
         with clients.use() as ow:
             visible(ow, thread_id, who)
             if ow.store.get_run(thread_id) is None:
@@ -391,9 +425,9 @@ def create_app(
             )
             snaps = ow.graph.get_state_history(
                 ow._config(thread_id),
-                limit=int(body.get("limit") or 10),
+                limit=limit,
                 before=before_config,  # type: ignore[arg-type]
-                filter=body.get("metadata") or None,
+                filter=metadata,
             )
             return [thread_state(s) for s in snaps]
 
@@ -428,7 +462,20 @@ def create_app(
             if isinstance(content, list):  # content blocks
                 content = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
             goal = content or None
-        policy = RunPolicy.model_validate(data.get("policy") or {})
+        asked = dict(data.get("policy") or {})
+        if asked.get("auto_approve"):
+            raise UsageError(
+                "policy.auto_approve cannot be set through the API: approving in advance is "
+                "for the person running onward (onward run --auto-approve)"
+            )
+        # Tools of API runs may only touch files inside the server's work directory.
+        policy = RunPolicy.model_validate({**asked, "confine_paths": True})
+        inputs = [str(i) for i in data.get("inputs") or []]
+        for name in inputs:
+            if not (root / name).resolve().is_relative_to(root.resolve()):
+                raise UsageError(f"input {name!r} is outside the server's work directory")
+        if goal is not None and not isinstance(goal, str):
+            raise UsageError("input.goal must be a string")
         plan = None
         if data.get("plan") is not None:
             declared = data["plan"]
@@ -440,7 +487,7 @@ def create_app(
         ow.start(
             goal,
             plan=plan,
-            inputs=list(data.get("inputs") or []),
+            inputs=inputs,
             workdir=root,
             thread_id=thread_id,
             policy=policy,
@@ -488,6 +535,10 @@ def create_app(
             if row is None and ow.store.get_run(thread_id) is None:
                 if body.get("if_not_exists") != "create":
                     raise _not_found(thread_id)
+                try:
+                    uuid.UUID(thread_id)
+                except ValueError:
+                    raise HTTPException(422, f"thread_id {thread_id!r} is not a UUID") from None
                 ow.store.threads.create(thread_id, who, {})
             visible(ow, thread_id, who)
             if ow.store.threads.get(thread_id) is None:
@@ -495,8 +546,14 @@ def create_app(
             ow.store.threads.merge_metadata(
                 thread_id, {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
             )
+            if thread_status(ow, thread_id) == "busy":
+                raise HTTPException(
+                    409, f"thread {thread_id} has a run in progress; wait for it to finish"
+                )
             command: Command[Any] | None = None
             raw = body.get("command")
+            if raw is not None and not isinstance(raw, dict):
+                raise UsageError('command must be an object: {"resume": ...}')
             if raw:
                 goto = raw.get("goto") or ()
                 update = raw.get("update")
@@ -509,7 +566,14 @@ def create_app(
                     resume = resume_value(resume, who, pending)
                 command = Command(resume=resume, update=update, goto=goto)
             elif ow.store.get_run(thread_id) is None:
-                start_run(ow, thread_id, body.get("input"), who)
+                try:
+                    start_run(ow, thread_id, body.get("input"), who)
+                except StoreError:
+                    if ow.store.get_run(thread_id) is None:
+                        raise
+                    raise HTTPException(  # two first requests raced: the other one won
+                        409, f"thread {thread_id} has a run in progress; wait for it to finish"
+                    ) from None
             elif body.get("input") not in (None, {}) and not (
                 body.get("checkpoint_id") or body.get("checkpoint")
             ):
@@ -590,7 +654,10 @@ def create_app(
 
     def modes_of(body: dict[str, Any]) -> list[str]:
         raw = body.get("stream_mode") or "values"
-        return [raw] if isinstance(raw, str) else list(raw)
+        modes = [raw] if isinstance(raw, str) else raw
+        if not isinstance(modes, list) or not all(isinstance(m, str) for m in modes):
+            raise UsageError("stream_mode must be a mode name or a list of them")
+        return modes
 
     @app.post("/threads/{thread_id}/runs/stream")
     async def runs_stream(

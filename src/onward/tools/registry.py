@@ -39,10 +39,27 @@ class ToolContext:
     """The run's work directory; relative paths in args resolve against it."""
     idempotency_key: str | None = None
     """Stable key for this logical effect (set for non-pure tools)."""
+    confined: bool = False
+    """Paths must stay inside ``workdir`` (the run's policy ``confine_paths``)."""
 
     def path(self, p: str | os.PathLike[str]) -> Path:
         q = Path(p)
-        return q if q.is_absolute() else self.workdir / q
+        full = q if q.is_absolute() else self.workdir / q
+        if self.confined and not _inside(full, self.workdir):
+            raise PermissionError(
+                f"path {str(p)!r} leaves the run's work directory {self.workdir}; this run "
+                "may only use paths inside it (relative, without .. that climbs out)"
+            )
+        return full
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """``path`` resolves (symlinks followed) to ``root`` or below it."""
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
