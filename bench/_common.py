@@ -4,31 +4,20 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from onward import Plan, PlanStep
+from onward.checkpointing.sql import scratch_schema
 
 PG_URL = os.environ.get("ONWARD_BENCH_PG") or "postgresql://postgres@127.0.0.1:5432/test"
 """The Postgres the benches use ($ONWARD_BENCH_PG); each run gets a fresh schema in it."""
 
 
-@contextmanager
-def pg_schema() -> Iterator[str]:
+def pg_schema() -> AbstractContextManager[str]:
     """A fresh schema (dropped afterwards); the URL selects it through search_path."""
-    import psycopg
-
-    schema = f"bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    return scratch_schema(PG_URL, "bench")
 
 
 def chain_plan(n: int) -> Plan:

@@ -19,6 +19,7 @@ import time
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
@@ -37,10 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
-    parser.add_argument("--only", nargs="*", help="run only these scripts")
+    parser.add_argument(
+        "--only", nargs="*", help="run only these scripts; the others keep their last results"
+    )
     args = parser.parse_args(argv)
-    rows: list[dict[str, object]] = []
-    outputs: list[tuple[str, str, float]] = []
+    saved = HERE / "results.json"
+    kept: dict[str, Any] = json.loads(saved.read_text()) if args.only and saved.exists() else {}
+    results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="onward-bench-all-") as tmp:
         for script, full, quick in BENCHES:
             if args.only and script not in args.only:
@@ -55,10 +59,21 @@ def main(argv: list[str] | None = None) -> int:
             print(proc.stdout, proc.stderr[-2000:] if proc.returncode else "", flush=True)
             if proc.returncode != 0:
                 raise SystemExit(f"{script} failed with exit code {proc.returncode}")
-            rows += json.loads(out.read_text())
-            outputs.append(
-                (" ".join([script, *(quick if args.quick else full)]), proc.stdout, took)
-            )
+            results[script] = {
+                "rows": json.loads(out.read_text()),
+                "command": " ".join([script, *(quick if args.quick else full)]),
+                "output": proc.stdout,
+                "seconds": took,
+                "at": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+            }
+    merged = {
+        name: results.get(name) or kept[name]
+        for name, _, _ in BENCHES
+        if name in results or name in kept
+    }
+    saved.write_text(json.dumps(merged, indent=1, ensure_ascii=False), encoding="utf-8")
+    rows = [r for v in merged.values() for r in v["rows"]]
+    outputs = [(v["command"], v["output"], v["seconds"], v["at"]) for v in merged.values()]
     args.out.write_text(render(rows, outputs, args.quick), encoding="utf-8")
     print(f"wrote {args.out}")
     return 0
@@ -75,7 +90,7 @@ def _env() -> dict[str, str]:
 
 
 def render(
-    rows: list[dict[str, object]], outputs: list[tuple[str, str, float]], quick: bool
+    rows: list[dict[str, Any]], outputs: list[tuple[str, str, float, str]], quick: bool
 ) -> str:
     def cpu() -> str:
         try:
@@ -91,8 +106,8 @@ def render(
     lines = [
         "# Benchmark results",
         "",
-        f"Produced by `python bench/run_all.py{' --quick' if quick else ''}` on "
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC: Python {platform.python_version()}, "
+        f"Produced by `python bench/run_all.py{' --quick' if quick else ''}` (each "
+        f"script's date and time under Output) with Python {platform.python_version()}, "
         f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs ({cpu()}); "
         + ", ".join(
             f"{p} {_version(p)}"
@@ -117,8 +132,9 @@ def render(
             f"{r['ratio'] if r['ratio'] is not None else '—'} | {r['target']} | {met} |"
         )
     lines += ["", "## Output", ""]
-    for cmd, text, took in outputs:
-        lines += [f"### `python bench/{cmd}` ({took:.0f} s)", "", "```", text.rstrip(), "```", ""]
+    for cmd, text, took, at in outputs:
+        lines += [f"### `python bench/{cmd}` ({at}, {took:.0f} s)", "", "```", text.rstrip()]
+        lines += ["```", ""]
     return "\n".join(lines) + "\n"
 
 

@@ -7,9 +7,8 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 from onward import Onward
+from onward.checkpointing.sql import scratch_schema
 
 
 @pytest.fixture(autouse=True)
@@ -49,19 +49,9 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'store' / 'onward.db'}"
 
 
-@contextmanager
-def postgres_schema() -> Iterator[str]:
+def postgres_schema() -> AbstractContextManager[str]:
     """A fresh schema in the test database, dropped afterwards: the URL selects it."""
-    import psycopg
-
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    return scratch_schema(PG_URL, "t")
 
 
 @pytest.fixture(params=BACKENDS)

@@ -92,11 +92,12 @@ def test_sdk_streams_to_an_approval_resumes_reads_history_and_forks(
             tid,
             "onward",
             input={"goal": "pay bo", "plan": PAY_PLAN},
-            stream_mode=["values", "updates", "custom"],
+            stream_mode=["values", "updates", "custom", "messages-tuple"],
         )
     )
     events = [p.event for p in parts]
     assert events[0] == "metadata"
+    assert "error" not in events
     assert "custom" in events
     assert "updates" in events
     last_values = [p.data for p in parts if p.event == "values"][-1]

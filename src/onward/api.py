@@ -459,7 +459,14 @@ class Onward:
                     )
                 self.store.set_run_status(thread_id, RunStatus.RUNNING)
                 limit = superstep_limit(state, self.registry)
-                limited: RunnableConfig = {**config, "recursion_limit": limit}
+                # LangGraph's task pool defaults to cpu_count + 4 threads: size it to the
+                # run's concurrency (plus routing), or 10 parallel steps on 2 cores run in
+                # two waves.
+                limited: RunnableConfig = {
+                    **config,
+                    "recursion_limit": limit,
+                    "max_concurrency": max(state.max_concurrency + 2, 8),
+                }
                 checked = time.monotonic()
                 try:
                     for mode, chunk in self.graph.stream(
@@ -1186,6 +1193,7 @@ class Onward:
         report.skipped = len(self.store.unfinished_runs())
         leases = self.store.leases.all()
         now = self.store.leases.clock()
+        candidates: set[str] = set()
         for i, row in enumerate(finished):
             if i < keep_last or row.updated_at >= cutoff:
                 report.kept += 1
@@ -1201,10 +1209,11 @@ class Onward:
                 continue
             report.removed.append(row.thread_id)
             if not dry_run:
-                rows, freed = self.store.delete_run(row.thread_id)
+                rows, shas = self.store.delete_run(row.thread_id)
                 report.rows += rows
-                report.artifact_bytes += freed
+                candidates |= shas
         if report.removed and not dry_run:
+            report.artifact_bytes = self.store.delete_unused_bodies(candidates)
             self.store.vacuum()
         report.db_bytes_after = self.store.size()
         return report

@@ -99,7 +99,8 @@ class EventLog:
                 )
             if artifact_refs:
                 db.executemany(
-                    "INSERT INTO onward_artifact_refs VALUES (?, ?) ON CONFLICT DO NOTHING",
+                    "INSERT INTO onward_artifact_refs (sha256, thread_id) VALUES (?, ?) "
+                    "ON CONFLICT DO NOTHING",
                     list(dict.fromkeys(artifact_refs)),
                 )
 

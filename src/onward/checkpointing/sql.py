@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from enum import StrEnum
@@ -62,6 +63,22 @@ def redact(url: str) -> str:
     scheme, rest = url.split("://", 1)
     creds, host = rest.rsplit("@", 1)
     return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
+
+
+@contextmanager
+def scratch_schema(url: str, prefix: str = "scratch") -> Iterator[str]:
+    """A fresh Postgres schema in ``url``'s database, dropped afterwards; yields a URL that
+    selects it (search_path), so a store opened on it starts empty. Tests and benches."""
+    import psycopg
+
+    schema = f"{prefix}_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{url}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 class Cursor(Protocol):

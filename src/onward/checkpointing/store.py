@@ -69,11 +69,10 @@ CREATE TABLE IF NOT EXISTS onward_queue (
 );
 CREATE INDEX IF NOT EXISTS onward_queue_ready ON onward_queue (ready_at);
 CREATE TABLE IF NOT EXISTS onward_artifact_refs (
-    sha256    TEXT NOT NULL,
     thread_id TEXT NOT NULL,
-    PRIMARY KEY (sha256, thread_id)
+    sha256    TEXT NOT NULL,
+    PRIMARY KEY (thread_id, sha256)
 );
-CREATE INDEX IF NOT EXISTS onward_artifact_refs_thread ON onward_artifact_refs (thread_id);
 """
 
 _POSTGRES_ONLY = """
@@ -436,7 +435,7 @@ class Store:
         with self.db.use() as db:
             db.execute(
                 "INSERT INTO onward_artifact_refs VALUES (?, ?) ON CONFLICT DO NOTHING",
-                (sha256, thread_id),
+                (thread_id, sha256),
             )
 
     def artifacts_of(self, thread_id: str) -> set[str]:
@@ -550,9 +549,10 @@ class Store:
 
     # -- retention ------------------------------------------------------------
 
-    def delete_run(self, thread_id: str) -> tuple[int, int]:
-        """Every row of a run: checkpoints, events, ledger, lease, queue, references; then
-        the artifact bodies no other run references. Returns (rows, artifact bytes) freed."""
+    def delete_run(self, thread_id: str) -> tuple[int, set[str]]:
+        """Every row of a run: checkpoints, events, ledger, lease, queue, references.
+        Returns the rows deleted and the artifact bodies it referenced (pass them, for all
+        the runs removed, to :meth:`delete_unused_bodies`)."""
         shas = self.artifacts_of(thread_id)
         self.saver.delete_thread(thread_id)
         rows = 0
@@ -560,15 +560,18 @@ class Store:
             for table in _THREAD_TABLES:
                 cur = db.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
                 rows += cur.rowcount
-        freed = 0
-        for sha in sorted(shas):
-            with self.db.use() as db:
-                used = db.execute(
-                    "SELECT 1 FROM onward_artifact_refs WHERE sha256 = ? LIMIT 1", (sha,)
-                ).fetchone()
-            if used is None:
-                freed += self.artifacts.delete_body(sha)
-        return rows, freed
+        return rows, shas
+
+    def delete_unused_bodies(self, candidates: set[str]) -> int:
+        """Delete the bodies among ``candidates`` that no remaining run references; returns
+        the bytes freed. One pass over the references (an index on sha256 would cost every
+        step a write; prune is rare)."""
+        if not candidates:
+            return 0
+        with self.db.use() as db:
+            rows = db.execute("SELECT DISTINCT sha256 FROM onward_artifact_refs").fetchall()
+        used = {r[0] for r in rows}
+        return sum(self.artifacts.delete_body(sha) for sha in sorted(candidates - used))
 
     def size(self) -> int:
         """Bytes the database takes (SQLite: file plus WAL; Postgres: the database)."""

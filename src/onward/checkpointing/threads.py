@@ -36,7 +36,6 @@ CREATE TABLE IF NOT EXISTS onward_api_runs (
     status       TEXT NOT NULL,
     metadata     TEXT NOT NULL DEFAULT '{}'
 );
-CREATE INDEX IF NOT EXISTS onward_api_runs_thread ON onward_api_runs (thread_id, created_at);
 """
 
 

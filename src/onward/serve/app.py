@@ -351,7 +351,8 @@ def create_app(
             if thread_status(ow, thread_id) == "busy":
                 raise HTTPException(409, f"Thread {thread_id} has a run in progress")
             if ow.store.get_run(thread_id) is not None:
-                ow.store.delete_run(thread_id)
+                _rows, shas = ow.store.delete_run(thread_id)
+                ow.store.delete_unused_bodies(shas)
             ow.store.threads.delete(thread_id)
         return Response(status_code=204)
 
