@@ -242,7 +242,7 @@ def report(
         rows.append(
             {
                 "bench": "storage.py",
-                "measure": f"KB per step at {n:,} steps (SQLite)",
+                "measure": f"KB per step at {n:,} steps (SQLite; ratio: ÷ DBOS)",
                 "onward": round(sample.per_step / 1024, 2),
                 "baseline": f"LangGraph +200 B/step {b.per_step / 1024:.2f}"
                 + (f"; DBOS {d.per_step / 1024:.2f}" if d else ""),
