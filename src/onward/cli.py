@@ -520,11 +520,10 @@ def prune(
     if as_json:
         print(report.model_dump_json(indent=2))
         return
-    verb = "would remove" if dry_run else "removed"
+    freed = "" if dry_run else f" ({report.rows} rows, {report.artifact_bytes} artifact bytes)"
     out.print(
-        f"{verb} {len(report.removed)} finished runs ({report.rows} rows, "
-        f"{report.artifact_bytes} artifact bytes); kept {report.kept} finished, "
-        f"{report.skipped} not finished",
+        f"{'would remove' if dry_run else 'removed'} {len(report.removed)} finished runs"
+        f"{freed}; kept {report.kept} finished, {report.skipped} not finished",
         highlight=False,
     )
     if not dry_run:
