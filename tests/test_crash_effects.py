@@ -156,6 +156,8 @@ class Case:
     """One run's work directory, store and journal."""
 
     root: Path
+    store: str | None = None
+    """The store URL (the db_url fixture: SQLite or Postgres); None: a SQLite file here."""
 
     @property
     def wd(self) -> Path:
@@ -163,15 +165,15 @@ class Case:
 
     @property
     def db(self) -> str:
-        return f"sqlite:///{self.root / 'store' / 'onward.db'}"
+        return self.store or f"sqlite:///{self.root / 'store' / 'onward.db'}"
 
     @property
     def journal(self) -> Path:
         return self.root / "journal.jsonl"
 
     @classmethod
-    def create(cls, root: Path, service: FakeService) -> Case:
-        case = cls(root)
+    def create(cls, root: Path, service: FakeService, store: str | None = None) -> Case:
+        case = cls(root, store)
         (case.wd / "inbox").mkdir(parents=True)
         for name, data in INBOX.items():
             (case.wd / "inbox" / f"{name}.txt").write_bytes(data)
@@ -436,9 +438,9 @@ def _committed_steps(db: str, thread_id: str) -> set[str]:
 
 @pytest.mark.parametrize("point", KILL_POINTS, ids=str)
 def test_sigkilled_mixed_effects_happen_once_and_match_an_uninterrupted_run(
-    point: KillPoint, tmp_path: Path, service: FakeService, reference: Outcome
+    point: KillPoint, tmp_path: Path, service: FakeService, reference: Outcome, db_url: str
 ) -> None:
-    case = Case.create(tmp_path, service)
+    case = Case.create(tmp_path, service, db_url)
     thread_id = str(uuid.uuid4())
     _start_and_kill(case, service, thread_id, point)
     committed = _committed_steps(case.db, thread_id)

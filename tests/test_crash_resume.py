@@ -143,12 +143,16 @@ def _committed_steps(db: str, thread_id: str) -> set[str]:
     ids=str,
 )
 def test_sigkill_then_resume_matches_uninterrupted_run(
-    scenario: str, point: KillPoint, tmp_path: Path, reference: dict[str, dict[str, bytes]]
+    scenario: str,
+    point: KillPoint,
+    tmp_path: Path,
+    reference: dict[str, dict[str, bytes]],
+    db_url: str,
 ) -> None:
     wd = tmp_path / "work"
     wd.mkdir()
     args = SCENARIOS[scenario](wd)
-    db = f"sqlite:///{tmp_path}/db/onward.db"
+    db = db_url
     journal = tmp_path / "journal.jsonl"
     thread_id = str(uuid.uuid4())
     killed = _kill_at(onward_cmd(*args, "--thread-id", thread_id, "--db", db), wd, journal, point)
