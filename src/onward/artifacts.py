@@ -11,13 +11,12 @@ import hashlib
 import json
 import os
 import tempfile
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from onward.errors import ArtifactError, EncryptionKeyError
+from onward.pending import PerThread
 from onward.state import ArtifactRef
 
 if TYPE_CHECKING:
@@ -86,19 +85,9 @@ def atomic_write(path: Path, data: bytes, *, unique_temp: bool = False) -> None:
         raise
 
 
-_deferred = threading.local()
-
-
-@contextmanager
-def deferring_refs() -> Iterator[list[tuple[str, str]]]:
-    """Collect the (sha256, thread id) references a node's puts make on this thread, so
-    they are written in one transaction with the node's events instead of one each."""
-    previous = getattr(_deferred, "refs", None)
-    _deferred.refs = []
-    try:
-        yield _deferred.refs
-    finally:
-        _deferred.refs = previous
+ARTIFACT_REFS: PerThread[tuple[str, str]] = PerThread()
+"""(sha256, thread id) references of the node running on this thread: written in one
+transaction with its events instead of one each (see :mod:`onward.pending`)."""
 
 
 _SEALED = b"ONWARD-AESGCM1\n"
@@ -171,12 +160,8 @@ class ArtifactStore:
         if not self._intact(digest):
             stored = body if self.cipher is None else _SEALED + self.cipher.seal(body)
             self.write_body(digest, stored)
-        if owner:
-            pending = getattr(_deferred, "refs", None)
-            if pending is not None:
-                pending.append((digest, owner))
-            elif self.on_put is not None:
-                self.on_put(digest, owner)
+        if owner and not ARTIFACT_REFS.add((digest, owner)) and self.on_put is not None:
+            self.on_put(digest, owner)
         return ArtifactRef(
             name=name,
             uri=URI_PREFIX + digest,

@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any
 
 from langgraph.config import get_stream_writer
 from pydantic import BaseModel, ConfigDict
 
+from onward.pending import PerThread
 from onward.state import utcnow
 
 
@@ -78,29 +76,17 @@ class ProgressEvent(BaseModel):
         return self.kind.value, detail, key
 
 
-_pending = threading.local()
+EVENT_ROWS: PerThread[Any] = PerThread()
+"""The event-log rows of the node running on this thread (see :mod:`onward.pending`)."""
 
 
 def emit(kind: EventKind, **fields: Any) -> None:
     """Send a progress event on LangGraph's custom stream, and keep it for the event log
-    (written by the node wrapper before the node's writes commit, see :func:`collecting`)."""
+    (written by the node wrapper before the node's writes commit, see :data:`EVENT_ROWS`)."""
     try:
         writer = get_stream_writer()
     except RuntimeError:  # called outside a graph run (unit tests of a node)
         return
     event = ProgressEvent(kind=kind, **fields)
-    rows: list[Any] | None = getattr(_pending, "rows", None)
-    if rows is not None:
-        rows.append((utcnow(), *event.log_row()))
+    EVENT_ROWS.add((utcnow(), *event.log_row()))
     writer(event.model_dump(mode="json"))
-
-
-@contextmanager
-def collecting() -> Iterator[list[Any]]:
-    """Collect the events a node emits on this thread (one node runs on one thread)."""
-    previous = getattr(_pending, "rows", None)
-    _pending.rows = []
-    try:
-        yield _pending.rows
-    finally:
-        _pending.rows = previous

@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from onward.artifacts import deferring_refs
+from onward.artifacts import ARTIFACT_REFS
 from onward.errors import DrainRequested
 from onward.graph.routing import (
     APPROVE,
@@ -42,7 +42,7 @@ from onward.nodes.finalize import make_finalize_node
 from onward.nodes.note import make_note_node
 from onward.nodes.plan import make_plan_node
 from onward.nodes.recover import make_replan_node, make_retry_node, make_wait_node
-from onward.progress import collecting
+from onward.progress import EVENT_ROWS
 from onward.state import RunState
 
 
@@ -55,7 +55,7 @@ def logged(deps: NodeDeps, fn: Any) -> Any:
     def node(arg: Any, config: RunnableConfig) -> Any:
         if deps.draining.is_set():
             raise DrainRequested(getattr(fn, "__name__", "node"))
-        with collecting() as rows, deferring_refs() as refs:
+        with EVENT_ROWS.collecting() as rows, ARTIFACT_REFS.collecting() as refs:
             try:
                 return fn(arg, config) if takes_config else fn(arg)
             finally:

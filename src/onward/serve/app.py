@@ -496,31 +496,30 @@ def create_app(
         )
         ow.store.events.record(thread_id, "api_run_started", {"by": who})
 
+    def by_interrupt(value: Any, pending_ids: list[str]) -> dict[str, Any] | None:
+        """A resume keyed by interrupt id (several questions), or None (one answer)."""
+        keyed = isinstance(value, dict) and value and set(value) <= set(pending_ids)
+        return value if keyed else None
+
     def resume_value(value: Any, who: str, pending_ids: list[str]) -> Any:
-        """Mark who answers; with ONWARD_SECRET, each answer must carry a resume token
-        minted for this user (``onward inbox`` / ``GET /onward/inbox`` hand them out)."""
+        """Mark who answers each question (a bare list is the ``decisions`` list)."""
 
-        def sign(answer: Any, interrupt_id: str | None) -> Any:
-            if not isinstance(answer, dict):
-                answer = {"decisions": answer} if isinstance(answer, list) else answer
-            if isinstance(answer, dict):
-                answer = {**answer, "by": who}
-            return answer
+        def sign(answer: Any) -> Any:
+            if isinstance(answer, list):
+                answer = {"decisions": answer}
+            return {**answer, "by": who} if isinstance(answer, dict) else answer
 
-        if isinstance(value, dict) and value and set(value) <= set(pending_ids):
-            return {iid: sign(v, iid) for iid, v in value.items()}
-        return sign(value, pending_ids[0] if len(pending_ids) == 1 else None)
+        keyed = by_interrupt(value, pending_ids)
+        return {iid: sign(v) for iid, v in keyed.items()} if keyed else sign(value)
 
     def check_tokens(ow: Onward, thread_id: str, value: Any, who: str) -> None:
+        """With ONWARD_SECRET, each answer carries a resume token minted for this user
+        (``onward inbox`` and ``GET /onward/runs/{id}`` hand them out)."""
         key = tokens.secret()
         if not key:
             return
         pending = [p.interrupt_id for p in ow.pending(thread_id)]
-        answers = (
-            value
-            if isinstance(value, dict) and set(value) <= set(pending) and value
-            else {pending[0] if pending else "": value}
-        )
+        answers = by_interrupt(value, pending) or {pending[0] if pending else "": value}
         for iid, answer in answers.items():
             token = answer.get("token") if isinstance(answer, dict) else None
             tokens.verify(

@@ -105,9 +105,4 @@ def assistant() -> dict[str, Any]:
 def chunk(mode: str, data: Any) -> tuple[str, Any]:
     """A graph stream chunk → (SSE event name, JSON data). The graph's ``messages`` mode
     answers the API's ``messages-tuple`` and is named ``messages`` on the wire."""
-    if mode == "messages":
-        message, meta = data
-        return "messages", [jsonable(message), jsonable(meta)]
-    if mode == "updates" and isinstance(data, dict) and "__interrupt__" in data:
-        return "updates", {"__interrupt__": [jsonable(i) for i in data["__interrupt__"]]}
-    return mode, jsonable(data)
+    return mode, jsonable(data)  # a messages chunk (message, metadata) becomes a list
