@@ -72,6 +72,19 @@ def journal(workdir: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
+def open_calls(workdir: Path, pid: int) -> set[tuple[str, str]]:
+    """(thread, step) of the tool calls ``pid`` has started and not finished."""
+    started: set[tuple[str, str]] = set()
+    path = workdir / "journal.jsonl"
+    text = path.read_text() if path.exists() else ""
+    # Only whole lines: a worker may be appending one as we read.
+    for line in map(json.loads, text[: text.rfind("\n") + 1].splitlines()):
+        if line["pid"] == pid:
+            key = (line["thread"], line["step"])
+            (started.add if line["phase"] == "start" else started.discard)(key)
+    return started
+
+
 def assert_one_driver_at_a_time(events: list[tuple[Any, str, str]]) -> int:
     """Replay a run's lease events; returns how many takeovers there were. A new driver
     only acquires after the previous one released, or takes over an expired lease."""
@@ -119,22 +132,23 @@ def test_fleet_of_three_workers_survives_a_killed_worker(workdir: Path) -> None:
         ]
         victim = workers[0]
         with Store(db) as store:
-            # Kill the victim while it holds a run's lease, after some runs finished.
+            # Kill the victim in the middle of a tool call (its journal has a start and no
+            # end), after some runs finished: it holds that run's lease then.
             deadline = time.monotonic() + 60
-            killed_while_driving = None
-            while time.monotonic() < deadline and killed_while_driving is None:
-                held = {
-                    tid: lease.owner
-                    for tid, lease in store.leases.all().items()
-                    if f":{victim.pid}:" in lease.owner
-                }
+            killed = False
+            while time.monotonic() < deadline and not killed:
                 done = sum(1 for r in store.list_runs() if r.status is RunStatus.DONE)
-                if held and done >= 3:
+                if done >= 3 and open_calls(workdir, victim.pid):
                     victim.send_signal(signal.SIGKILL)
-                    killed_while_driving = next(iter(held))
+                    killed = True
                 time.sleep(0.01)
-            assert killed_while_driving is not None, "the victim never held a lease"
+            assert killed, "the victim never made a tool call"
             victim.wait(10)
+            # The victim is dead: the leases it still owns are the runs it was driving.
+            orphaned = [
+                tid for tid, lease in store.leases.all().items() if f":{victim.pid}:" in lease.owner
+            ]
+            assert orphaned, "the victim held no lease when it was killed"
             for w in workers[1:]:
                 w.wait(180)
                 assert w.returncode == 0, w.stderr.read() if w.stderr else ""
@@ -161,7 +175,7 @@ def test_fleet_of_three_workers_survives_a_killed_worker(workdir: Path) -> None:
             takeovers = {
                 tid: assert_one_driver_at_a_time(store.leases.events(tid)) for tid in thread_ids
             }
-            assert takeovers[killed_while_driving] >= 1
+            assert all(takeovers[tid] >= 1 for tid in orphaned), (orphaned, takeovers)
 
         # The journal agrees: a run's tool calls never overlap across processes.
         calls: dict[str, list[dict[str, Any]]] = {}
