@@ -398,7 +398,7 @@ class Onward:
         next superstep. A run suspended until a time (backoff, open breaker) is waited for
         first; ``wait=False`` returns at once instead (the view says when).
         """
-        for _mode, chunk in self.stream_modes(
+        for _mode, chunk in self._stream(
             thread_id,
             ["custom"],
             takeover=takeover,
@@ -423,8 +423,31 @@ class Onward:
         ``messages``, ``custom``, ``debug``...): yields ``(mode, chunk)`` as the graph
         emits them (the server streams these). ``checkpoint_id`` resumes from a past
         checkpoint of the thread (time travel: a new branch of the same thread)."""
+        yield from self._stream(
+            thread_id,
+            modes,
+            takeover=takeover,
+            command=command,
+            stop_after_answer=stop_after_answer,
+            wait=wait,
+            checkpoint_id=checkpoint_id,
+        )
+
+    def _stream(
+        self,
+        thread_id: str,
+        modes: Sequence[StreamMode],
+        *,
+        takeover: bool = False,
+        command: Command[Any] | None = None,
+        stop_after_answer: bool = False,
+        wait: bool = True,
+        checkpoint_id: str | None = None,
+        final: list[StateSnapshot] | None = None,
+    ) -> Iterator[tuple[str, Any]]:
+        """:meth:`stream_modes`; a drive that ends normally appends the state it ended in
+        to ``final``, so the caller's view needs no second load."""
         row = self._row(thread_id)
-        load_tool_modules(row.request["input"].get("tool_modules", []))
         owner = new_owner()
         self._acquire(thread_id, owner, takeover)
         try:
@@ -437,9 +460,10 @@ class Onward:
                 # One load per drive: the state is read from this snapshot below (a load
                 # walks the delta channels' history, so it is the costly part of a resume).
                 state = self._state_of(thread_id, row, snapshot)
+                load_tool_modules(state.tool_modules)
                 if not snapshot.values:
                     # Killed before the first checkpoint: start from the stored request.
-                    run_input = RunState.model_validate(migrate(dict(row.request["input"])))
+                    run_input = state
                 else:
                     self._check_consistency(thread_id, state)
                     if snapshot.next:
@@ -495,7 +519,10 @@ class Onward:
                         "than its plan can need: something loops. Its saved state is intact; "
                         "look at `onward status`, then resume or cancel it"
                     ) from None
-                self.store.set_run_status(thread_id, self.state(thread_id).status)
+                ended = self.graph.get_state(self._config(thread_id))
+                self.store.set_run_status(thread_id, self._state_of(thread_id, row, ended).status)
+                if final is not None:
+                    final.append(ended)
         finally:
             self.store.leases.release(thread_id, owner)
 
@@ -541,7 +568,11 @@ class Onward:
     def pending(self, thread_id: str) -> list[PendingDecision]:
         """The questions one run waits on, oldest first."""
         row = self._row(thread_id)
-        snap = self.graph.get_state(self._config(thread_id))
+        return self._pending_of(thread_id, row, self.graph.get_state(self._config(thread_id)))
+
+    def _pending_of(
+        self, thread_id: str, row: RunRow, snap: StateSnapshot
+    ) -> list[PendingDecision]:
         found = [
             PendingDecision.from_interrupt(thread_id, i.id, i.value, row.objective)
             for i in snap.interrupts
@@ -623,11 +654,13 @@ class Onward:
         value = {"decisions": decisions, "by": by, "interrupt_id": target.interrupt_id}
         self._preflight(thread_id, target, value)
         command: Command[Any] = Command(resume={target.interrupt_id: value})
-        for event in self.stream(thread_id, command=command, stop_after_answer=not continue_run):
-            if on_event is not None:
-                on_event(event)
-        self.store.wake(thread_id)  # a queued run: a worker drives it on
-        return self.get(thread_id)
+        return self.drive(
+            thread_id,
+            on_event,
+            command=command,
+            stop_after_answer=not continue_run,
+            wake=True,  # a queued run: a worker drives it on
+        )
 
     def _pick(self, thread_id: str, step: str | None, interrupt_id: str | None) -> PendingDecision:
         pending = self.pending(thread_id)
@@ -908,11 +941,30 @@ class Onward:
         on_event: Callable[[ProgressEvent], None] | None = None,
         *,
         takeover: bool = False,
+        wait: bool = True,
+        command: Command[Any] | None = None,
+        stop_after_answer: bool = False,
+        wake: bool = False,
     ) -> RunView:
-        for event in self.stream(thread_id, takeover=takeover):
+        """:meth:`stream` to the end, passing each event to ``on_event``; returns the view
+        of where the run stopped. ``wake``: put a queued run back in line for workers."""
+        final: list[StateSnapshot] = []
+        for _mode, chunk in self._stream(
+            thread_id,
+            ["custom"],
+            takeover=takeover,
+            command=command,
+            stop_after_answer=stop_after_answer,
+            wait=wait,
+            final=final,
+        ):
             if on_event is not None:
-                on_event(event)
-        return self.get(thread_id)
+                on_event(ProgressEvent.model_validate(chunk))
+        if wake:
+            self.store.wake(thread_id)
+        if not final:  # cancelled, or not due yet: read what is there now
+            return self.get(thread_id)
+        return self._view(thread_id, self._row(thread_id), final[0])
 
     def run(
         self,
@@ -977,7 +1029,11 @@ class Onward:
         return state
 
     def get(self, thread_id: str) -> RunView:
-        state = self.state(thread_id)
+        row = self._row(thread_id)
+        return self._view(thread_id, row, self.graph.get_state(self._config(thread_id)))
+
+    def _view(self, thread_id: str, row: RunRow, snap: StateSnapshot) -> RunView:
+        state = self._state_of(thread_id, row, snap)
         steps = []
         if state.plan.steps:
             for s in state.plan.steps:
@@ -1017,7 +1073,7 @@ class Onward:
             usage=state.usage,
             budget=state.budget,
             waiting=[w for w in state.waiting.values() if w is not None],
-            pending=self.pending(thread_id) if state.status.waiting else [],
+            pending=self._pending_of(thread_id, row, snap) if state.status.waiting else [],
             decisions=list(state.decisions),
             driver=lease.owner if lease else None,
             heartbeat_at=lease.heartbeat_at if lease else None,

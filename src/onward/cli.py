@@ -560,10 +560,7 @@ def resume(
         ow.get(thread_id)  # unknown thread → clear error before any progress output
 
         def go(on_event: Callable[[ProgressEvent], None] | None) -> RunView:
-            for event in ow.stream(thread_id, takeover=takeover, wait=not no_wait):
-                if on_event is not None:
-                    on_event(event)
-            return ow.get(thread_id)
+            return ow.drive(thread_id, on_event, takeover=takeover, wait=not no_wait)
 
         view = _drive(ow, thread_id, as_json, go=go)
     _finish(view, as_json)

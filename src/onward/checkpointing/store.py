@@ -105,7 +105,15 @@ class RunRow:
     updated_at: datetime
     status: RunStatus
     objective: str
-    request: dict[str, Any]
+    request_json: str
+    """The run's request as stored (decrypted); :attr:`request` parses it."""
+
+    @property
+    def request(self) -> dict[str, Any]:
+        """The request the run was started with (its input state holds the whole plan, so
+        it is parsed only where it is needed, not with every row)."""
+        value: dict[str, Any] = json.loads(self.request_json)
+        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,7 +434,7 @@ class Store:
             updated_at=datetime.fromisoformat(r[2]),
             status=RunStatus(r[3]),
             objective=open_text(self.cipher, r[4]),
-            request=json.loads(open_text(self.cipher, r[5])),
+            request_json=open_text(self.cipher, r[5]),
         )
 
     # -- artifacts in use ---------------------------------------------------
