@@ -267,6 +267,7 @@ class Onward:
             artifacts=self.store.artifacts,
             ledger=self.store.ledger,
             events=self.store.events,
+            held=self.store.held,
             clock=clock,
             breakers=self.store.breakers,
             sleep=sleep,
@@ -524,6 +525,7 @@ class Onward:
                 if final is not None:
                     final.append(ended)
         finally:
+            self.store.flush_held(thread_id)
             self.store.leases.release(thread_id, owner)
 
     def _apply_requested_cancel(self, thread_id: str) -> bool:

@@ -77,32 +77,50 @@ class EventLog:
         """(at, kind, detail, dedupe key) rows in one transaction; a row whose dedupe key
         the thread already has is dropped (a re-run after a crash logs nothing twice).
         ``artifact_refs``: (sha256, thread id) uses of artifact bodies, in the same
-        transaction (a node's events and references cost one commit)."""
-        if not rows and not artifact_refs:
+        transaction."""
+        statements = self.statements(thread_id, rows, artifact_refs)
+        if not statements:
             return
-        values = [
-            (
-                thread_id,
-                at.isoformat(),
-                kind,
-                seal_text(self._cipher, json.dumps(detail, ensure_ascii=False, default=str)),
-                key,
-            )
-            for at, kind, detail, key in rows
-        ]
         with self._db.use() as db, db.transaction():
-            if values:
-                db.executemany(
+            for sql, params in statements:
+                db.executemany(sql, params)
+
+    def statements(
+        self,
+        thread_id: str,
+        rows: Sequence[LogRow],
+        artifact_refs: Sequence[tuple[str, str]] = (),
+    ) -> list[tuple[str, list[tuple[Any, ...]]]]:
+        """The inserts (``?`` placeholders) that record ``rows`` and ``artifact_refs``, for
+        a caller's own transaction (the checkpoint savers run them with a task's writes)."""
+        out: list[tuple[str, list[tuple[Any, ...]]]] = []
+        if rows:
+            values = [
+                (
+                    thread_id,
+                    at.isoformat(),
+                    kind,
+                    seal_text(self._cipher, json.dumps(detail, ensure_ascii=False, default=str)),
+                    key,
+                )
+                for at, kind, detail, key in rows
+            ]
+            out.append(
+                (
                     "INSERT INTO onward_events (thread_id, at, kind, detail, dedupe) "
                     "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     values,
                 )
-            if artifact_refs:
-                db.executemany(
+            )
+        if artifact_refs:
+            out.append(
+                (
                     "INSERT INTO onward_artifact_refs (sha256, thread_id) VALUES (?, ?) "
                     "ON CONFLICT DO NOTHING",
                     list(dict.fromkeys(artifact_refs)),
                 )
+            )
+        return out
 
     def list(self, thread_id: str, kinds: Iterable[str] | None = None) -> list[Event]:
         wanted = [str(k) for k in kinds] if kinds is not None else None

@@ -17,6 +17,7 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,9 +32,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from onward.artifacts import ArtifactStore, fsync_enabled
 from onward.checkpointing.breakers import BREAKER_SCHEMA, Breakers
 from onward.checkpointing.connection import SharedConnection
-from onward.checkpointing.events import EventLog
+from onward.checkpointing.events import EventLog, LogRow
 from onward.checkpointing.leases import LEASE_SCHEMA, LeasePolicy, Leases
 from onward.checkpointing.ledger import LEDGER_SCHEMA, Ledger
+from onward.checkpointing.savers import HeldRows, OnwardSqliteSaver, Statements, postgres_saver
 from onward.checkpointing.serde import checkpoint_types
 from onward.checkpointing.sql import Backend, Db, backend_of, redact, sqlite_path, translate_errors
 from onward.checkpointing.threads import THREAD_SCHEMA, Threads
@@ -179,6 +181,8 @@ class Store:
             else float(os.environ.get("ONWARD_BUSY_TIMEOUT", "10"))
         )
         self.where = redact(self.url)
+        self.held = HeldRows()
+        """Event rows of finished tasks, saved with their writes (see ``savers``)."""
         if self.backend is Backend.SQLITE:
             self._open_sqlite()
         else:
@@ -234,12 +238,13 @@ class Store:
                 conn.close()
                 raise
         self.conn = conn
-        self.saver = SqliteSaver(conn, serde=_serde(self.cipher))
+        self.saver = OnwardSqliteSaver(
+            conn, serde=_serde(self.cipher), held=self.held, to_sql=self._event_statements
+        )
         self.saver.is_setup = True  # created under the lock above
 
     def _open_postgres(self) -> None:
         import psycopg
-        from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
 
         with translate_errors(Backend.POSTGRES, self.where):
@@ -261,7 +266,19 @@ class Store:
                 conn.close()
                 raise
         self.pg_conn = conn
-        self.saver = PostgresSaver(conn, serde=_serde(self.cipher))
+        self.saver = postgres_saver(
+            conn, serde=_serde(self.cipher), held=self.held, to_sql=self._event_statements
+        )
+
+    def _event_statements(
+        self, thread_id: str, rows: Sequence[LogRow], refs: Sequence[tuple[str, str]]
+    ) -> Statements:
+        return self.events.statements(thread_id, rows, refs)
+
+    def flush_held(self, thread_id: str) -> None:
+        """Record what no saved write took (a task that ended without writes)."""
+        rows, refs = self.held.take_thread(thread_id)
+        self.events.record_many(thread_id, rows, artifact_refs=refs)
 
     def _migrate(self, db: Db, sqlite_conn: sqlite3.Connection | None) -> None:
         found = 0

@@ -15,6 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import get_runtime
 
 from onward.artifacts import ARTIFACT_REFS
 from onward.errors import DrainRequested
@@ -47,9 +48,11 @@ from onward.state import RunState
 
 
 def logged(deps: NodeDeps, fn: Any) -> Any:
-    """Write the events a node emits to the event log before its writes commit: a node
-    killed after its checkpoint never runs again, so logging from the stream could lose
-    them; a node killed before it runs again, and the dedupe keys keep the log single."""
+    """Log the events a node emits with its writes: the saver inserts them in the
+    transaction that saves the node's writes (``deps.held``), so a step's events are in
+    the log exactly when its result is in the checkpoint. Without a saver, the node
+    writes them itself before its writes commit (a node killed before them runs again,
+    and the dedupe keys keep the log single)."""
     takes_config = len(inspect.signature(fn).parameters) > 1
 
     def node(arg: Any, config: RunnableConfig) -> Any:
@@ -60,11 +63,25 @@ def logged(deps: NodeDeps, fn: Any) -> Any:
                 return fn(arg, config) if takes_config else fn(arg)
             finally:
                 if (rows or refs) and deps.events is not None:
-                    thread_id = str(config.get("configurable", {}).get("thread_id", ""))
-                    deps.events.record_many(thread_id, rows, artifact_refs=refs)
+                    conf = config.get("configurable", {})
+                    thread_id = str(conf.get("thread_id", ""))
+                    task_id = _task_id() if deps.held is not None else None
+                    if deps.held is not None and task_id:
+                        deps.held.hold(thread_id, task_id, rows, refs)
+                    else:
+                        deps.events.record_many(thread_id, rows, artifact_refs=refs)
 
     node.__name__ = getattr(fn, "__name__", "node")
     return node
+
+
+def _task_id() -> str | None:
+    """The running task's id (the saver's key for its writes)."""
+    try:
+        info = get_runtime().execution_info
+    except RuntimeError:
+        return None
+    return info.task_id if info is not None else None
 
 
 def build_graph(deps: NodeDeps) -> StateGraph[Any]:

@@ -17,6 +17,7 @@ from onward.artifacts import ArtifactStore
 from onward.checkpointing.breakers import Breakers
 from onward.checkpointing.events import EventLog
 from onward.checkpointing.ledger import Ledger
+from onward.checkpointing.savers import HeldRows
 from onward.checks import CheckContext
 from onward.state import ArtifactRef, utcnow
 from onward.tools.registry import Registry
@@ -33,6 +34,9 @@ class NodeDeps:
     cannot run exactly once, and execute refuses them."""
     events: EventLog | None = None
     """The run's append-only event log (audit records such as a refused approval)."""
+    held: HeldRows | None = None
+    """Where a node leaves its event rows for the checkpoint saver, which commits them with
+    the node's writes (None: the node records them itself, e.g. compiled without a saver)."""
     clock: Callable[[], datetime] = field(default=utcnow)
     """Where "now" comes from (injectable, so deadlines are testable without sleeping)."""
     breakers: Breakers | None = None
