@@ -9,7 +9,10 @@ here, only their refs.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any
@@ -127,10 +130,57 @@ class Plan(_Frozen):
     """Empty until the plan node has run (or a declared plan was given)."""
 
     def step(self, step_id: str) -> PlanStep:
-        for s in self.steps:
-            if s.id == step_id:
-                return s
-        raise KeyError(step_id)
+        return self.index().by_id[step_id]
+
+    def index(self) -> PlanIndex:
+        """Lookups the scheduler makes after every step, built once per plan."""
+        return plan_index(self.steps)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanIndex:
+    by_id: dict[str, PlanStep]
+    """Steps by id."""
+    order: tuple[tuple[PlanStep, tuple[str, ...]], ...]
+    """(step, its dependencies) in plan order."""
+    children: dict[str, list[str]]
+    """The steps that depend on a step directly, in plan order."""
+    position: dict[str, int]
+    """Where a step is in the plan."""
+
+
+_INDEXES: OrderedDict[int, tuple[list[PlanStep], PlanIndex]] = OrderedDict()
+_INDEXES_LOCK = threading.Lock()
+
+
+def plan_index(steps: list[PlanStep]) -> PlanIndex:
+    """The index of a plan's step list, cached by the list's identity: a plan is frozen and
+    shared by every state of a run, while ``gate`` runs after each of its steps. The cache
+    keeps the list alive, so its id cannot be reused by another list while cached."""
+    with _INDEXES_LOCK:
+        hit = _INDEXES.get(id(steps))
+        if hit is not None and hit[0] is steps:
+            _INDEXES.move_to_end(id(steps))
+            return hit[1]
+    by_id: dict[str, PlanStep] = {}
+    children: dict[str, list[str]] = {}
+    position: dict[str, int] = {}
+    for i, s in enumerate(steps):
+        by_id.setdefault(s.id, s)  # the first of a duplicated id, as a scan would find
+        position.setdefault(s.id, i)
+        for d in s.depends_on:
+            children.setdefault(d, []).append(s.id)
+    index = PlanIndex(
+        by_id=by_id,
+        order=tuple((s, tuple(s.depends_on)) for s in steps),
+        children=children,
+        position=position,
+    )
+    with _INDEXES_LOCK:
+        _INDEXES[id(steps)] = (steps, index)
+        while len(_INDEXES) > 64:
+            _INDEXES.popitem(last=False)
+    return index
 
 
 class ArtifactRef(_Frozen):

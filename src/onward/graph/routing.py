@@ -65,18 +65,15 @@ _SETTLED = (StepStatus.DONE, StepStatus.SKIPPED)
 
 def downstream(plan: Plan, step_id: str) -> list[str]:
     """Every step that depends on ``step_id``, directly or not, in plan order."""
-    children: dict[str, list[str]] = {}
-    for s in plan.steps:
-        for d in s.depends_on:
-            children.setdefault(d, []).append(s.id)
+    index = plan.index()
     seen: set[str] = set()
-    todo = list(children.get(step_id, []))
+    todo = list(index.children.get(step_id, []))
     while todo:
         sid = todo.pop()
         if sid not in seen:
             seen.add(sid)
-            todo.extend(children.get(sid, []))
-    return [s.id for s in plan.steps if s.id in seen]
+            todo.extend(index.children.get(sid, []))
+    return sorted(seen, key=index.position.__getitem__)
 
 
 def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
@@ -135,32 +132,36 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                     continue
                 asks.append(escalation(state, state.plan.step(w.step_id), w))
             return _wave(asks)
-        # One pass over the records, then set lookups: gate runs after every step, so this
-        # loop is O(steps) per step; keep its constant small.
-        settled: set[str] = set()
-        started: set[str] = set()
-        deferred: set[str] = set()
+        # One pass over the plan (gate runs after every step, so keep this O(steps) loop's
+        # constant small): failures, steps deferred to a time, and ready steps in order.
+        steps = state.steps
         failed: list[tuple[str, StepFailure]] = []
-        in_plan = {s.id for s in state.plan.steps}
-        for sid, rec in state.steps.items():
-            if sid not in in_plan:
-                continue  # replaced by a revision
-            if rec.status is StepStatus.FAILED and rec.failure is not None:
-                failed.append((sid, rec.failure))
-            elif rec.status is not StepStatus.PENDING:
-                started.add(sid)
-                if rec.status in _SETTLED:
-                    settled.add(sid)
-            elif rec.not_before is not None and rec.not_before > now:
-                deferred.add(sid)
+        deferred: set[str] = set()
+        ready: list[PlanStep] = []
+        pending, failed_status, settled = StepStatus.PENDING, StepStatus.FAILED, _SETTLED
+        for step, needs in state.plan.index().order:
+            rec = steps.get(step.id)
+            if rec is not None:
+                status = rec.status
+                if status is not pending:
+                    if status is failed_status and rec.failure is not None:
+                        failed.append((step.id, rec.failure))
+                    continue
+                if rec.not_before is not None and rec.not_before > now:
+                    deferred.add(step.id)
+                    continue
+            for d in needs:
+                dep = steps.get(d)
+                if dep is None or dep.status not in settled:
+                    break
+            else:
+                ready.append(step)
         if failed:
             return _route_failures(state, failed)
         sends: list[Send] = []
-        for step in state.plan.steps:
-            if step.id in started or not all(d in settled for d in step.depends_on):
-                continue
+        for step in ready:
             spec = deps.registry.get(step.tool)
-            if step.id in deferred or _breaker_open(spec, step):
+            if _breaker_open(spec, step):
                 deferred.add(step.id)
                 continue  # its service rests or its backoff runs; other steps go on
             inputs = _inputs(state, step)
