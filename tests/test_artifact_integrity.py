@@ -25,11 +25,13 @@ from onward import (
     default_registry,
     tool,
 )
-from onward.artifacts import ArtifactStore, canonical_json
+from onward.artifacts import INLINE_LIMIT, ArtifactStore, canonical_json
 from onward.checkpointing.store import sqlite_path
 from onward.policy import RunPolicy
 
-VALUE = {"orders": [1, 2, 3], "note": "produced by step 1"}
+VALUE = {"orders": list(range(100)), "note": "produced by step 1"}
+"""Large enough to be stored as a body (smaller values ride in their ref)."""
+assert len(canonical_json(VALUE)) > INLINE_LIMIT
 
 FAIL_FAST = RunPolicy(escalate_failures=False)  # a failed step fails the run here
 
@@ -191,3 +193,25 @@ def test_intact_body_reads_back_the_stored_value(tmp_path: Path) -> None:
     assert body_path(store.root, VALUE).read_bytes() == canonical_json(VALUE)
     assert ref.size == len(canonical_json(VALUE))
     assert store.get(ref) == VALUE
+
+
+def test_a_small_value_rides_in_its_ref_and_writes_no_body(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "artifacts")
+    small = {"value": 7}
+    ref = store.put("small", small)
+
+    assert ref.body == canonical_json(small).decode()
+    assert ref.sha256 == hashlib.sha256(canonical_json(small)).hexdigest()
+    assert not (tmp_path / "artifacts").exists()
+    assert store.get(ref) == small
+
+
+def test_a_changed_inline_body_raises_naming_the_artifact(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "artifacts")
+    ref = store.put("small", {"value": 7})
+    edited = ref.model_copy(update={"body": canonical_json({"value": 8}).decode()})
+
+    with pytest.raises(ArtifactError, match="changed in the run's saved state") as info:
+        store.get(edited)
+    assert "artifact 'small'" in str(info.value)
+    assert ref.sha256[:12] in str(info.value)

@@ -15,6 +15,12 @@ from onward.state import SCHEMA_VERSION, migrate
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
+BIG = "41" * 200
+"""A value whose body is stored (smaller ones ride in their ref, see INLINE_LIMIT)."""
+LONG_PATH = "reports/" + "q" * 200 + ".txt"
+"""write_file's output names its path: a long one makes the output a stored body."""
+
+
 def _stop_after(ow: Onward, thread_id: str, step_id: str) -> None:
     """Drive until ``step_id`` is done, then stop (as a killed driver would)."""
     for event in ow.stream(thread_id):
@@ -47,7 +53,7 @@ def _chain(producer: PlanStep) -> Plan:
 def test_pure_producer_of_a_damaged_artifact_is_reopened_and_rerun(
     ow: Onward, workdir: Path, damage: str
 ) -> None:
-    plan = _chain(PlanStep(id="make", tool="noop", args={"value": 41}, output="made"))
+    plan = _chain(PlanStep(id="make", tool="noop", args={"value": BIG}, output="made"))
     thread_id = ow.start(plan=plan, workdir=workdir)
     _stop_after(ow, thread_id, "make")
     _damage(ow, thread_id, "made", None if damage == "delete" else b'{"value": 666}')
@@ -60,7 +66,7 @@ def test_pure_producer_of_a_damaged_artifact_is_reopened_and_rerun(
     [decision] = view.decisions
     assert (decision.step_id, decision.action, decision.by) == ("make", "reopen", "onward")
     assert "'made'" in decision.reason
-    assert ow.store.artifacts.get(ow.state(thread_id).artifacts["made"]) == {"value": 41}
+    assert ow.store.artifacts.get(ow.state(thread_id).artifacts["made"]) == {"value": BIG}
 
 
 def test_non_pure_producer_of_a_damaged_artifact_stops_the_resume(
@@ -74,7 +80,7 @@ def test_non_pure_producer_of_a_damaged_artifact_stops_the_resume(
             id="make",
             tool="write_file",
             output="made",
-            args={"path": "out.txt", "content": "hello"},
+            args={"path": LONG_PATH, "content": "hello"},
         )
     )
     thread_id = ow.start(plan=plan, workdir=workdir)

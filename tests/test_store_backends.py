@@ -31,7 +31,8 @@ def secret_plan() -> Plan:
             PlanStep(
                 id="write",
                 tool="write_file",
-                args={"path": "secret.txt", "content": f"the code is {SECRET}"},
+                # Long enough that the file's artifact is a stored body, not inline.
+                args={"path": "secret.txt", "content": f"the code is {SECRET}. " + "-" * 300},
             ),
             PlanStep(
                 id="read",
@@ -171,7 +172,9 @@ def many_steps(tag: str, n: int = 15) -> Plan:
             PlanStep(
                 id=f"w{i}",
                 tool="write_file",
-                args={"path": f"{tag}/{i}.txt", "content": f"{tag} {i} " + "x" * 2000},
+                # A long path: write_file's output (path, bytes, sha256) is then a stored
+                # body of this run's own, not inline in its ref.
+                args={"path": f"{tag}/{'y' * 200}-{i}.txt", "content": f"{tag} {i} " + "x" * 2000},
             )
             for i in range(n)
         ]
@@ -182,7 +185,7 @@ def many_steps(tag: str, n: int = 15) -> Plan:
 def test_prune_removes_old_finished_runs_and_nothing_a_live_run_needs(
     db_url: str, workdir: Path
 ) -> None:
-    (workdir / "common.txt").write_text("every run reads this")
+    (workdir / "common.txt").write_text("every run reads this " * 20)  # a stored body
     with Onward(db_url, model=None, tool_modules=[HITL_TOOLS]) as ow:
         old = [ow.run(plan=many_steps(f"old{i}")).thread_id for i in range(3)]
         newest = ow.run(plan=many_steps("new")).thread_id

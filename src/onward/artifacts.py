@@ -85,6 +85,11 @@ def atomic_write(path: Path, data: bytes, *, unique_temp: bool = False) -> None:
         raise
 
 
+INLINE_LIMIT = 256
+"""Bodies up to this many bytes of canonical JSON live in their ref (in the checkpoint),
+not in the artifact store: a ref is about this size anyway, and a file write (or, on
+Postgres, a row insert) per step costs more than the bytes."""
+
 ARTIFACT_REFS: PerThread[tuple[str, str]] = PerThread()
 """(sha256, thread id) references of the node running on this thread: written in one
 transaction with its events instead of one each (see :mod:`onward.pending`)."""
@@ -155,6 +160,15 @@ class ArtifactStore:
     def put(self, name: str, value: Any, *, owner: str | None = None) -> ArtifactRef:
         body = canonical_json(value)
         digest = hashlib.sha256(body).hexdigest()
+        if len(body) <= INLINE_LIMIT:
+            return ArtifactRef(
+                name=name,
+                uri=URI_PREFIX + digest,
+                sha256=digest,
+                size=len(body),
+                summary=summarize(value),
+                body=body.decode(),
+            )
         # Same content is stored once; but a damaged body is rewritten, so re-running a
         # step repairs its artifact.
         if not self._intact(digest):
@@ -180,6 +194,15 @@ class ArtifactStore:
             return False
 
     def get(self, ref: ArtifactRef) -> Any:
+        if ref.body is not None:
+            actual = hashlib.sha256(ref.body.encode()).hexdigest()
+            if actual != ref.sha256:
+                raise ArtifactError(
+                    f"artifact {ref.name!r} was changed in the run's saved state: sha256 is "
+                    f"{actual[:12]}…, expected {ref.sha256[:12]}…; re-run the step that "
+                    "produces it (fork the run before that step)"
+                )
+            return json.loads(ref.body)
         where = self.location(ref.sha256)
         stored = self.read_body(ref.sha256)
         if stored is None:

@@ -189,6 +189,10 @@ class ArtifactRef(_Frozen):
     sha256: str
     size: int
     summary: str = ""
+    body: str | None = None
+    """The value's canonical JSON itself when it is small (see ``artifacts.INLINE_LIMIT``):
+    it rides in the checkpoint with the ref instead of costing a write to the artifact
+    store per step. Checked against ``sha256`` when read, like a stored body."""
 
 
 class StepFailure(_Frozen):
