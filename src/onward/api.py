@@ -444,10 +444,11 @@ class Onward:
         stop_after_answer: bool = False,
         wait: bool = True,
         checkpoint_id: str | None = None,
-        final: list[StateSnapshot] | None = None,
+        final: list[StateSnapshot | RunState] | None = None,
     ) -> Iterator[tuple[str, Any]]:
         """:meth:`stream_modes`; a drive that ends normally appends the state it ended in
-        to ``final``, so the caller's view needs no second load."""
+        to ``final``, so the caller's view needs no second load: the graph's last values
+        when the run finished, else the saved snapshot (it holds the pending questions)."""
         row = self._row(thread_id)
         owner = new_owner()
         self._acquire(thread_id, owner, takeover)
@@ -493,16 +494,24 @@ class Onward:
                     "max_concurrency": max(state.max_concurrency + 2, 8),
                 }
                 checked = time.monotonic()
+                # The last values are the end state: a finished run's view is built from
+                # them instead of loading the thread again (a load walks its history).
+                wanted = list(modes) if "values" in modes else [*modes, "values"]
+                last: Any = None
                 try:
                     for mode, chunk in self.graph.stream(
                         run_input,
                         limited,
-                        stream_mode=list(modes),
+                        stream_mode=wanted,
                         durability="sync",
                         interrupt_after=[APPROVE, ESCALATE] if stop_after_answer else None,
                     ):
                         if beat.lost.is_set():
                             raise LeaseLostError(thread_id)
+                        if mode == "values":
+                            last = chunk
+                            if "values" not in modes:
+                                continue
                         yield mode, chunk
                         if time.monotonic() - checked > 0.2:
                             checked = time.monotonic()
@@ -520,10 +529,15 @@ class Onward:
                         "than its plan can need: something loops. Its saved state is intact; "
                         "look at `onward status`, then resume or cancel it"
                     ) from None
-                ended = self.graph.get_state(self._config(thread_id))
-                self.store.set_run_status(thread_id, self._state_of(thread_id, row, ended).status)
+                finished = _finished_state(last)
+                if finished is not None:
+                    self.store.set_run_status(thread_id, finished.status)
+                else:
+                    snap = self.graph.get_state(self._config(thread_id))
+                    ended = self._state_of(thread_id, row, snap)
+                    self.store.set_run_status(thread_id, ended.status)
                 if final is not None:
-                    final.append(ended)
+                    final.append(finished if finished is not None else snap)
         finally:
             self.store.flush_held(thread_id)
             self.store.leases.release(thread_id, owner)
@@ -950,7 +964,7 @@ class Onward:
     ) -> RunView:
         """:meth:`stream` to the end, passing each event to ``on_event``; returns the view
         of where the run stopped. ``wake``: put a queued run back in line for workers."""
-        final: list[StateSnapshot] = []
+        final: list[StateSnapshot | RunState] = []
         for _mode, chunk in self._stream(
             thread_id,
             ["custom"],
@@ -1034,8 +1048,9 @@ class Onward:
         row = self._row(thread_id)
         return self._view(thread_id, row, self.graph.get_state(self._config(thread_id)))
 
-    def _view(self, thread_id: str, row: RunRow, snap: StateSnapshot) -> RunView:
-        state = self._state_of(thread_id, row, snap)
+    def _view(self, thread_id: str, row: RunRow, snap: StateSnapshot | RunState) -> RunView:
+        """The view of a snapshot, or of a finished run's final state (no questions)."""
+        state = snap if isinstance(snap, RunState) else self._state_of(thread_id, row, snap)
         steps = []
         if state.plan.steps:
             for s in state.plan.steps:
@@ -1075,7 +1090,9 @@ class Onward:
             usage=state.usage,
             budget=state.budget,
             waiting=[w for w in state.waiting.values() if w is not None],
-            pending=self._pending_of(thread_id, row, snap) if state.status.waiting else [],
+            pending=self._pending_of(thread_id, row, snap)
+            if state.status.waiting and not isinstance(snap, RunState)
+            else [],
             decisions=list(state.decisions),
             driver=lease.owner if lease else None,
             heartbeat_at=lease.heartbeat_at if lease else None,
@@ -1306,3 +1323,15 @@ def whoami() -> str:
     except Exception:  # no login name in some containers
         user = "unknown"
     return f"{user}@{socket.gethostname()}"
+
+
+def _finished_state(values: Any) -> RunState | None:
+    """The graph's last ``values`` chunk as a state, if the run finished (a finished run
+    has no pending questions, so these values are all its view needs)."""
+    if isinstance(values, RunState):
+        state = values
+    elif isinstance(values, dict) and "__interrupt__" not in values:
+        state = RunState.model_validate(values)
+    else:
+        return None
+    return state if state.status.finished else None
