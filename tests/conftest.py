@@ -79,6 +79,15 @@ class CliResult:
         return json.loads(self.stdout)
 
 
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The complete lines of a JSON-lines file another process may be appending to: a line
+    still being written (no newline yet) is left for the next read."""
+    if not path.exists():
+        return []
+    text = path.read_text()
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line]
+
+
 def cli_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ONWARD_", "OPENAI_"))}
     env.update({"NO_COLOR": "1", "COLUMNS": "200", "ONWARD_BLOCK_MODEL_REQUESTS": "1", **extra})

@@ -47,7 +47,7 @@ import pytest
 import yaml
 
 from onward import Onward
-from tests.conftest import cli_env, onward_cmd
+from tests.conftest import cli_env, onward_cmd, read_jsonl
 from tests.httpfake import FakeService
 
 pytestmark = pytest.mark.crash
@@ -209,10 +209,7 @@ class Case:
         )
 
     def journal_lines(self) -> list[dict[str, Any]]:
-        if not self.journal.exists():
-            return []
-        text = self.journal.read_text()
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return read_jsonl(self.journal)  # the process under test may be writing a line
 
     def starts(self) -> Counter[str]:
         """Tool calls per step so far (ledger replays call nothing and write no line)."""

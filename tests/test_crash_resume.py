@@ -19,12 +19,13 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from onward import Onward
 from onward.demo import DEMO_GOAL, write_sample_orders
-from tests.conftest import cli_env, onward_cmd
+from tests.conftest import cli_env, onward_cmd, read_jsonl
 
 pytestmark = pytest.mark.crash
 
@@ -86,10 +87,8 @@ def _outputs(wd: Path, scenario: str) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((wd / "archive").iterdir())}
 
 
-def _journal(path: Path) -> list[dict[str, object]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def _journal(path: Path) -> list[dict[str, Any]]:
+    return read_jsonl(path)  # the killed process may be writing a line as we read
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from onward import Onward
 from onward.checkpointing.store import Store
 from onward.policy import Deadline, RunPolicy
 from onward.state import Plan, PlanStep, RunStatus, StepStatus
-from tests.conftest import cli_env, onward_cmd, postgres_schema
+from tests.conftest import cli_env, onward_cmd, postgres_schema, read_jsonl
 
 FAILURE_TOOLS = str(Path(__file__).with_name("failure_tools.py"))
 HITL_TOOLS = str(Path(__file__).with_name("hitl_tools.py"))
@@ -68,17 +68,13 @@ def start_worker(workdir: Path, db: str, *extra: str, **env: str) -> subprocess.
 
 
 def journal(workdir: Path) -> list[dict[str, Any]]:
-    path = workdir / "journal.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+    return read_jsonl(workdir / "journal.jsonl")  # workers may be writing a line
 
 
 def open_calls(workdir: Path, pid: int) -> set[tuple[str, str]]:
     """(thread, step) of the tool calls ``pid`` has started and not finished."""
     started: set[tuple[str, str]] = set()
-    path = workdir / "journal.jsonl"
-    text = path.read_text() if path.exists() else ""
-    # Only whole lines: a worker may be appending one as we read.
-    for line in map(json.loads, text[: text.rfind("\n") + 1].splitlines()):
+    for line in journal(workdir):
         if line["pid"] == pid:
             key = (line["thread"], line["step"])
             (started.add if line["phase"] == "start" else started.discard)(key)
