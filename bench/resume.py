@@ -66,7 +66,8 @@ def resume_once(db: Path, thread_id: str, root: Path) -> float:
         src = db.with_name(db.name + suffix)
         if src.exists():
             shutil.copyfile(src, copy.with_name(copy.name + suffix))
-    shutil.copytree(db.parent / "artifacts", root / "artifacts", dirs_exist_ok=True)
+    if (db.parent / "artifacts").exists():  # small outputs live in their refs, not here
+        shutil.copytree(db.parent / "artifacts", root / "artifacts", dirs_exist_ok=True)
     start = time.perf_counter()
     took: list[float] = []
 

@@ -965,16 +965,19 @@ class Onward:
         """:meth:`stream` to the end, passing each event to ``on_event``; returns the view
         of where the run stopped. ``wake``: put a queued run back in line for workers."""
         final: list[StateSnapshot | RunState] = []
-        for _mode, chunk in self._stream(
+        # Progress is streamed only to a listener: with the custom stream mode on, LangGraph
+        # runs even a lone task on a pool thread so it can stream while the task runs. The
+        # event log records the same events either way.
+        for mode, chunk in self._stream(
             thread_id,
-            ["custom"],
+            ["custom"] if on_event is not None else ["values"],
             takeover=takeover,
             command=command,
             stop_after_answer=stop_after_answer,
             wait=wait,
             final=final,
         ):
-            if on_event is not None:
+            if on_event is not None and mode == "custom":
                 on_event(ProgressEvent.model_validate(chunk))
         if wake:
             self.store.wake(thread_id)

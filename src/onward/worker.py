@@ -149,8 +149,7 @@ class Worker:
         try:
             # Deadlines of this run's questions first (reminders, expiry defaults).
             ow.sweep(thread_ids=[thread_id], continue_runs=False)
-            for _ in ow.stream(thread_id, wait=False):
-                pass
+            ow.drive(thread_id, wait=False)
         except RunBusyError as busy:
             store.requeue(thread_id, busy.expires_at.timestamp(), owner)
             self._done(thread_id, "busy")
