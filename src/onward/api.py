@@ -539,7 +539,7 @@ class Onward:
                 if final is not None:
                     final.append(finished if finished is not None else snap)
         finally:
-            self.store.flush_held(thread_id)
+            self.store.drop_held(thread_id)
             self.store.leases.release(thread_id, owner)
 
     def _apply_requested_cancel(self, thread_id: str) -> bool:

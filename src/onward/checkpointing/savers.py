@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -60,16 +60,13 @@ class HeldRows:
         with self._lock:
             return self._held.pop((thread_id, task_id), ([], []))
 
-    def take_thread(self, thread_id: str) -> tuple[list[LogRow], list[tuple[str, str]]]:
-        """Whatever no saved write took (a task that ended without writes, e.g. a drain)."""
-        rows: list[LogRow] = []
-        refs: list[tuple[str, str]] = []
+    def drop_thread(self, thread_id: str) -> int:
+        """Forget what no saved write took: those tasks' writes were not saved either (an
+        exception LangGraph does not record, such as Ctrl-C), so they will run again and
+        log again. Returns how many rows were dropped."""
         with self._lock:
-            for key in [k for k in self._held if k[0] == thread_id]:
-                r, f = self._held.pop(key)
-                rows += r
-                refs += f
-        return rows, refs
+            keys = [k for k in self._held if k[0] == thread_id]
+            return sum(len(self._held.pop(k)[0]) for k in keys)
 
 
 class OnwardSqliteSaver(SqliteSaver):
@@ -99,19 +96,32 @@ class OnwardSqliteSaver(SqliteSaver):
         # As SqliteSaver.put_writes: special channels replace, others are written once.
         verb = "REPLACE" if all(w[0] in WRITES_IDX_MAP for w in writes) else "IGNORE"
         events, refs = self.held.take(thread_id, task_id)
-        with self.cursor() as cur:  # one transaction, committed on exit
-            cur.executemany(
-                f"INSERT OR {verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, "
-                "task_id, task_path, idx, channel, type, value) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (*key, task_path, WRITES_IDX_MAP.get(channel, idx), channel, *dumped)
-                    for idx, (channel, value) in enumerate(writes)
-                    for dumped in [self.serde.dumps_typed(value)]
-                ],
-            )
-            for sql, params in self.to_sql(thread_id, events, refs):
-                cur.executemany(sql, params)
+        rows = [
+            (*key, task_path, WRITES_IDX_MAP.get(channel, idx), channel, *dumped)
+            for idx, (channel, value) in enumerate(writes)
+            for dumped in [self.serde.dumps_typed(value)]
+        ]
+        statements = self.to_sql(thread_id, events, refs)
+        # One transaction, all or nothing: SqliteSaver.cursor() commits even after an
+        # error, which could save the writes without their events (the task would not
+        # run again to log them).
+        with self.lock:
+            cur = self.conn.cursor()
+            try:
+                cur.executemany(
+                    f"INSERT OR {verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, "
+                    "task_id, task_path, idx, channel, type, value) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+                for sql, params in statements:
+                    cur.executemany(sql, params)
+                self.conn.commit()
+            except BaseException:
+                self.conn.rollback()
+                raise
+            finally:
+                cur.close()
 
 
 def postgres_saver(
@@ -131,9 +141,17 @@ def postgres_saver(
                     yield cur
                 return
             # A batch is one transaction: one commit (and WAL flush) instead of one per
-            # statement, and all of it or none after a crash. BEGIN and COMMIT are sent in
-            # the pipeline with the batch (psycopg's transaction() would add two round
-            # trips to each batch).
+            # statement, and all of it or none after a crash.
+            if not self.supports_pipeline:  # a libpq older than 14
+                with (
+                    self.lock,
+                    conn.transaction(),
+                    conn.cursor(binary=True, row_factory=dict_row) as cur,
+                ):
+                    yield cur
+                return
+            # BEGIN and COMMIT are sent in the pipeline with the batch (psycopg's
+            # transaction() would add two round trips to each batch).
             with self.lock:
                 try:
                     with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
@@ -142,7 +160,8 @@ def postgres_saver(
                         cur.execute("COMMIT")
                 except BaseException:
                     if conn.info.transaction_status is not TransactionStatus.IDLE:
-                        conn.execute("ROLLBACK")
+                        with suppress(Exception):  # a dead connection: keep the first error
+                            conn.execute("ROLLBACK")
                     raise
 
         def put_writes(

@@ -275,10 +275,10 @@ class Store:
     ) -> Statements:
         return self.events.statements(thread_id, rows, refs)
 
-    def flush_held(self, thread_id: str) -> None:
-        """Record what no saved write took (a task that ended without writes)."""
-        rows, refs = self.held.take_thread(thread_id)
-        self.events.record_many(thread_id, rows, artifact_refs=refs)
+    def drop_held(self, thread_id: str) -> None:
+        """After a drive: forget event rows of tasks whose writes were never saved (their
+        events are logged when they run again, as ``savers`` promises)."""
+        self.held.drop_thread(thread_id)
 
     def _migrate(self, db: Db, sqlite_conn: sqlite3.Connection | None) -> None:
         found = 0
