@@ -160,21 +160,13 @@ class ArtifactStore:
     def put(self, name: str, value: Any, *, owner: str | None = None) -> ArtifactRef:
         body = canonical_json(value)
         digest = hashlib.sha256(body).hexdigest()
-        if len(body) <= INLINE_LIMIT:
-            return ArtifactRef(
-                name=name,
-                uri=URI_PREFIX + digest,
-                sha256=digest,
-                size=len(body),
-                summary=summarize(value),
-                body=body.decode(),
-            )
+        inline = len(body) <= INLINE_LIMIT
         # Same content is stored once; but a damaged body is rewritten, so re-running a
         # step repairs its artifact.
-        if not self._intact(digest):
+        if not inline and not self._intact(digest):
             stored = body if self.cipher is None else _SEALED + self.cipher.seal(body)
             self.write_body(digest, stored)
-        if owner and not ARTIFACT_REFS.add((digest, owner)) and self.on_put is not None:
+        if not inline and owner and not ARTIFACT_REFS.add((digest, owner)) and self.on_put:
             self.on_put(digest, owner)
         return ArtifactRef(
             name=name,
@@ -182,6 +174,7 @@ class ArtifactStore:
             sha256=digest,
             size=len(body),
             summary=summarize(value),
+            body=body.decode() if inline else None,
         )
 
     def _intact(self, digest: str) -> bool:
