@@ -1,17 +1,118 @@
-"""Which onward types may be rebuilt from checkpoints (LangGraph's strict msgpack allowlist)."""
+"""How checkpoints are (de)serialized: LangGraph's msgpack format, large blobs decoded once.
+
+The format is LangGraph's own (``JsonPlusSerializer`` with onward's types on its strict
+allowlist), so a checkpoint written here reads anywhere and the other way round. Only
+reading differs: a large blob (a snapshot of a long run's step records, several MB at
+10,000 steps) is decoded once per process. Answering a question loads the thread three
+times (to find the question, to start the drive, and LangGraph's own load), and each
+load decodes the same snapshot; decoding is the cost of a load (rebuilding and
+validating every record), not reading the rows.
+
+The cache is keyed by the blob's bytes, so it cannot serve a stale value (a checkpoint
+rewritten under the same id has other bytes), and by the decoding hook, so a clone with
+a wider allowlist never reads what a narrower one decoded. Callers get fresh dicts and
+lists, so changing a loaded value cannot change the cache; the models in them are frozen.
+"""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
+import ormsgpack
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
 from onward import checks
+from onward.encryption import Cipher
 from onward.state import CHECKPOINT_TYPES
+
+ExtHook = Callable[[int, bytes], Any]
+
+CACHE_MIN_BYTES = 256 * 1024
+"""Blobs at least this large are decoded once per process (smaller ones decode in well
+under a millisecond)."""
+CACHE_MAX_BYTES = 16 * 1024 * 1024
+"""Total size of the cached blobs (about two snapshots of a 10,000-step run); the least
+recently read go first."""
 
 
 def checkpoint_types() -> tuple[type[Any], ...]:
+    """onward types that go into checkpoints (LangGraph's strict msgpack allowlist)."""
     check_types = tuple(
         t
         for t in vars(checks).values()
         if isinstance(t, type) and issubclass(t, checks._Check) and t.__module__ == checks.__name__
     )
     return CHECKPOINT_TYPES + check_types
+
+
+def checkpoint_serde(cipher: Cipher | None) -> JsonPlusSerializer | EncryptedSerializer:
+    """The serializer of a store's checkpoints (encrypted when the store has a key)."""
+    plain = OnwardSerializer(allowed_msgpack_modules=None).with_msgpack_allowlist(
+        checkpoint_types()
+    )
+    return plain if cipher is None else EncryptedSerializer(cipher, plain)
+
+
+class OnwardSerializer(JsonPlusSerializer):
+    """``JsonPlusSerializer`` that decodes a large blob once (see the module docstring).
+    LangGraph clones it (``copy.copy``) to widen the allowlist; clones share the cache."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._cache = _DecodeCache()
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        type_, blob = data
+        if type_ != "msgpack" or len(blob) < CACHE_MIN_BYTES:
+            return super().loads_typed(data)
+        hook = self._unpack_ext_hook
+        key = (hook, bytes(blob))  # a memoryview (some drivers) is not hashable
+        value = self._cache.get(key)
+        if value is None:
+            value = ormsgpack.unpackb(blob, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+            self._cache.put(key, value, len(blob))
+        return _fresh(value)
+
+
+def _fresh(value: Any) -> Any:
+    """The value with new dicts and lists (models are frozen and shared)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _fresh(v) for k, v in value.items()}
+    if kind is list:
+        return [_fresh(v) for v in value]
+    if kind is _DeltaSnapshot:
+        return _DeltaSnapshot(_fresh(value.value))
+    return value
+
+
+class _DecodeCache:
+    """Decoded large blobs, least recently read first out."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[ExtHook, bytes], tuple[Any, int]] = OrderedDict()
+        self._size = 0
+
+    def get(self, key: tuple[ExtHook, bytes]) -> Any:
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is None:
+                return None
+            self._entries.move_to_end(key)
+            return hit[0]
+
+    def put(self, key: tuple[ExtHook, bytes], value: Any, size: int) -> None:
+        with self._lock:
+            if key in self._entries or size > CACHE_MAX_BYTES:
+                return
+            self._entries[key] = (value, size)
+            self._size += size
+            while self._size > CACHE_MAX_BYTES:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self._size -= dropped

@@ -24,9 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from onward.artifacts import ArtifactStore, fsync_enabled
@@ -36,7 +33,7 @@ from onward.checkpointing.events import EventLog, LogRow
 from onward.checkpointing.leases import LEASE_SCHEMA, LeasePolicy, Leases
 from onward.checkpointing.ledger import LEDGER_SCHEMA, Ledger
 from onward.checkpointing.savers import HeldRows, OnwardSqliteSaver, Statements, postgres_saver
-from onward.checkpointing.serde import checkpoint_types
+from onward.checkpointing.serde import checkpoint_serde
 from onward.checkpointing.sql import Backend, Db, backend_of, redact, sqlite_path, translate_errors
 from onward.checkpointing.threads import THREAD_SCHEMA, Threads
 from onward.encryption import KEY_ENV, Cipher, open_text, seal_text
@@ -159,13 +156,6 @@ class TableArtifacts(ArtifactStore):
         return int(row[0]) if row else 0
 
 
-def _serde(cipher: Cipher | None) -> SerializerProtocol:
-    plain = JsonPlusSerializer(allowed_msgpack_modules=None).with_msgpack_allowlist(
-        checkpoint_types()
-    )
-    return plain if cipher is None else EncryptedSerializer(cipher, plain)
-
-
 class Store:
     """An open store. Use as a context manager, or call :meth:`close`."""
 
@@ -239,7 +229,7 @@ class Store:
                 raise
         self.conn = conn
         self.saver = OnwardSqliteSaver(
-            conn, serde=_serde(self.cipher), held=self.held, to_sql=self._event_statements
+            conn, serde=checkpoint_serde(self.cipher), held=self.held, to_sql=self._event_statements
         )
         self.saver.is_setup = True  # created under the lock above
 
@@ -267,7 +257,7 @@ class Store:
                 raise
         self.pg_conn = conn
         self.saver = postgres_saver(
-            conn, serde=_serde(self.cipher), held=self.held, to_sql=self._event_statements
+            conn, serde=checkpoint_serde(self.cipher), held=self.held, to_sql=self._event_statements
         )
 
     def _event_statements(
