@@ -1,20 +1,30 @@
-"""A task's event rows commit in the same transaction as its checkpoint writes.
+"""onward's checkpoint savers.
 
-The savers take the rows a node left in ``Store.held`` and insert them with the task's
-writes: both are saved, or neither is. Rows whose task never had its writes saved are
-dropped when the drive ends; the task runs again and logs again.
+A task's event rows commit in the same transaction as its checkpoint writes: the savers
+take the rows a node left in ``Store.held`` and insert them with the task's writes; both
+are saved, or neither is. Rows whose task never had its writes saved are dropped when the
+drive ends; the task runs again and logs again.
+
+On SQLite, a load finds each delta channel's snapshot by the distance its counters give,
+and must return exactly what LangGraph's ancestor walk returns.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from langgraph.channels import DeltaChannel
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from pydantic import BaseModel, Field
 
 from onward import Onward, Plan, PlanStep, RunStatus
+from onward.checkpointing.savers import OnwardSqliteSaver
 from onward.checkpointing.store import Store
+from onward.state import append_items
 
 CONFIG: Any = {"configurable": {"thread_id": "t1", "checkpoint_ns": "", "checkpoint_id": "c1"}}
 ROW = (datetime(2026, 1, 1, tzinfo=UTC), "step_done", {"step_id": "s1"}, "step_done:s1:1")
@@ -67,3 +77,90 @@ def test_rows_no_saved_write_took_are_dropped_after_the_drive(db_url: str, workd
         logged = [(e.kind, e.detail.get("step_id")) for e in ow.store.events.list(tid)]
         assert ("step_done", "only") in logged
         assert ("step_done", "s1") not in logged
+
+
+# Loading a thread on SQLite: snapshots found by distance, the same as LangGraph's walk.
+
+
+class _Counted(BaseModel):
+    often: Annotated[list[int], DeltaChannel(append_items, list, snapshot_frequency=3)] = Field(
+        default_factory=list
+    )
+    """Snapshotted every third update."""
+    rarely: Annotated[list[int], DeltaChannel(append_items, list)] = Field(default_factory=list)
+    """Written twice, never snapshotted: its history starts at the thread's root."""
+    n: int = 0
+
+
+def _counted_graph(saver: Any) -> Any:
+    def tick(state: _Counted) -> dict[str, Any]:
+        update: dict[str, Any] = {"often": [state.n], "n": state.n + 1}
+        if state.n in (2, 9):
+            update["rarely"] = [state.n]
+        return update
+
+    def more(state: _Counted) -> str:
+        return "tick" if state.n < 14 else END
+
+    graph = StateGraph(_Counted)
+    graph.add_node("tick", tick)
+    graph.add_edge(START, "tick")
+    graph.add_conditional_edges("tick", more, ["tick", END])
+    return graph.compile(checkpointer=saver)
+
+
+def _histories(saver: Any, config: Any, channels: list[str], method: Any) -> list[Any]:
+    result = method(saver, config=config, channels=channels)
+    return [
+        (ch, getattr(result[ch].get("seed"), "value", None), result[ch]["writes"])
+        for ch in channels
+    ]
+
+
+def test_sqlite_loads_find_snapshots_by_distance_like_langgraphs_walk(tmp_path: Path) -> None:
+    with Store(f"sqlite:///{tmp_path / 'o.db'}") as store:
+        saver = store.saver
+        assert isinstance(saver, OnwardSqliteSaver)
+        graph = _counted_graph(saver)
+        config: Any = {"configurable": {"thread_id": "t"}}
+        graph.invoke({}, config, durability="sync")
+        # A fork: an edit on a past checkpoint starts a branch of its own.
+        past = list(graph.get_state_history(config))[8].config
+        branch = graph.update_state(past, {"often": [100], "rarely": [200]})
+        graph.invoke(None, branch, durability="sync")
+        checked, by_distance = 0, 0
+        for snap in graph.get_state_history(config):
+            tup = saver.get_tuple(snap.config)
+            assert tup is not None
+            channels = [
+                ch
+                for ch in ("often", "rarely")
+                if ch in tup.checkpoint["channel_versions"]
+                and ch not in tup.checkpoint["channel_values"]
+            ]
+            if not channels:
+                continue
+            ours = _histories(
+                saver, snap.config, channels, OnwardSqliteSaver.get_delta_channel_history
+            )
+            theirs = _histories(saver, snap.config, channels, SqliteSaver.get_delta_channel_history)
+            assert ours == theirs
+            checked += 1
+            by_distance += saver._history_by_distance(snap.config, channels) is not None
+        assert checked >= 15
+        assert by_distance == checked  # no load fell back to the walk
+        latest = graph.get_state(config).values  # the branch's end
+        assert 100 in latest["often"]
+        assert latest["rarely"] == [2, 200, 9]
+
+
+def test_a_load_without_counters_falls_back_to_langgraphs_walk(tmp_path: Path) -> None:
+    with Store(f"sqlite:///{tmp_path / 'o.db'}") as store:
+        saver = store.saver
+        graph = _counted_graph(saver)
+        config: Any = {"configurable": {"thread_id": "t"}}
+        graph.invoke({}, config, durability="sync")
+        with store.db.use() as db:  # as an older LangGraph would have left them
+            db.execute("UPDATE checkpoints SET metadata = '{}'")
+        assert saver._history_by_distance(graph.get_state(config).config, ["often"]) is None
+        assert graph.get_state(config).values["often"] == list(range(14))
