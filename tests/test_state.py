@@ -13,8 +13,16 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from onward import Onward, Plan, PlanStep, StepRecord, StepStatus
+from onward.checkpointing.serde import checkpoint_serde
 from onward.checkpointing.store import sqlite_path
-from onward.state import IllegalTransitionError, append_messages, merge_records, transition
+from onward.state import (
+    IllegalTransitionError,
+    PlanSteps,
+    StepRecords,
+    append_messages,
+    merge_steps,
+    transition,
+)
 from tests.conftest import cli_env
 
 P, R, D, F, S = (
@@ -76,40 +84,102 @@ def test_nothing_leaves_skipped_and_done_only_reopens_to_pending() -> None:
             transition(StepRecord(id="a", status=D), dst)
 
 
-# -- merge_records -------------------------------------------------------------------
+# -- merge_steps ---------------------------------------------------------------------
 
 
-def random_writes(rng: random.Random, n: int) -> list[dict[str, Any]]:
+def random_writes(rng: random.Random, n: int) -> list[dict[str, StepRecord]]:
     keys = [f"s{i}" for i in range(6)]
     return [
-        {k: rng.randint(0, 99) for k in rng.sample(keys, rng.randint(0, len(keys)))}
+        {
+            k: StepRecord(id=k, status=rng.choice(list(StepStatus)), attempts=rng.randint(0, 9))
+            for k in rng.sample(keys, rng.randint(0, len(keys)))
+        }
         for _ in range(n)
     ]
 
 
+def summary(records: StepRecords) -> tuple[dict[str, StepStatus], int, frozenset[str]]:
+    return (
+        {k: records.status_of(k) for k in records},
+        records.attempts_total,
+        records.open_ids,
+    )
+
+
 @pytest.mark.parametrize("seed", range(25))
-def test_merge_records_gives_the_same_result_however_writes_are_batched(seed: int) -> None:
+def test_merge_steps_gives_the_same_result_however_writes_are_batched(seed: int) -> None:
     rng = random.Random(seed)
     start = random_writes(rng, 1)[0]
     writes = random_writes(rng, rng.randint(0, 8))
     cut = rng.randint(0, len(writes))
     xs, ys = writes[:cut], writes[cut:]
 
-    assert merge_records(merge_records(start, xs), ys) == merge_records(start, xs + ys)
-    one_by_one = start
+    batched = merge_steps(merge_steps(start, xs), ys)
+    assert batched == merge_steps(start, xs + ys)
+    one_by_one: Any = merge_steps(start, [])
     for w in writes:
-        one_by_one = merge_records(one_by_one, [w])
-    assert one_by_one == merge_records(start, writes)
+        one_by_one = merge_steps(one_by_one, [w])
+    assert one_by_one == merge_steps(start, writes)
+    # The summaries kept beside the records agree with the records themselves.
+    plain = {k: r for k, r in batched.items()}
+    assert summary(batched) == (
+        {k: r.status for k, r in plain.items()},
+        sum(r.attempts for r in plain.values()),
+        frozenset(k for k, r in plain.items() if r.status not in (D, StepStatus.SKIPPED)),
+    )
+    assert summary(one_by_one) == summary(batched)
 
 
-def test_merge_records_later_write_wins_and_current_is_not_changed() -> None:
-    current = {"a": 1, "b": 2}
+def test_merge_steps_later_write_wins_and_current_is_not_changed() -> None:
+    a, b, c = (StepRecord(id=k) for k in "abc")
+    a2, a3 = StepRecord(id="a", attempts=2), StepRecord(id="a", attempts=3)
+    current = merge_steps({}, [{"a": a, "b": b}])
 
-    merged = merge_records(current, [{"a": 10}, {"c": 3}, {"a": 11}])
+    merged = merge_steps(current, [{"a": a2}, {"c": c}, {"a": a3}])
 
-    assert merged == {"a": 11, "b": 2, "c": 3}
-    assert current == {"a": 1, "b": 2}
-    assert merge_records(current, []) == current
+    assert merged == {"a": a3, "b": b, "c": c}
+    assert merged.attempts_total == 3
+    assert current == {"a": a, "b": b}
+    assert current.attempts_total == 0
+    assert merge_steps(current, []) == current
+
+
+def test_records_read_from_a_checkpoint_decode_only_when_read() -> None:
+    serde = checkpoint_serde(None)
+    done = StepRecord(id="a", status=D, attempts=2)
+    records = merge_steps({}, [{"a": done, "b": StepRecord(id="b", status=StepStatus.FAILED)}])
+
+    loaded = serde.loads_typed(serde.dumps_typed(records))
+
+    assert isinstance(loaded, StepRecords)
+    assert all(type(v) is bytes for v in loaded._values.values())  # nothing decoded yet
+    assert loaded.status_of("a") is D
+    assert loaded.status_of("zz") is StepStatus.PENDING
+    assert loaded.attempts_total == 2
+    assert loaded.open_ids == {"b"}
+    assert loaded["a"] == done
+    assert type(loaded._values["b"]) is bytes  # reading "a" decoded only "a"
+    assert loaded == records
+
+
+def test_plan_steps_read_from_a_checkpoint_decode_only_when_read() -> None:
+    serde = checkpoint_serde(None)
+    steps = [
+        PlanStep(id=f"s{i}", tool="noop", depends_on=[f"s{i - 1}"] if i else []) for i in range(5)
+    ]
+    plan = Plan(steps=steps, version=3)
+
+    loaded = serde.loads_typed(serde.dumps_typed(plan))
+
+    assert isinstance(loaded.steps, PlanSteps)
+    assert loaded.index().ids == [s.id for s in steps]
+    assert loaded.index().children == {f"s{i}": [f"s{i + 1}"] for i in range(4)}
+    assert all(type(v) is bytes for v in loaded.steps._items_list)
+    assert loaded.step("s3") == steps[3]
+    assert sum(type(v) is bytes for v in loaded.steps._items_list) == 4
+    assert loaded == plan
+    assert loaded.version == 3
+    assert Plan.model_validate(loaded.model_dump()) == plan
 
 
 # -- append_messages -----------------------------------------------------------------

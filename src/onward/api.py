@@ -70,6 +70,7 @@ from onward.state import (
     DecisionAction,
     Goal,
     Plan,
+    PlanStep,
     RunFailure,
     RunFailureKind,
     RunState,
@@ -103,7 +104,7 @@ def superstep_limit(state: RunState, registry: Registry) -> int:
     all its attempts, replans, backoff waits and questions, twice over), not LangGraph's
     fixed default. A drive past it is stuck in a loop."""
     attempts = DEFAULT_RETRY.max_attempts
-    for step in state.plan.steps:
+    for step in state.open_steps():  # a settled step runs again only through a replan
         spec = registry.get(step.tool)
         policy = step.retry or (spec.retry if spec else None) or DEFAULT_RETRY
         attempts = max(attempts, policy.max_attempts)
@@ -900,21 +901,23 @@ class Onward:
         A pure producer is re-opened (recorded as a decision); otherwise the run stops."""
         if not state.plan.steps or state.status.finished:
             return
-        producers = {s.output: s for s in state.plan.steps if s.output}
+        producers: dict[str, PlanStep] | None = None
         reopen: dict[str, StepRecord] = {}
         decisions: list[Decision] = []
-        for step in state.plan.steps:
-            if state.status_of(step.id) in (StepStatus.DONE, StepStatus.SKIPPED):
-                continue
+        for step in state.open_steps():
             for name in refs.names(step.args):
                 ref = state.artifacts.get(name)
-                if ref is None or name not in producers:
+                if ref is None:
                     continue
                 try:
                     self.store.artifacts.get(ref)
                     continue
                 except ArtifactError as exc:
                     problem = str(exc)
+                if producers is None:  # only when an artifact is damaged: read every step
+                    producers = {s.output: s for s in state.plan.steps if s.output}
+                if name not in producers:
+                    continue
                 producer = producers[name]
                 spec = self.registry.get(producer.tool)
                 if spec is None or spec.side_effect is not SideEffect.PURE:
@@ -1027,7 +1030,9 @@ class Onward:
     def _state_of(self, thread_id: str, row: RunRow, snap: StateSnapshot) -> RunState:
         values = snap.values
         if not values:
-            return RunState.model_validate(migrate(dict(row.request["input"])))
+            return RunState.model_validate(
+                migrate(dict(self.store.run_request(thread_id)["input"]))
+            )
         state = (
             values
             if isinstance(values, RunState)
@@ -1222,9 +1227,7 @@ class Onward:
             )
             if problems:
                 raise UsageError("; ".join(map(str, problems)))
-            plan = plan.model_copy(
-                update={"steps": [changed if s.id == step_id else s for s in plan.steps]}
-            )
+            plan = plan.with_step(changed)
         new_id = new_thread_id or str(uuid.uuid4())
         if self.store.get_run(new_id) is not None:
             raise UsageError(f"thread id {new_id} is already used")

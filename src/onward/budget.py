@@ -37,7 +37,7 @@ def usage(state: RunState, now: datetime) -> list[Use]:
     b = state.budget
     out: list[Use] = []
     if b.max_steps is not None:
-        out.append(Use("steps", sum(r.attempts for r in state.steps.values()), b.max_steps))
+        out.append(Use("steps", state.steps.attempts_total, b.max_steps))
     if b.max_run_time is not None and state.started_at is not None:
         out.append(
             Use(

@@ -9,10 +9,7 @@ here, only their refs.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any
@@ -23,6 +20,7 @@ from langgraph.graph.message import add_messages
 from pydantic import BaseModel, ConfigDict, Field
 
 from onward.checks import Check
+from onward.lazy import LazyList, LazyMap
 from onward.policy import Deadline, ExpiryAction, RunPolicy
 from onward.retry import RetryPolicy
 
@@ -123,64 +121,36 @@ class PlanStep(_Frozen):
     never pass one that the checks failed)."""
 
 
+class PlanSteps(LazyList[PlanStep]):
+    """A plan's steps (a sequence of :class:`PlanStep`): loaded from a checkpoint, a step
+    decodes when first read, while every step's id and dependencies are at hand for the
+    scheduler. Also the plan's index (``position``, ``children``, ``by_id``)."""
+
+    model = PlanStep
+
+
 class Plan(_Frozen):
     version: int = 1
     source: PlanSource = PlanSource.DECLARED
-    steps: list[PlanStep] = Field(default_factory=list)
-    """Empty until the plan node has run (or a declared plan was given)."""
+    steps: PlanSteps = Field(default_factory=PlanSteps)
+    """Empty until the plan node has run (or a declared plan was given). A list of
+    :class:`PlanStep` is accepted wherever a plan is built."""
 
     def step(self, step_id: str) -> PlanStep:
-        return self.index().by_id[step_id]
+        return self.index().by_id(step_id)
 
-    def index(self) -> PlanIndex:
+    def index(self) -> PlanSteps:
         """Lookups the scheduler makes after every step, built once per plan."""
-        return plan_index(self.steps)
+        steps: PlanSteps = PlanSteps.of(self.steps)
+        return steps
 
+    def with_step(self, step: PlanStep) -> Plan:
+        """This plan with the step of ``step``'s id replaced by it (the others not read)."""
+        return self.model_copy(update={"steps": self.index().replaced(step)})
 
-@dataclass(frozen=True, slots=True)
-class PlanIndex:
-    by_id: dict[str, PlanStep]
-    """Steps by id."""
-    order: tuple[tuple[PlanStep, tuple[str, ...]], ...]
-    """(step, its dependencies) in plan order."""
-    children: dict[str, list[str]]
-    """The steps that depend on a step directly, in plan order."""
-    position: dict[str, int]
-    """Where a step is in the plan."""
-
-
-_INDEXES: OrderedDict[int, tuple[list[PlanStep], PlanIndex]] = OrderedDict()
-_INDEXES_LOCK = threading.Lock()
-
-
-def plan_index(steps: list[PlanStep]) -> PlanIndex:
-    """The index of a plan's step list, cached by the list's identity: a plan is frozen and
-    shared by every state of a run, while ``gate`` runs after each of its steps. The cache
-    keeps the list alive, so its id cannot be reused by another list while cached."""
-    with _INDEXES_LOCK:
-        hit = _INDEXES.get(id(steps))
-        if hit is not None and hit[0] is steps:
-            _INDEXES.move_to_end(id(steps))
-            return hit[1]
-    by_id: dict[str, PlanStep] = {}
-    children: dict[str, list[str]] = {}
-    position: dict[str, int] = {}
-    for i, s in enumerate(steps):
-        by_id.setdefault(s.id, s)  # the first of a duplicated id, as a scan would find
-        position.setdefault(s.id, i)
-        for d in s.depends_on:
-            children.setdefault(d, []).append(s.id)
-    index = PlanIndex(
-        by_id=by_id,
-        order=tuple((s, tuple(s.depends_on)) for s in steps),
-        children=children,
-        position=position,
-    )
-    with _INDEXES_LOCK:
-        _INDEXES[id(steps)] = (steps, index)
-        while len(_INDEXES) > 64:
-            _INDEXES.popitem(last=False)
-    return index
+    def with_steps(self, steps: Iterable[PlanStep], **changes: Any) -> Plan:
+        """This plan with other steps (and other fields in ``changes``)."""
+        return self.model_copy(update={"steps": PlanSteps(steps), **changes})
 
 
 class ArtifactRef(_Frozen):
@@ -229,6 +199,73 @@ class StepRecord(_Frozen):
     """Attempts before the last human "retry": the retry policy counts from here."""
     history: list[StepFailure] = Field(default_factory=list)
     """The step's earlier failures, newest last (at most HISTORY_KEPT)."""
+
+
+_OPEN = frozenset({StepStatus.PENDING, StepStatus.RUNNING, StepStatus.FAILED})
+_STATUS_BY_VALUE = {s.value: s for s in StepStatus}
+
+
+class StepRecords(LazyMap[StepRecord]):
+    """Step records by step id (a mapping of :class:`StepRecord`): loaded from a checkpoint,
+    a record decodes when first read, while every record's status and attempts are at hand
+    (the scheduler and the budget read them after every step)."""
+
+    __slots__ = ("_attempts", "_attempts_total", "_open", "_status")
+    model = StepRecord
+
+    def _start(self) -> None:
+        self._status: dict[str, StepStatus] = {}
+        self._attempts: dict[str, int] = {}
+        self._attempts_total = 0
+        self._open: set[str] = set()
+
+    def _copy(self) -> StepRecords:
+        new: StepRecords = super()._copy()
+        new._status = dict(self._status)
+        new._attempts = dict(self._attempts)
+        new._attempts_total = self._attempts_total
+        new._open = set(self._open)
+        return new
+
+    def _note(self, key: str, value: Any) -> None:
+        self._status[key] = value.status
+        self._attempts_total += value.attempts - self._attempts.get(key, 0)
+        self._attempts[key] = value.attempts
+        if value.status in _OPEN:
+            self._open.add(key)
+        else:
+            self._open.discard(key)
+
+    def _summary(self) -> list[Any]:
+        return [[s.value for s in self._status.values()], list(self._attempts.values())]
+
+    def _load_summary(self, ids: list[str], summary: list[Any]) -> None:
+        statuses, attempts = summary
+        self._status = dict(zip(ids, map(_STATUS_BY_VALUE.__getitem__, statuses), strict=True))
+        self._attempts = dict(zip(ids, attempts, strict=True))
+        self._attempts_total = sum(attempts)
+        self._open = {k for k, v in self._status.items() if v in _OPEN}
+
+    def status_of(self, step_id: str) -> StepStatus:
+        """A step's status without decoding its record (pending if it has none)."""
+        return self._status.get(step_id, StepStatus.PENDING)
+
+    @property
+    def attempts_total(self) -> int:
+        """Attempts of every step together (the budget's ``max_steps`` counts these)."""
+        return self._attempts_total
+
+    @property
+    def open_ids(self) -> frozenset[str]:
+        """Steps with a record that is pending, running or failed."""
+        return frozenset(self._open)
+
+
+class ArtifactRefs(LazyMap[ArtifactRef]):
+    """Artifact refs by name (a mapping of :class:`ArtifactRef`), decoded when first read."""
+
+    __slots__ = ()
+    model = ArtifactRef
 
 
 class Waiting(_Frozen):
@@ -434,12 +471,16 @@ def transition(record: StepRecord, to: StepStatus, **changes: Any) -> StepRecord
     return record.model_copy(update={"status": to, **changes})
 
 
-def merge_records(current: dict[str, Any], writes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def merge_steps(current: Mapping[str, Any], writes: Sequence[Mapping[str, Any]]) -> StepRecords:
     """Keyed merge for DeltaChannels: later writes win per key (batching-invariant)."""
-    merged = dict(current)
-    for write in writes:
-        merged.update(write)
-    return merged
+    return StepRecords.of(current).merged(writes)  # type: ignore[no-any-return]
+
+
+def merge_artifacts(
+    current: Mapping[str, Any], writes: Sequence[Mapping[str, Any]]
+) -> ArtifactRefs:
+    """Keyed merge for DeltaChannels: later writes win per key (batching-invariant)."""
+    return ArtifactRefs.of(current).merged(writes)  # type: ignore[no-any-return]
 
 
 def replace_value(current: Any, writes: Sequence[Any]) -> Any:
@@ -448,7 +489,7 @@ def replace_value(current: Any, writes: Sequence[Any]) -> Any:
     value = current
     for w in [x for write in writes for x in (write if isinstance(write, list) else [write])]:
         if isinstance(w, PlanEdit):
-            steps = [w.step if s.id == w.step.id else s for s in value.steps]
+            steps = PlanSteps.of(value.steps).replaced(w.step)
             value = value.model_copy(update={"steps": steps, "version": value.version + 1})
         else:
             value = w
@@ -518,12 +559,14 @@ class RunState(BaseModel):
         default_factory=Plan
     )
     steps: Annotated[
-        dict[str, StepRecord], DeltaChannel(merge_records, dict, snapshot_frequency=SNAPSHOT_EVERY)
-    ] = Field(default_factory=dict)
+        StepRecords, DeltaChannel(merge_steps, StepRecords, snapshot_frequency=SNAPSHOT_EVERY)
+    ] = Field(default_factory=StepRecords)
+    """Step records by step id (a plain dict of them is accepted)."""
     artifacts: Annotated[
-        dict[str, ArtifactRef],
-        DeltaChannel(merge_records, dict, snapshot_frequency=SNAPSHOT_EVERY),
-    ] = Field(default_factory=dict)
+        ArtifactRefs,
+        DeltaChannel(merge_artifacts, ArtifactRefs, snapshot_frequency=SNAPSHOT_EVERY),
+    ] = Field(default_factory=ArtifactRefs)
+    """Artifact refs by name (a plain dict of them is accepted)."""
     budget: Budget = Field(default_factory=Budget)
     tool_modules: list[str] = Field(default_factory=list)
     """User tool modules the run needs; re-imported when a new process resumes it."""
@@ -557,8 +600,16 @@ class RunState(BaseModel):
         return self.steps.get(step_id) or StepRecord(id=step_id)
 
     def status_of(self, step_id: str) -> StepStatus:
-        rec = self.steps.get(step_id)
-        return rec.status if rec is not None else StepStatus.PENDING
+        return self.steps.status_of(step_id)
+
+    def open_steps(self) -> list[PlanStep]:
+        """The plan's steps that are not done or skipped, in plan order, found without
+        decoding the others (a long run's resume reads only these)."""
+        index = self.plan.index()
+        steps = self.steps
+        candidates = steps.open_ids.union(index.id_set.difference(steps.ids()))
+        found = sorted(candidates.intersection(index.id_set), key=index.position.__getitem__)
+        return [index.by_id(sid) for sid in found]
 
 
 # Migrations: schema_version N → N+1, applied to raw state values on load.
@@ -584,8 +635,11 @@ CHECKPOINT_TYPES: tuple[type[Any], ...] = (
     RunFailureKind,
     Goal,
     PlanStep,
+    PlanSteps,
     Plan,
     ArtifactRef,
+    StepRecords,
+    ArtifactRefs,
     StepFailure,
     StepRecord,
     RunFailure,

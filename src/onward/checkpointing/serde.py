@@ -23,12 +23,18 @@ from typing import Any
 
 import ormsgpack
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.jsonplus import (
+    EXT_DELTA_SNAPSHOT,
+    JsonPlusSerializer,
+    _msgpack_default,
+)
+from langgraph.checkpoint.serde.jsonplus import _option as _OPTION
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from onward import checks
 from onward.encryption import Cipher
-from onward.state import CHECKPOINT_TYPES
+from onward.lazy import Decode
+from onward.state import CHECKPOINT_TYPES, ArtifactRefs, Plan, PlanSource, PlanSteps, StepRecords
 
 ExtHook = Callable[[int, bytes], Any]
 
@@ -66,17 +72,83 @@ class OnwardSerializer(JsonPlusSerializer):
         super().__init__(**kwargs)
         self._cache = _DecodeCache()
 
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        if obj is None or isinstance(obj, bytes | bytearray):
+            return super().dumps_typed(obj)
+        return "msgpack", ormsgpack.packb(obj, default=_default, option=_OPTION)
+
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_, blob = data
-        if type_ != "msgpack" or len(blob) < CACHE_MIN_BYTES:
+        if type_ != "msgpack":
             return super().loads_typed(data)
-        hook = self._unpack_ext_hook
-        key = (hook, bytes(blob))  # a memoryview (some drivers) is not hashable
+        hook = self._lazy_hook()
+        if len(blob) < CACHE_MIN_BYTES:
+            return ormsgpack.unpackb(blob, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+        key = (self._unpack_ext_hook, bytes(blob))  # a memoryview (some drivers) is unhashable
         value = self._cache.get(key)
         if value is None:
             value = ormsgpack.unpackb(blob, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
             self._cache.put(key, value, len(blob))
         return _fresh(value)
+
+    def _lazy_hook(self) -> ExtHook:
+        """LangGraph's hook (with this serializer's allowlist) that also reads the lazy
+        collections; built once per hook (clones with another allowlist get their own)."""
+        base = self._unpack_ext_hook
+        made = getattr(self, "_made_hooks", None)
+        if made is not None and made[0] is base:
+            return made[1]  # type: ignore[no-any-return]
+
+        def decode_item(blob: bytes) -> Any:
+            return ormsgpack.unpackb(blob, ext_hook=base, option=ormsgpack.OPT_NON_STR_KEYS)
+
+        def hook(code: int, data: bytes) -> Any:
+            if code == EXT_LAZY:
+                kind, packed = ormsgpack.unpackb(data)
+                return _LAZY_KINDS[kind](packed, decode_item)
+            if code == EXT_DELTA_SNAPSHOT:
+                return _DeltaSnapshot(
+                    ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+                )
+            return base(code, data)
+
+        self._made_hooks = (base, hook)
+        return hook
+
+
+EXT_LAZY = 64
+"""msgpack extension code of onward's lazy collections (LangGraph's own codes are 0-7)."""
+
+
+def _plan(packed: list[Any], decode: Decode) -> Plan:
+    version, source, steps = packed
+    return Plan(version=version, source=PlanSource(source), steps=PlanSteps.unpacked(steps, decode))
+
+
+_LAZY_KINDS: dict[str, Callable[[list[Any], Decode], Any]] = {
+    "steps": StepRecords.unpacked,
+    "artifacts": ArtifactRefs.unpacked,
+    "plan": _plan,
+}
+
+
+def _default(obj: Any) -> Any:
+    """LangGraph's msgpack encoding, except that a lazy collection (and a plan, for its
+    steps) is stored as its items' own bytes, so a load decodes only what it reads."""
+    kind = type(obj)
+    if kind is _DeltaSnapshot:
+        return ormsgpack.Ext(
+            EXT_DELTA_SNAPSHOT, ormsgpack.packb(obj.value, default=_default, option=_OPTION)
+        )
+    if kind is StepRecords or kind is ArtifactRefs:
+        name = "steps" if kind is StepRecords else "artifacts"
+        return ormsgpack.Ext(EXT_LAZY, ormsgpack.packb([name, obj.packed()]))
+    if kind is Plan:
+        steps = PlanSteps.of(obj.steps).packed()
+        return ormsgpack.Ext(
+            EXT_LAZY, ormsgpack.packb(["plan", [obj.version, obj.source.value, steps]])
+        )
+    return _msgpack_default(obj)
 
 
 def _fresh(value: Any) -> Any:

@@ -197,7 +197,11 @@ class Db:
                     try:
                         if lock is not None:
                             self.raw.execute(
-                                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (lock,)
+                                # Per schema: stores in other schemas of one database
+                                # do not wait for each other.
+                                "SELECT pg_advisory_xact_lock("
+                                "hashtextextended(current_schema() || ':' || %s, 0))",
+                                (lock,),
                             )
                         yield self
                     finally:

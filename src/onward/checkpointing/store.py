@@ -41,9 +41,11 @@ from onward.errors import EncryptionKeyError, StoreError
 from onward.state import RunStatus, utcnow
 
 DEFAULT_URL = "sqlite:///.onward/onward.db"
-STORE_SCHEMA_VERSION = 7
+STORE_SCHEMA_VERSION = 8
 """1: runs. 2: leases and events. 3: the effect ledger. 5: event dedupe keys. 6: the work
 queue, artifact references (and bodies on Postgres). 7: API threads and runs (serve).
+8: a run's request in its own table (``onward_runs.request`` is left empty: its whole plan
+made every status change rewrite megabytes on SQLite).
 Tables are created with IF NOT EXISTS, so opening an older store brings it up to date
 under the schema lock."""
 
@@ -58,6 +60,10 @@ CREATE TABLE IF NOT EXISTS onward_runs (
     request     TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS onward_runs_created ON onward_runs (created_at);
+CREATE TABLE IF NOT EXISTS onward_requests (
+    thread_id   TEXT PRIMARY KEY,
+    request     TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS onward_queue (
     thread_id   TEXT PRIMARY KEY,
     ready_at    DOUBLE PRECISION,
@@ -86,6 +92,7 @@ _THREAD_TABLES = (
     "onward_artifact_refs",
     "onward_api_runs",
     "onward_threads",
+    "onward_requests",
     "onward_runs",
 )
 """Every onward table with a row per run (deleted by :meth:`Store.delete_run`)."""
@@ -104,15 +111,6 @@ class RunRow:
     updated_at: datetime
     status: RunStatus
     objective: str
-    request_json: str
-    """The run's request as stored (decrypted); :attr:`request` parses it."""
-
-    @property
-    def request(self) -> dict[str, Any]:
-        """The request the run was started with (its input state holds the whole plan, so
-        it is parsed only where it is needed, not with every row)."""
-        value: dict[str, Any] = json.loads(self.request_json)
-        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +313,12 @@ class Store:
             "CREATE UNIQUE INDEX IF NOT EXISTS onward_events_once "
             "ON onward_events (thread_id, dedupe) WHERE dedupe IS NOT NULL"
         )
+        if 0 < found < 8:  # requests move out of onward_runs
+            db.execute(
+                "INSERT INTO onward_requests SELECT thread_id, request FROM onward_runs "
+                "WHERE request <> '' ON CONFLICT DO NOTHING"
+            )
+            db.execute("UPDATE onward_runs SET request = '' WHERE request <> ''")
         db.execute(
             "INSERT INTO onward_meta VALUES ('schema_version', ?) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -381,18 +385,26 @@ class Store:
 
     def add_run(self, thread_id: str, objective: str, request: dict[str, Any]) -> None:
         now = utcnow().isoformat()
-        with self.db.use() as db:
+        with self.db.use() as db, db.transaction():
             db.execute(
-                "INSERT INTO onward_runs VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    thread_id,
-                    now,
-                    now,
-                    RunStatus.PLANNING.value,
-                    seal_text(self.cipher, objective),
-                    seal_text(self.cipher, json.dumps(request, ensure_ascii=False)),
-                ),
+                "INSERT INTO onward_runs VALUES (?, ?, ?, ?, ?, '')",
+                (thread_id, now, now, RunStatus.PLANNING.value, seal_text(self.cipher, objective)),
             )
+            db.execute(
+                "INSERT INTO onward_requests VALUES (?, ?)",
+                (thread_id, seal_text(self.cipher, json.dumps(request, ensure_ascii=False))),
+            )
+
+    def run_request(self, thread_id: str) -> dict[str, Any]:
+        """The request a run was started with (its input state, holding the whole plan)."""
+        with self.db.use() as db:
+            row = db.execute(
+                "SELECT request FROM onward_requests WHERE thread_id=?", (thread_id,)
+            ).fetchone()
+        if row is None:
+            raise StoreError(f"run {thread_id} has no stored request in {self.where}")
+        value: dict[str, Any] = json.loads(open_text(self.cipher, row[0]))
+        return value
 
     def set_run_status(self, thread_id: str, status: RunStatus) -> None:
         with self.db.use() as db:
@@ -441,7 +453,6 @@ class Store:
             updated_at=datetime.fromisoformat(r[2]),
             status=RunStatus(r[3]),
             objective=open_text(self.cipher, r[4]),
-            request_json=open_text(self.cipher, r[5]),
         )
 
     # -- artifacts in use ---------------------------------------------------

@@ -132,29 +132,26 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                     continue
                 asks.append(escalation(state, state.plan.step(w.step_id), w))
             return _wave(asks)
-        # One pass over the plan (gate runs after every step, so keep this O(steps) loop's
-        # constant small): failures, steps deferred to a time, and ready steps in order.
+        # Only the steps not done or skipped (a long run's resume decodes only these):
+        # failures, steps deferred to a time, and ready steps, in plan order.
         steps = state.steps
         failed: list[tuple[str, StepFailure]] = []
         deferred: set[str] = set()
         ready: list[PlanStep] = []
-        pending, failed_status, settled = StepStatus.PENDING, StepStatus.FAILED, _SETTLED
-        for step, needs in state.plan.index().order:
+        for step in state.open_steps():
+            status = steps.status_of(step.id)
+            if status is StepStatus.FAILED:
+                failure = steps[step.id].failure
+                if failure is not None:
+                    failed.append((step.id, failure))
+                continue
+            if status is not StepStatus.PENDING:
+                continue
             rec = steps.get(step.id)
-            if rec is not None:
-                status = rec.status
-                if status is not pending:
-                    if status is failed_status and rec.failure is not None:
-                        failed.append((step.id, rec.failure))
-                    continue
-                if rec.not_before is not None and rec.not_before > now:
-                    deferred.add(step.id)
-                    continue
-            for d in needs:
-                dep = steps.get(d)
-                if dep is None or dep.status not in settled:
-                    break
-            else:
+            if rec is not None and rec.not_before is not None and rec.not_before > now:
+                deferred.add(step.id)
+                continue
+            if all(steps.status_of(d) in _SETTLED for d in step.depends_on):
                 ready.append(step)
         if failed:
             return _route_failures(state, failed)

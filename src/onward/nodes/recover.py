@@ -130,9 +130,7 @@ def make_replan_node(deps: NodeDeps) -> Any:
                 )
                 steps[sid] = rec.model_copy(update={"failure": gave_up})
                 continue
-            plan = plan.model_copy(
-                update={"steps": [revised if s.id == sid else s for s in plan.steps]}
-            )
+            plan = plan.with_step(revised)
             edits.append(PlanEdit(step=revised))
             steps[sid] = transition(rec, StepStatus.PENDING, replans=rec.replans + 1)
             decisions.append(
@@ -257,9 +255,7 @@ def _revise(
             )
         )
     for candidate, how in candidates:
-        new_plan = plan.model_copy(
-            update={"steps": [candidate if s.id == step.id else s for s in plan.steps]}
-        )
+        new_plan = plan.with_step(candidate)
         problems = revision_problems(
             plan, new_plan, state.steps, deps.registry, allow_tools=state.policy.allow_tools
         )

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from onward import refs
 from onward.checks import CHECK_KINDS, artifact_names
 from onward.errors import PlanProblem, PlanValidationError
-from onward.state import Goal, Plan, PlanSource, PlanStep
+from onward.state import Goal, Plan, PlanSource, PlanStep, PlanSteps
 from onward.tools.registry import Registry
 
 
@@ -98,7 +98,7 @@ def parse_declared(
         not isinstance(max_concurrency, int) or max_concurrency < 1
     ):
         problems.append(PlanProblem("max_concurrency", "must be a positive integer"))
-    plan = Plan.model_construct(source=PlanSource.DECLARED, steps=steps, version=1)
+    plan = Plan.model_construct(source=PlanSource.DECLARED, steps=PlanSteps(steps), version=1)
     problems += plan_problems(plan, registry, goal, unchecked=broken, allow_tools=allow_tools)
     if problems:
         raise PlanValidationError(problems, source=source)

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 from enum import Enum
 from typing import Any
 
 from langgraph.types import Interrupt, StateSnapshot
 from pydantic import BaseModel
+
+from onward.lazy import LazyList
 
 GRAPH_ID = "onward"
 ASSISTANT_ID = str(uuid.uuid5(uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), GRAPH_ID))
@@ -30,9 +33,9 @@ def jsonable(value: Any) -> Any:
         return {"value": jsonable(value.value), "id": value.id}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
+    if isinstance(value, list | tuple | set | frozenset | LazyList):
         return [jsonable(v) for v in value]
     if isinstance(value, datetime):
         return value.isoformat()

@@ -1,0 +1,327 @@
+"""Collections that grow with a run and decode each item from a checkpoint when it is read.
+
+A run of 10,000 steps holds 10,000 step records, plan steps and artifact refs. Rebuilding
+and validating every one of them when a thread is loaded made a load cost O(steps)
+(about a second at 10,000 on a slow machine) while a resume reads a handful. So the
+checkpoint keeps each item as its own encoded bytes (LangGraph's msgpack, decoded through
+the store's allowlist), next to the little every step needs without decoding: the ids,
+the plan's dependencies and each record's status and attempts. An item is decoded the
+first time it is read and kept decoded.
+
+The collections are immutable: merging writes returns a new one that shares the items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import cached_property
+from typing import Any, ClassVar, Generic, TypeVar, overload
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from pydantic import BaseModel, GetCoreSchemaHandler
+from pydantic_core import core_schema
+
+T = TypeVar("T")
+Decode = Callable[[bytes], Any]
+"""Bytes of one item → the item (the store's serializer, with its allowlist)."""
+
+_ENCODER = JsonPlusSerializer()
+
+
+def pack_item(item: Any) -> bytes:
+    """One item in LangGraph's msgpack format (what a checkpoint of it would hold)."""
+    return _ENCODER.dumps_typed(item)[1]
+
+
+def _no_decoder(_: bytes) -> Any:
+    raise RuntimeError("an encoded item without a decoder: build lazy collections with one")
+
+
+class _Items(Generic[T]):
+    """Items that are either decoded or still bytes; decoding replaces the bytes in place
+    (the same value for every reader, so sharing the list between versions is safe)."""
+
+    __slots__ = ("decode",)
+
+    def __init__(self, decode: Decode) -> None:
+        self.decode = decode
+
+    def get(self, store: dict[Any, Any] | list[Any], key: Any) -> T:
+        value = store[key]
+        if type(value) is bytes:
+            value = store[key] = self.decode(value)  # one assignment: atomic under the GIL
+        return value  # type: ignore[no-any-return]
+
+
+def _schema(cls: Any, plain: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+    """Pydantic accepts one of ``cls`` as is (no item is decoded or validated) or the plain
+    form (``plain``: validated, then wrapped), and dumps the plain form."""
+    items = handler.generate_schema(plain)
+    wrapped = core_schema.no_info_after_validator_function(cls, items)
+    return core_schema.json_or_python_schema(
+        json_schema=wrapped,
+        python_schema=core_schema.union_schema([core_schema.is_instance_schema(cls), wrapped]),
+        serialization=core_schema.plain_serializer_function_ser_schema(
+            cls._plain, return_schema=items
+        ),
+    )
+
+
+class LazyMap(Mapping[str, T]):
+    """An immutable ``id → item`` mapping whose items decode on first read."""
+
+    __slots__ = ("_items", "_values")
+    model: ClassVar[type[BaseModel]]
+    """The items' type (subclasses set it): plain values written are validated into it."""
+
+    def __init__(self, values: Mapping[str, T] | None = None) -> None:
+        self._values: dict[str, Any] = {}
+        self._items: _Items[T] = _Items(_no_decoder)
+        self._start()
+        for key, value in (values or {}).items():
+            self._put(key, value)
+
+    def _start(self) -> None:
+        """Subclasses set up empty summaries here."""
+
+    def _put(self, key: str, value: Any) -> None:
+        if not isinstance(value, self.model):
+            value = self.model.model_validate(value)
+        self._values[key] = value
+        self._note(key, value)
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return _schema(cls, dict[str, cls.model], handler)  # type: ignore[name-defined]
+
+    @staticmethod
+    def _plain(value: Mapping[str, T]) -> dict[str, T]:
+        return dict(value.items())
+
+    @classmethod
+    def of(cls, value: Mapping[str, T] | None) -> Any:
+        """``value`` itself if it is one already, else a new one holding its items."""
+        return value if type(value) is cls else cls(value)
+
+    # -- Mapping ---------------------------------------------------------------
+
+    def __getitem__(self, key: str) -> T:
+        return self._items.get(self._values, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key not in self._values:
+            return default
+        return self._items.get(self._values, key)
+
+    def ids(self) -> Any:
+        """The keys as a real ``dict_keys`` (set operations run in C)."""
+        return self._values.keys()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict(self.items())!r})"
+
+    def __copy__(self) -> Any:
+        return self  # immutable
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return self
+
+    def __reduce__(self) -> Any:
+        return (type(self), (dict(self.items()),))
+
+    # -- versions --------------------------------------------------------------
+
+    def merged(self, writes: Iterable[Mapping[str, T | None]], drop_none: bool = False) -> Any:
+        """A new mapping with ``writes`` applied in order (later wins per key; ``None``
+        removes the key when ``drop_none``)."""
+        new = self._copy()
+        for write in writes:
+            for key, value in _entries(write):
+                if value is None and drop_none:
+                    new._values.pop(key, None)
+                    new._forget(key)
+                else:
+                    new._put(key, value)
+        return new
+
+    def _copy(self) -> Any:
+        new = object.__new__(type(self))
+        new._values = dict(self._values)
+        new._items = self._items
+        return new
+
+    def _note(self, key: str, value: Any) -> None:
+        """Subclasses keep summaries of their items up to date here."""
+
+    def _forget(self, key: str) -> None:
+        """Subclasses drop a removed key's summary here."""
+
+    # -- checkpoint form -------------------------------------------------------
+
+    def packed(self) -> list[Any]:
+        """``[ids, encoded items, *summary]``: what a checkpoint holds."""
+        ids = list(self._values)
+        blobs = [v if type(v) is bytes else pack_item(v) for v in self._values.values()]
+        return [ids, blobs, *self._summary()]
+
+    def _summary(self) -> list[Any]:
+        return []
+
+    @classmethod
+    def unpacked(cls, packed: list[Any], decode: Decode) -> Any:
+        ids, blobs, *summary = packed
+        new = object.__new__(cls)
+        new._values = dict(zip(ids, blobs, strict=True))
+        new._items = _Items(decode)
+        new._load_summary(ids, summary)
+        return new
+
+    def _load_summary(self, ids: list[str], summary: list[Any]) -> None:
+        """Subclasses rebuild their summaries from :meth:`_summary`'s output here."""
+
+
+def _entries(write: Any) -> Iterable[tuple[str, Any]]:
+    return write.items()  # type: ignore[no-any-return]
+
+
+class LazyList(Sequence[T]):
+    """An immutable list of items, each with an id and the ids it depends on, that decode
+    on first read. The ids and dependencies are always at hand (a scheduler needs them for
+    every item); anything else decodes the item."""
+
+    __slots__ = ("__dict__", "_deps", "_ids", "_items", "_items_list")
+    model: ClassVar[type[BaseModel]]
+
+    def __init__(self, items: Iterable[T] = ()) -> None:
+        values = [v if isinstance(v, self.model) else self.model.model_validate(v) for v in items]
+        self._items_list: list[Any] = values
+        self._ids: list[str] = [v.id for v in values]  # type: ignore[attr-defined]
+        self._deps: list[list[str]] = [list(v.depends_on) for v in values]  # type: ignore[attr-defined]
+        self._items: _Items[T] = _Items(_no_decoder)
+
+    @classmethod
+    def of(cls, value: Iterable[T] | None) -> Any:
+        return value if type(value) is cls else cls(value or ())
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return _schema(cls, list[cls.model], handler)  # type: ignore[name-defined]
+
+    @staticmethod
+    def _plain(value: Iterable[T]) -> list[T]:
+        return list(value)
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+    def __getitem__(self, i: int | slice) -> T | list[T]:
+        if isinstance(i, slice):
+            return [self._items.get(self._items_list, j) for j in range(len(self._ids))[i]]
+        if i < 0:
+            i += len(self._ids)
+        return self._items.get(self._items_list, i)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __iter__(self) -> Iterator[T]:
+        get, items = self._items.get, self._items_list
+        for i in range(len(self._ids)):
+            yield get(items, i)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyList):
+            return self._ids == other._ids and list(self) == list(other)
+        if isinstance(other, list):
+            return list(self) == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+    def __copy__(self) -> Any:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return self
+
+    def __reduce__(self) -> Any:
+        return (type(self), (list(self),))
+
+    @property
+    def ids(self) -> Sequence[str]:
+        """Every item's id, in order."""
+        return self._ids
+
+    @property
+    def deps(self) -> Sequence[Sequence[str]]:
+        """Every item's dependencies, in order."""
+        return self._deps
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        """Where an id first appears."""
+        n = len(self._ids)
+        return dict(zip(reversed(self._ids), range(n - 1, -1, -1), strict=True))
+
+    @cached_property
+    def id_set(self) -> frozenset[str]:
+        return frozenset(self._ids)
+
+    @cached_property
+    def children(self) -> dict[str, list[str]]:
+        """The items that depend on an item directly, in order."""
+        out: dict[str, list[str]] = {}
+        for sid, needs in zip(self._ids, self._deps, strict=True):
+            for d in needs:
+                out.setdefault(d, []).append(sid)
+        return out
+
+    def by_id(self, item_id: str) -> T:
+        """The first item with this id (``KeyError`` if none)."""
+        return self[self.position[item_id]]
+
+    def replaced(self, item: T) -> Any:
+        """A new list with every item of ``item``'s id replaced by it."""
+        new = object.__new__(type(self))
+        new._items_list = list(self._items_list)
+        new._ids = self._ids
+        new._deps = list(self._deps)
+        new._items = self._items
+        for i, sid in enumerate(self._ids):
+            if sid == item.id:  # type: ignore[attr-defined]
+                new._items_list[i] = item
+                new._deps[i] = list(item.depends_on)  # type: ignore[attr-defined]
+        return new
+
+    def packed(self) -> list[Any]:
+        blobs = [v if type(v) is bytes else pack_item(v) for v in self._items_list]
+        return [self._ids, self._deps, blobs]
+
+    @classmethod
+    def unpacked(cls, packed: list[Any], decode: Decode) -> Any:
+        ids, deps, blobs = packed
+        if not (len(ids) == len(deps) == len(blobs)):
+            raise ValueError("a packed list whose ids, dependencies and items differ in length")
+        new = object.__new__(cls)
+        new._items_list = list(blobs)
+        new._ids = ids
+        new._deps = deps
+        new._items = _Items(decode)
+        return new
