@@ -98,7 +98,7 @@ def random_writes(rng: random.Random, n: int) -> list[dict[str, StepRecord]]:
     ]
 
 
-def summary(records: StepRecords) -> tuple[dict[str, StepStatus], int, frozenset[str]]:
+def summary(records: StepRecords) -> tuple[dict[str, StepStatus], int, set[str]]:
     return (
         {k: records.status_of(k) for k in records},
         records.attempts_total,
@@ -125,7 +125,7 @@ def test_merge_steps_gives_the_same_result_however_writes_are_batched(seed: int)
     assert summary(batched) == (
         {k: r.status for k, r in plain.items()},
         sum(r.attempts for r in plain.values()),
-        frozenset(k for k, r in plain.items() if r.status not in (D, StepStatus.SKIPPED)),
+        {k for k, r in plain.items() if r.status not in (D, StepStatus.SKIPPED)},
     )
     assert summary(one_by_one) == summary(batched)
 

@@ -251,14 +251,19 @@ class StepRecords(LazyMap[StepRecord]):
         return self._status.get(step_id, StepStatus.PENDING)
 
     @property
+    def statuses(self) -> Mapping[str, StepStatus]:
+        """Every recorded step's status, by step id (read-only)."""
+        return self._status
+
+    @property
     def attempts_total(self) -> int:
         """Attempts of every step together (the budget's ``max_steps`` counts these)."""
         return self._attempts_total
 
     @property
-    def open_ids(self) -> frozenset[str]:
-        """Steps with a record that is pending, running or failed."""
-        return frozenset(self._open)
+    def open_ids(self) -> set[str]:
+        """Steps with a record that is pending, running or failed (a new set)."""
+        return set(self._open)
 
 
 class ArtifactRefs(LazyMap[ArtifactRef]):
@@ -602,14 +607,21 @@ class RunState(BaseModel):
     def status_of(self, step_id: str) -> StepStatus:
         return self.steps.status_of(step_id)
 
-    def open_steps(self) -> list[PlanStep]:
-        """The plan's steps that are not done or skipped, in plan order, found without
-        decoding the others (a long run's resume reads only these)."""
+    def open_positions(self) -> list[int]:
+        """Where the plan's steps that are not done or skipped are, in plan order, found
+        without decoding the others (a long run's resume reads only these)."""
         index = self.plan.index()
         steps = self.steps
-        candidates = steps.open_ids.union(index.id_set.difference(steps.ids()))
-        found = sorted(candidates.intersection(index.id_set), key=index.position.__getitem__)
-        return [index.by_id(sid) for sid in found]
+        candidates = steps.open_ids.intersection(index.id_set)
+        candidates.update(index.id_set.difference(steps.ids()))
+        if len(candidates) * 8 < len(index):  # few: sort them; many: one pass in order
+            return sorted(map(index.position.__getitem__, candidates))
+        return [i for i, sid in enumerate(index.ids) if sid in candidates]
+
+    def open_steps(self) -> list[PlanStep]:
+        """The plan's steps that are not done or skipped, in plan order."""
+        index = self.plan.index()
+        return [index[i] for i in self.open_positions()]
 
 
 # Migrations: schema_version N → N+1, applied to raw state values on load.

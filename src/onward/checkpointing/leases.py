@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS onward_events (
     dedupe    TEXT
 );
 CREATE INDEX IF NOT EXISTS onward_events_thread ON onward_events (thread_id, id);
+CREATE INDEX IF NOT EXISTS onward_events_kind ON onward_events (thread_id, kind, id);
 """
 
 

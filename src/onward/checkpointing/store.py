@@ -45,7 +45,8 @@ STORE_SCHEMA_VERSION = 8
 """1: runs. 2: leases and events. 3: the effect ledger. 5: event dedupe keys. 6: the work
 queue, artifact references (and bodies on Postgres). 7: API threads and runs (serve).
 8: a run's request in its own table (``onward_runs.request`` is left empty: its whole plan
-made every status change rewrite megabytes on SQLite).
+made every status change rewrite megabytes on SQLite); events indexed by kind (a resume
+looks up a long run's suspensions without reading its every event).
 Tables are created with IF NOT EXISTS, so opening an older store brings it up to date
 under the schema lock."""
 

@@ -138,21 +138,29 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         failed: list[tuple[str, StepFailure]] = []
         deferred: set[str] = set()
         ready: list[PlanStep] = []
-        for step in state.open_steps():
-            status = steps.status_of(step.id)
+        index = state.plan.index()
+        ids, deps_of = index.ids, index.deps
+        status_of = steps.statuses.get  # read without decoding records or steps
+        for i in state.open_positions():
+            sid = ids[i]
+            status = status_of(sid)
             if status is StepStatus.FAILED:
-                failure = steps[step.id].failure
+                failure = steps[sid].failure
                 if failure is not None:
-                    failed.append((step.id, failure))
+                    failed.append((sid, failure))
                 continue
-            if status is not StepStatus.PENDING:
-                continue
-            rec = steps.get(step.id)
-            if rec is not None and rec.not_before is not None and rec.not_before > now:
-                deferred.add(step.id)
-                continue
-            if all(steps.status_of(d) in _SETTLED for d in step.depends_on):
-                ready.append(step)
+            if status is not None:
+                if status is not StepStatus.PENDING:
+                    continue
+                rec = steps[sid]
+                if rec.not_before is not None and rec.not_before > now:
+                    deferred.add(sid)
+                    continue
+            for d in deps_of[i]:
+                if status_of(d) not in _SETTLED:
+                    break
+            else:
+                ready.append(index[i])
         if failed:
             return _route_failures(state, failed)
         sends: list[Send] = []
