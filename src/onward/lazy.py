@@ -13,6 +13,7 @@ The collections are immutable: merging writes returns a new one that shares the 
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import Any, ClassVar, Generic, TypeVar, overload
@@ -38,19 +39,41 @@ def _no_decoder(_: bytes) -> Any:
 
 
 class _Items(Generic[T]):
-    """Items that are either decoded or still bytes; decoding replaces the bytes in place
-    (the same value for every reader, so sharing the list between versions is safe)."""
+    """Where a collection's encoded items are: one ``body`` of bytes and the ``offsets``
+    of each item in it. A collection stores an item's slot (an ``int``) until the item is
+    read; decoding replaces the slot with the item in place (the same value for every
+    reader, so versions of a collection can share their store's items)."""
 
-    __slots__ = ("decode",)
+    __slots__ = ("body", "decode", "offsets")
 
-    def __init__(self, decode: Decode) -> None:
+    def __init__(self, decode: Decode, body: bytes = b"", offsets: bytes = b"") -> None:
         self.decode = decode
+        self.body = body
+        self.offsets = array("Q")
+        self.offsets.frombytes(offsets)
 
     def get(self, store: dict[Any, Any] | list[Any], key: Any) -> T:
         value = store[key]
-        if type(value) is bytes:
-            value = store[key] = self.decode(value)  # one assignment: atomic under the GIL
+        if type(value) is int:
+            value = store[key] = self.decode(self.raw(value))  # one assignment: atomic
         return value  # type: ignore[no-any-return]
+
+    def raw(self, value: Any) -> bytes:
+        """An item's encoded bytes (a slot's, or a decoded item encoded again)."""
+        if type(value) is int:
+            return self.body[self.offsets[value] : self.offsets[value + 1]]
+        return pack_item(value)
+
+
+def _pack(items: _Items[Any], values: Iterable[Any]) -> tuple[bytes, bytes]:
+    """``(body, offsets)`` of these items."""
+    parts = [items.raw(v) for v in values]
+    offsets = array("Q", [0])
+    end = 0
+    for part in parts:
+        end += len(part)
+        offsets.append(end)
+    return b"".join(parts), offsets.tobytes()
 
 
 def _schema(cls: Any, plain: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
@@ -87,8 +110,8 @@ class LazyMap(Mapping[str, T]):
     def _put(self, key: str, value: Any) -> None:
         if not isinstance(value, self.model):
             value = self.model.model_validate(value)
+        self._note(key, value)  # before the write: a summary may need the old item
         self._values[key] = value
-        self._note(key, value)
 
     @classmethod
     def __get_pydantic_core_schema__(
@@ -128,6 +151,10 @@ class LazyMap(Mapping[str, T]):
         """The keys as a real ``dict_keys`` (set operations run in C)."""
         return self._values.keys()
 
+    def decoded(self) -> int:
+        """How many items have been read (decoded) so far."""
+        return sum(type(v) is not int for v in self._values.values())
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({dict(self.items())!r})"
 
@@ -162,7 +189,8 @@ class LazyMap(Mapping[str, T]):
         return new
 
     def _note(self, key: str, value: Any) -> None:
-        """Subclasses keep summaries of their items up to date here."""
+        """Subclasses keep summaries of their items up to date here (``key`` still holds
+        its old item, if any)."""
 
     def _forget(self, key: str) -> None:
         """Subclasses drop a removed key's summary here."""
@@ -170,20 +198,20 @@ class LazyMap(Mapping[str, T]):
     # -- checkpoint form -------------------------------------------------------
 
     def packed(self) -> list[Any]:
-        """``[ids, encoded items, *summary]``: what a checkpoint holds."""
-        ids = list(self._values)
-        blobs = [v if type(v) is bytes else pack_item(v) for v in self._values.values()]
-        return [ids, blobs, *self._summary()]
+        """``[ids, body, offsets, *summary]``: what a checkpoint holds."""
+        return [list(self._values), *_pack(self._items, self._values.values()), *self._summary()]
 
     def _summary(self) -> list[Any]:
         return []
 
     @classmethod
     def unpacked(cls, packed: list[Any], decode: Decode) -> Any:
-        ids, blobs, *summary = packed
+        ids, body, offsets, *summary = packed
         new = object.__new__(cls)
-        new._values = dict(zip(ids, blobs, strict=True))
-        new._items = _Items(decode)
+        new._items = _Items(decode, body, offsets)
+        if len(new._items.offsets) != len(ids) + 1:
+            raise ValueError("a packed collection whose ids and items differ in number")
+        new._values = dict(zip(ids, range(len(ids)), strict=True))
         new._load_summary(ids, summary)
         return new
 
@@ -196,18 +224,16 @@ def _entries(write: Any) -> Iterable[tuple[str, Any]]:
 
 
 class LazyList(Sequence[T]):
-    """An immutable list of items, each with an id and the ids it depends on, that decode
-    on first read. The ids and dependencies are always at hand (a scheduler needs them for
-    every item); anything else decodes the item."""
+    """An immutable list of items with ids that decode on first read. The ids are always
+    at hand (a scheduler looks up every item by id); anything else decodes the item."""
 
-    __slots__ = ("__dict__", "_deps", "_ids", "_items", "_items_list")
+    __slots__ = ("__dict__", "_ids", "_items", "_items_list")
     model: ClassVar[type[BaseModel]]
 
     def __init__(self, items: Iterable[T] = ()) -> None:
         values = [v if isinstance(v, self.model) else self.model.model_validate(v) for v in items]
         self._items_list: list[Any] = values
         self._ids: list[str] = [v.id for v in values]  # type: ignore[attr-defined]
-        self._deps: list[list[str]] = [list(v.depends_on) for v in values]  # type: ignore[attr-defined]
         self._items: _Items[T] = _Items(_no_decoder)
 
     @classmethod
@@ -269,10 +295,9 @@ class LazyList(Sequence[T]):
         """Every item's id, in order."""
         return self._ids
 
-    @property
-    def deps(self) -> Sequence[Sequence[str]]:
-        """Every item's dependencies, in order."""
-        return self._deps
+    def decoded(self) -> int:
+        """How many items have been read (decoded) so far."""
+        return sum(type(v) is not int for v in self._items_list)
 
     @cached_property
     def position(self) -> dict[str, int]:
@@ -286,11 +311,11 @@ class LazyList(Sequence[T]):
 
     @cached_property
     def children(self) -> dict[str, list[str]]:
-        """The items that depend on an item directly, in order."""
+        """The items that depend on an item directly, in order (decodes every item)."""
         out: dict[str, list[str]] = {}
-        for sid, needs in zip(self._ids, self._deps, strict=True):
-            for d in needs:
-                out.setdefault(d, []).append(sid)
+        for item in self:
+            for d in item.depends_on:  # type: ignore[attr-defined]
+                out.setdefault(d, []).append(item.id)  # type: ignore[attr-defined]
         return out
 
     def by_id(self, item_id: str) -> T:
@@ -302,26 +327,22 @@ class LazyList(Sequence[T]):
         new = object.__new__(type(self))
         new._items_list = list(self._items_list)
         new._ids = self._ids
-        new._deps = list(self._deps)
         new._items = self._items
         for i, sid in enumerate(self._ids):
             if sid == item.id:  # type: ignore[attr-defined]
                 new._items_list[i] = item
-                new._deps[i] = list(item.depends_on)  # type: ignore[attr-defined]
         return new
 
     def packed(self) -> list[Any]:
-        blobs = [v if type(v) is bytes else pack_item(v) for v in self._items_list]
-        return [self._ids, self._deps, blobs]
+        return [self._ids, *_pack(self._items, self._items_list)]
 
     @classmethod
     def unpacked(cls, packed: list[Any], decode: Decode) -> Any:
-        ids, deps, blobs = packed
-        if not (len(ids) == len(deps) == len(blobs)):
-            raise ValueError("a packed list whose ids, dependencies and items differ in length")
+        ids, body, offsets = packed
         new = object.__new__(cls)
-        new._items_list = list(blobs)
+        new._items = _Items(decode, body, offsets)
+        if len(new._items.offsets) != len(ids) + 1:
+            raise ValueError("a packed list whose ids and items differ in number")
+        new._items_list = list(range(len(ids)))
         new._ids = ids
-        new._deps = deps
-        new._items = _Items(decode)
         return new

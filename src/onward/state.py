@@ -202,7 +202,9 @@ class StepRecord(_Frozen):
 
 
 _OPEN = frozenset({StepStatus.PENDING, StepStatus.RUNNING, StepStatus.FAILED})
-_STATUS_BY_VALUE = {s.value: s for s in StepStatus}
+_CODE_OF = {s: s.value[0] for s in StepStatus}
+"""One letter per status (p, r, d, f, s): a checkpoint holds a run's statuses as one string."""
+_STATUS_OF_CODE = {code: s for s, code in _CODE_OF.items()}
 
 
 class StepRecords(LazyMap[StepRecord]):
@@ -210,41 +212,38 @@ class StepRecords(LazyMap[StepRecord]):
     a record decodes when first read, while every record's status and attempts are at hand
     (the scheduler and the budget read them after every step)."""
 
-    __slots__ = ("_attempts", "_attempts_total", "_open", "_status")
+    __slots__ = ("_attempts_total", "_open", "_status")
     model = StepRecord
 
     def _start(self) -> None:
         self._status: dict[str, StepStatus] = {}
-        self._attempts: dict[str, int] = {}
         self._attempts_total = 0
         self._open: set[str] = set()
 
     def _copy(self) -> StepRecords:
         new: StepRecords = super()._copy()
         new._status = dict(self._status)
-        new._attempts = dict(self._attempts)
         new._attempts_total = self._attempts_total
         new._open = set(self._open)
         return new
 
     def _note(self, key: str, value: Any) -> None:
+        old = self.get(key)
+        self._attempts_total += value.attempts - (old.attempts if old is not None else 0)
         self._status[key] = value.status
-        self._attempts_total += value.attempts - self._attempts.get(key, 0)
-        self._attempts[key] = value.attempts
         if value.status in _OPEN:
             self._open.add(key)
         else:
             self._open.discard(key)
 
     def _summary(self) -> list[Any]:
-        return [[s.value for s in self._status.values()], list(self._attempts.values())]
+        codes = "".join(_CODE_OF[s] for s in self._status.values())
+        return [codes, self._attempts_total, sorted(self._open)]
 
     def _load_summary(self, ids: list[str], summary: list[Any]) -> None:
-        statuses, attempts = summary
-        self._status = dict(zip(ids, map(_STATUS_BY_VALUE.__getitem__, statuses), strict=True))
-        self._attempts = dict(zip(ids, attempts, strict=True))
-        self._attempts_total = sum(attempts)
-        self._open = {k for k, v in self._status.items() if v in _OPEN}
+        codes, self._attempts_total, open_ids = summary
+        self._status = dict(zip(ids, map(_STATUS_OF_CODE.__getitem__, codes), strict=True))
+        self._open = set(open_ids)
 
     def status_of(self, step_id: str) -> StepStatus:
         """A step's status without decoding its record (pending if it has none)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, cast
@@ -35,6 +36,7 @@ from langgraph.checkpoint.sqlite._delta import (
 )
 
 from onward.checkpointing.events import LogRow
+from onward.checkpointing.serde import fresh
 
 if TYPE_CHECKING:
     import psycopg
@@ -91,6 +93,9 @@ class OnwardSqliteSaver(SqliteSaver):
     ) -> None:
         super().__init__(conn, serde=serde)
         self.held, self.to_sql = held, to_sql
+        self._seeds: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
+        """Decoded delta-channel snapshots by checkpoint (a checkpoint never changes once
+        written, and a resume loads the same thread three times)."""
 
     def put_writes(
         self,
@@ -184,25 +189,15 @@ class OnwardSqliteSaver(SqliteSaver):
             seed_at = {ch: chain[d] for ch, d in distance.items() if d < len(chain)}
             if len(seed_at) < len(channels) and not at_root:
                 return None
-            seed_ids = sorted(set(seed_at.values()))
-            blobs = {
-                cid: (type_tag, blob)
-                for cid, type_tag, blob in cur.execute(
-                    "SELECT checkpoint_id, type, checkpoint FROM checkpoints "
-                    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN "
-                    f"({','.join('?' * len(seed_ids))})",
-                    (thread_id, ns, *seed_ids),
-                )
-            }
-            if len(blobs) < len(seed_ids):
+            snapshots = self._snapshots(cur, thread_id, ns, sorted(set(seed_at.values())))
+            if snapshots is None:
                 return None
-            decoded = {cid: self.serde.loads_typed(blob) for cid, blob in blobs.items()}
             seeds: dict[str, Any] = {}
             for ch, cid in seed_at.items():
-                value = (decoded[cid].get("channel_values") or {}).get(ch)
+                value = snapshots[cid].get(ch)
                 if not isinstance(value, _DeltaSnapshot):
                     return None
-                seeds[ch] = value
+                seeds[ch] = fresh(value)
             chain_by_ch = {ch: list(chain[1 : distance[ch] + 1]) for ch in channels}
             stage2 = build_delta_stage2_sql(
                 has_task_path=self._has_task_path,
@@ -224,6 +219,32 @@ class OnwardSqliteSaver(SqliteSaver):
             serde=self.serde,
         )
 
+    def _snapshots(
+        self, cur: sqlite3.Cursor, thread_id: str, ns: str, ids: list[str]
+    ) -> dict[str, dict[str, Any]] | None:
+        """The delta-channel snapshots each checkpoint holds (None if one is missing)."""
+        out = {cid: hit for cid in ids if (hit := self._seeds.get((thread_id, ns, cid)))}
+        todo = [cid for cid in ids if cid not in out]
+        if todo:
+            rows = cur.execute(
+                "SELECT checkpoint_id, type, checkpoint FROM checkpoints "
+                "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN "
+                f"({','.join('?' * len(todo))})",
+                (thread_id, ns, *todo),
+            ).fetchall()
+            if len(rows) < len(todo):
+                return None
+            for cid, type_tag, blob in rows:
+                values = self.serde.loads_typed((type_tag, blob)).get("channel_values") or {}
+                out[cid] = {k: v for k, v in values.items() if isinstance(v, _DeltaSnapshot)}
+                self._seeds[(thread_id, ns, cid)] = out[cid]  # under self.lock (cursor)
+                while len(self._seeds) > SEEDS_KEPT:
+                    self._seeds.popitem(last=False)
+        return out
+
+
+SEEDS_KEPT = 8
+"""Checkpoints whose decoded snapshots a SQLite saver keeps (a few threads' latest)."""
 
 _CHAIN_SQL = (
     "WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, depth) AS ("

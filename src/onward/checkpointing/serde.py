@@ -89,7 +89,7 @@ class OnwardSerializer(JsonPlusSerializer):
         if value is None:
             value = ormsgpack.unpackb(blob, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
             self._cache.put(key, value, len(blob))
-        return _fresh(value)
+        return fresh(value)
 
     def _lazy_hook(self) -> ExtHook:
         """LangGraph's hook (with this serializer's allowlist) that also reads the lazy
@@ -151,15 +151,15 @@ def _default(obj: Any) -> Any:
     return _msgpack_default(obj)
 
 
-def _fresh(value: Any) -> Any:
-    """The value with new dicts and lists (models are frozen and shared)."""
+def fresh(value: Any) -> Any:
+    """The value with new dicts and lists (models and lazy collections are immutable)."""
     kind = type(value)
     if kind is dict:
-        return {k: _fresh(v) for k, v in value.items()}
+        return {k: fresh(v) for k, v in value.items()}
     if kind is list:
-        return [_fresh(v) for v in value]
+        return [fresh(v) for v in value]
     if kind is _DeltaSnapshot:
-        return _DeltaSnapshot(_fresh(value.value))
+        return _DeltaSnapshot(fresh(value.value))
     return value
 
 

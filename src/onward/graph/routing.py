@@ -139,7 +139,7 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         deferred: set[str] = set()
         ready: list[PlanStep] = []
         index = state.plan.index()
-        ids, deps_of = index.ids, index.deps
+        ids = index.ids
         status_of = steps.statuses.get  # read without decoding records or steps
         for i in state.open_positions():
             sid = ids[i]
@@ -156,11 +156,12 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                 if rec.not_before is not None and rec.not_before > now:
                     deferred.add(sid)
                     continue
-            for d in deps_of[i]:
+            step = index[i]
+            for d in step.depends_on:
                 if status_of(d) not in _SETTLED:
                     break
             else:
-                ready.append(index[i])
+                ready.append(step)
         if failed:
             return _route_failures(state, failed)
         sends: list[Send] = []
