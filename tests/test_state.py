@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,17 @@ from langchain_core.messages import AIMessage, HumanMessage
 from onward import Onward, Plan, PlanStep, StepRecord, StepStatus
 from onward.checkpointing.serde import checkpoint_serde
 from onward.checkpointing.store import sqlite_path
+from onward.checks import Equals, FileExists
+from onward.retry import RetryPolicy
 from onward.state import (
+    ArtifactRef,
+    FailureClass,
     IllegalTransitionError,
     PlanSteps,
+    StepFailure,
     StepRecords,
     append_messages,
+    merge_artifacts,
     merge_steps,
     transition,
 )
@@ -346,3 +353,47 @@ def test_strict_mode_warning_is_visible_when_onward_types_are_not_allowlisted(
 
     assert proc.returncode == 0, proc.stderr
     assert any("Blocked deserialization of onward.state." in w for w in serde_warnings(proc.stderr))
+
+
+def test_every_kind_of_field_reads_back_the_same_from_a_lazy_checkpoint() -> None:
+    serde = checkpoint_serde(None)
+    at = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)
+    failure = StepFailure(
+        failure_class=FailureClass.TRANSIENT, message="timeout", hint="retry", attempt=2, at=at
+    )
+    ref = ArtifactRef(name="out", uri="inline:", sha256="a" * 64, size=2, summary="2", body="42")
+    record = StepRecord(
+        id="a",
+        status=StepStatus.FAILED,
+        attempts=3,
+        effect_key="k",
+        output=ref,
+        failure=failure,
+        findings=["f"],
+        started_at=at,
+        ended_at=at,
+        note="n",
+        not_before=at,
+        replans=1,
+        streak=2,
+        attempt_floor=1,
+        history=[failure],
+    )
+    step = PlanStep(
+        id="a",
+        tool="write_file",
+        args={"path": "x", "raw": b"\x00\xff", "when": at, "n": [1, 2.5, None]},
+        checks=[FileExists(path="x"), Equals(field="k", value={"k": [1]})],
+        output="out",
+        retry=RetryPolicy(max_attempts=5),
+        judge=True,
+    )
+    records = merge_steps({}, [{"a": record}])
+    plan = Plan(steps=[step])
+    refs = merge_artifacts({}, [{"out": ref}])
+
+    loaded = serde.loads_typed(serde.dumps_typed([records, plan, refs]))
+
+    assert loaded[0]["a"] == record
+    assert loaded[1].step("a") == step
+    assert loaded[2]["out"] == ref

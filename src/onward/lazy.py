@@ -29,9 +29,9 @@ Decode = Callable[[bytes], Any]
 _ENCODER = JsonPlusSerializer()
 
 
-def pack_item(item: Any) -> bytes:
-    """One item in LangGraph's msgpack format (what a checkpoint of it would hold)."""
-    return _ENCODER.dumps_typed(item)[1]
+def pack_item(item: BaseModel, dump: Mapping[str, Any]) -> bytes:
+    """One item's fields (``model_dump(**dump)``) in LangGraph's msgpack format."""
+    return _ENCODER.dumps_typed(item.model_dump(**dump))[1]
 
 
 def _no_decoder(_: bytes) -> Any:
@@ -44,9 +44,10 @@ class _Items(Generic[T]):
     read; decoding replaces the slot with the item in place (the same value for every
     reader, so versions of a collection can share their store's items)."""
 
-    __slots__ = ("body", "decode", "offsets")
+    __slots__ = ("body", "decode", "kind", "offsets")
 
-    def __init__(self, decode: Decode, body: bytes = b"", offsets: bytes = b"") -> None:
+    def __init__(self, kind: Any, decode: Decode, body: bytes = b"", offsets: bytes = b"") -> None:
+        self.kind = kind
         self.decode = decode
         self.body = body
         self.offsets = array("Q")
@@ -55,14 +56,15 @@ class _Items(Generic[T]):
     def get(self, store: dict[Any, Any] | list[Any], key: Any) -> T:
         value = store[key]
         if type(value) is int:
-            value = store[key] = self.decode(self.raw(value))  # one assignment: atomic
+            fields = self.decode(self.raw(value))
+            value = store[key] = self.kind.model.model_validate(fields)  # one assignment
         return value  # type: ignore[no-any-return]
 
     def raw(self, value: Any) -> bytes:
         """An item's encoded bytes (a slot's, or a decoded item encoded again)."""
         if type(value) is int:
             return self.body[self.offsets[value] : self.offsets[value + 1]]
-        return pack_item(value)
+        return pack_item(value, self.kind.dump)
 
 
 def _pack(items: _Items[Any], values: Iterable[Any]) -> tuple[bytes, bytes]:
@@ -96,10 +98,13 @@ class LazyMap(Mapping[str, T]):
     __slots__ = ("_items", "_values")
     model: ClassVar[type[BaseModel]]
     """The items' type (subclasses set it): plain values written are validated into it."""
+    dump: ClassVar[Mapping[str, Any]] = {}
+    """How an item's fields are dumped into a checkpoint (``model_dump`` arguments); they
+    are validated back into ``model`` when read."""
 
     def __init__(self, values: Mapping[str, T] | None = None) -> None:
         self._values: dict[str, Any] = {}
-        self._items: _Items[T] = _Items(_no_decoder)
+        self._items: _Items[T] = _Items(type(self), _no_decoder)
         self._start()
         for key, value in (values or {}).items():
             self._put(key, value)
@@ -208,7 +213,7 @@ class LazyMap(Mapping[str, T]):
     def unpacked(cls, packed: list[Any], decode: Decode) -> Any:
         ids, body, offsets, *summary = packed
         new = object.__new__(cls)
-        new._items = _Items(decode, body, offsets)
+        new._items = _Items(cls, decode, body, offsets)
         if len(new._items.offsets) != len(ids) + 1:
             raise ValueError("a packed collection whose ids and items differ in number")
         new._values = dict(zip(ids, range(len(ids)), strict=True))
@@ -229,12 +234,13 @@ class LazyList(Sequence[T]):
 
     __slots__ = ("__dict__", "_ids", "_items", "_items_list")
     model: ClassVar[type[BaseModel]]
+    dump: ClassVar[Mapping[str, Any]] = {}
 
     def __init__(self, items: Iterable[T] = ()) -> None:
         values = [v if isinstance(v, self.model) else self.model.model_validate(v) for v in items]
         self._items_list: list[Any] = values
         self._ids: list[str] = [v.id for v in values]  # type: ignore[attr-defined]
-        self._items: _Items[T] = _Items(_no_decoder)
+        self._items: _Items[T] = _Items(type(self), _no_decoder)
 
     @classmethod
     def of(cls, value: Iterable[T] | None) -> Any:
@@ -340,7 +346,7 @@ class LazyList(Sequence[T]):
     def unpacked(cls, packed: list[Any], decode: Decode) -> Any:
         ids, body, offsets = packed
         new = object.__new__(cls)
-        new._items = _Items(decode, body, offsets)
+        new._items = _Items(cls, decode, body, offsets)
         if len(new._items.offsets) != len(ids) + 1:
             raise ValueError("a packed list whose ids and items differ in number")
         new._items_list = list(range(len(ids)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from langchain_core.messages import AnyMessage, convert_to_messages
 from langgraph.channels import DeltaChannel
@@ -214,6 +214,9 @@ class StepRecords(LazyMap[StepRecord]):
 
     __slots__ = ("_attempts_total", "_open", "_status")
     model = StepRecord
+    dump: ClassVar[Mapping[str, Any]] = {"mode": "json", "exclude_defaults": True}
+    """JSON values without defaults: a record holds no ``Any`` and no union, so it reads
+    back the same, in about a third of the bytes of LangGraph's encoding."""
 
     def _start(self) -> None:
         self._status: dict[str, StepStatus] = {}
@@ -270,6 +273,7 @@ class ArtifactRefs(LazyMap[ArtifactRef]):
 
     __slots__ = ()
     model = ArtifactRef
+    dump: ClassVar[Mapping[str, Any]] = {"mode": "json", "exclude_defaults": True}
 
 
 class Waiting(_Frozen):
