@@ -13,11 +13,11 @@ import psycopg
 import pytest
 
 from onward import Onward
-from onward.checkpointing.sql import sqlite_path
+from onward.checkpointing.sql import Db, sqlite_path
 from onward.checkpointing.store import Store
 from onward.errors import ArtifactError, EncryptionKeyError, StoreError
 from onward.state import Plan, PlanStep, RunStatus
-from tests.conftest import PG_URL
+from tests.conftest import PG_URL, postgres_schema
 
 SECRET = "zebra-7Q-sapphire-secret"
 KEY = base64.b64encode(os.urandom(32)).decode()
@@ -242,3 +242,21 @@ def test_test_database_is_reachable() -> None:
     """CI must run the Postgres tests, never skip them."""
     with psycopg.connect(PG_URL, connect_timeout=5) as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_transaction_lock_in_one_schema_does_not_block_another_schema() -> None:
+    """Advisory-lock keys are per schema: stores sharing a database do not queue on each
+    other's ``queue`` or ``breaker:`` locks, while two holders in one schema still do."""
+    with postgres_schema() as url_a, postgres_schema() as url_b:
+        holder, other_schema, same_schema = (Db.open(u) for u in (url_a, url_b, url_a))
+        try:
+            other_schema.execute("SET lock_timeout = '5s'")  # fail, not hang, if it waits
+            with holder.transaction(lock="queue"):
+                with other_schema.transaction(lock="queue"):
+                    pass  # would wait for the holder if the key were database-wide
+                same_schema.execute("SET lock_timeout = '200ms'")
+                with pytest.raises(StoreError), same_schema.transaction(lock="queue"):
+                    pass
+        finally:
+            for db in (holder, other_schema, same_schema):
+                db.close()

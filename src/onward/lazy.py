@@ -2,11 +2,12 @@
 
 A run of 10,000 steps holds 10,000 step records, plan steps and artifact refs. Rebuilding
 and validating every one of them when a thread is loaded made a load cost O(steps)
-(about a second at 10,000 on a slow machine) while a resume reads a handful. So the
-checkpoint keeps each item as its own encoded bytes (LangGraph's msgpack, decoded through
-the store's allowlist), next to the little every step needs without decoding: the ids,
-the plan's dependencies and each record's status and attempts. An item is decoded the
-first time it is read and kept decoded.
+(about a second at 10,000 on a slow machine) while a resume reads a handful. So a
+checkpoint holds a collection as its ids, one body of encoded items with their offsets,
+and the little every step needs without decoding (for step records: each one's status
+and the total of attempts). Loading it creates no object per item; an item is decoded
+(through the store's msgpack allowlist, then validated into its model) the first time it
+is read, and stays decoded.
 
 The collections are immutable: merging writes returns a new one that shares the items.
 """
