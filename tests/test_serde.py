@@ -6,13 +6,20 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import ormsgpack
 import pytest
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT, JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from onward.checkpointing import serde as serde_module
-from onward.checkpointing.serde import CACHE_MIN_BYTES, checkpoint_serde, checkpoint_types
+from onward.checkpointing.serde import (
+    CACHE_MIN_BYTES,
+    EXT_LAZY,
+    checkpoint_serde,
+    checkpoint_types,
+)
 from onward.encryption import Cipher
+from onward.errors import StoreCorruptError
 from onward.state import ArtifactRef, StepRecord, StepStatus
 
 
@@ -109,3 +116,22 @@ def test_encrypted_large_blobs_round_trip_and_are_cached() -> None:
     first, second = serde.loads_typed(dumped), serde.loads_typed(dumped)
     assert records(first)["s3"].status is StepStatus.DONE
     assert records(first)["s3"] is records(second)["s3"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (["future", []], "unknown kind 'future'"),
+        (["steps", [["a"], b"xx", b"\x00" * 8, "d", 1, []]], "ids and items differ in number"),
+        (["steps", 5], "cannot unpack"),
+    ],
+)
+def test_an_unreadable_lazy_collection_is_a_clear_store_error(payload: Any, reason: str) -> None:
+    snapshot = ormsgpack.Ext(
+        EXT_DELTA_SNAPSHOT, ormsgpack.packb(ormsgpack.Ext(EXT_LAZY, ormsgpack.packb(payload)))
+    )
+    blob = ormsgpack.packb({"channel_values": {"steps": snapshot}})
+
+    with pytest.raises(StoreCorruptError, match=reason) as caught:
+        checkpoint_serde(None).loads_typed(("msgpack", blob))
+    assert "restore the store from a backup or upgrade onward" in str(caught.value)

@@ -123,8 +123,8 @@ class PlanStep(_Frozen):
 
 class PlanSteps(LazyList[PlanStep]):
     """A plan's steps (a sequence of :class:`PlanStep`): loaded from a checkpoint, a step
-    decodes when first read, while every step's id and dependencies are at hand for the
-    scheduler. Also the plan's index (``position``, ``children``, ``by_id``)."""
+    decodes when first read, while every step's id is at hand for the scheduler. Also the
+    plan's index (``ids``, ``position``, ``children``, ``by_id``)."""
 
     model = PlanStep
 
@@ -209,8 +209,8 @@ _STATUS_OF_CODE = {code: s for s, code in _CODE_OF.items()}
 
 class StepRecords(LazyMap[StepRecord]):
     """Step records by step id (a mapping of :class:`StepRecord`): loaded from a checkpoint,
-    a record decodes when first read, while every record's status and attempts are at hand
-    (the scheduler and the budget read them after every step)."""
+    a record decodes when first read, while every record's status and the total of attempts
+    are at hand (the scheduler and the budget read them after every step)."""
 
     __slots__ = ("_attempts_total", "_open", "_status")
     model = StepRecord

@@ -1,17 +1,19 @@
-"""How checkpoints are (de)serialized: LangGraph's msgpack format, large blobs decoded once.
+"""How checkpoints are (de)serialized: LangGraph's msgpack, with onward's lazy collections.
 
-The format is LangGraph's own (``JsonPlusSerializer`` with onward's types on its strict
-allowlist), so a checkpoint written here reads anywhere and the other way round. Only
-reading differs: a large blob (a snapshot of a long run's step records, several MB at
-10,000 steps) is decoded once per process. Answering a question loads the thread three
-times (to find the question, to start the drive, and LangGraph's own load), and each
-load decodes the same snapshot; decoding is the cost of a load (rebuilding and
-validating every record), not reading the rows.
+The format is LangGraph's (``JsonPlusSerializer`` with onward's types on its strict
+allowlist) except for the collections that grow with a run: step records, artifact refs
+and a plan's steps are written as one msgpack extension each (code ``EXT_LAZY``: ids,
+one body of encoded items with their offsets, statuses; see :mod:`onward.lazy`), so a
+load creates no object per item and decodes an item only when it is read. Checkpoints
+written before this read as they did; checkpoints written now need this serializer.
 
-The cache is keyed by the blob's bytes, so it cannot serve a stale value (a checkpoint
+A large blob is also decoded once per process: answering a question loads the thread
+three times (to find the question, to start the drive, and LangGraph's own load). The
+cache is keyed by the blob's bytes, so it cannot serve a stale value (a checkpoint
 rewritten under the same id has other bytes), and by the decoding hook, so a clone with
 a wider allowlist never reads what a narrower one decoded. Callers get fresh dicts and
-lists, so changing a loaded value cannot change the cache; the models in them are frozen.
+lists, so changing a loaded value cannot change the cache; models and lazy collections
+are immutable.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from onward import checks
 from onward.encryption import Cipher
+from onward.errors import StoreCorruptError
 from onward.lazy import Decode
 from onward.state import CHECKPOINT_TYPES, ArtifactRefs, Plan, PlanSource, PlanSteps, StepRecords
 
@@ -81,15 +84,29 @@ class OnwardSerializer(JsonPlusSerializer):
         type_, blob = data
         if type_ != "msgpack":
             return super().loads_typed(data)
-        hook = self._lazy_hook()
         if len(blob) < CACHE_MIN_BYTES:
-            return ormsgpack.unpackb(blob, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+            return self._unpack(blob)
         key = (self._unpack_ext_hook, bytes(blob))  # a memoryview (some drivers) is unhashable
         value = self._cache.get(key)
         if value is None:
-            value = ormsgpack.unpackb(blob, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+            value = self._unpack(blob)
             self._cache.put(key, value, len(blob))
         return fresh(value)
+
+    def _unpack(self, blob: bytes) -> Any:
+        _FAILED.reason = None
+        try:
+            return ormsgpack.unpackb(
+                blob, ext_hook=self._lazy_hook(), option=ormsgpack.OPT_NON_STR_KEYS
+            )
+        except ValueError as exc:  # ormsgpack replaces a hook's error with "ext_hook failed"
+            reason = _FAILED.reason
+            if reason is None:
+                raise
+            raise StoreCorruptError(
+                f"a checkpoint cannot be read: {reason}. Nothing was changed; restore the "
+                "store from a backup or upgrade onward if a newer one wrote it"
+            ) from exc
 
     def _lazy_hook(self) -> ExtHook:
         """LangGraph's hook (with this serializer's allowlist) that also reads the lazy
@@ -104,8 +121,14 @@ class OnwardSerializer(JsonPlusSerializer):
 
         def hook(code: int, data: bytes) -> Any:
             if code == EXT_LAZY:
-                kind, packed = ormsgpack.unpackb(data)
-                return _LAZY_KINDS[kind](packed, decode_item)
+                try:
+                    kind, packed = ormsgpack.unpackb(data)
+                    if kind not in _LAZY_KINDS:
+                        raise ValueError(f"an onward collection of unknown kind {kind!r}")
+                    return _LAZY_KINDS[kind](packed, decode_item)
+                except (ValueError, TypeError, ormsgpack.MsgpackDecodeError) as exc:
+                    _FAILED.reason = str(exc) or type(exc).__name__
+                    raise
             if code == EXT_DELTA_SNAPSHOT:
                 return _DeltaSnapshot(
                     ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
@@ -115,6 +138,9 @@ class OnwardSerializer(JsonPlusSerializer):
         self._made_hooks = (base, hook)
         return hook
 
+
+_FAILED = threading.local()
+"""Why the lazy-collection hook failed in this thread (ormsgpack hides the hook's error)."""
 
 EXT_LAZY = 64
 """msgpack extension code of onward's lazy collections (LangGraph's own codes are 0-7)."""
