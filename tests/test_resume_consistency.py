@@ -131,3 +131,28 @@ def test_golden_stores_are_never_rewritten_by_tests() -> None:
 def test_migrate_brings_state_to_the_current_schema() -> None:
     values = {"schema_version": 1, "workdir": "."}
     assert migrate(json.loads(json.dumps(values)))["schema_version"] == SCHEMA_VERSION
+
+
+def test_opening_an_older_store_moves_run_requests_to_their_own_table(tmp_path: Path) -> None:
+    """Store schema 8: a status change no longer rewrites the request (the whole plan)."""
+    store = tmp_path / "v1"
+    shutil.copytree(GOLDEN / "v1", store)
+    db = store / "onward.db"
+    conn = sqlite3.connect(db)
+    try:
+        (old_request,) = conn.execute(
+            "SELECT request FROM onward_runs WHERE thread_id = 'golden-thread'"
+        ).fetchone()
+    finally:
+        conn.close()
+    assert json.loads(old_request)["input"]
+
+    with Onward(f"sqlite:///{db}") as ow:
+        assert ow.store.run_request("golden-thread") == json.loads(old_request)
+
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("SELECT request FROM onward_runs").fetchall() == [("",)]
+        assert conn.execute("SELECT count(*) FROM onward_requests").fetchone() == (1,)
+    finally:
+        conn.close()

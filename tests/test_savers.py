@@ -117,13 +117,19 @@ def _histories(saver: Any, config: Any, channels: list[str], method: Any) -> lis
     ]
 
 
+def _counted_run(store: Store) -> tuple[OnwardSqliteSaver, Any, Any]:
+    """The counted graph run to its end on the store's SQLite saver."""
+    saver = store.saver
+    assert isinstance(saver, OnwardSqliteSaver)
+    graph = _counted_graph(saver)
+    config: Any = {"configurable": {"thread_id": "t"}}
+    graph.invoke({}, config, durability="sync")
+    return saver, graph, config
+
+
 def test_sqlite_loads_find_snapshots_by_distance_like_langgraphs_walk(tmp_path: Path) -> None:
     with Store(f"sqlite:///{tmp_path / 'o.db'}") as store:
-        saver = store.saver
-        assert isinstance(saver, OnwardSqliteSaver)
-        graph = _counted_graph(saver)
-        config: Any = {"configurable": {"thread_id": "t"}}
-        graph.invoke({}, config, durability="sync")
+        saver, graph, config = _counted_run(store)
         # A fork: an edit on a past checkpoint starts a branch of its own.
         past = list(graph.get_state_history(config))[8].config
         branch = graph.update_state(past, {"often": [100], "rarely": [200]})
@@ -164,3 +170,30 @@ def test_a_load_without_counters_falls_back_to_langgraphs_walk(tmp_path: Path) -
             db.execute("UPDATE checkpoints SET metadata = '{}'")
         assert saver._history_by_distance(graph.get_state(config).config, ["often"]) is None
         assert graph.get_state(config).values["often"] == list(range(14))
+
+
+def test_a_second_load_reuses_the_decoded_snapshots(tmp_path: Path) -> None:
+    """A checkpoint never changes once written, so loading a thread again (a resume loads
+    it three times) does not read the checkpoints holding its snapshots again."""
+    with Store(f"sqlite:///{tmp_path / 'o.db'}") as store:
+        saver, graph, config = _counted_run(store)
+        seed_reads: list[str] = []
+        saver.conn.set_trace_callback(
+            lambda sql: (
+                seed_reads.append(sql) if "type, checkpoint FROM checkpoints" in sql else None
+            )
+        )
+        try:
+            target = graph.get_state(config).config  # the first load reads them
+            reads_first = len(seed_reads)
+            first = _histories(
+                saver, target, ["often", "rarely"], type(saver).get_delta_channel_history
+            )
+            again = _histories(
+                saver, target, ["often", "rarely"], type(saver).get_delta_channel_history
+            )
+        finally:
+            saver.conn.set_trace_callback(None)
+        assert reads_first == 1
+        assert len(seed_reads) == 1  # later loads read no snapshot checkpoint
+        assert again == first

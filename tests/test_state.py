@@ -13,16 +13,23 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from onward import Onward, Plan, PlanStep, StepRecord, StepStatus
+from onward import Onward, Plan, PlanStep, StepRecord, StepStatus, budget
+from onward.api import superstep_limit
+from onward.artifacts import ArtifactStore
 from onward.checkpointing.serde import checkpoint_serde
 from onward.checkpointing.store import sqlite_path
 from onward.checks import Equals, FileExists
+from onward.graph.routing import make_gate
+from onward.nodes.deps import NodeDeps
 from onward.retry import RetryPolicy
 from onward.state import (
     ArtifactRef,
+    Budget,
     FailureClass,
     IllegalTransitionError,
     PlanSteps,
+    RunState,
+    RunStatus,
     StepFailure,
     StepRecords,
     append_messages,
@@ -30,6 +37,7 @@ from onward.state import (
     merge_steps,
     transition,
 )
+from onward.tools import default_registry
 from tests.conftest import cli_env
 
 P, R, D, F, S = (
@@ -397,3 +405,41 @@ def test_every_kind_of_field_reads_back_the_same_from_a_lazy_checkpoint() -> Non
     assert loaded[0]["a"] == record
     assert loaded[1].step("a") == step
     assert loaded[2]["out"] == ref
+
+
+def test_scheduling_a_loaded_long_run_decodes_only_its_open_steps(tmp_path: Path) -> None:
+    """Resume does not grow with history: after a load, the gate, the budget and the loop
+    guard read only the steps not done (here the last two of 500), never the others."""
+    n = 500
+    plan = Plan(
+        steps=[
+            PlanStep(
+                id=f"s{i}", tool="noop", args={"value": i}, depends_on=[f"s{i - 1}"] if i else []
+            )
+            for i in range(n)
+        ]
+    )
+    done = StepRecord(id="x", status=D, attempts=1)
+    records = merge_steps(
+        {}, [{f"s{i}": done.model_copy(update={"id": f"s{i}"}) for i in range(n - 2)}]
+    )
+    serde = checkpoint_serde(None)
+    loaded_steps, loaded_plan = serde.loads_typed(serde.dumps_typed([records, plan]))
+    state = RunState(
+        plan=loaded_plan,
+        steps=loaded_steps,
+        status=RunStatus.RUNNING,
+        budget=Budget(max_steps=10_000),
+    )
+    registry = default_registry
+
+    sends = make_gate(NodeDeps(registry=registry, artifacts=ArtifactStore(tmp_path)))(state)
+    limit = superstep_limit(state, registry)
+    uses = budget.usage(state, datetime.now(UTC))
+
+    assert isinstance(sends, list)
+    assert [s.arg.step.id for s in sends] == [f"s{n - 2}"]  # the one ready step
+    assert limit >= n
+    assert [u.used for u in uses] == [n - 2]  # every done step's attempt is counted
+    assert state.plan.steps.decoded() <= 2  # the two open steps at most
+    assert state.steps.decoded() == 0

@@ -284,7 +284,7 @@ def _drive(
         # Skip steps already done when resuming, so the bar starts where the run is.
         state = ow.state(thread_id)
         if state.plan.steps:
-            done = sum(1 for sid in state.steps if state.status_of(sid) is StepStatus.DONE)
+            done = sum(s is StepStatus.DONE for s in state.steps.statuses.values())
             bar.update(task, description="running", total=len(state.plan.steps), completed=done)
         return go(on_event)
 

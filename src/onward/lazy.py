@@ -175,17 +175,12 @@ class LazyMap(Mapping[str, T]):
 
     # -- versions --------------------------------------------------------------
 
-    def merged(self, writes: Iterable[Mapping[str, T | None]], drop_none: bool = False) -> Any:
-        """A new mapping with ``writes`` applied in order (later wins per key; ``None``
-        removes the key when ``drop_none``)."""
+    def merged(self, writes: Iterable[Mapping[str, T]]) -> Any:
+        """A new mapping with ``writes`` applied in order (later wins per key)."""
         new = self._copy()
         for write in writes:
-            for key, value in _entries(write):
-                if value is None and drop_none:
-                    new._values.pop(key, None)
-                    new._forget(key)
-                else:
-                    new._put(key, value)
+            for key, value in write.items():
+                new._put(key, value)
         return new
 
     def _copy(self) -> Any:
@@ -197,9 +192,6 @@ class LazyMap(Mapping[str, T]):
     def _note(self, key: str, value: Any) -> None:
         """Subclasses keep summaries of their items up to date here (``key`` still holds
         its old item, if any)."""
-
-    def _forget(self, key: str) -> None:
-        """Subclasses drop a removed key's summary here."""
 
     # -- checkpoint form -------------------------------------------------------
 
@@ -223,10 +215,6 @@ class LazyMap(Mapping[str, T]):
 
     def _load_summary(self, ids: list[str], summary: list[Any]) -> None:
         """Subclasses rebuild their summaries from :meth:`_summary`'s output here."""
-
-
-def _entries(write: Any) -> Iterable[tuple[str, Any]]:
-    return write.items()  # type: ignore[no-any-return]
 
 
 class LazyList(Sequence[T]):

@@ -615,7 +615,8 @@ class RunState(BaseModel):
         without decoding the others (a long run's resume reads only these)."""
         index = self.plan.index()
         steps = self.steps
-        candidates = steps.open_ids.intersection(index.id_set)
+        candidates = steps.open_ids  # a new set: narrowed and extended in place
+        candidates.intersection_update(index.id_set)
         candidates.update(index.id_set.difference(steps.ids()))
         if len(candidates) * 8 < len(index):  # few: sort them; many: one pass in order
             return sorted(map(index.position.__getitem__, candidates))

@@ -156,6 +156,8 @@ _LAZY_KINDS: dict[str, Callable[[list[Any], Decode], Any]] = {
     "artifacts": ArtifactRefs.unpacked,
     "plan": _plan,
 }
+_LAZY_NAMES: dict[type, str] = {StepRecords: "steps", ArtifactRefs: "artifacts"}
+"""The mappings stored as they are (a plan is stored as its fields and its steps)."""
 
 
 def _default(obj: Any) -> Any:
@@ -166,8 +168,8 @@ def _default(obj: Any) -> Any:
         return ormsgpack.Ext(
             EXT_DELTA_SNAPSHOT, ormsgpack.packb(obj.value, default=_default, option=_OPTION)
         )
-    if kind is StepRecords or kind is ArtifactRefs:
-        name = "steps" if kind is StepRecords else "artifacts"
+    name = _LAZY_NAMES.get(kind)
+    if name is not None:
         return ormsgpack.Ext(EXT_LAZY, ormsgpack.packb([name, obj.packed()]))
     if kind is Plan:
         steps = PlanSteps.of(obj.steps).packed()

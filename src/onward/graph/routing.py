@@ -149,13 +149,11 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                 if failure is not None:
                     failed.append((sid, failure))
                 continue
-            if status is not None:
-                if status is not StepStatus.PENDING:
-                    continue
-                rec = steps[sid]
-                if rec.not_before is not None and rec.not_before > now:
-                    deferred.add(sid)
-                    continue
+            if status is not None and status is not StepStatus.PENDING:
+                continue  # running
+            if status is not None and (later := steps[sid].not_before) and later > now:
+                deferred.add(sid)
+                continue
             step = index[i]
             for d in step.depends_on:
                 if status_of(d) not in _SETTLED:
