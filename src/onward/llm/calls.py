@@ -23,7 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, ValidationError
 
 from onward.errors import DeterministicToolError, TransientToolError
-from onward.llm.context import estimate_tokens, message_tokens
+from onward.llm.context import estimate_tokens, message_tokens, nonce_of
 from onward.llm.models import model_name
 from onward.llm.usage import cost_of
 from onward.nodes.deps import NodeDeps
@@ -176,6 +176,10 @@ def _log(
     if deps.events is None:
         return
     text = "\n".join(m.text for m in prompt)
+    try:  # the same prompt has the same digest, whatever its random fence nonce
+        stable = text.replace(nonce_of(prompt), "NONCE")
+    except ValueError:
+        stable = text
     detail: dict[str, Any] = {
         "call_id": uuid.uuid4().hex,
         "purpose": purpose,
@@ -183,7 +187,7 @@ def _log(
         "model": model_name(model),
         "call_attempt": attempt,
         "latency": round(time.monotonic() - started, 4),
-        "prompt_digest": hashlib.sha256(text.encode()).hexdigest(),
+        "prompt_digest": hashlib.sha256(stable.encode()).hexdigest(),
         "input_tokens": usage.input_tokens if usage else None,
         "output_tokens": usage.output_tokens if usage else None,
         "cost": usage.cost if usage else None,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, Field
 
 from onward.errors import PlanningError, PlanProblem, ToolError
@@ -162,11 +162,18 @@ class ModelPlanningError(PlanningError):
         self.usage = usage
 
 
-def _retry_message(draft_text: str, problems: list[PlanProblem] | str) -> list[BaseMessage]:
+def _retry_message(
+    messages: list[BaseMessage], draft_text: str, problems: list[PlanProblem] | str
+) -> list[BaseMessage]:
+    # Problems quote ids, args, globs and paths: data, fenced like the rest of the prompt.
     text = problems if isinstance(problems, str) else "\n".join(f"- {p}" for p in problems)
     return [
         AIMessage(draft_text),
-        HumanMessage(f"That plan has problems; send the whole plan again, fixed:\n{text}"),
+        context.follow_up(
+            messages,
+            "That plan has problems (fenced below); send the whole plan again, fixed.",
+            [("problems of the plan", text)],
+        ),
     ]
 
 
@@ -222,15 +229,24 @@ def replan_with_model(
     rec = state.record(step_id)
     failure = rec.failure
     assert failure is not None
-    evidence = [("failure of " + step_id, f"{failure.failure_class.value}: {failure.message}")]
+    step = state.plan.step(step_id)
+    # Ids, descriptions, args and failure messages are data (plans come from files and
+    # models, failures echo tool output): all fenced, none in the task's wording.
+    failed = {"id": step.id, "tool": step.tool}
+    if step.description:
+        failed["description"] = step.description
+    evidence = [
+        ("failed step", json.dumps(failed, ensure_ascii=False)),
+        ("failure of the failed step", f"{failure.failure_class.value}: {failure.message}"),
+    ]
     if rec.findings:
         evidence.append(("verifier findings", "\n".join(rec.findings)))
     if failure.hint:
         evidence.append(("hint", failure.hint))
-    step = state.plan.step(step_id)
-    evidence.append((f"args of {step_id}", json.dumps(step.args, ensure_ascii=False)))
+    evidence.append(("args of the failed step", json.dumps(step.args, ensure_ascii=False)))
     task = (
-        f"Step {step_id!r} ({step.tool}) failed; its args and the failure are above. Send the "
+        "The step fenced above as 'failed step' failed (its failure and args are fenced "
+        "above too). Send the "
         "revised steps that are not done yet (same ids where a step stays; done steps are "
         "final and must not be sent). Tools:\n"
         + tool_catalog(deps.registry, state.policy.allow_tools)
@@ -325,7 +341,7 @@ def _drafts(
             if not problems:
                 return _Drafted(plan, "", None, None, total)
         shown = problems if isinstance(problems, str) else "; ".join(map(str, problems))
-        messages = [*messages, *_retry_message(answer.raw, problems)]
+        messages = [*messages, *_retry_message(messages, answer.raw, problems)]
     return _Drafted(None, shown, None, None, total)
 
 

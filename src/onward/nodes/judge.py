@@ -1,15 +1,15 @@
 """judge: a model's second opinion on a step's output, after its deterministic checks pass.
 
 It can fail a step (a validation failure with its findings, routed like any other),
-never pass one: it only runs on output the checks already passed. The output is
-shown fenced as untrusted data, against the pinned goal header.
+never pass one: it only runs on output the checks already passed. The output, the
+step (id, tool, args, description) and the goal are shown fenced as untrusted data.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, Field
 
 from onward.llm import context
@@ -65,13 +65,18 @@ def judge_step(
     step = task.step
     state = RunState(goal=task.judge_goal, plan=Plan(steps=[step]), workdir=task.workdir)
     name = step.output or f"step:{step.id}"
+    # The step's id, description and args come from a plan, and plans from files and
+    # models: they are data, shown fenced like the output, never in the task's wording.
+    under_review = {"id": step.id, "tool": step.tool, "args": step.args}
+    if step.description:
+        under_review["description"] = step.description
     messages = context.build(
         state,
-        f"Review the output of step {step.id!r} ({step.tool}"
-        + (f": {step.description}" if step.description else "")
-        + "). Does it do what the step and the goal need? Deterministic checks already "
+        "Review the output (the artifact above) of the step under review (fenced above). "
+        "Does it do what the step and the goal need? Deterministic checks already "
         "passed; look for what they cannot see.",
         current=step.id,
+        data=[("step under review", json.dumps(under_review, ensure_ascii=False, default=str))],
         bodies={name: output},
         status=False,
     )
@@ -89,7 +94,13 @@ def judge_step(
         usage = add_usage(usage, answer.usage)
         if answer.parsed is not None:
             break
-        messages = [*messages, HumanMessage(f"Unreadable: {answer.error}. Answer in the schema.")]
+        why = answer.error or "unreadable"
+        unreadable = context.follow_up(
+            messages,
+            "Your answer was unreadable (why: fenced below). Answer in the schema.",
+            [("why the answer was unreadable", why)],
+        )
+        messages = [*messages, unreadable]
     verdict: Verdict | None = answer.parsed
     if verdict is None:
         message = f"the judge's verdict was unreadable: {answer.error}"
