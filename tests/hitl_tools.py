@@ -55,3 +55,14 @@ def slow(seconds: float = 0.0, value: int = 0) -> dict[str, int]:
     """A pure step that takes a while."""
     time.sleep(seconds)
     return {"value": value}
+
+
+@tool(side_effect=SideEffect.IDEMPOTENT)
+def record(label: str, ctx: ToolContext, seconds: float = 0.0) -> dict[str, Any]:
+    """An idempotent effect: every call is counted in ``calls.jsonl``; the effect itself
+    (one line in ``effects.jsonl``) happens once per idempotency key."""
+    _append(ctx.path("calls.jsonl"), {"key": ctx.idempotency_key, "label": label})
+    if not any(r["key"] == ctx.idempotency_key for r in rows(ctx.workdir, "effects.jsonl")):
+        _append(ctx.path("effects.jsonl"), {"key": ctx.idempotency_key, "label": label})
+    time.sleep(seconds)
+    return {"label": label}

@@ -141,16 +141,22 @@ def test_sdk_streams_to_an_approval_resumes_reads_history_and_forks(
     # the same thread and run it from there. The payment step runs again; the ledger
     # returns its recorded result instead of paying twice.
     before_after = [h for h in history if h["next"] == ["execute"]][-1]
+    steps = before_after["values"]["plan"]["steps"]
+    edited = [{**s, "args": {"value": 3}} if s["id"] == "after" else s for s in steps]
     branch = client.threads.update_state(
         tid,
-        {"status": "running"},
+        {"plan": {"steps": edited}},
         checkpoint_id=before_after["checkpoint"]["checkpoint_id"],
     )
     assert branch["checkpoint"]["checkpoint_id"] != state["checkpoint"]["checkpoint_id"]
     past = client.threads.get_state(tid, checkpoint_id=before_after["checkpoint"]["checkpoint_id"])
     assert past["checkpoint"]["checkpoint_id"] == before_after["checkpoint"]["checkpoint_id"]
     client.runs.wait(tid, "onward", input=None, checkpoint_id=branch["checkpoint"]["checkpoint_id"])
-    assert client.threads.get_state(tid)["values"]["status"] == "done"
+    forked = client.threads.get_state(tid)["values"]
+    assert forked["status"] == "done"
+    assert forked["plan"]["version"] == 2
+    assert forked["steps"]["after"]["status"] == "done"
+    assert json.loads(forked["steps"]["after"]["output"]["body"]) == {"value": 3}  # edited
     assert [p["amount"] for p in payments(workdir)] == [5]  # the ledger: paid once
 
 
@@ -302,7 +308,7 @@ def test_resume_needs_a_token_when_onward_secret_is_set(db_url: str, workdir: Pa
             headers=headers,
             timeout=60,
         )
-        assert refused.status_code == 422
+        assert refused.status_code == 403
         assert "token" in refused.json()["detail"]
         assert payments(workdir) == []
         (pending,) = httpx.get(f"{url}/onward/runs/{tid}", headers=headers).json()["pending"]
@@ -346,7 +352,7 @@ def test_api_runs_stay_inside_the_work_directory(server: str, workdir: Path) -> 
         return httpx.post(f"{server}/threads/{tid}/runs/wait", json=body, timeout=30)
 
     refused = start({"goal": "pay", "plan": PAY_PLAN, "policy": {"auto_approve": ["pay"]}})
-    assert refused.status_code == 422
+    assert refused.status_code == 403
     assert "auto_approve" in refused.json()["detail"]
     escaping = start({"goal": "x", "plan": PAY_PLAN, "inputs": ["../outside/secret.txt"]})
     assert escaping.status_code == 422

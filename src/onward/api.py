@@ -12,7 +12,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -37,6 +37,7 @@ from onward.approvals import (
 from onward.checkpointing.events import AuditKind
 from onward.checkpointing.leases import Heartbeat, new_owner
 from onward.checkpointing.store import RunRow, Store
+from onward.checks import Check
 from onward.compensation import Compensation, CompensationStatus, compensate_run
 from onward.errors import (
     ArtifactError,
@@ -303,12 +304,16 @@ class Onward:
         policy: RunPolicy | None = None,
         budget: Budget | None = None,
         judge: bool = False,
+        acceptance: Sequence[Check] = (),
+        constraints: Mapping[str, str] | None = None,
     ) -> str:
         """Create a run (nothing executes yet) and return its thread id.
 
         ``plan`` is a :class:`Plan` or a path to a declared plan file; without
         one, the goal is planned by the template rules when the run starts.
         ``policy``: which tools need approval or may run at all, and wait deadlines.
+        ``acceptance`` and ``constraints``: the goal's own checks and constraints (a plan
+        file carries its own; these add to them).
         """
         policy = policy or RunPolicy()
         # ``judge``: a model reviews every step's output (when a model is configured).
@@ -334,6 +339,13 @@ class Onward:
         elif isinstance(plan, Plan):
             plan_obj = plan
             goal_obj = goal_obj.model_copy(update={"objective": goal or "run plan"})
+        if acceptance or constraints:
+            goal_obj = goal_obj.model_copy(
+                update={
+                    "acceptance": [*goal_obj.acceptance, *acceptance],
+                    "constraints": {**goal_obj.constraints, **(constraints or {})},
+                }
+            )
         if judge:
             if self.deps.model is None:
                 raise UsageError(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import signal
 import sys
 import time
@@ -477,6 +478,41 @@ def serve(
     ] = None,
     db: DbOpt = None,
     tools: ToolsOpt = None,
+    policy_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            help="The run policy of every API run (YAML/JSON); a start request may only "
+            "tighten it.",
+        ),
+    ] = None,
+    max_steps: Annotated[
+        int | None, typer.Option("--max-steps", min=1, help="Step executions per API run.")
+    ] = None,
+    max_run_time: Annotated[
+        str | None, typer.Option("--max-run-time", help="Wall time of an API run (2h, 1d).")
+    ] = None,
+    max_body: Annotated[
+        int | None,
+        typer.Option("--max-body", min=1024, help="Largest request body in bytes (4 MiB)."),
+    ] = None,
+    run_slots: Annotated[
+        int | None, typer.Option("--run-slots", min=1, help="Runs driven at once (8).")
+    ] = None,
+    user_runs: Annotated[
+        int | None, typer.Option("--user-runs", min=1, help="Runs in flight per user (4).")
+    ] = None,
+    open_docs: Annotated[
+        bool,
+        typer.Option("--open-docs", help="Serve /docs and /openapi.json without a token."),
+    ] = False,
+    no_recover: Annotated[
+        bool,
+        typer.Option(
+            "--no-recover",
+            help="Leave runs whose driver died to `onward worker` processes.",
+        ),
+    ] = False,
 ) -> None:
     """Serve the LangGraph Server API (langgraph_sdk, RemoteGraph, agent-chat-ui) and a web
     page at / on this store. Tokens: $ONWARD_API_TOKENS=token:user,... (else open)."""
@@ -484,15 +520,31 @@ def serve(
         import uvicorn
 
         from onward.serve import create_app
+        from onward.serve.limits import ServeLimits
     except ImportError:
         err.print("onward serve needs the serve extra: pip install 'onward[serve]'")
         raise typer.Exit(EXIT_USAGE) from None
     with _errors(False):
+        env = ServeLimits.from_env(dict(os.environ))
+        slots = run_slots or env.run_slots
+        limits = ServeLimits(
+            max_body=max_body or env.max_body,
+            run_slots=slots,
+            user_runs=user_runs or min(env.user_runs, slots),
+        )
         app_ = create_app(
             db or default_url(),
             workdir=workdir,
             tool_modules=tools or [],
             cors_origins=cors_origin or None,
+            policy=load_policy_file(policy_file) if policy_file else None,
+            budget=Budget(
+                max_steps=max_steps,
+                max_run_time=parse_duration(max_run_time) if max_run_time else None,
+            ),
+            limits=limits,
+            open_docs=open_docs,
+            recover=not no_recover,
         )
     err.print(f"onward serving {db or default_url()} on http://{host}:{port}/", highlight=False)
     uvicorn.run(app_, host=host, port=port, log_level="warning")

@@ -4,8 +4,10 @@ Failures are things that went wrong and that the user must act on; control
 signals are not errors at all but tell a caller how a run stopped. Every
 message says what is wrong *and* what to do about it::
 
-    OnwardError
-    ├── UsageError                  bad input from the user (CLI exit code 2)
+    OnwardError                     (HTTP 500 unless a subclass says otherwise)
+    ├── UsageError                  bad input from the user (CLI exit code 2, HTTP 422)
+    │   ├── ForbiddenError          a client may not change this (HTTP 403); names the way
+    │   ├── RequestLimitError       a request over a limit: size (413) or runs in flight (429)
     │   ├── PlanValidationError     a plan with one or more problems, each located
     │   ├── PlanningError           no plan could be made for a goal
     │   │   └── NoTemplateError     no built-in template matches (a model may plan it)
@@ -46,9 +48,34 @@ from datetime import datetime
 class OnwardError(Exception):
     """Base class of every error onward raises on purpose."""
 
+    exit_code: int = 1
+    """The CLI's exit code for it."""
+    http_status: int = 500
+    """The HTTP status ``onward serve`` answers it with."""
+
 
 class UsageError(OnwardError):
     """The user's input is wrong; fix it and run the command again."""
+
+    exit_code = 2
+    http_status = 422
+
+
+class ForbiddenError(UsageError):
+    """A client asked to change what only the server (or the store's owner) may change.
+    The message names the field and the operation to use instead; nothing was changed."""
+
+    http_status = 403
+
+
+class RequestLimitError(UsageError):
+    """A request over one of the server's limits (its size, or runs in flight per user).
+    Nothing was stored; ``retry_after`` says when to try again, if waiting helps."""
+
+    def __init__(self, message: str, *, http_status: int, retry_after: int | None = None):
+        super().__init__(message)
+        self.http_status = http_status
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +114,8 @@ class NoTemplateError(PlanningError):
 
 
 class UnknownThreadError(UsageError):
+    http_status = 404
+
     def __init__(self, thread_id: str, db: str) -> None:
         self.thread_id = thread_id
         super().__init__(
@@ -107,6 +136,8 @@ class AnswerError(UsageError):
 class TokenError(UsageError):
     """A resume token is missing, wrong, expired or issued to someone else."""
 
+    http_status = 403
+
 
 class StoreError(OnwardError):
     """The store cannot be opened or used. Nothing was written."""
@@ -117,7 +148,7 @@ class StoreCorruptError(StoreError):
 
 
 class StoreLockedError(StoreError):
-    pass
+    http_status = 503
 
 
 class EncryptionKeyError(StoreError):
@@ -131,6 +162,9 @@ class ArtifactError(OnwardError):
 
 class RunBusyError(OnwardError):
     """Another process is driving the run (its lease is live)."""
+
+    exit_code = 4
+    http_status = 409
 
     def __init__(self, thread_id: str, owner: str, heartbeat_age: float, expires_at: datetime):
         self.thread_id, self.owner, self.expires_at = thread_id, owner, expires_at

@@ -152,11 +152,22 @@ class Threads:
             )
 
     def runs(self, thread_id: str) -> list[ApiRunRow]:
+        return self._select("WHERE thread_id = ? ORDER BY created_at DESC", (thread_id,))
+
+    def unfinished_runs(self) -> list[ApiRunRow]:
+        """API runs still marked pending or running, oldest first (after a server crash,
+        some of them have no driver any more)."""
+        return self._select(
+            "WHERE status IN (?, ?) ORDER BY created_at",
+            (ApiRunStatus.PENDING.value, ApiRunStatus.RUNNING.value),
+        )
+
+    def _select(self, where: str, params: tuple[Any, ...]) -> list[ApiRunRow]:
         with self._db.use() as db:
             rows = db.execute(
                 "SELECT run_id, thread_id, assistant_id, created_at, updated_at, status, "
-                "metadata FROM onward_api_runs WHERE thread_id = ? ORDER BY created_at DESC",
-                (thread_id,),
+                f"metadata FROM onward_api_runs {where}",
+                params,
             ).fetchall()
         return [
             ApiRunRow(

@@ -32,14 +32,26 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.types import Command, StreamMode
 from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
+from starlette.concurrency import run_in_threadpool
 
 from onward import tokens
 from onward.api import Onward
 from onward.checkpointing.threads import ApiRunStatus, ThreadRow
-from onward.errors import OnwardError, RunBusyError, StoreError, UnknownThreadError, UsageError
+from onward.errors import ForbiddenError, OnwardError, RequestLimitError, StoreError, UsageError
+from onward.graph.routing import GATE
+from onward.owners import client_update
 from onward.planning.validate import parse_declared
 from onward.policy import RunPolicy
 from onward.serve import auth
+from onward.serve.feed import DONE, Feed
+from onward.serve.limits import BodyLimit, RunPool, ServeLimits
+from onward.serve.recovery import Recovery
+from onward.serve.requests import (
+    START_FIELDS,
+    check_run_fields,
+    tightened_budget,
+    tightened_policy,
+)
 from onward.serve.wire import (
     ASSISTANT_ID,
     EPOCH,
@@ -51,7 +63,6 @@ from onward.serve.wire import (
 )
 from onward.state import Budget, RunStatus
 
-_DONE = object()
 CORS_ENV = "ONWARD_CORS_ORIGINS"
 GRAPH_MODES: dict[str, StreamMode] = {
     "values": "values",
@@ -105,19 +116,43 @@ def create_app(
     tool_modules: Sequence[str] = (),
     model: BaseChatModel | Literal["env"] | None = "env",
     cors_origins: Sequence[str] | None = None,
+    policy: RunPolicy | None = None,
+    budget: Budget | None = None,
+    limits: ServeLimits | None = None,
+    open_docs: bool = False,
+    recover: bool = True,
 ) -> FastAPI:
     """The ASGI app. ``workdir``: where runs started through the API work (default cwd);
     their tools may only use paths inside it. ``cors_origins``: browser origins allowed
     to call the API from other sites ($ONWARD_CORS_ORIGINS, comma-separated; none by
-    default: a page on another site must not drive runs on this machine)."""
+    default: a page on another site must not drive runs on this machine).
+
+    ``policy`` and ``budget``: the rules every API run follows (a start request may only
+    tighten them). ``limits``: request size, run slots, runs per user (default from
+    $ONWARD_MAX_BODY, $ONWARD_RUN_SLOTS, $ONWARD_USER_RUNS). ``open_docs``: serve
+    ``/docs`` and ``/openapi.json`` without a token (with tokens configured they need one).
+    ``recover``: finish runs whose driver died (a crashed server) once their lease expires;
+    False leaves them to ``onward worker`` processes."""
     root = Path(workdir or Path.cwd()).absolute()
     api_tokens = auth.tokens_from_env()
+    base_policy = (policy or RunPolicy()).model_copy(update={"confine_paths": True})
+    base_budget = budget or Budget()
+    limits = limits or ServeLimits.from_env(dict(os.environ))
     if cors_origins is None:
         cors_origins = [o.strip() for o in os.environ.get(CORS_ENV, "").split(",") if o.strip()]
     clients = Clients(lambda: Onward(db, tool_modules=tool_modules, model=model))
     with clients.use() as probe:  # open the store now: a bad URL or key fails at start-up
         graph_json = probe.graph.get_graph().to_json()
-    app = FastAPI(title="onward", version="1", docs_url="/docs")
+    pool = RunPool(limits)
+    docs_open = open_docs or not api_tokens
+    app = FastAPI(
+        title="onward",
+        version="1",
+        docs_url="/docs" if docs_open else None,
+        redoc_url="/redoc" if docs_open else None,
+        openapi_url="/openapi.json" if docs_open else None,
+    )
+    app.add_middleware(BodyLimit, limit=limits.max_body)
     if cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -127,9 +162,12 @@ def create_app(
             expose_headers=["content-location", "x-pagination-total", "x-pagination-next"],
         )
     app.state.clients = clients
+    app.state.pool = pool
 
     @app.on_event("shutdown")
     def _close() -> None:
+        recovery.stop()
+        pool.close()
         clients.close()
 
     @app.exception_handler(ValidationError)
@@ -148,16 +186,21 @@ def create_app(
 
     @app.exception_handler(OnwardError)
     def _onward_error(request: Request, exc: OnwardError) -> JSONResponse:
-        code = (
-            409
-            if isinstance(exc, RunBusyError)
-            else 404
-            if isinstance(exc, UnknownThreadError)
-            else 422
-            if isinstance(exc, UsageError)
-            else 500
+        headers = {}
+        if isinstance(exc, RequestLimitError) and exc.retry_after is not None:
+            headers["Retry-After"] = str(exc.retry_after)
+        return JSONResponse(
+            {"detail": str(exc), "error": type(exc).__name__},
+            status_code=exc.http_status,
+            headers=headers,
         )
-        return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=code)
+
+    @app.exception_handler(RecursionError)
+    def _too_deep(request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse(
+            {"detail": "request is nested too deeply; flatten it", "error": "UsageError"},
+            status_code=422,
+        )
 
     def user(
         authorization: str | None = Header(default=None),
@@ -167,6 +210,12 @@ def create_app(
         if found is None:
             raise HTTPException(401, "missing or unknown token: send Authorization: Bearer TOKEN")
         return found
+
+    if not docs_open:
+
+        @app.get("/openapi.json", include_in_schema=False)
+        def openapi(who: str = Depends(user)) -> Any:
+            return app.openapi()
 
     # -- threads ------------------------------------------------------------
 
@@ -387,23 +436,52 @@ def create_app(
             visible(ow, thread_id, who)
             return state_at(ow, thread_id, (body.get("checkpoint") or {}).get("checkpoint_id"))
 
+    def checkpoint_in(body: dict[str, Any]) -> str | None:
+        checkpoint = body.get("checkpoint")
+        if checkpoint is not None and not isinstance(checkpoint, dict):
+            raise UsageError("checkpoint must be an object {checkpoint_id: ...}")
+        found = body.get("checkpoint_id") or (checkpoint or {}).get("checkpoint_id")
+        if found is not None and not isinstance(found, str):
+            raise UsageError("checkpoint_id must be a string")
+        return found or None
+
     @app.post("/threads/{thread_id}/state")
     def state_update(thread_id: str, body: dict[str, Any], who: str = Depends(user)) -> Any:
+        """A client's edit: only client-owned fields, validated like a plan revision
+        (:func:`onward.owners.client_update`); applied as the schedule node, so the run
+        goes on from there (at a past checkpoint: a new branch of the thread)."""
+        extra = sorted(
+            k for k in body if k not in ("values", "as_node", "checkpoint_id", "checkpoint")
+        )
+        if extra:
+            raise UsageError(f"unknown field(s) {', '.join(extra)}; send values (and as_node)")
+        as_node = body.get("as_node")
+        if as_node not in (None, GATE):
+            raise ForbiddenError(
+                f"as_node {as_node!r}: a client's edit is applied as the {GATE!r} node (leave "
+                "as_node out); nodes' own updates are onward's"
+            )
         with clients.use() as ow:
             visible(ow, thread_id, who)
             if ow.store.get_run(thread_id) is None:
                 raise HTTPException(400, f"Thread {thread_id} has no run yet: start one first")
             if thread_status(ow, thread_id) == "busy":
                 raise HTTPException(409, f"Thread {thread_id} has a run in progress")
+            checkpoint_id = checkpoint_in(body)
+            state, _next = ow.state_at(thread_id, checkpoint_id)
+            if state.goal is None:
+                raise UsageError(
+                    "that checkpoint holds no run state yet (the run's input); edit a later one"
+                )
+            writes = client_update(state, body.get("values"), ow.registry)
             config = ow._config(thread_id)
-            checkpoint_id = body.get("checkpoint_id") or (body.get("checkpoint") or {}).get(
-                "checkpoint_id"
-            )
             if checkpoint_id:
                 config["configurable"] |= {"checkpoint_id": checkpoint_id, "checkpoint_ns": ""}
-            new = ow.graph.update_state(config, body.get("values"), as_node=body.get("as_node"))
+            new = ow.graph.update_state(config, writes, as_node=GATE)
             ow.store.events.record(
-                thread_id, "state_updated", {"by": who, "checkpoint_id": checkpoint_id}
+                thread_id,
+                "state_updated",
+                {"by": who, "checkpoint_id": checkpoint_id, "fields": sorted(writes)},
             )
             return {"checkpoint": {k: v for k, v in new["configurable"].items()}}
 
@@ -447,52 +525,66 @@ def create_app(
     # -- runs --------------------------------------------------------------
 
     def start_run(ow: Onward, thread_id: str, data: Any, who: str) -> None:
-        """A thread's first input → an onward run with the thread's id."""
+        """A thread's first input → an onward run with the thread's id. Everything the
+        input asks for is honoured or refused: a declared plan keeps its acceptance checks
+        and max_concurrency; policy and budget may only tighten the server's."""
         if not isinstance(data, dict):
             raise UsageError(
                 'a run\'s input is {"goal": "...", "plan": {...}} or {"messages": [...]}'
             )
+        extra = sorted(str(k) for k in data if k not in START_FIELDS)
+        if extra:
+            raise UsageError(
+                f"input: unknown field(s) {', '.join(extra)}; a run's input may have "
+                f"{', '.join(sorted(START_FIELDS))}"
+            )
         goal = data.get("goal")
         if goal is None and data.get("messages"):
+            messages = data["messages"]
+            if not isinstance(messages, list):
+                raise UsageError("input.messages must be a list of messages")
             humans = [
                 m
-                for m in data["messages"]
+                for m in messages
                 if isinstance(m, dict) and m.get("type", m.get("role")) in ("human", "user")
             ]
             content = humans[-1].get("content") if humans else None
             if isinstance(content, list):  # content blocks
-                content = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
+                content = " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
             goal = content or None
-        asked = dict(data.get("policy") or {})
-        if asked.get("auto_approve"):
-            raise UsageError(
-                "policy.auto_approve cannot be set through the API: approving in advance is "
-                "for the person running onward (onward run --auto-approve)"
-            )
-        # Tools of API runs may only touch files inside the server's work directory.
-        policy = RunPolicy.model_validate({**asked, "confine_paths": True})
-        inputs = [str(i) for i in data.get("inputs") or []]
+        if goal is not None and not isinstance(goal, str):
+            raise UsageError("input.goal must be a string")
+        run_policy = tightened_policy(base_policy, data.get("policy"))
+        run_budget = tightened_budget(base_budget, data.get("budget"))
+        raw_inputs = data.get("inputs") or []
+        if not isinstance(raw_inputs, list) or not all(isinstance(i, str) for i in raw_inputs):
+            raise UsageError("input.inputs must be a list of file names")
+        inputs = list(raw_inputs)
         for name in inputs:
             if not (root / name).resolve().is_relative_to(root.resolve()):
                 raise UsageError(f"input {name!r} is outside the server's work directory")
-        if goal is not None and not isinstance(goal, str):
-            raise UsageError("input.goal must be a string")
         plan = None
+        declared_goal = None
+        concurrency = None
         if data.get("plan") is not None:
             declared = data["plan"]
             if isinstance(declared, dict) and "goal" not in declared:
                 declared = {"goal": goal or "run plan", **declared}
-            _goal, plan, _ = parse_declared(
-                declared, ow.registry, source="input.plan", allow_tools=policy.allow_tools
+            declared_goal, plan, concurrency = parse_declared(
+                declared, ow.registry, source="input.plan", allow_tools=run_policy.allow_tools
             )
+            inputs = [*declared_goal.inputs, *inputs]
         ow.start(
-            goal,
+            goal or (declared_goal.objective if declared_goal else None),
             plan=plan,
             inputs=inputs,
             workdir=root,
             thread_id=thread_id,
-            policy=policy,
-            budget=Budget.model_validate(data.get("budget") or {}),
+            policy=run_policy,
+            budget=run_budget,
+            max_concurrency=concurrency,
+            acceptance=declared_goal.acceptance if declared_goal else (),
+            constraints=declared_goal.constraints if declared_goal else None,
         )
         ow.store.events.record(thread_id, "api_run_started", {"by": who})
 
@@ -528,8 +620,13 @@ def create_app(
 
     def prepare(thread_id: str, body: dict[str, Any], who: str) -> tuple[str, Command[Any] | None]:
         """Check the request, create the thread and run as needed; (run id, command)."""
+        check_run_fields(body)
         assistant_id = str(body.get("assistant_id") or GRAPH_ID)
         check_assistant(assistant_id)
+        metadata = body.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise UsageError("metadata must be an object")
+        checkpoint_id = checkpoint_in(body)
         with clients.use() as ow:
             row = ow.store.threads.get(thread_id)
             if row is None and ow.store.get_run(thread_id) is None:
@@ -555,16 +652,26 @@ def create_app(
             if raw is not None and not isinstance(raw, dict):
                 raise UsageError('command must be an object: {"resume": ...}')
             if raw:
-                goto = raw.get("goto") or ()
-                update = raw.get("update")
-                if isinstance(update, list):
-                    update = [tuple(x) for x in update]
+                extra = sorted(str(k) for k in raw if k not in ("resume", "update", "goto"))
+                if extra:
+                    raise UsageError(f"command: unknown field(s) {', '.join(extra)}")
+                if raw.get("goto"):
+                    raise UsageError(
+                        "command.goto is not supported: a run goes where its state routes it; "
+                        "answer its question with command.resume, or cancel it"
+                    )
+                if ow.store.get_run(thread_id) is None:
+                    raise UsageError("the thread has no run yet: start one with an input")
+                update: dict[str, Any] | None = None
+                if raw.get("update") is not None:
+                    state, _next = ow.state_at(thread_id, checkpoint_id)
+                    update = client_update(state, raw["update"], ow.registry)
                 resume = raw.get("resume")
                 pending = [p.interrupt_id for p in ow.pending(thread_id)]
                 if resume is not None:
                     check_tokens(ow, thread_id, resume, who)
                     resume = resume_value(resume, who, pending)
-                command = Command(resume=resume, update=update, goto=goto)
+                command = Command(resume=resume, update=update)
             elif ow.store.get_run(thread_id) is None:
                 try:
                     start_run(ow, thread_id, body.get("input"), who)
@@ -574,16 +681,20 @@ def create_app(
                     raise HTTPException(  # two first requests raced: the other one won
                         409, f"thread {thread_id} has a run in progress; wait for it to finish"
                     ) from None
-            elif body.get("input") not in (None, {}) and not (
-                body.get("checkpoint_id") or body.get("checkpoint")
-            ):
+            elif body.get("input") not in (None, {}):
                 raise HTTPException(
                     409,
                     f"thread {thread_id} already has a run; answer it with command.resume, "
-                    "or start a new thread",
+                    "or start a new thread"
+                    + (
+                        " (an input at a checkpoint is not applied: edit the state there "
+                        "with POST /threads/{id}/state, then run from the new checkpoint)"
+                        if checkpoint_id
+                        else ""
+                    ),
                 )
             run_id = str(uuid.uuid4())
-            ow.store.threads.add_run(run_id, thread_id, ASSISTANT_ID, body.get("metadata") or {})
+            ow.store.threads.add_run(run_id, thread_id, ASSISTANT_ID, metadata)
             return run_id, command
 
     def drive(
@@ -592,7 +703,8 @@ def create_app(
         command: Command[Any] | None,
         modes: list[str],
         checkpoint_id: str | None,
-        out: queue.SimpleQueue[Any],
+        out: Feed,
+        takeover: bool = False,
     ) -> None:
         graph_modes: list[StreamMode] = sorted(
             {GRAPH_MODES[m] for m in modes if m in GRAPH_MODES} | {"values"}
@@ -603,7 +715,11 @@ def create_app(
             try:
                 last: Any = None
                 for mode, data in ow.stream_modes(
-                    thread_id, graph_modes, command=command, checkpoint_id=checkpoint_id
+                    thread_id,
+                    graph_modes,
+                    command=command,
+                    checkpoint_id=checkpoint_id,
+                    takeover=takeover,
                 ):
                     if mode == "values":
                         last = data
@@ -634,22 +750,24 @@ def create_app(
             finally:
                 ow.store.threads.set_run_status(run_id, status)
                 ow.store.threads.touch(thread_id)
-                out.put(_DONE)
+                out.put(DONE)
 
     def launch(
-        thread_id: str, body: dict[str, Any], who: str, modes: list[str]
-    ) -> tuple[str, queue.SimpleQueue[Any]]:
-        run_id, command = prepare(thread_id, body, who)
-        checkpoint_id = body.get("checkpoint_id") or (body.get("checkpoint") or {}).get(
-            "checkpoint_id"
-        )
-        out: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        threading.Thread(
-            target=drive,
-            args=(thread_id, run_id, command, modes, checkpoint_id, out),
-            name=f"onward-api-{run_id[:8]}",
-            daemon=True,
-        ).start()
+        thread_id: str,
+        body: dict[str, Any],
+        who: str,
+        modes: list[str],
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> tuple[str, Feed]:
+        pool.reserve(who)  # 429 before anything is stored
+        try:
+            run_id, command = prepare(thread_id, body, who)
+        except BaseException:
+            pool.release(who)
+            raise
+        out = Feed(loop)
+        checkpoint_id = checkpoint_in(body)
+        pool.submit(who, lambda: drive(thread_id, run_id, command, modes, checkpoint_id, out))
         return run_id, out
 
     def modes_of(body: dict[str, Any]) -> list[str]:
@@ -657,19 +775,25 @@ def create_app(
         modes = [raw] if isinstance(raw, str) else raw
         if not isinstance(modes, list) or not all(isinstance(m, str) for m in modes):
             raise UsageError("stream_mode must be a mode name or a list of them")
+        unknown = sorted(set(modes) - set(GRAPH_MODES))
+        if unknown:
+            raise UsageError(
+                f"stream_mode {', '.join(unknown)} is not supported; use {', '.join(GRAPH_MODES)}"
+            )
         return modes
 
     @app.post("/threads/{thread_id}/runs/stream")
     async def runs_stream(
         thread_id: str, body: dict[str, Any], who: str = Depends(user)
     ) -> EventSourceResponse:
-        run_id, out = await asyncio.to_thread(launch, thread_id, body, who, modes_of(body))
+        loop = asyncio.get_running_loop()
+        run_id, out = await run_in_threadpool(launch, thread_id, body, who, modes_of(body), loop)
 
         async def events() -> AsyncIterator[dict[str, str]]:
             yield {"event": "metadata", "data": json.dumps({"run_id": run_id, "attempt": 1})}
             while True:
-                item = await asyncio.to_thread(out.get)
-                if item is _DONE:
+                item = await out.get()
+                if item is DONE:
                     return
                 event, data = item
                 yield {"event": event, "data": json.dumps(data, ensure_ascii=False)}
@@ -682,11 +806,12 @@ def create_app(
 
     @app.post("/threads/{thread_id}/runs/wait")
     async def runs_wait(thread_id: str, body: dict[str, Any], who: str = Depends(user)) -> Any:
-        run_id, out = await asyncio.to_thread(launch, thread_id, body, who, ["values"])
+        loop = asyncio.get_running_loop()
+        run_id, out = await run_in_threadpool(launch, thread_id, body, who, ["values"], loop)
         last: Any = {}
         while True:
-            item = await asyncio.to_thread(out.get)
-            if item is _DONE:
+            item = await out.get()
+            if item is DONE:
                 break
             event, data = item
             if event == "error":
@@ -700,9 +825,12 @@ def create_app(
     @app.post("/threads/{thread_id}/runs")
     def runs_create(thread_id: str, body: dict[str, Any], who: str = Depends(user)) -> Any:
         """A background run: returns at once; the run goes on in the server."""
-        run_id, _out = launch(thread_id, body, who, [])
+        run_id, _out = launch(thread_id, body, who, [], None)
         with clients.use() as ow:
             return run_json(next(r for r in ow.store.threads.runs(thread_id) if r.run_id == run_id))
+
+    recovery = Recovery(clients, pool, drive, enabled=recover)
+    recovery.start()
 
     def run_json(r: Any) -> dict[str, Any]:
         return {

@@ -1,0 +1,182 @@
+"""Bounds on what one client can make the server do: request size, and runs in flight.
+
+Runs are driven on a pool of their own (never the event loop's default executor, which
+also serves every other request), and each user may have only so many runs in flight,
+so one user's long runs cannot keep another user's short run waiting.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from onward.errors import RequestLimitError, UsageError
+
+DEFAULT_MAX_BODY = 4 * 1024 * 1024
+DEFAULT_RUN_SLOTS = 8
+DEFAULT_USER_RUNS = 4
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServeLimits:
+    """The server's bounds ($ONWARD_MAX_BODY, $ONWARD_RUN_SLOTS, $ONWARD_USER_RUNS)."""
+
+    max_body: int = DEFAULT_MAX_BODY
+    """Largest request body, in bytes (413 past it)."""
+    run_slots: int = DEFAULT_RUN_SLOTS
+    """Runs driven at once by this server (more wait for a slot)."""
+    user_runs: int = DEFAULT_USER_RUNS
+    """Runs in flight per user (429 with Retry-After past it)."""
+    retry_after: int = 5
+    """Seconds a client told 429 is asked to wait."""
+
+    def __post_init__(self) -> None:
+        if self.max_body < 1024:
+            raise UsageError(f"the request-body limit must be at least 1024 bytes ({self})")
+        if self.run_slots < 1 or self.user_runs < 1:
+            raise UsageError("run slots and runs per user must be at least 1")
+        if self.user_runs > self.run_slots:
+            raise UsageError(
+                f"runs per user ({self.user_runs}) cannot exceed the run slots "
+                f"({self.run_slots}): one user could then fill the pool"
+            )
+
+    @classmethod
+    def from_env(cls, env: dict[str, str]) -> ServeLimits:
+        def number(name: str, default: int) -> int:
+            raw = env.get(name)
+            if not raw:
+                return default
+            try:
+                return int(raw)
+            except ValueError:
+                raise UsageError(f"{name}={raw!r} is not a whole number") from None
+
+        slots = number("ONWARD_RUN_SLOTS", DEFAULT_RUN_SLOTS)
+        return cls(
+            max_body=number("ONWARD_MAX_BODY", DEFAULT_MAX_BODY),
+            run_slots=slots,
+            user_runs=number("ONWARD_USER_RUNS", min(DEFAULT_USER_RUNS, slots)),
+        )
+
+
+class BodyLimit:
+    """ASGI middleware: a body over ``limit`` bytes is a 413 before the app reads it
+    (by Content-Length when sent, else while the body streams in)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    too_big = int(value) > self.limit
+                except ValueError:
+                    too_big = False
+                if too_big:
+                    await self._refuse(send)
+                    return
+        # No length (chunked): read the body here, up to the limit, then replay it.
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, _replay([message]), send)
+                return
+            body += message.get("body", b"")
+            if len(body) > self.limit:
+                await self._refuse(send)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed: Message = {"type": "http.request", "body": bytes(body), "more_body": False}
+        await self.app(scope, _replay([replayed], then=receive), send)
+
+    async def _refuse(self, send: Send) -> None:
+        body = json.dumps(
+            {
+                "detail": f"request body is over the server's limit of {self.limit} bytes; "
+                "send less (large inputs belong in files in the work directory)",
+                "error": "RequestLimitError",
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def _replay(messages: list[Message], then: Receive | None = None) -> Receive:
+    """A receive that hands out ``messages`` first, then waits on ``then`` (disconnects)."""
+    pending = list(messages)
+
+    async def receive() -> Message:
+        if pending:
+            return pending.pop(0)
+        if then is None:
+            return {"type": "http.disconnect"}
+        return await then()
+
+    return receive
+
+
+class RunPool:
+    """The threads that drive runs, with a cap per user on runs in flight."""
+
+    def __init__(self, limits: ServeLimits) -> None:
+        self.limits = limits
+        self._pool = ThreadPoolExecutor(limits.run_slots, thread_name_prefix="onward-run")
+        self._lock = threading.Lock()
+        self._flying: Counter[str] = Counter()
+
+    def reserve(self, user: str, *, force: bool = False) -> None:
+        """Count a run for ``user`` (before anything is stored for it), or refuse: 429.
+        ``force``: count it anyway (a run the server itself takes over after a crash)."""
+        with self._lock:
+            if not force and self._flying[user] >= self.limits.user_runs:
+                raise RequestLimitError(
+                    f"{user} already has {self._flying[user]} runs in flight, the most this "
+                    "server allows per user; wait for one to finish or stop at a question",
+                    http_status=429,
+                    retry_after=self.limits.retry_after,
+                )
+            self._flying[user] += 1
+
+    def release(self, user: str) -> None:
+        with self._lock:
+            self._flying[user] -= 1
+            if self._flying[user] <= 0:
+                del self._flying[user]
+
+    def submit(self, user: str, fn: Callable[[], Any]) -> Future[Any]:
+        """Drive ``fn`` on the pool; the user's reservation ends when it does."""
+
+        def run() -> Any:
+            try:
+                return fn()
+            finally:
+                self.release(user)
+
+        return self._pool.submit(run)
+
+    def in_flight(self, user: str) -> int:
+        with self._lock:
+            return self._flying[user]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,115 @@
+"""After a server crash: API run records agree with the store, and orphaned runs finish.
+
+A server killed mid-run leaves API run records saying ``running`` and a lease nobody
+renews. On start and then periodically, :class:`Recovery` looks at every record still
+pending or running: one whose thread has a live lease is being driven (here or by another
+process) and is left alone; otherwise the record is set from the run's saved state
+(finished, waiting for a person), or, when the run was cut off mid-way, the run is driven
+again from its last checkpoint once its lease has expired (the effect ledger keeps every
+effect to once). With ``enabled=False`` the runs are left to ``onward worker`` processes
+(they adopt orphans themselves) and only the records are kept true.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from onward.checkpointing.leases import LeasePolicy
+from onward.checkpointing.threads import ApiRunStatus
+from onward.serve.feed import Feed
+from onward.serve.limits import RunPool
+from onward.state import RunStatus
+
+if TYPE_CHECKING:
+    from onward.serve.app import Clients
+
+Drive = Callable[..., None]
+
+
+class Recovery:
+    def __init__(
+        self,
+        clients: Clients,
+        pool: RunPool,
+        drive: Drive,
+        *,
+        enabled: bool = True,
+        every: float | None = None,
+    ) -> None:
+        self._clients, self._pool, self._drive = clients, pool, drive
+        self.enabled = enabled
+        ttl = LeasePolicy.from_env().ttl
+        self.every = every if every is not None else max(1.0, ttl / 2)
+        self._grace = timedelta(seconds=ttl)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._driving: set[str] = set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="onward-recovery", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):  # a store hiccup: try again next time
+                self.sweep()
+            self._stop.wait(self.every)
+
+    def sweep(self) -> list[str]:
+        """Reconcile every unfinished API run record; returns the threads driven again."""
+        resumed: list[str] = []
+        with self._clients.use() as ow:
+            now = ow.store.leases.clock()
+            for row in ow.store.threads.unfinished_runs():
+                if now - row.updated_at < self._grace:
+                    continue  # just created: its drive may not hold the lease yet
+                lease = ow.store.leases.get(row.thread_id)
+                if lease is not None and lease.expires_at > now:
+                    continue  # somebody drives it
+                with self._lock:
+                    if row.thread_id in self._driving:
+                        continue
+                run = ow.store.get_run(row.thread_id)
+                if run is None:
+                    ow.store.threads.set_run_status(row.run_id, ApiRunStatus.ERROR)
+                    continue
+                state = ow.state(row.thread_id)
+                if state.status.finished:
+                    failed = state.status is RunStatus.FAILED
+                    ow.store.threads.set_run_status(
+                        row.run_id, ApiRunStatus.ERROR if failed else ApiRunStatus.SUCCESS
+                    )
+                elif ow.pending(row.thread_id):
+                    ow.store.threads.set_run_status(row.run_id, ApiRunStatus.INTERRUPTED)
+                elif self.enabled:
+                    self._resume(ow, row.run_id, row.thread_id)
+                    resumed.append(row.thread_id)
+        return resumed
+
+    def _resume(self, ow: Any, run_id: str, thread_id: str) -> None:
+        owner = (ow.store.threads.get(thread_id) or _Nobody()).owner or "recovery"
+        ow.store.events.record(thread_id, "api_run_recovered", {"run_id": run_id})
+        with self._lock:
+            self._driving.add(thread_id)
+        self._pool.reserve(owner, force=True)
+
+        def go() -> None:
+            try:
+                self._drive(thread_id, run_id, None, [], None, Feed(None), takeover=True)
+            finally:
+                with self._lock:
+                    self._driving.discard(thread_id)
+
+        self._pool.submit(owner, go)
+
+
+class _Nobody:
+    owner: str | None = None
