@@ -79,7 +79,9 @@ FIELD_OWNERS: Mapping[str, FieldOwner] = {
     "resume_at": FieldOwner(Owner.SERVER, _KEPT),
     "usage": FieldOwner(Owner.SERVER, _KEPT),
     "budget_warnings": FieldOwner(Owner.SERVER, _KEPT),
-    "status": FieldOwner(Owner.SERVER, f"cancel the run, or {_ANSWER}"),
+    "status": FieldOwner(
+        Owner.SERVER, f"{_ANSWER} (reject to skip a step), or ask the server's owner to cancel"
+    ),
     "failure": FieldOwner(Owner.SERVER, _KEPT),
 }
 """Every ``RunState`` field → its owner (a test checks that none is missing)."""
