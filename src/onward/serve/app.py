@@ -98,6 +98,12 @@ class Clients:
         finally:
             self._free.put(client)
 
+    def drain(self) -> None:
+        """Ask every drive to stop before its next node."""
+        with self._lock:
+            for client in self._all:
+                client.deps.draining.set()
+
     def close(self) -> None:
         with self._lock:
             for client in self._all:
@@ -166,7 +172,10 @@ def create_app(
 
     @app.on_event("shutdown")
     def _close() -> None:
+        # Drives stop at their next node (the last superstep is saved); a restarted server
+        # or a worker goes on from there.
         recovery.stop()
+        clients.drain()
         pool.close()
         clients.close()
 
@@ -740,6 +749,12 @@ def create_app(
                                 },
                             )
                         )
+                else:
+                    run = ow.store.get_run(thread_id)
+                    if run is not None and not run.status.finished:
+                        # Drained, or suspended until later: the record stays running, and
+                        # recovery drives the run again once nobody holds its lease.
+                        status = ApiRunStatus.RUNNING
                 ow.store.wake(thread_id)
             except OnwardError as exc:
                 status = ApiRunStatus.ERROR

@@ -7,11 +7,13 @@ so one user's long runs cannot keep another user's short run waiting.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import queue
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,13 +138,26 @@ def _replay(messages: list[Message], then: Receive | None = None) -> Receive:
 
 
 class RunPool:
-    """The threads that drive runs, with a cap per user on runs in flight."""
+    """The threads that drive runs, with a cap per user on runs in flight. Daemon threads:
+    a stopping server does not wait for long runs (they are asked to drain first, and
+    whatever is cut off resumes from its last checkpoint, as after a crash)."""
 
     def __init__(self, limits: ServeLimits) -> None:
         self.limits = limits
-        self._pool = ThreadPoolExecutor(limits.run_slots, thread_name_prefix="onward-run")
+        self._jobs: queue.SimpleQueue[Callable[[], Any] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._flying: Counter[str] = Counter()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"onward-run-{i}", daemon=True)
+            for i in range(limits.run_slots)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            with contextlib.suppress(Exception):  # a drive reports its own errors
+                job()
 
     def reserve(self, user: str, *, force: bool = False) -> None:
         """Count a run for ``user`` (before anything is stored for it), or refuse: 429.
@@ -163,20 +178,26 @@ class RunPool:
             if self._flying[user] <= 0:
                 del self._flying[user]
 
-    def submit(self, user: str, fn: Callable[[], Any]) -> Future[Any]:
-        """Drive ``fn`` on the pool; the user's reservation ends when it does."""
+    def submit(self, user: str, fn: Callable[[], Any]) -> None:
+        """Drive ``fn`` on the pool (when a slot is free); the user's reservation ends
+        when it does."""
 
-        def run() -> Any:
+        def run() -> None:
             try:
-                return fn()
+                fn()
             finally:
                 self.release(user)
 
-        return self._pool.submit(run)
+        self._jobs.put(run)
 
     def in_flight(self, user: str) -> int:
         with self._lock:
             return self._flying[user]
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+    def close(self, timeout: float = 5.0) -> None:
+        """Let the threads end after their current job, waiting at most ``timeout``."""
+        for _ in self._threads:
+            self._jobs.put(None)
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
