@@ -39,6 +39,7 @@ from onward.checkpointing.leases import Heartbeat, new_owner
 from onward.checkpointing.store import RunRow, Store
 from onward.checks import Check
 from onward.compensation import Compensation, CompensationStatus, compensate_run
+from onward.confine import planning_path
 from onward.errors import (
     ArtifactError,
     DrainRequested,
@@ -353,14 +354,19 @@ class Onward:
                     "ONWARD_MODEL), or pass Onward(model=...)"
                 )
             goal_obj = goal_obj.model_copy(update={"judge": True})
-        for name in inputs:
-            if not (wd / name).exists():
+        for name in inputs:  # a confined run's inputs stay inside wd (onward.confine)
+            if not planning_path(wd, name, confined=policy.confine_paths, what="input").exists():
                 raise UsageError(f"input file {name} not found in {wd}; check --input")
         if not plan_obj.steps:
             # Fail fast, before a run exists: the rules are cheap and deterministic. The plan
             # node plans again inside the graph, durably (with the model when no template fits).
             try:
-                plan_from_template(goal_obj.objective, wd, list(goal_obj.inputs))
+                plan_from_template(
+                    goal_obj.objective,
+                    wd,
+                    list(goal_obj.inputs),
+                    confined=policy.confine_paths,
+                )
             except NoTemplateError:
                 if self.deps.model is None:
                     raise

@@ -17,6 +17,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from onward import confine
+from onward.errors import DeterministicToolError
+
 _MISSING: Any = object()
 _PATH_TOKEN = re.compile(r"([^.\[\]]+)|\[(-?\d+)\]")
 
@@ -165,15 +168,25 @@ check_adapter: TypeAdapter[Check] = TypeAdapter(Check)
 
 
 class CheckContext:
-    """What checks may look at besides the output: files and other artifacts."""
+    """What checks may look at besides the output: files and other artifacts.
 
-    def __init__(self, workdir: Path, artifact_value: Callable[[str], Any]) -> None:
+    ``confined`` (the run's policy ``confine_paths``): every path a check names must stay
+    inside ``workdir`` (onward.confine); a path that leaves it fails the check with a
+    finding that says so and nothing about the file.
+    """
+
+    def __init__(
+        self, workdir: Path, artifact_value: Callable[[str], Any], *, confined: bool = False
+    ) -> None:
         self.workdir = workdir
         self.artifact_value = artifact_value
+        self.confined = confined
 
     def file(self, path: str) -> Path:
-        p = Path(path)
-        return p if p.is_absolute() else self.workdir / p
+        return confine.locate(self.workdir, path, confined=self.confined)
+
+    def glob(self, directory: Path, pattern: str) -> list[Path]:
+        return confine.glob(self.workdir, directory, pattern, confined=self.confined)
 
 
 def artifact_names(check: Check) -> list[str]:
@@ -185,6 +198,8 @@ def evaluate(check: Check, output: Any, ctx: CheckContext) -> list[str]:
     """Run one check; return its findings (empty when it passes)."""
     try:
         return _EVALUATORS[type(check)](check, output, ctx)
+    except DeterministicToolError as exc:  # a path that leaves a confined run's workdir
+        return [f"{check.check}: {exc}"]
     except Exception as exc:  # a broken check must fail the step, not the run
         return [f"{check.check}: could not evaluate ({type(exc).__name__}: {exc})"]
 
@@ -276,7 +291,7 @@ def _file_count(c: FileCount, _out: Any, ctx: CheckContext) -> list[str]:
     d = ctx.file(c.path)
     if not d.is_dir():
         return [f"file_count: {c.path} is not a directory"]
-    n = sum(1 for p in d.glob(c.glob) if p.is_file())
+    n = sum(1 for p in ctx.glob(d, c.glob) if p.is_file())
     return c.bound_findings(f"file_count of {c.path}/{c.glob}", n)
 
 

@@ -400,6 +400,9 @@ class ApproveTask(_Frozen):
     """When the question was first asked (fixed in the checkpoint, so replays keep it)."""
     deadline: Deadline
     allow_tools: frozenset[str] | None = None
+    confine_paths: bool = False
+    """Paths must stay inside ``workdir`` (the run policy's ``confine_paths``): for the
+    checks that verify a result a person gives for an escalated step."""
     budget: Budget | None = None
     """For budget questions: the limits in force."""
     spent: dict[str, float] = Field(default_factory=dict)

@@ -94,6 +94,7 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                 step.tool if step else None, spec.deadline if spec else None
             ),
             allow_tools=state.policy.allow_tools,
+            confine_paths=state.policy.confine_paths,
             **extra,
         )
 

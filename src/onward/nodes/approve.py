@@ -345,6 +345,7 @@ def _answer_escalation(
         workdir=task.workdir,
         inputs=task.inputs,
         tool_modules=task.tool_modules,
+        confine_paths=task.confine_paths,
     )
     # A failed step the person did by hand runs "again" as their result (failed → running).
     running = transition(rec, StepStatus.RUNNING) if rec.status is StepStatus.FAILED else rec

@@ -55,10 +55,14 @@ class NodeDeps:
     """Longest in-process wait (seconds) for a retry or a breaker; a longer one suspends the
     run until then ($ONWARD_MAX_WAIT)."""
 
-    def check_context(self, workdir: str, refs: dict[str, ArtifactRef]) -> CheckContext:
+    def check_context(
+        self, workdir: str, refs: dict[str, ArtifactRef], *, confined: bool
+    ) -> CheckContext:
+        """``confined``: the run's policy ``confine_paths`` (check paths stay in workdir)."""
+
         def value_of(name: str) -> Any:
             if name not in refs:
                 raise KeyError(f"artifact {name!r} has not been produced yet")
             return self.artifacts.get(refs[name])
 
-        return CheckContext(Path(workdir), value_of)
+        return CheckContext(Path(workdir), value_of, confined=confined)

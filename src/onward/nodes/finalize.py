@@ -36,7 +36,9 @@ def make_finalize_node(deps: NodeDeps) -> Any:
                 )
             else:
                 assert state.goal is not None
-                ctx = deps.check_context(state.workdir, dict(state.artifacts))
+                ctx = deps.check_context(
+                    state.workdir, dict(state.artifacts), confined=state.policy.confine_paths
+                )
                 findings = [f for c in state.goal.acceptance for f in evaluate(c, None, ctx)]
                 if findings:
                     failure = RunFailure(

@@ -28,7 +28,10 @@ def make_plan_node(deps: NodeDeps) -> Any:
             if not the_plan.steps:
                 try:
                     goal, the_plan = plan_from_template(
-                        goal.objective, Path(state.workdir), list(goal.inputs)
+                        goal.objective,
+                        Path(state.workdir),
+                        list(goal.inputs),
+                        confined=state.policy.confine_paths,
                     )
                     goal = goal.model_copy(
                         update={

@@ -33,7 +33,7 @@ def verify_step(deps: NodeDeps, task: ExecuteTask, executed: StepRecord, output:
     visible: dict[str, ArtifactRef] = dict(task.inputs)
     if step.output:
         visible[step.output] = executed.output
-    ctx = deps.check_context(task.workdir, visible)
+    ctx = deps.check_context(task.workdir, visible, confined=task.confine_paths)
     findings = [f for c in checks for f in evaluate(c, output, ctx)]
     if not findings:
         return transition(executed, StepStatus.DONE)

@@ -2,7 +2,9 @@
 
 Two templates: order-anomaly analysis of a CSV, and copying a directory's files
 (one step per file). Planning reads the file system (the CSV header, the
-directory listing) so a plan is concrete and checkable before anything runs.
+directory listing) so a plan is concrete and checkable before anything runs. A confined
+run's planning reads only inside its work directory (onward.confine): every input and every
+path the goal names is refused before it is looked at when it leaves it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from onward import confine
 from onward.checks import FileCount, FileExists
 from onward.errors import NoTemplateError, PlanningError
 from onward.state import Goal, Plan, PlanSource, PlanStep
@@ -33,16 +36,25 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-").lower() or "file"
 
 
-def plan_from_template(objective: str, workdir: Path, inputs: list[str]) -> tuple[Goal, Plan]:
-    """A plan for a goal the rules know; PlanningError says what to do otherwise."""
+def plan_from_template(
+    objective: str, workdir: Path, inputs: list[str], *, confined: bool = False
+) -> tuple[Goal, Plan]:
+    """A plan for a goal the rules know; PlanningError says what to do otherwise.
+
+    ``confined`` (the run's policy ``confine_paths``): every input, and every path the goal
+    names, must stay inside ``workdir``; one that leaves it is a PlanningError that says
+    so before anything outside is looked at (its existence, listing or header)."""
+    place = _Locator(workdir, confined)
+    for name in inputs:
+        place(name, "input")
     text = objective.strip()
     m = _COPY_EN.search(text) or _COPY_ZH.search(text)
     if m:
-        return _copy_plan(text, m.group("src"), m.group("dst"), workdir)
+        return _copy_plan(text, m.group("src"), m.group("dst"), place)
     csv_inputs = [i for i in inputs if i.lower().endswith(".csv")]
     named = _CSV_NAME.findall(text)
     if _ANALYZE.search(text) and (csv_inputs or named):
-        return _orders_plan(text, (csv_inputs or named)[0], workdir)
+        return _orders_plan(text, (csv_inputs or named)[0], place)
     raise NoTemplateError(
         f"no built-in template matches the goal {objective!r}. Built-in templates: "
         "'Analyze orders.csv, find abnormal orders and give me a summary' (with --input FILE.csv) "
@@ -51,8 +63,19 @@ def plan_from_template(objective: str, workdir: Path, inputs: list[str]) -> tupl
     )
 
 
-def _orders_plan(objective: str, csv_path: str, workdir: Path) -> tuple[Goal, Plan]:
-    file = Path(csv_path) if Path(csv_path).is_absolute() else workdir / csv_path
+class _Locator:
+    """Where a path the planner reads is, under the run's confinement (onward.confine)."""
+
+    def __init__(self, workdir: Path, confined: bool) -> None:
+        self.workdir, self.confined = workdir, confined
+
+    def __call__(self, path: str, what: str) -> Path:
+        return confine.planning_path(self.workdir, path, confined=self.confined, what=what)
+
+
+def _orders_plan(objective: str, csv_path: str, place: _Locator) -> tuple[Goal, Plan]:
+    workdir = place.workdir
+    file = place(csv_path, "input file")
     if not file.is_file():
         raise PlanningError(
             f"input file {csv_path} not found (looked in {workdir}); check the --input path"
@@ -117,11 +140,18 @@ def _orders_plan(objective: str, csv_path: str, workdir: Path) -> tuple[Goal, Pl
     return goal, Plan(source=PlanSource.TEMPLATE, steps=steps)
 
 
-def _copy_plan(objective: str, src: str, dst: str, workdir: Path) -> tuple[Goal, Plan]:
-    source = Path(src) if Path(src).is_absolute() else workdir / src
+def _copy_plan(objective: str, src: str, dst: str, place: _Locator) -> tuple[Goal, Plan]:
+    workdir = place.workdir
+    source = place(src, "source directory")
+    place(dst, "destination directory")
     if not source.is_dir():
         raise PlanningError(f"source directory {src} not found (looked in {workdir})")
-    files = sorted(p.name for p in source.iterdir() if p.is_file())
+    # Confined, a file that is a symlink pointing outside is left out, like a glob's match.
+    files = sorted(
+        p.name
+        for p in source.iterdir()
+        if p.is_file() and (not place.confined or confine.inside(workdir, p))
+    )
     if not files:
         raise PlanningError(f"source directory {src} has no files to copy")
     steps, used = [], set()

@@ -34,7 +34,10 @@ def list_dir(path: str = ".", pattern: str = "*", *, ctx: ToolContext) -> dict[s
     root = ctx.path(path)
     if not root.is_dir():
         raise FileNotFoundError(f"{path} is not a directory in {ctx.workdir}")
-    files = sorted(p.relative_to(ctx.workdir).as_posix() for p in root.glob(pattern) if p.is_file())
+    # Confined, ``root`` is resolved (symlinks followed), so names are taken against the
+    # resolved work directory; the glob refuses patterns that climb out (onward.confine).
+    base = ctx.workdir.resolve() if ctx.confined else ctx.workdir
+    files = sorted(p.relative_to(base).as_posix() for p in ctx.glob(root, pattern) if p.is_file())
     return {"path": path, "files": files, "count": len(files)}
 
 

@@ -14,6 +14,7 @@ from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from onward import confine
 from onward.checkpointing.breakers import BreakerPolicy
 from onward.checks import Check
 from onward.errors import ToolLoadError
@@ -43,23 +44,12 @@ class ToolContext:
     """Paths must stay inside ``workdir`` (the run's policy ``confine_paths``)."""
 
     def path(self, p: str | os.PathLike[str]) -> Path:
-        q = Path(p)
-        full = q if q.is_absolute() else self.workdir / q
-        if self.confined and not _inside(full, self.workdir):
-            raise PermissionError(
-                f"path {str(p)!r} leaves the run's work directory {self.workdir}; this run "
-                "may only use paths inside it (relative, without .. that climbs out)"
-            )
-        return full
+        """Where arg ``p`` is; a confined run refuses one outside ``workdir`` (onward.confine)."""
+        return confine.locate(self.workdir, p, confined=self.confined)
 
-
-def _inside(path: Path, root: Path) -> bool:
-    """``path`` resolves (symlinks followed) to ``root`` or below it."""
-    try:
-        path.resolve().relative_to(root.resolve())
-    except ValueError:
-        return False
-    return True
+    def glob(self, directory: Path, pattern: str) -> list[Path]:
+        """``directory.glob(pattern)`` sorted, under the same rule (onward.confine.glob)."""
+        return confine.glob(self.workdir, directory, pattern, confined=self.confined)
 
 
 @dataclass(frozen=True, slots=True)
