@@ -463,3 +463,26 @@ def test_the_template_planner_refuses_when_confined_and_not_otherwise(
         plan_from_template("copy every file in sub to bak", work, ["../out/s.txt"], confined=True)
     _goal, plan = plan_from_template("copy every file in . to bak", work, [], confined=True)
     assert sorted(s.args["src"] for s in plan.steps) == ["./a.txt", "./to-a.txt"]
+
+
+def test_a_model_planned_for_each_sees_only_files_inside_a_confined_run(tmp_path: Path) -> None:
+    from onward.llm.planner import DraftStep, PlanDraft, normalise
+    from onward.tools.registry import default_registry
+
+    work, out = tmp_path / "work", tmp_path / "outside"
+    (work / "inbox").mkdir(parents=True)
+    out.mkdir()
+    (out / "secret.txt").write_text("TOP-SECRET-42")
+    (work / "inbox" / "a.txt").write_text("a")
+    os.symlink(out / "secret.txt", work / "inbox" / "link.txt")
+    step = DraftStep(
+        id="c",
+        tool="copy_file",
+        for_each="inbox/*",
+        args_json=json.dumps({"src": "{file}", "dst": "archive/{name}"}),
+    )
+    confined, problems = normalise(PlanDraft(steps=[step]), default_registry, work, confined=True)
+    assert problems == []
+    assert [s.args["src"] for s in confined.steps] == ["inbox/a.txt"]
+    owner, _ = normalise(PlanDraft(steps=[step]), default_registry, work)
+    assert [s.args["src"] for s in owner.steps] == ["inbox/a.txt", "inbox/link.txt"]

@@ -21,6 +21,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, Field
 
+from onward import confine
 from onward.errors import PlanningError, PlanProblem, ToolError
 from onward.llm import context
 from onward.llm.calls import ask_json
@@ -83,9 +84,10 @@ def _normal(name: str) -> str:
 
 
 def normalise(
-    draft: PlanDraft, registry: Registry, workdir: Path
+    draft: PlanDraft, registry: Registry, workdir: Path, *, confined: bool = False
 ) -> tuple[Plan, list[PlanProblem]]:
-    """Draft → Plan: tool names mapped to registered ones, args parsed, for_each expanded."""
+    """Draft → Plan: tool names mapped to registered ones, args parsed, for_each expanded
+    (in a confined run, over files that resolve inside the work directory only)."""
     names = {_normal(s.name): s.name for s in registry}
     problems: list[PlanProblem] = []
     steps: list[PlanStep] = []
@@ -117,7 +119,11 @@ def normalise(
                 PlanProblem(f"{where}.for_each", "must be a glob inside the work directory")
             )
             continue
-        files = sorted(p for p in workdir.glob(pattern) if p.is_file())
+        files = sorted(
+            p
+            for p in workdir.glob(pattern)
+            if p.is_file() and (not confined or confine.inside(workdir, p))
+        )
         if not files:
             problems.append(
                 PlanProblem(f"{where}.for_each", f"{d.for_each!r} matches no file in {workdir}")
@@ -183,7 +189,15 @@ def plan_with_model(
     """A validated plan for ``goal``, or PlanningError with the last draft's problems."""
     allow = state.policy.allow_tools
     workdir = Path(state.workdir)
-    files = itertools.islice((p for p in workdir.rglob("*") if p.is_file()), LISTED)
+    confined = state.policy.confine_paths
+    files = itertools.islice(
+        (
+            p
+            for p in workdir.rglob("*")
+            if p.is_file() and (not confined or confine.inside(workdir, p))
+        ),
+        LISTED,
+    )
     listing = "\n".join(sorted(p.relative_to(workdir).as_posix() for p in files))
     task = (
         "Plan this goal as steps of tool calls. Tools:\n"
@@ -198,7 +212,7 @@ def plan_with_model(
     )
 
     def check(draft: PlanDraft) -> tuple[Plan, list[PlanProblem]]:
-        plan, problems = normalise(draft, deps.registry, workdir)
+        plan, problems = normalise(draft, deps.registry, workdir, confined=confined)
         if not problems:
             problems = plan_problems(plan, deps.registry, goal, allow_tools=allow)
         if not plan.steps and not problems:
@@ -255,7 +269,9 @@ def replan_with_model(
     messages = context.build(state, task, current=step_id, data=evidence)
 
     def check(draft: PlanDraft) -> tuple[Plan, list[PlanProblem]]:
-        revised, problems = normalise(draft, deps.registry, Path(state.workdir))
+        revised, problems = normalise(
+            draft, deps.registry, Path(state.workdir), confined=state.policy.confine_paths
+        )
         if not revised.steps and not problems:
             problems = [
                 PlanProblem("steps", "send the revised steps (at least the one that failed)")
