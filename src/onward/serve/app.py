@@ -20,14 +20,16 @@ import os
 import queue
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.routing import APIRoute
 from langchain_core.language_models import BaseChatModel
 from langgraph.types import Command, StreamMode
 from pydantic import ValidationError
@@ -47,8 +49,15 @@ from onward.serve.feed import DONE, Feed
 from onward.serve.limits import BodyLimit, RunPool, ServeLimits
 from onward.serve.recovery import Recovery
 from onward.serve.requests import (
+    MAX_PAGE,
     START_FIELDS,
+    a_string,
+    an_object,
     check_run_fields,
+    count,
+    kind,
+    parse_body,
+    strings,
     tightened_budget,
     tightened_policy,
 )
@@ -111,6 +120,36 @@ class Clients:
             self._all.clear()
 
 
+class _Request(Request):
+    """A request whose JSON body is read by :func:`~onward.serve.requests.parse_body`
+    (FastAPI reads a body through ``json()``): what it refuses is a 422 that says why."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_parsed"):
+            try:
+                self._parsed = parse_body(await self.body())
+            except UsageError as exc:
+                raise HTTPException(422, str(exc)) from None
+        return self._parsed
+
+
+class _Route(APIRoute):
+    """Reads bodies with :class:`_Request`; a NUL character in the path or the query is a
+    422 (no id holds one, and not every store can even look one up)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict(request: Request) -> Response:
+            params = [*request.path_params.items(), *request.query_params.multi_items()]
+            for name, value in params:
+                if "\x00" in str(name) + str(value):
+                    raise HTTPException(422, f"{name}: a NUL character (%00) is no valid value")
+            return await handler(_Request(request.scope, request.receive))
+
+        return strict
+
+
 def _not_found(thread_id: str) -> HTTPException:
     return HTTPException(404, f"Thread {thread_id} not found")
 
@@ -158,6 +197,7 @@ def create_app(
         redoc_url="/redoc" if docs_open else None,
         openapi_url="/openapi.json" if docs_open else None,
     )
+    app.router.route_class = _Route
     app.add_middleware(BodyLimit, limit=limits.max_body)
     if cors_origins:
         app.add_middleware(
@@ -185,6 +225,17 @@ def create_app(
             f"{'.'.join(str(p) for p in e['loc']) or '(input)'}: {e['msg']}" for e in exc.errors()
         )
         return JSONResponse({"detail": f"invalid request: {problems}"}, status_code=422)
+
+    @app.exception_handler(RequestValidationError)
+    def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for e in exc.errors():
+            where = ".".join(str(p) for p in e["loc"]) or "(request)"
+            problem = f"{where}: {e['msg']}"
+            if tuple(e["loc"]) == ("body",):
+                problem += " (send a JSON object with Content-Type: application/json)"
+            problems.append(problem)
+        return JSONResponse({"detail": f"invalid request: {'; '.join(problems)}"}, 422)
 
     @app.exception_handler(TypeError)
     @app.exception_handler(ValueError)
@@ -298,14 +349,15 @@ def create_app(
     @app.post("/assistants/search")
     def assistants_search(body: dict[str, Any] | None = None, who: str = Depends(user)) -> Any:
         body = body or {}
-        wanted = body.get("graph_id")
-        meta = body.get("metadata") or {}
+        wanted = a_string(body, "graph_id")
+        meta = an_object(body, "metadata")
+        offset, limit = count(body, "offset", 0), count(body, "limit", 10, most=MAX_PAGE)
         a = assistant()
         if (wanted and wanted != GRAPH_ID) or any(
             a["metadata"].get(k) != v for k, v in meta.items()
         ):
             return []
-        return [a][int(body.get("offset") or 0) :][: int(body.get("limit") or 10)]
+        return [a][offset:][:limit]
 
     @app.post("/assistants/count")
     def assistants_count(body: dict[str, Any] | None = None, who: str = Depends(user)) -> int:
@@ -338,13 +390,14 @@ def create_app(
     @app.post("/threads")
     def thread_create(body: dict[str, Any] | None = None, who: str = Depends(user)) -> Any:
         body = body or {}
-        thread_id = str(body.get("thread_id") or uuid.uuid4())
+        thread_id = a_string(body, "thread_id") or str(uuid.uuid4())
         try:
             uuid.UUID(thread_id)
         except ValueError:
             raise HTTPException(422, f"thread_id {thread_id!r} is not a UUID") from None
+        a_string(body, "if_exists", ("raise", "do_nothing"))
         metadata = {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
-        metadata |= dict(body.get("metadata") or {})
+        metadata |= an_object(body, "metadata")
         with clients.use() as ow:
             if api_tokens and ow.store.get_run(thread_id) is not None:
                 # A run started outside the API (or by someone else) is nobody's to claim.
@@ -361,9 +414,11 @@ def create_app(
     @app.post("/threads/search")
     def thread_search(body: dict[str, Any] | None = None, who: str = Depends(user)) -> Any:
         body = body or {}
-        meta = body.get("metadata") or {}
-        status = body.get("status")
-        ids = set(body.get("ids") or [])
+        meta = an_object(body, "metadata")
+        status = a_string(body, "status")
+        ids = set(strings(body, "ids"))
+        descending = a_string(body, "sort_order", ("asc", "desc")) != "asc"
+        offset, limit = count(body, "offset", 0), count(body, "limit", 10, most=MAX_PAGE)
         out = []
         with clients.use() as ow:
             rows = ow.store.threads.all(who if api_tokens else None)
@@ -384,9 +439,8 @@ def create_app(
                 if status and doc["status"] != status:
                     continue
                 out.append(doc)
-        out.sort(key=lambda d: d["updated_at"], reverse=body.get("sort_order") != "asc")
-        offset = int(body.get("offset") or 0)
-        return out[offset : offset + int(body.get("limit") or 10)]
+        out.sort(key=lambda d: d["updated_at"], reverse=descending)
+        return out[offset : offset + limit]
 
     @app.get("/threads/{thread_id}")
     def thread_get(thread_id: str, who: str = Depends(user)) -> Any:
@@ -395,11 +449,12 @@ def create_app(
 
     @app.patch("/threads/{thread_id}")
     def thread_patch(thread_id: str, body: dict[str, Any], who: str = Depends(user)) -> Any:
+        metadata = an_object(body, "metadata")
         with clients.use() as ow:
             visible(ow, thread_id, who)
             if ow.store.threads.get(thread_id) is None:
                 ow.store.threads.create(thread_id, who, {"graph_id": GRAPH_ID})
-            ow.store.threads.merge_metadata(thread_id, body.get("metadata") or {})
+            ow.store.threads.merge_metadata(thread_id, metadata)
             return thread_json(ow, thread_id, ow.store.threads.get(thread_id))
 
     @app.delete("/threads/{thread_id}", status_code=204)
@@ -441,9 +496,10 @@ def create_app(
     def state_post_checkpoint(
         thread_id: str, body: dict[str, Any], who: str = Depends(user)
     ) -> Any:
+        checkpoint_id = checkpoint_in(body)
         with clients.use() as ow:
             visible(ow, thread_id, who)
-            return state_at(ow, thread_id, (body.get("checkpoint") or {}).get("checkpoint_id"))
+            return state_at(ow, thread_id, checkpoint_id)
 
     def checkpoint_in(body: dict[str, Any]) -> str | None:
         checkpoint = body.get("checkpoint")
@@ -495,17 +551,19 @@ def create_app(
             return {"checkpoint": {k: v for k, v in new["configurable"].items()}}
 
     def history(thread_id: str, body: dict[str, Any], who: str) -> Any:
-        limit = int(body.get("limit") or 10)
-        metadata = body.get("metadata") or None
-        if metadata is not None and not isinstance(metadata, dict):
-            raise UsageError("history metadata must be an object")
+        limit = count(body, "limit", 10, most=MAX_PAGE)
+        metadata = an_object(body, "metadata") or None
+        before = body.get("before")
+        if isinstance(before, dict):
+            before = before.get("checkpoint_id")
+        if before is not None and not isinstance(before, str):
+            raise UsageError(
+                f"before must be a checkpoint id or {{checkpoint_id: ...}}, not {kind(before)}"
+            )
         with clients.use() as ow:
             visible(ow, thread_id, who)
             if ow.store.get_run(thread_id) is None:
                 return []
-            before = body.get("before")
-            if isinstance(before, dict):
-                before = before.get("checkpoint_id")
             before_config = (
                 {"configurable": {"thread_id": thread_id, "checkpoint_id": before}}
                 if before
@@ -570,7 +628,12 @@ def create_app(
             raise UsageError("input.inputs must be a list of file names")
         inputs = list(raw_inputs)
         for name in inputs:
-            if not (root / name).resolve().is_relative_to(root.resolve()):
+            try:
+                inside = (root / name).resolve().is_relative_to(root.resolve())
+                (root / name).exists()
+            except (OSError, ValueError) as exc:
+                raise UsageError(f"input {name[:80]!r} is not a usable file name ({exc})") from None
+            if not inside:
                 raise UsageError(f"input {name!r} is outside the server's work directory")
         plan = None
         declared_goal = None
@@ -630,12 +693,11 @@ def create_app(
     def prepare(thread_id: str, body: dict[str, Any], who: str) -> tuple[str, Command[Any] | None]:
         """Check the request, create the thread and run as needed; (run id, command)."""
         check_run_fields(body)
-        assistant_id = str(body.get("assistant_id") or GRAPH_ID)
-        check_assistant(assistant_id)
-        metadata = body.get("metadata") or {}
-        if not isinstance(metadata, dict):
-            raise UsageError("metadata must be an object")
+        check_assistant(a_string(body, "assistant_id") or GRAPH_ID)
+        metadata = an_object(body, "metadata")
+        a_string(body, "if_not_exists", ("create", "reject"))
         checkpoint_id = checkpoint_in(body)
+        ours = {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
         with clients.use() as ow:
             row = ow.store.threads.get(thread_id)
             if row is None and ow.store.get_run(thread_id) is None:
@@ -645,13 +707,10 @@ def create_app(
                     uuid.UUID(thread_id)
                 except ValueError:
                     raise HTTPException(422, f"thread_id {thread_id!r} is not a UUID") from None
-                ow.store.threads.create(thread_id, who, {})
+                ow.store.threads.create(thread_id, who, dict(ours))
             visible(ow, thread_id, who)
             if ow.store.threads.get(thread_id) is None:
-                ow.store.threads.create(thread_id, who, {})
-            ow.store.threads.merge_metadata(
-                thread_id, {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
-            )
+                ow.store.threads.create(thread_id, who, dict(ours))
             if thread_status(ow, thread_id) == "busy":
                 raise HTTPException(
                     409, f"thread {thread_id} has a run in progress; wait for it to finish"
@@ -668,6 +727,11 @@ def create_app(
                     raise UsageError(
                         "command.goto is not supported: a run goes where its state routes it; "
                         "answer its question with command.resume, or cancel it"
+                    )
+                if raw.get("resume") is None and raw.get("update") is None:
+                    raise UsageError(
+                        "command needs resume (an answer to the run's question) or update "
+                        "(an edit of its state)"
                     )
                 if ow.store.get_run(thread_id) is None:
                     raise UsageError("the thread has no run yet: start one with an input")
@@ -702,6 +766,7 @@ def create_app(
                         else ""
                     ),
                 )
+            ow.store.threads.merge_metadata(thread_id, dict(ours))  # once the run is accepted
             run_id = str(uuid.uuid4())
             ow.store.threads.add_run(run_id, thread_id, ASSISTANT_ID, metadata)
             return run_id, command

@@ -4,10 +4,17 @@ A start request may *tighten* the server's rules, never loosen them: more approv
 tools, smaller budgets. Run-request fields of the LangGraph API that onward does not
 support are refused when they ask for something (a default value is accepted, since the
 SDKs send those), so nothing a client sends is silently ignored.
+
+Every body is read by :func:`parse_body`, which refuses the JSON that Python's parser
+accepts but onward cannot store or send back (NaN, integers past 64 bits, lone surrogates,
+NUL characters, nesting past :data:`MAX_DEPTH`); the small readers below check each field
+a route reads, so a malformed request is a 4xx that names the field, never a 500.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -43,6 +50,162 @@ UNSUPPORTED_DEFAULTS: Mapping[str, tuple[Any, ...]] = {
 """Fields onward accepts only with these values (what the SDKs send by default)."""
 
 
+MAX_DEPTH = 100
+"""Deepest nesting a request body may have. Real requests nest a few levels; far deeper
+JSON would only fail later, in a serializer, after parts of it were stored."""
+MAX_PAGE = 1000
+"""Most items one page holds (a larger ``limit`` is capped to it)."""
+INT_RANGE = (-(2**63), 2**63 - 1)
+"""Integers the store and the checkpoint format hold (64-bit, signed)."""
+
+
+def parse_body(raw: bytes) -> Any:
+    """A request body's JSON value; a :class:`UsageError` saying what is wrong with it."""
+    try:
+        value = json.loads(raw, parse_constant=_no_constant, parse_float=_finite, parse_int=_int64)
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"request body is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
+    except RecursionError:
+        raise UsageError(
+            f"request body is nested too deeply; onward reads at most {MAX_DEPTH} levels"
+        ) from None
+    except UnicodeDecodeError:
+        raise UsageError("request body is not UTF-8 text; send JSON encoded as UTF-8") from None
+    check_value(value)
+    return value
+
+
+def check_value(value: Any) -> None:
+    """Refuse nesting past :data:`MAX_DEPTH`, and strings with a NUL character or a lone
+    surrogate (neither can be stored in every backend, nor encoded as UTF-8)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > MAX_DEPTH:
+                raise UsageError(
+                    f"request body is nested more than {MAX_DEPTH} levels deep; flatten it"
+                )
+            if isinstance(item, dict):
+                for key, inner in item.items():
+                    _check_text(key)
+                    stack.append((inner, depth + 1))
+            else:
+                stack.extend((inner, depth + 1) for inner in item)
+        elif isinstance(item, str):
+            _check_text(item)
+
+
+def _check_text(text: str) -> None:
+    if "\x00" in text:
+        raise UsageError(
+            f"request body has a NUL character (\\u0000) in the string {_clip(text)}; "
+            "text sent to onward cannot hold one"
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(
+            f"request body has a lone surrogate in the string {_clip(text)}: it is not "
+            "text (escape characters past U+FFFF as a surrogate pair)"
+        ) from None
+
+
+def _clip(text: str) -> str:
+    return ascii(text[:40] + ("..." if len(text) > 40 else ""))
+
+
+def _no_constant(name: str) -> Any:
+    raise UsageError(f"request body has {name}, which JSON does not allow; send a number or null")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise UsageError(f"the number {text[:40]} in the request body is too large for a float")
+    return value
+
+
+def _int64(text: str) -> int:
+    value = int(text) if len(text) <= 20 else None
+    if value is None or not INT_RANGE[0] <= value <= INT_RANGE[1]:
+        raise UsageError(
+            f"the integer {text[:24]}{'...' if len(text) > 24 else ''} in the request body "
+            "does not fit in 64 bits (from -2**63 to 2**63-1)"
+        )
+    return value
+
+
+def kind(value: Any) -> str:
+    """How a message names a JSON value's type."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def an_object(body: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """``body[name]`` as an object ({} when it is missing or null)."""
+    value = body.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UsageError(f"{name} must be an object, not {kind(value)}")
+    return value
+
+
+def a_string(
+    body: Mapping[str, Any], name: str, choices: tuple[str, ...] | None = None
+) -> str | None:
+    """``body[name]`` as a string (None when it is missing or null), one of ``choices``."""
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise UsageError(f"{name} must be a string, not {kind(value)}")
+    if choices is not None and value not in choices:
+        raise UsageError(f"{name} {_clip(value)} is not one of {', '.join(choices)}")
+    return value
+
+
+def strings(body: Mapping[str, Any], name: str) -> list[str]:
+    """``body[name]`` as a list of strings ([] when it is missing or null)."""
+    value = body.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"{name} must be a list of strings")
+    return value
+
+
+def count(body: Mapping[str, Any], name: str, default: int, *, most: int | None = None) -> int:
+    """``body[name]`` as a whole number ≥ 0 (``default`` when it is missing, null or 0),
+    capped at ``most``."""
+    value = body.get(name)
+    if value is None or value == "":
+        return default
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif (isinstance(value, float) and value.is_integer()) or (
+        isinstance(value, str) and value.strip().isdecimal() and len(value.strip()) <= 20
+    ):
+        number = int(value)
+    if number is None:
+        raise UsageError(f"{name} must be a whole number, not {kind(value)} ({_clip(str(value))})")
+    if number < 0:
+        raise UsageError(f"{name} must not be negative ({number})")
+    number = number or default
+    return min(number, most) if most is not None else number
+
+
 def check_run_fields(body: Mapping[str, Any]) -> None:
     unknown = sorted(k for k in body if k not in RUN_FIELDS and k not in UNSUPPORTED_DEFAULTS)
     if unknown:
@@ -68,6 +231,8 @@ def tightened_policy(base: RunPolicy, asked: Any) -> RunPolicy:
         raise UsageError("input.policy must be an object of policy settings")
     try:
         wanted = RunPolicy.model_validate(_durations(dict(asked)))
+    except OverflowError:
+        raise UsageError("input.policy: a duration is too long (at most 999999999 days)") from None
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()
