@@ -158,6 +158,8 @@ class Case:
     root: Path
     store: str | None = None
     """The store URL (the db_url fixture: SQLite or Postgres); None: a SQLite file here."""
+    allow: str = ""
+    """ONWARD_HTTP_ALLOW for the runs: the loopback service's host:port."""
 
     @property
     def wd(self) -> Path:
@@ -173,7 +175,7 @@ class Case:
 
     @classmethod
     def create(cls, root: Path, service: FakeService, store: str | None = None) -> Case:
-        case = cls(root, store)
+        case = cls(root, store, allow=f"127.0.0.1:{service.port}")
         (case.wd / "inbox").mkdir(parents=True)
         for name, data in INBOX.items():
             (case.wd / "inbox" / f"{name}.txt").write_bytes(data)
@@ -182,7 +184,13 @@ class Case:
         return case
 
     def env(self, **extra: str) -> dict[str, str]:
-        return cli_env(ONWARD_EXECUTION_LOG=str(self.journal), **SHORT_LEASE, **NO_PROXY, **extra)
+        return cli_env(
+            ONWARD_EXECUTION_LOG=str(self.journal),
+            ONWARD_HTTP_ALLOW=self.allow,
+            **SHORT_LEASE,
+            **NO_PROXY,
+            **extra,
+        )
 
     def run_cmd(self, thread_id: str) -> list[str]:
         return onward_cmd(

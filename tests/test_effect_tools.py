@@ -34,9 +34,15 @@ def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def service() -> Iterator[FakeService]:
+def service(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeService]:
     with FakeService() as svc:
+        allow(monkeypatch, svc.port)
         yield svc
+
+
+def allow(monkeypatch: pytest.MonkeyPatch, port: int) -> None:
+    """http_post and its probe reach only hosts in ONWARD_HTTP_ALLOW (onward.egress)."""
+    monkeypatch.setenv("ONWARD_HTTP_ALLOW", f"127.0.0.1:{port}")
 
 
 def spec_of(name: str) -> ToolSpec:
@@ -200,8 +206,12 @@ def test_http_post_client_error_is_deterministic_with_status_and_body(
     assert info.value.hint
 
 
-def test_http_post_connection_refused_is_transient(tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{free_port()}/effects"
+def test_http_post_connection_refused_is_transient(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = free_port()
+    allow(monkeypatch, port)
+    url = f"http://127.0.0.1:{port}/effects"
     with pytest.raises(TransientToolError, match="failed: ConnectionRefusedError"):
         call("http_post", {"url": url, "payload": {}}, tmp_path)
 
@@ -272,8 +282,12 @@ def test_reconcile_does_not_read_a_bare_404_as_not_sent(service: FakeService) ->
         reconcile("k1", args)
 
 
-def test_reconcile_with_an_unreachable_status_url_is_transient() -> None:
-    base = f"http://127.0.0.1:{free_port()}"
+def test_reconcile_with_an_unreachable_status_url_is_transient(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    port = free_port()
+    allow(monkeypatch, port)
+    base = f"http://127.0.0.1:{port}"
     args = {"url": f"{base}/effects", "payload": {}, "status_url": f"{base}/status"}
     with pytest.raises(TransientToolError, match="cannot tell whether POST"):
         reconcile("k1", args)
@@ -282,7 +296,9 @@ def test_reconcile_with_an_unreachable_status_url_is_transient() -> None:
 # ----------------------------------------------------------------------------- the fake
 
 
-def test_fake_service_runs_in_its_own_process_and_reports_stats(tmp_path: Path) -> None:
+def test_fake_service_runs_in_its_own_process_and_reports_stats(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     port_file = tmp_path / "port"
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.httpfake", "--port-file", str(port_file)],
@@ -292,6 +308,7 @@ def test_fake_service_runs_in_its_own_process_and_reports_stats(tmp_path: Path) 
     )
     try:
         port = read_port(port_file)
+        allow(monkeypatch, port)
         url = f"http://127.0.0.1:{port}/effects"
         call("http_post", {"url": url, "payload": {}}, tmp_path, key="a")
         call("http_post", {"url": url, "payload": {}}, tmp_path, key="a")

@@ -442,11 +442,12 @@ def test_max_concurrent_limits_parallel_calls_to_a_service(fo: Onward, workdir: 
 
 
 def test_an_unsafe_post_refused_with_503_is_retried_without_a_reconcile(
-    db_url: str, workdir: Path
+    db_url: str, workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from onward.policy import RunPolicy
 
     with FakeService() as service, Onward(db_url) as ow:
+        monkeypatch.setenv("ONWARD_HTTP_ALLOW", f"127.0.0.1:{service.port}")
         service.fail_next(1, 503)
         step = PlanStep(
             id="p",

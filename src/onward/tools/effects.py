@@ -3,20 +3,19 @@
 Both take their idempotency key from ``ctx.idempotency_key`` (the effect ledger sets it for
 non-pure tools). ``notify`` is idempotent by construction: one outbox line per key.
 ``http_post`` is unsafe (the server may ignore ``Idempotency-Key``); after a crash the ledger
-asks :func:`reconcile_http_post` whether the interrupted POST arrived.
+asks :func:`reconcile_http_post` whether the interrupted POST arrived. The two reach the
+network only through :mod:`onward.egress` (hosts in ONWARD_HTTP_ALLOW).
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
+from onward import egress
 from onward.artifacts import fsync_enabled
 from onward.errors import DeterministicToolError, TransientToolError
 from onward.state import SideEffect, utcnow
@@ -103,29 +102,6 @@ def notify(outbox: str, message: str, ctx: ToolContext, channel: str = "default"
 # --------------------------------------------------------------------------- http_post
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    # urllib turns a redirected POST into a GET without the body: the effect would silently
-    # not happen. Surface the 3xx instead.
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: Any,
-        code: int,
-        msg: str,
-        headers: Any,
-        newurl: str,
-    ) -> urllib.request.Request | None:
-        return None
-
-
-def _check_url(url: str, what: str) -> None:
-    # urllib also speaks file:// and ftp://; an effect tool must not.
-    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-        raise DeterministicToolError(
-            f"{what} {url!r} is not an http(s) URL", hint="use an http:// or https:// URL"
-        )
-
-
 def _decode(raw: bytes) -> Any:
     """Parsed JSON if the body is JSON, else its text."""
     text = raw.decode("utf-8", errors="replace")
@@ -138,13 +114,6 @@ def _decode(raw: bytes) -> Any:
 def _excerpt(body: Any) -> str:
     text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
     return text if len(text) <= BODY_EXCERPT else text[: BODY_EXCERPT - 1] + "…"
-
-
-def _read_error_body(err: urllib.error.HTTPError) -> Any:
-    try:
-        return _decode(err.read())
-    except (OSError, http.client.HTTPException):
-        return ""
 
 
 def _with_query(url: str, **params: str) -> str:
@@ -168,20 +137,21 @@ def reconcile_http_post(key: str, args: Any) -> Reconciled:
             hint="check the receiving service, then mark the effect as done or not; "
             "give http_post a status_url so onward can check by itself next time",
         )
-    _check_url(status_url, "status_url")
     probe = _with_query(status_url, key=key)
     try:
-        with urllib.request.urlopen(probe, timeout=args.timeout) as response:
-            status = int(response.status)
-            body = _decode(response.read())
-    except urllib.error.HTTPError as err:
-        status, body = err.code, _read_error_body(err)
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-        raise TransientToolError(
+        answer = egress.request("GET", probe, timeout=args.timeout)
+    except DeterministicToolError as refused:  # the egress policy, or a malformed URL
+        raise DeterministicToolError(
             f"cannot tell whether POST {args.url} with Idempotency-Key {key} happened: "
-            f"GET {probe} failed: {type(reason).__name__}: {reason}"
+            f"status_url: {refused}",
+            hint=f"{refused.hint}; or check the receiving service, then mark the effect as "
+            "done or not",
         ) from None
+    except TransientToolError as failed:
+        raise TransientToolError(
+            f"cannot tell whether POST {args.url} with Idempotency-Key {key} happened: {failed}"
+        ) from None
+    status, body = answer.status, _decode(answer.body)
     received = body.get("received") if isinstance(body, dict) else None
     if status == 200 and received is True:
         return Reconciled(
@@ -199,11 +169,7 @@ def reconcile_http_post(key: str, args: Any) -> Reconciled:
     )
 
 
-def _host(args: dict[str, Any]) -> str | None:
-    return urllib.parse.urlsplit(str(args.get("url", ""))).netloc or None
-
-
-@tool(side_effect=SideEffect.UNSAFE, reconcile=reconcile_http_post, service=_host)
+@tool(side_effect=SideEffect.UNSAFE, reconcile=reconcile_http_post, service=egress.service_of)
 def http_post(
     url: str,
     payload: dict[str, Any],
@@ -212,49 +178,42 @@ def http_post(
     *,
     ctx: ToolContext,
 ) -> dict[str, Any]:
-    """POST JSON with an Idempotency-Key header; 429/5xx/network errors are transient."""
+    """POST JSON with an Idempotency-Key header to an allowlisted host
+    (ONWARD_HTTP_ALLOW=host[:port],...), never following a redirect; 429/5xx/network
+    errors are transient."""
     key = _require_key(ctx, "http_post")
-    _check_url(url, "url")
-    if timeout <= 0:
-        raise DeterministicToolError(f"timeout must be > 0 seconds, got {timeout:g}")
     try:
         data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise DeterministicToolError(f"payload is not JSON-serialisable: {exc}") from None
-    request = urllib.request.Request(
+    # The egress policy refuses a host not in ONWARD_HTTP_ALLOW before anything is sent.
+    # A network failure (refused, reset, DNS, timeout) is transient with maybe_happened:
+    # after a timeout the server may still have acted; a retry reuses the key, and the
+    # ledger's reconcile covers a crash here. Redirects are not followed (urllib would
+    # turn the POST into a GET without the body): the 3xx comes back and fails here.
+    answer = egress.request(
+        "POST",
         url,
         data=data,
-        method="POST",
         headers={"Content-Type": "application/json", "Idempotency-Key": key},
+        timeout=timeout,
     )
-    try:
-        # Built per call: the opener reads the proxy environment when it is built.
-        opener = urllib.request.build_opener(_NoRedirect)
-        with opener.open(request, timeout=timeout) as response:
-            status = int(response.status)
-            body = _decode(response.read())
-    except urllib.error.HTTPError as err:
-        status, body = err.code, _read_error_body(err)
-        if status == 429 or status >= 500:
-            raise TransientToolError(
-                f"POST {url} answered {status}: {_excerpt(body)}; worth retrying with the "
-                "same Idempotency-Key later"
-            ) from None
-        hint = (
-            "fix the payload or the URL; the same request will be refused again"
-            if 400 <= status < 500
-            else "the endpoint redirected or answered oddly; post to the final URL"
-        )
-        raise DeterministicToolError(
-            f"POST {url} answered {status}: {_excerpt(body)}", hint=hint
-        ) from None
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-        # Refused, reset, DNS, timeout. After a timeout the server may still have acted;
-        # a retry reuses the key, and the ledger's reconcile covers a crash here.
-        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    status, body = answer.status, _decode(answer.body)
+    if status == 429 or status >= 500:
         raise TransientToolError(
-            f"POST {url} failed: {type(reason).__name__}: {reason}", maybe_happened=True
-        ) from None
-    if not 200 <= status < 300:  # 1xx/3xx that urllib did not raise for
-        raise DeterministicToolError(f"POST {url} answered {status}: {_excerpt(body)}")
+            f"POST {url} answered {status}: {_excerpt(body)}; worth retrying with the "
+            "same Idempotency-Key later"
+        )
+    if 400 <= status < 500:
+        raise DeterministicToolError(
+            f"POST {url} answered {status}: {_excerpt(body)}",
+            hint="fix the payload or the URL; the same request will be refused again",
+        )
+    if not 200 <= status < 300:  # 1xx, or a 3xx that was not followed
+        location = answer.headers.get("Location")
+        where = f" to {location}" if location else ""
+        raise DeterministicToolError(
+            f"POST {url} answered {status}{where}: {_excerpt(body)}",
+            hint="the endpoint redirected or answered oddly; post to the final URL",
+        )
     return {"status": status, "body": body, "key": key}
