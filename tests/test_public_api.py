@@ -100,3 +100,29 @@ def test_usage_errors_are_onward_errors() -> None:
         assert issubclass(cls, onward.UsageError)
         assert issubclass(cls, onward.OnwardError)
     assert issubclass(onward.StoreLockedError, onward.StoreError)
+
+
+def test_every_error_knows_its_exit_code_and_http_status() -> None:
+    """One table: the CLI exits with ``exit_code``, ``onward serve`` answers ``http_status``
+    (the conventions: 2 usage, 3 stopped for a human, 4 busy)."""
+    from onward import errors
+
+    expected = {
+        errors.UsageError: (2, 422),
+        errors.ForbiddenError: (2, 403),
+        errors.TokenError: (2, 403),
+        errors.UnknownThreadError: (2, 404),
+        errors.PlanValidationError: (2, 422),
+        errors.StoreError: (2, 503),
+        errors.StoreLockedError: (4, 503),
+        errors.RunBusyError: (4, 409),
+        errors.LeaseLostError: (4, 500),
+        errors.InconsistentRunError: (3, 500),
+        errors.LoopGuardError: (3, 500),
+        errors.ArtifactError: (2, 500),
+    }
+    for cls, (exit_code, status) in expected.items():
+        assert (cls.exit_code, cls.http_status) == (exit_code, status), cls.__name__
+    too_big = errors.RequestLimitError("x", http_status=413)
+    busy = errors.RequestLimitError("x", http_status=429, retry_after=5)
+    assert (too_big.http_status, busy.http_status, busy.retry_after) == (413, 429, 5)

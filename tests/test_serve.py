@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,27 +47,49 @@ def server(db_url: str, workdir: Path) -> Iterator[str]:
         yield url
 
 
-@contextmanager
-def serve(db_url: str, workdir: Path, *args: str, **env: str) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        onward_cmd("serve", "--db", db_url, "--port", str(port), "--tools", HITL_TOOLS, *args),
-        cwd=workdir,
-        env=cli_env(**env),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def start_server(
+    db_url: str,
+    workdir: Path,
+    *args: str,
+    port: int | None = None,
+    log: Path | None = None,
+    **env: str,
+) -> tuple[subprocess.Popen[str], str]:
+    """``onward serve`` (the HITL test tools loaded) in a new process, once ``/ok`` answers:
+    (process, URL). Its stderr goes to ``log`` (a temporary file by default), never to a
+    pipe: a server that logs a lot would block on a full pipe nobody reads."""
+    port = port or free_port()
+    if log is None:
+        fd, name = tempfile.mkstemp(prefix="onward-serve-", suffix=".log")
+        os.close(fd)
+        log = Path(name)
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            onward_cmd("serve", "--db", db_url, "--port", str(port), "--tools", HITL_TOOLS, *args),
+            cwd=workdir,
+            env=cli_env(**env),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            text=True,
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    while True:
         try:
             if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
-                break
+                return proc, url
         except httpx.TransportError:
-            if proc.poll() is not None:
-                raise AssertionError(proc.stderr.read() if proc.stderr else "server died") from None
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(log.read_text()[-4000:] or "server died") from None
             time.sleep(0.1)
+
+
+@contextmanager
+def serve(
+    db_url: str, workdir: Path, *args: str, log: Path | None = None, **env: str
+) -> Iterator[str]:
+    proc, url = start_server(db_url, workdir, *args, log=log, **env)
     try:
         yield url
     finally:

@@ -39,7 +39,7 @@ from onward.checkpointing.leases import Heartbeat, new_owner
 from onward.checkpointing.store import RunRow, Store
 from onward.checks import Check
 from onward.compensation import Compensation, CompensationStatus, compensate_run
-from onward.confine import planning_path
+from onward.confine import check_inputs
 from onward.errors import (
     ArtifactError,
     DrainRequested,
@@ -354,9 +354,7 @@ class Onward:
                     "ONWARD_MODEL), or pass Onward(model=...)"
                 )
             goal_obj = goal_obj.model_copy(update={"judge": True})
-        for name in inputs:  # a confined run's inputs stay inside wd (onward.confine)
-            if not planning_path(wd, name, confined=policy.confine_paths, what="input").exists():
-                raise UsageError(f"input file {name} not found in {wd}; check --input")
+        check_inputs(wd, inputs, confined=policy.confine_paths)
         if not plan_obj.steps:
             # Fail fast, before a run exists: the rules are cheap and deterministic. The plan
             # node plans again inside the graph, durably (with the model when no template fits).

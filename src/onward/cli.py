@@ -32,12 +32,7 @@ from onward.api import Onward, RunView
 from onward.checkpointing.store import default_url
 from onward.demo import DEMO_GOAL, write_sample_orders
 from onward.errors import (
-    InconsistentRunError,
-    LeaseLostError,
-    LoopGuardError,
     OnwardError,
-    RunBusyError,
-    StoreLockedError,
     UsageError,
 )
 from onward.inbox import PendingDecision
@@ -163,15 +158,7 @@ def _errors(as_json: bool) -> Iterator[None]:
     try:
         yield
     except OnwardError as exc:
-        # A locked database is "busy" (4); everything else is bad input (2): a wrong path,
-        # plan, thread id or a file that is not a database.
-        busy = (StoreLockedError, RunBusyError, LeaseLostError)
-        if isinstance(exc, busy):
-            code = EXIT_BUSY
-        elif isinstance(exc, (InconsistentRunError, LoopGuardError)):
-            code = EXIT_WAITING  # stopped; a human must restore the artifact or fork
-        else:
-            code = EXIT_USAGE
+        code = exc.exit_code  # each error knows it (onward.errors)
         if as_json:
             print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
         else:

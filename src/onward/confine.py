@@ -21,9 +21,10 @@ Runs that are not confined (the CLI, run by the store's owner) keep plain joinin
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
-from onward.errors import DeterministicToolError, PlanningError
+from onward.errors import DeterministicToolError, PlanningError, UsageError
 
 LEAVES = "leaves the run's work directory"
 """The phrase every refusal carries (tests and people grep for it)."""
@@ -94,6 +95,19 @@ def planning_path(
         return locate(workdir, path, confined=confined, what=what)
     except DeterministicToolError as exc:
         raise PlanningError(str(exc)) from None
+
+
+def check_inputs(workdir: Path, names: Iterable[str], *, confined: bool) -> None:
+    """Each input file exists (inside ``workdir`` when confined), or a UsageError says
+    which one is wrong and what to do."""
+    for name in names:
+        where = planning_path(workdir, name, confined=confined, what="input")
+        try:
+            found = where.exists()
+        except (OSError, ValueError) as exc:  # a name too long, a NUL...
+            raise UsageError(f"input {name[:80]!r} is not a usable file name ({exc})") from None
+        if not found:
+            raise UsageError(f"input file {name} not found in {workdir}; check --input")
 
 
 def inside(workdir: Path, path: Path) -> bool:

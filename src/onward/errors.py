@@ -4,8 +4,8 @@ Failures are things that went wrong and that the user must act on; control
 signals are not errors at all but tell a caller how a run stopped. Every
 message says what is wrong *and* what to do about it::
 
-    OnwardError                     (HTTP 500 unless a subclass says otherwise)
-    ├── UsageError                  bad input from the user (CLI exit code 2, HTTP 422)
+    OnwardError                     (CLI exit code 2, HTTP 500, unless a class says otherwise)
+    ├── UsageError                  bad input from the user (HTTP 422)
     │   ├── ForbiddenError          a client may not change this (HTTP 403); names the way
     │   ├── RequestLimitError       a request over a limit: size (413) or runs in flight (429)
     │   ├── PlanValidationError     a plan with one or more problems, each located
@@ -15,15 +15,16 @@ message says what is wrong *and* what to do about it::
     │   ├── ToolLoadError           a --tools module could not be imported
     │   ├── AnswerError             an answer to a waiting question cannot be applied
     │   └── TokenError              a resume token is missing, wrong, expired or someone else's
-    ├── StoreError                  the database cannot be used; nothing was written
+    ├── StoreError                  the database cannot be used; nothing was written (HTTP 503)
     │   ├── StoreCorruptError       the file is not an onward/SQLite database
-    │   ├── StoreLockedError        another process holds the database lock
+    │   ├── StoreLockedError        another process holds the database lock (exit code 4)
     │   └── EncryptionKeyError      ONWARD_AES_KEY is missing, malformed or not the store's key
     ├── ArtifactError               an artifact body is missing or does not match its sha256
     ├── InconsistentRunError        a done step's artifact is gone and cannot be re-made safely
-    ├── RunBusyError                another live driver holds the run's lease (exit code 4)
-    ├── LeaseLostError              this driver's lease expired and was taken over mid-run
-    └── LoopGuardError              a drive took more supersteps than its plan can need
+    │                               (exit code 3: a human must restore it or fork)
+    ├── RunBusyError                another live driver holds the run's lease (exit code 4, 409)
+    ├── LeaseLostError              this driver's lease expired and was taken over mid-run (4)
+    └── LoopGuardError              a drive took more supersteps than its plan can need (3)
 
     ToolError                       raised by tools (failures of one step, not of onward)
     ├── TransientToolError          worth retrying later (timeouts, 5xx, ...)
@@ -40,16 +41,21 @@ Tool errors never escape the execute node: they become a classified
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class OnwardError(Exception):
     """Base class of every error onward raises on purpose."""
 
-    exit_code: int = 1
-    """The CLI's exit code for it."""
+    exit_code: int = 2
+    """The CLI's exit code for it (see the conventions: 2 usage, 3 stopped for a human,
+    4 busy)."""
     http_status: int = 500
     """The HTTP status ``onward serve`` answers it with."""
 
@@ -57,7 +63,6 @@ class OnwardError(Exception):
 class UsageError(OnwardError):
     """The user's input is wrong; fix it and run the command again."""
 
-    exit_code = 2
     http_status = 422
 
 
@@ -142,13 +147,15 @@ class TokenError(UsageError):
 class StoreError(OnwardError):
     """The store cannot be opened or used. Nothing was written."""
 
+    http_status = 503
+
 
 class StoreCorruptError(StoreError):
     pass
 
 
 class StoreLockedError(StoreError):
-    http_status = 503
+    exit_code = 4
 
 
 class EncryptionKeyError(StoreError):
@@ -177,8 +184,12 @@ class RunBusyError(OnwardError):
 class InconsistentRunError(OnwardError):
     """Resuming would build on a missing or changed artifact that onward must not re-make."""
 
+    exit_code = 3
+
 
 class LeaseLostError(OnwardError):
+    exit_code = 4
+
     def __init__(self, thread_id: str) -> None:
         super().__init__(
             f"lost the lease on run {thread_id}: this process missed its heartbeats long enough "
@@ -189,6 +200,8 @@ class LeaseLostError(OnwardError):
 class LoopGuardError(OnwardError):
     """A drive exceeded the superstep limit derived from its plan: something loops. The
     saved state is intact; inspect it with `onward status`."""
+
+    exit_code = 3
 
 
 class ToolError(Exception):
@@ -228,3 +241,22 @@ class OutcomeUnknown(Exception):
 class DrainRequested(Exception):
     """Raised by a node that was about to start while its worker drains: nothing of the
     node ran, so resuming (another worker) starts it afresh."""
+
+
+def validation_message(exc: ValidationError) -> str:
+    """A pydantic error as one line: ``where: what; where: what``."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or '(input)'}: {e['msg']}"
+        for e in exc.errors(include_url=False)
+    )
+
+
+def refuse_unknown(given: Iterable[object], allowed: Collection[str], where: str) -> None:
+    """A :class:`UsageError` naming the keys of ``given`` that are not ``allowed``: a field
+    onward does not know is refused, never silently ignored."""
+    unknown = sorted(str(k) for k in given if k not in allowed)
+    if unknown:
+        raise UsageError(
+            f"{where}: unknown field(s) {', '.join(unknown)}; it may have "
+            f"{', '.join(sorted(allowed))}"
+        )

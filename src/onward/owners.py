@@ -25,8 +25,15 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 from pydantic import ValidationError
 
-from onward.errors import ForbiddenError, PlanProblem, PlanValidationError, UsageError
+from onward.errors import (
+    ForbiddenError,
+    PlanProblem,
+    PlanValidationError,
+    UsageError,
+    refuse_unknown,
+)
 from onward.planning.revise import revision_problems
+from onward.planning.validate import pydantic_problems
 from onward.state import Plan, PlanStep, PlanSteps, RunState, StepStatus
 from onward.tools.registry import Registry
 
@@ -101,12 +108,7 @@ def client_update(state: RunState, values: Any, registry: Registry) -> dict[str,
             "values must be a non-empty object of state fields, e.g. "
             '{"plan": {"steps": [...]}} or {"messages": [{"type": "human", "content": "..."}]}'
         )
-    unknown = sorted(str(k) for k in values if k not in FIELD_OWNERS)
-    if unknown:
-        raise UsageError(
-            f"unknown state field(s): {', '.join(unknown)}; a run's state has "
-            f"{', '.join(FIELD_OWNERS)}"
-        )
+    refuse_unknown(values, FIELD_OWNERS.keys(), "values (a run's state)")
     refused = [k for k in values if FIELD_OWNERS[k].owner is Owner.SERVER]
     if refused:
         raise ForbiddenError(
@@ -127,9 +129,7 @@ def revised_plan(state: RunState, raw: Any, registry: Registry) -> Plan:
         raw = {"steps": raw}
     if not isinstance(raw, Mapping) or not isinstance(raw.get("steps"), list):
         raise UsageError('plan must be an object {"steps": [...]} holding every step of the plan')
-    extra = sorted(str(k) for k in raw if k not in ("steps", "version", "source"))
-    if extra:
-        raise UsageError(f"plan: unknown field(s) {', '.join(extra)}; send only steps")
+    refuse_unknown(raw, ("steps", "version", "source"), "plan")
     if "version" in raw and raw["version"] != state.plan.version:
         raise UsageError(
             f"plan.version {raw['version']!r} is not the run's current version "
@@ -141,25 +141,19 @@ def revised_plan(state: RunState, raw: Any, registry: Registry) -> Plan:
         try:
             steps.append(PlanStep.model_validate(item))
         except ValidationError as exc:
-            problems += [
-                PlanProblem(
-                    f"steps[{i}]." + ".".join(str(p) for p in e["loc"]),
-                    e["msg"].removeprefix("Value error, "),
-                )
-                for e in exc.errors(include_url=False)
-            ]
+            problems += pydantic_problems(f"steps[{i}]", exc)
     if problems:
         raise PlanValidationError(problems, source="plan revision")
     old = state.plan
+    index = old.index()
     new_ids = {s.id for s in steps}
-    removed = [sid for sid in old.index().ids if sid not in new_ids]
+    removed = [sid for sid in index.ids if sid not in new_ids]
     if removed:
         raise ForbiddenError(
             f"plan revision removes step(s) {', '.join(removed)}: a client may not drop "
             "steps; reject a step when it is asked about, or cancel the run. Nothing was "
             "changed."
         )
-    index = old.index()
     for step in steps:
         if step.id not in index.position:
             continue
@@ -206,16 +200,9 @@ def human_messages(raw: Any, existing: set[str | None]) -> list[HumanMessage]:
             raise ForbiddenError(
                 f"messages[{i}] is a {kind!r} message: a client may add human messages only"
             )
-        extra = sorted(str(k) for k in item if k not in ("type", "role", "content", "id"))
-        if extra:
-            raise UsageError(f"messages[{i}]: unsupported field(s) {', '.join(extra)}")
-        content = item.get("content")
-        if isinstance(content, list) and all(
-            isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
-            for b in content
-        ):
-            content = "\n".join(str(b["text"]) for b in content)
-        if not isinstance(content, str) or not content.strip():
+        refuse_unknown(item, ("type", "role", "content", "id"), f"messages[{i}]")
+        content = message_text(item.get("content"), f"messages[{i}].content")
+        if not content.strip():
             raise UsageError(f"messages[{i}].content must be non-empty text")
         if len(content) > MAX_MESSAGE_CHARS:
             raise UsageError(
@@ -229,3 +216,19 @@ def human_messages(raw: Any, existing: set[str | None]) -> list[HumanMessage]:
             )
         out.append(HumanMessage(content, id=given or str(uuid.uuid4())))
     return out
+
+
+def message_text(content: Any, where: str) -> str:
+    """A chat message's text: a string, or its text content blocks joined by newlines.
+    Other content (images, files) is refused: onward would have to ignore it."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(
+        isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        for b in content
+    ):
+        return "\n".join(str(b["text"]) for b in content)
+    raise UsageError(
+        f"{where} must be text or a list of text blocks "
+        '([{"type": "text", "text": "..."}]); onward reads no other content'
+    )

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from onward.errors import UsageError
+from onward.errors import UsageError, validation_message
 
 DEFAULT_REMIND_AFTER = timedelta(hours=6)
 DEFAULT_EXPIRE_AFTER = timedelta(hours=24)
@@ -106,12 +106,9 @@ def load_policy_file(path: str | Path) -> RunPolicy:
     if not isinstance(data, dict):
         raise UsageError(f"policy file {path} must hold a mapping of settings")
     try:
-        return RunPolicy.model_validate(_durations(data))
+        return RunPolicy.model_validate(with_durations(data))
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise UsageError(f"policy file {path}: {problems}") from None
+        raise UsageError(f"policy file {path}: {validation_message(exc)}") from None
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -128,7 +125,9 @@ def parse_duration(text: str) -> timedelta:
         raise UsageError(f"{text!r} is not a duration; write e.g. 90s, 30m, 6h, 1d or 2w") from None
 
 
-def _durations(data: dict[str, Any]) -> dict[str, Any]:
+def with_durations(data: dict[str, Any]) -> dict[str, Any]:
+    """Policy settings with their duration strings (``30m``) parsed to timedeltas."""
+
     def fix(d: Any) -> Any:
         if not isinstance(d, dict):
             return d

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import string
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -33,9 +32,9 @@ from hypothesis import strategies as st
 
 from onward import errors
 from onward.serve.wire import ASSISTANT_ID
-from tests.conftest import cli_env, onward_cmd, postgres_schema
+from tests.conftest import postgres_schema
 from tests.security.conftest import ATTACKER, TOKENS, VICTIM, auth
-from tests.test_serve import HITL_TOOLS, free_port
+from tests.test_serve import start_server
 
 SCALE = int(os.environ.get("ONWARD_FUZZ_SCALE") or 1)
 BACKEND = os.environ.get("ONWARD_FUZZ_BACKEND") or "sqlite"
@@ -362,28 +361,10 @@ def route_paths() -> st.SearchStrategy[tuple[str, str]]:
 
 @contextmanager
 def serve_logged(db_url: str, workdir: Path, log: Path, **env: str) -> Iterator[str]:
-    """``tests.test_serve.serve`` with the server's stderr in a file: a 5xx's traceback is
-    there to show, and a server that logs many of them never blocks on a full pipe."""
-    port = free_port()
-    with log.open("w") as err:
-        proc = subprocess.Popen(
-            onward_cmd("serve", "--db", db_url, "--port", str(port), "--tools", HITL_TOOLS),
-            cwd=workdir,
-            env=cli_env(**env),
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    """``tests.test_serve.serve`` with the server's log kept where a failure can quote it,
+    and a check that the server is still alive at the end."""
+    proc, url = start_server(db_url, workdir, log=log, **env)
     try:
-        while True:
-            try:
-                if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(log.read_text() or "server died") from None
-                time.sleep(0.1)
         yield url
         assert proc.poll() is None, f"the server died:\n{log.read_text()[-4000:]}"
     finally:

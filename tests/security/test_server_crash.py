@@ -1,5 +1,7 @@
-"""A server killed with SIGKILL mid-run: the restarted server finishes the run, its API
-record agrees with the checkpoint, and every effect happened once."""
+"""A server killed mid-run (SIGKILL, or SIGTERM: it drains): the restarted server finishes
+the run, its API record agrees with the checkpoint, and every effect happened once. With
+``--no-recover`` the restarted server leaves the run to another driver and only keeps the
+record true."""
 
 from __future__ import annotations
 
@@ -9,13 +11,14 @@ import subprocess
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import cli_env, onward_cmd, read_jsonl
+from tests.conftest import read_jsonl
 from tests.security.conftest import TOKENS, auth
-from tests.test_serve import HITL_TOOLS, free_port
+from tests.test_serve import HITL_TOOLS, free_port, start_server
 
 PLAN = {
     "steps": [
@@ -27,24 +30,18 @@ PLAN = {
 ENV = {"ONWARD_API_TOKENS": TOKENS, "ONWARD_LEASE_TTL": "2", "ONWARD_HEARTBEAT": "0.5"}
 
 
-def start_server(db_url: str, workdir: Path, port: int) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        onward_cmd("serve", "--db", db_url, "--port", str(port), "--tools", HITL_TOOLS),
-        cwd=workdir,
-        env=cli_env(**ENV),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/ok", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            assert proc.poll() is None, "the server died at start"
-            time.sleep(0.1)
-    raise AssertionError("the server did not start")
+def start(db_url: str, workdir: Path, port: int, *args: str) -> subprocess.Popen[str]:
+    return start_server(db_url, workdir, *args, port=port, **ENV)[0]
+
+
+def start_recording_run(url: str, workdir: Path) -> str:
+    """A background run of PLAN; returns once step a's effect happened (b is sleeping)."""
+    with httpx.Client(base_url=url, headers=auth(), timeout=30) as api:
+        tid = str(api.post("/threads", json={}).json()["thread_id"])
+        body = {"assistant_id": "onward", "input": {"goal": "record", "plan": PLAN}}
+        assert api.post(f"/threads/{tid}/runs", json=body).status_code == 200
+    wait_for("step a's effect", lambda: read_jsonl(workdir / "effects.jsonl"), 60)
+    return tid
 
 
 def wait_for(what: str, check: object, timeout: float = 90) -> None:
@@ -57,24 +54,21 @@ def wait_for(what: str, check: object, timeout: float = 90) -> None:
 
 
 @pytest.mark.crash
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
 def test_a_run_cut_off_by_a_server_crash_is_finished_by_the_restarted_server(
-    db_url: str, workdir: Path
+    db_url: str, workdir: Path, stop: signal.Signals
 ) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = start_server(db_url, workdir, port)
+    server = start(db_url, workdir, port)
     try:
-        with httpx.Client(base_url=url, headers=auth(), timeout=30) as api:
-            tid = api.post("/threads", json={}).json()["thread_id"]
-            body = {"assistant_id": "onward", "input": {"goal": "record", "plan": PLAN}}
-            assert api.post(f"/threads/{tid}/runs", json=body).status_code == 200
-            wait_for("step a's effect", lambda: read_jsonl(workdir / "effects.jsonl"), 60)
-            time.sleep(0.5)  # step b is sleeping now
-        os.kill(server.pid, signal.SIGKILL)
-        server.wait(10)
+        tid = start_recording_run(url, workdir)
+        time.sleep(0.5)  # step b is sleeping now
+        os.kill(server.pid, stop)
+        server.wait(30)
         assert [r["label"] for r in read_jsonl(workdir / "effects.jsonl")] == ["a"]
 
-        server = start_server(db_url, workdir, port)
+        server = start(db_url, workdir, port)
         with httpx.Client(base_url=url, headers=auth(), timeout=30) as api:
 
             def finished() -> bool:
@@ -97,3 +91,34 @@ def test_a_run_cut_off_by_a_server_crash_is_finished_by_the_restarted_server(
     assert effects == {"a": 1, "c": 1}
     calls = Counter(r["label"] for r in read_jsonl(workdir / "calls.jsonl"))
     assert calls["a"] == 1  # finished before the kill: never called again
+
+
+@pytest.mark.crash
+def test_without_recovery_the_restarted_server_leaves_the_run_to_another_driver(
+    db_url: str, workdir: Path, run_cli: Any
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = start(db_url, workdir, port, "--no-recover")
+    try:
+        tid = start_recording_run(url, workdir)
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait(10)
+        server = start(db_url, workdir, port, "--no-recover")
+        with httpx.Client(base_url=url, headers=auth(), timeout=30) as api:
+
+            def record() -> str:
+                (run,) = api.get(f"/threads/{tid}/runs").json()
+                return str(run["status"])
+
+            time.sleep(5)  # lease TTL 2 s, sweeps every second: several sweeps pass
+            assert record() == "running"
+            assert [r["label"] for r in read_jsonl(workdir / "effects.jsonl")] == ["a"]
+            resumed = run_cli("resume", tid, "--takeover", "--tools", HITL_TOOLS, "--json")
+            assert resumed.code == 0, resumed.stderr
+            wait_for("the record to agree", lambda: record() == "success", 30)
+            assert api.get(f"/threads/{tid}/state").json()["values"]["status"] == "done"
+    finally:
+        server.kill()
+        server.wait(10)
+    assert Counter(r["label"] for r in read_jsonl(workdir / "effects.jsonl")) == {"a": 1, "c": 1}

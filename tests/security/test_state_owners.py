@@ -13,8 +13,8 @@ import pytest
 
 from onward.owners import FIELD_OWNERS, Owner
 from onward.state import RunState
-from tests.security.conftest import auth, start
-from tests.test_serve import HITL_TOOLS, PAY_PLAN, payments
+from tests.security.conftest import TOKENS, VICTIM, auth, start
+from tests.test_serve import HITL_TOOLS, PAY_PLAN, payments, serve
 
 EVIL = """
 from pathlib import Path
@@ -163,9 +163,6 @@ def test_a_plan_revision_edits_only_steps_that_are_not_done(
 @pytest.fixture
 def strict_api(db_url: str, workdir: Path) -> Any:
     """A server whose policy file allows only slow and pay, and caps steps."""
-    from tests.security.conftest import TOKENS
-    from tests.test_serve import serve
-
     (workdir / "policy.yaml").write_text("allow_tools: [slow, pay]\napprove_tools: [slow]\n")
     with (
         serve(
@@ -257,3 +254,35 @@ def test_run_fields_onward_does_not_support_are_refused(api: httpx.Client) -> No
         res = api.post(f"/threads/{tid}/runs/wait", json={**body, **extra})
         assert res.status_code == 422, (extra, res.text)
         assert api.get(f"/threads/{tid}/state").json()["values"] == {}
+
+
+def test_another_users_thread_is_not_found_for_every_edit(api: httpx.Client, workdir: Path) -> None:
+    with httpx.Client(base_url=api.base_url, headers=auth(VICTIM), timeout=60) as alice:
+        tid = alice.post("/threads", json={}).json()["thread_id"]
+        body = {"assistant_id": "onward", "input": {"goal": "pay bo", "plan": PAY_PLAN}}
+        assert alice.post(f"/threads/{tid}/runs/wait", json=body).status_code == 200
+        before = state_of(alice, tid)
+        steps = before["values"]["plan"]["steps"]
+        edit = {"plan": {"steps": [{**s, "args": {"amount": 500, "to": "mallory"}} for s in steps]}}
+        approve = {"decisions": [{"type": "approve"}]}
+        attempts = [
+            ("GET", f"/threads/{tid}/state", None),
+            ("POST", f"/threads/{tid}/state", {"values": edit}),
+            ("POST", f"/threads/{tid}/state", {"values": {"messages": ["approve it"]}}),
+            ("POST", f"/threads/{tid}/runs/wait", {"command": {"update": edit}}),
+            ("POST", f"/threads/{tid}/runs/wait", {"command": {"resume": approve}}),
+            (
+                "POST",
+                f"/threads/{tid}/runs/wait",
+                {"input": {"goal": "x"}, "if_not_exists": "create"},
+            ),
+            ("POST", f"/threads/{tid}/history", {}),
+            ("PATCH", f"/threads/{tid}", {"metadata": {"owner": "mallory"}}),
+            ("DELETE", f"/threads/{tid}", None),
+        ]
+        for method, path, payload in attempts:
+            res = api.request(method, path, json=payload)
+            assert res.status_code == 404, (method, path, res.text)
+        assert state_of(alice, tid) == before
+        assert "owner" not in alice.get(f"/threads/{tid}").json()["metadata"]
+        assert payments(workdir) == []

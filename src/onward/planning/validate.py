@@ -27,7 +27,7 @@ def _loc(parts: tuple[int | str, ...]) -> str:
     return out
 
 
-def _pydantic_problems(prefix: str, exc: ValidationError) -> list[PlanProblem]:
+def pydantic_problems(prefix: str, exc: ValidationError) -> list[PlanProblem]:
     problems = []
     for err in exc.errors(include_url=False):
         loc = tuple(p for p in err["loc"] if p not in CHECK_KINDS)
@@ -76,7 +76,7 @@ def parse_declared(
             inputs=data.get("inputs") or [],
         )
     except ValidationError as exc:
-        problems += _pydantic_problems("", exc)
+        problems += pydantic_problems("", exc)
     raw_steps = data.get("steps")
     steps: list[PlanStep] = []
     broken: set[int] = set()
@@ -89,7 +89,7 @@ def parse_declared(
         try:
             steps.append(PlanStep.model_validate(raw))
         except ValidationError as exc:
-            problems += _pydantic_problems(label, exc)
+            problems += pydantic_problems(label, exc)
             # Keep a stand-in so later steps keep their index and may still depend on it.
             broken.add(i)
             steps.append(_stand_in(raw, i))
@@ -244,7 +244,7 @@ def step_problems(
             e for e in exc.errors(include_url=False) if not (e["loc"] and e["loc"][0] in referenced)
         ]
         if errors:
-            return _pydantic_problems(
+            return pydantic_problems(
                 f"{where}.args",
                 ValidationError.from_exception_data(exc.title, errors),  # type: ignore[arg-type]
             )

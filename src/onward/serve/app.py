@@ -39,9 +39,18 @@ from starlette.concurrency import run_in_threadpool
 from onward import tokens
 from onward.api import Onward
 from onward.checkpointing.threads import ApiRunStatus, ThreadRow
-from onward.errors import ForbiddenError, OnwardError, RequestLimitError, StoreError, UsageError
+from onward.confine import check_inputs
+from onward.errors import (
+    ForbiddenError,
+    OnwardError,
+    RequestLimitError,
+    StoreError,
+    UsageError,
+    refuse_unknown,
+    validation_message,
+)
 from onward.graph.routing import GATE
-from onward.owners import client_update
+from onward.owners import client_update, message_text
 from onward.planning.validate import parse_declared
 from onward.policy import RunPolicy
 from onward.serve import auth
@@ -208,7 +217,6 @@ def create_app(
             expose_headers=["content-location", "x-pagination-total", "x-pagination-next"],
         )
     app.state.clients = clients
-    app.state.pool = pool
 
     @app.on_event("shutdown")
     def _close() -> None:
@@ -221,10 +229,9 @@ def create_app(
 
     @app.exception_handler(ValidationError)
     def _invalid(request: Request, exc: ValidationError) -> JSONResponse:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(input)'}: {e['msg']}" for e in exc.errors()
+        return JSONResponse(
+            {"detail": f"invalid request: {validation_message(exc)}"}, status_code=422
         )
-        return JSONResponse({"detail": f"invalid request: {problems}"}, status_code=422)
 
     @app.exception_handler(RequestValidationError)
     def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -253,13 +260,6 @@ def create_app(
             {"detail": str(exc), "error": type(exc).__name__},
             status_code=exc.http_status,
             headers=headers,
-        )
-
-    @app.exception_handler(RecursionError)
-    def _too_deep(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse(
-            {"detail": "request is nested too deeply; flatten it", "error": "UsageError"},
-            status_code=422,
         )
 
     def user(
@@ -515,11 +515,7 @@ def create_app(
         """A client's edit: only client-owned fields, validated like a plan revision
         (:func:`onward.owners.client_update`); applied as the schedule node, so the run
         goes on from there (at a past checkpoint: a new branch of the thread)."""
-        extra = sorted(
-            k for k in body if k not in ("values", "as_node", "checkpoint_id", "checkpoint")
-        )
-        if extra:
-            raise UsageError(f"unknown field(s) {', '.join(extra)}; send values (and as_node)")
+        refuse_unknown(body, ("values", "as_node", "checkpoint_id", "checkpoint"), "state update")
         as_node = body.get("as_node")
         if as_node not in (None, GATE):
             raise ForbiddenError(
@@ -599,12 +595,7 @@ def create_app(
             raise UsageError(
                 'a run\'s input is {"goal": "...", "plan": {...}} or {"messages": [...]}'
             )
-        extra = sorted(str(k) for k in data if k not in START_FIELDS)
-        if extra:
-            raise UsageError(
-                f"input: unknown field(s) {', '.join(extra)}; a run's input may have "
-                f"{', '.join(sorted(START_FIELDS))}"
-            )
+        refuse_unknown(data, START_FIELDS, "input")
         goal = data.get("goal")
         if goal is None and data.get("messages"):
             messages = data["messages"]
@@ -615,10 +606,8 @@ def create_app(
                 for m in messages
                 if isinstance(m, dict) and m.get("type", m.get("role")) in ("human", "user")
             ]
-            content = humans[-1].get("content") if humans else None
-            if isinstance(content, list):  # content blocks
-                content = " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-            goal = content or None
+            if humans:
+                goal = message_text(humans[-1].get("content"), "the last human message") or None
         if goal is not None and not isinstance(goal, str):
             raise UsageError("input.goal must be a string")
         run_policy = tightened_policy(base_policy, data.get("policy"))
@@ -627,14 +616,7 @@ def create_app(
         if not isinstance(raw_inputs, list) or not all(isinstance(i, str) for i in raw_inputs):
             raise UsageError("input.inputs must be a list of file names")
         inputs = list(raw_inputs)
-        for name in inputs:
-            try:
-                inside = (root / name).resolve().is_relative_to(root.resolve())
-                (root / name).exists()
-            except (OSError, ValueError) as exc:
-                raise UsageError(f"input {name[:80]!r} is not a usable file name ({exc})") from None
-            if not inside:
-                raise UsageError(f"input {name!r} is outside the server's work directory")
+        check_inputs(root, inputs, confined=True)  # before the plan: what is wrong first
         plan = None
         declared_goal = None
         concurrency = None
@@ -690,8 +672,11 @@ def create_app(
                 key, token, thread_id=thread_id, interrupt_id=iid, user=who, now=ow.clock()
             )
 
-    def prepare(thread_id: str, body: dict[str, Any], who: str) -> tuple[str, Command[Any] | None]:
-        """Check the request, create the thread and run as needed; (run id, command)."""
+    def prepare(
+        thread_id: str, body: dict[str, Any], who: str
+    ) -> tuple[str, Command[Any] | None, str | None]:
+        """Check the request, create the thread and run as needed; (run id, command, the
+        checkpoint to run from)."""
         check_run_fields(body)
         check_assistant(a_string(body, "assistant_id") or GRAPH_ID)
         metadata = an_object(body, "metadata")
@@ -720,9 +705,7 @@ def create_app(
             if raw is not None and not isinstance(raw, dict):
                 raise UsageError('command must be an object: {"resume": ...}')
             if raw:
-                extra = sorted(str(k) for k in raw if k not in ("resume", "update", "goto"))
-                if extra:
-                    raise UsageError(f"command: unknown field(s) {', '.join(extra)}")
+                refuse_unknown(raw, ("resume", "update", "goto"), "command")
                 if raw.get("goto"):
                     raise UsageError(
                         "command.goto is not supported: a run goes where its state routes it; "
@@ -769,7 +752,7 @@ def create_app(
             ow.store.threads.merge_metadata(thread_id, dict(ours))  # once the run is accepted
             run_id = str(uuid.uuid4())
             ow.store.threads.add_run(run_id, thread_id, ASSISTANT_ID, metadata)
-            return run_id, command
+            return run_id, command, checkpoint_id
 
     def drive(
         thread_id: str,
@@ -841,12 +824,11 @@ def create_app(
     ) -> tuple[str, Feed]:
         pool.reserve(who)  # 429 before anything is stored
         try:
-            run_id, command = prepare(thread_id, body, who)
+            run_id, command, checkpoint_id = prepare(thread_id, body, who)
         except BaseException:
             pool.release(who)
             raise
         out = Feed(loop)
-        checkpoint_id = checkpoint_in(body)
         pool.submit(who, lambda: drive(thread_id, run_id, command, modes, checkpoint_id, out))
         return run_id, out
 
@@ -910,7 +892,7 @@ def create_app(
             return run_json(next(r for r in ow.store.threads.runs(thread_id) if r.run_id == run_id))
 
     recovery = Recovery(clients, pool, drive, enabled=recover)
-    recovery.start()
+    app.router.add_event_handler("startup", recovery.start)
 
     def run_json(r: Any) -> dict[str, Any]:
         return {

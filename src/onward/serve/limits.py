@@ -89,7 +89,8 @@ class BodyLimit:
                 if too_big:
                     await self._refuse(send)
                     return
-        # No length (chunked): read the body here, up to the limit, then replay it.
+        # Read the body here, up to the limit, then replay it: a chunked body has no
+        # length to check, and the app must never see more than the limit.
         body = bytearray()
         while True:
             message = await receive()
@@ -189,10 +190,6 @@ class RunPool:
                 self.release(user)
 
         self._jobs.put(run)
-
-    def in_flight(self, user: str) -> int:
-        with self._lock:
-            return self._flying[user]
 
     def close(self, timeout: float = 5.0) -> None:
         """Let the threads end after their current job, waiting at most ``timeout``."""

@@ -16,7 +16,7 @@ import contextlib
 import threading
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from onward.checkpointing.leases import LeasePolicy
 from onward.checkpointing.threads import ApiRunStatus
@@ -25,6 +25,7 @@ from onward.serve.limits import RunPool
 from onward.state import RunStatus
 
 if TYPE_CHECKING:
+    from onward.api import Onward
     from onward.serve.app import Clients
 
 Drive = Callable[..., None]
@@ -94,8 +95,9 @@ class Recovery:
                     resumed.append(row.thread_id)
         return resumed
 
-    def _resume(self, ow: Any, run_id: str, thread_id: str) -> None:
-        owner = (ow.store.threads.get(thread_id) or _Nobody()).owner or "recovery"
+    def _resume(self, ow: Onward, run_id: str, thread_id: str) -> None:
+        thread = ow.store.threads.get(thread_id)
+        owner = (thread.owner if thread else None) or "recovery"
         ow.store.events.record(thread_id, "api_run_recovered", {"run_id": run_id})
         with self._lock:
             self._driving.add(thread_id)
@@ -109,7 +111,3 @@ class Recovery:
                     self._driving.discard(thread_id)
 
         self._pool.submit(owner, go)
-
-
-class _Nobody:
-    owner: str | None = None

@@ -21,8 +21,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from onward.errors import ForbiddenError, UsageError
-from onward.policy import RunPolicy, _durations
+from onward.errors import ForbiddenError, UsageError, refuse_unknown, validation_message
+from onward.policy import RunPolicy, with_durations
 from onward.state import Budget
 
 START_FIELDS = frozenset({"goal", "messages", "plan", "policy", "budget", "inputs"})
@@ -207,12 +207,7 @@ def count(body: Mapping[str, Any], name: str, default: int, *, most: int | None 
 
 
 def check_run_fields(body: Mapping[str, Any]) -> None:
-    unknown = sorted(k for k in body if k not in RUN_FIELDS and k not in UNSUPPORTED_DEFAULTS)
-    if unknown:
-        raise UsageError(
-            f"unknown run field(s): {', '.join(unknown)}; onward accepts "
-            f"{', '.join(sorted(RUN_FIELDS))}"
-        )
+    refuse_unknown(body, RUN_FIELDS | UNSUPPORTED_DEFAULTS.keys(), "run request")
     asked = [k for k, ok in UNSUPPORTED_DEFAULTS.items() if k in body and body[k] not in ok]
     if asked:
         raise UsageError(
@@ -230,14 +225,11 @@ def tightened_policy(base: RunPolicy, asked: Any) -> RunPolicy:
     if not isinstance(asked, Mapping):
         raise UsageError("input.policy must be an object of policy settings")
     try:
-        wanted = RunPolicy.model_validate(_durations(dict(asked)))
+        wanted = RunPolicy.model_validate(with_durations(dict(asked)))
     except OverflowError:
         raise UsageError("input.policy: a duration is too long (at most 999999999 days)") from None
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise UsageError(f"input.policy: {problems}") from None
+        raise UsageError(f"input.policy: {validation_message(exc)}") from None
     looser = []
     if not wanted.auto_approve <= base.auto_approve:
         looser.append(
@@ -304,10 +296,7 @@ def tightened_budget(base: Budget, asked: Any) -> Budget:
     try:
         wanted = Budget.model_validate(dict(asked))
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise UsageError(f"input.budget: {problems}") from None
+        raise UsageError(f"input.budget: {validation_message(exc)}") from None
     looser = []
     update: dict[str, Any] = {}
     for name in asked:
