@@ -122,3 +122,54 @@ def test_without_recovery_the_restarted_server_leaves_the_run_to_another_driver(
         server.kill()
         server.wait(10)
     assert Counter(r["label"] for r in read_jsonl(workdir / "effects.jsonl")) == {"a": 1, "c": 1}
+
+
+def test_recovery_drives_orphans_but_waits_for_a_run_suspended_until_later(
+    db_url: str, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process: a sweep drives an orphaned run (no live lease) at once, leaves a run
+    suspended until later for a later sweep (it would hold a pool slot asleep), and sets
+    the record of a finished run from its state."""
+    from datetime import timedelta
+
+    from onward import Onward
+    from onward.checkpointing.threads import ApiRunStatus
+    from onward.graph.routing import GATE
+    from onward.serve.app import Clients
+    from onward.serve.limits import RunPool, ServeLimits
+    from onward.serve.recovery import Recovery
+    from onward.serve.wire import ASSISTANT_ID
+    from onward.state import Plan, PlanStep, RunStatus
+
+    monkeypatch.setenv("ONWARD_LEASE_TTL", "0.1")  # records older than this are considered
+    clients = Clients(lambda: Onward(db_url, model=None))
+    pool = RunPool(ServeLimits(run_slots=2, user_runs=1))
+    driven: list[str] = []
+    recovery = Recovery(clients, pool, lambda tid, *_a, **_k: driven.append(tid))
+    plan = Plan(steps=[PlanStep(id="s", tool="noop")])
+    runs = {}
+    with clients.use() as ow:
+        for name in ("orphan", "later", "finished"):
+            tid = ow.start(plan=plan, workdir=workdir)
+            ow.store.threads.create(tid, "alice", {})
+            ow.store.threads.add_run(f"run-{name}", tid, ASSISTANT_ID, {})
+            runs[name] = tid
+        ow.drive(runs["finished"])
+        state = ow.state(runs["later"])
+        later = state.model_copy(
+            update={"status": RunStatus.SUSPENDED, "resume_at": ow.clock() + timedelta(hours=1)}
+        )
+        values = {k: getattr(later, k) for k in type(later).model_fields}
+        ow.graph.update_state(ow._config(runs["later"]), values, as_node=GATE)
+    time.sleep(0.3)
+    try:
+        assert recovery.sweep() == [runs["orphan"]]
+        wait_for("the orphan's drive", lambda: driven == [runs["orphan"]], 10)
+        with clients.use() as ow:
+            status = {r.run_id: r.status for r in ow.store.threads.unfinished_runs()}
+            (finished,) = ow.store.threads.runs(runs["finished"])
+        assert finished.status is ApiRunStatus.SUCCESS
+        assert status == {"run-orphan": ApiRunStatus.RUNNING, "run-later": ApiRunStatus.RUNNING}
+    finally:
+        pool.close()
+        clients.close()

@@ -90,6 +90,8 @@ class Recovery:
                     )
                 elif ow.pending(row.thread_id):
                     ow.store.threads.set_run_status(row.run_id, ApiRunStatus.INTERRUPTED)
+                elif state.resume_at is not None and state.resume_at > ow.clock():
+                    continue  # suspended until later (backoff, a breaker): a later sweep
                 elif self.enabled:
                     self._resume(ow, row.run_id, row.thread_id)
                     resumed.append(row.thread_id)
