@@ -302,6 +302,14 @@ def test_worker_adopts_a_run_whose_driver_died(db_url: str, workdir: Path) -> No
         time.sleep(0.02)
     driver.send_signal(signal.SIGKILL)
     driver.wait(10)
+    with Onward(db_url, model=None) as ow:
+        # An idle worker exits at once: start it once the dead driver's lease has expired
+        # (a worker that starts in under the TTL would find nothing to adopt yet).
+        (run,) = ow.list_runs()
+        lease = ow.store.leases.get(run.thread_id)
+        assert lease is not None
+        while lease.expires_at > ow.store.leases.clock():
+            time.sleep(0.05)
     worker = start_worker(workdir, db_url, "--exit-when-idle", **env)
     worker.wait(60)
     assert worker.returncode == 0
