@@ -373,3 +373,35 @@ def test_an_answer_during_a_workers_drive_is_not_parked_again(db_url: str, workd
         assert row.ready_at is not None
         assert row.ready_at <= time.time()
         assert ow.store.pending_work()
+
+
+def test_a_run_that_finishes_as_a_drain_comes_in_is_done_not_requeued(
+    db_url: str, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM right as a drive's last superstep ends: the run is finished, so the worker
+    reports it done and dequeues it, instead of calling it drained and queueing it again."""
+    from onward.worker import Worker, WorkerPolicy
+
+    with Onward(db_url, model=None) as ow:
+        tid = ow.submit(plan=Plan(steps=[PlanStep(id="a", tool="noop")]), workdir=workdir)
+    outcomes: list[str] = []
+    worker = Worker(
+        db_url,
+        policy=WorkerPolicy(exit_when_idle=True, poll=0.05),
+        model=None,
+        on_drive=lambda _tid, outcome: outcomes.append(outcome),
+    )
+    drive = Onward.drive
+
+    def drive_then_drain(self: Onward, *args: Any, **kwargs: Any) -> Any:
+        view = drive(self, *args, **kwargs)
+        worker.drain()  # the signal lands after the run's last superstep
+        return view
+
+    monkeypatch.setattr(Onward, "drive", drive_then_drain)
+    report = worker.run()
+    assert outcomes == ["done"]
+    assert report.finished == [tid]
+    with Onward(db_url, model=None) as ow:
+        assert ow.get(tid).status is RunStatus.DONE
+        assert ow.store.queue() == []

@@ -164,16 +164,16 @@ class Worker:
             self._done(thread_id, "error")
             return
         self.report.drives += 1
-        if self._stop.is_set():
-            store.requeue(thread_id, time.time(), owner)  # drained: ready for another worker now
-            self._done(thread_id, "drained")
-            return
         view = ow.get(thread_id)
         now = time.time()
         if view.status.finished:
+            # Finished even if a drain came in as the last superstep ended: not requeued.
             store.dequeue(thread_id)
             self.report.finished.append(thread_id)
             outcome = view.status.value
+        elif self._stop.is_set():
+            store.requeue(thread_id, now, owner)  # drained: ready for another worker now
+            outcome = "drained"
         elif view.pending:
             deadlines = [t.timestamp() for p in view.pending for t in (p.remind_at, p.expire_at)]
             future = [t for t in deadlines if t > now]
