@@ -156,3 +156,30 @@ def test_opening_an_older_store_moves_run_requests_to_their_own_table(tmp_path: 
         assert conn.execute("SELECT count(*) FROM onward_requests").fetchone() == (1,)
     finally:
         conn.close()
+
+
+def test_golden_v2_store_waiting_for_approval_resumes_after_the_move(tmp_path: Path) -> None:
+    """Written by the release before the package moved into folders: its pending interrupt
+    carries an ``onward.state.ApproveTask``, which must still load and be answered."""
+    store = tmp_path / "v2"
+    shutil.copytree(GOLDEN / "v2", store)
+    target = tmp_path / "written.txt"
+    with Onward(f"sqlite:///{store / 'onward.db'}") as ow:
+        before = ow.state("golden-v2")
+        assert before.status == "waiting_for_human"
+        assert {k: v.status for k, v in before.steps.items()} == {
+            "a": "done",
+            "b": "done",
+            "c": "done",
+        }
+        view = ow.approve("golden-v2", "w", edit={"path": str(target)})
+    assert view.status == "done"
+    assert [(s.id, s.status) for s in view.steps] == [
+        ("a", "done"),
+        ("b", "done"),
+        ("c", "done"),
+        ("w", "done"),
+        ("z", "done"),
+    ]
+    assert target.read_text() == "golden"
+    assert not (GOLDEN / "v2" / "out.txt").exists()
