@@ -143,3 +143,55 @@ def run_cli(workdir: Path, db_url: str):  # type: ignore[no-untyped-def]
         return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
     return run
+
+
+# -- the drawn graph is the graph that runs ------------------------------------------------
+
+_TRACE_ENV = "ONWARD_TEST_ROUTE_TRACE"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controller picks a directory where each worker leaves the transitions it saw
+    (workers inherit the variable)."""
+    if not hasattr(config, "workerinput") and _TRACE_ENV not in os.environ:
+        import tempfile
+
+        os.environ[_TRACE_ENV] = tempfile.mkdtemp(prefix="onward-routes-")
+
+
+_SEEN: set[tuple[str, str]] = set()
+
+
+@pytest.fixture(autouse=True)
+def _trace_routes(tmp_path: Path) -> Iterator[None]:
+    yield
+    from tests.route_trace import transitions_under
+
+    _SEEN.update(transitions_under(tmp_path))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Every transition a test's run took must be a drawn edge; and when the whole suite ran,
+    every drawn edge must have been taken by some test. Both come from the route table."""
+    from tests.route_trace import load, save
+
+    directory = Path(os.environ[_TRACE_ENV])
+    worker = getattr(session.config, "workerinput", {}).get("workerid", "main")
+    save(directory / f"{worker}.json", _SEEN)
+    if hasattr(session.config, "workerinput"):
+        return
+    from onward.graph.routes import drawn_edges
+
+    seen, drawn = load(directory), drawn_edges()
+    problems = [f"taken but not drawn: {a} → {b}" for a, b in sorted(seen - drawn)]
+    whole = not session.config.option.keyword and not session.config.option.markexpr
+    whole = whole and session.config.args == session.config.getini("testpaths")
+    if whole and exitstatus == 0:
+        problems += [f"drawn but never taken: {a} → {b}" for a, b in sorted(drawn - seen)]
+    if problems:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("the graph's drawing and its runs disagree:", red=True)
+            for line in problems:
+                reporter.write_line(f"  {line}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

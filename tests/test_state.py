@@ -47,11 +47,30 @@ P, R, D, F, S = (
     StepStatus.FAILED,
     StepStatus.SKIPPED,
 )
-ALLOWED = {(P, R), (R, D), (R, F), (R, S), (F, R), (P, S), (F, S), (R, P), (D, P), (P, F), (F, P)}
-"""pending→running, running→done/failed/skipped, failed→running (a retry), any
-non-terminal status → skipped, and two human/consistency decisions: running→pending (retry
-an effect whose outcome was unknown) and done→pending (re-open a pure step whose output
-artifact is gone). Never done→running; nothing leaves skipped."""
+V = StepStatus.PRODUCED
+ALLOWED = {
+    (P, R),
+    (R, V),
+    (V, D),
+    (V, F),
+    (R, F),
+    (R, S),
+    (V, S),
+    (F, R),
+    (F, V),
+    (P, S),
+    (F, S),
+    (R, P),
+    (D, P),
+    (P, F),
+    (F, P),
+}
+"""pending→running→produced→done/failed (only verify decides; never running→done),
+running→failed (the tool failed), failed→running (a retry), failed→produced (a person did
+the step and gave its result), any non-terminal status → skipped, and two
+human/consistency decisions: running→pending (retry an effect whose outcome was unknown)
+and done→pending (re-open a pure step whose output artifact is gone). Never done→running;
+nothing leaves skipped."""
 FORBIDDEN = sorted({(a, b) for a in StepStatus for b in StepStatus} - ALLOWED)
 
 
@@ -76,7 +95,9 @@ def test_forbidden_transition_raises(src: StepStatus, dst: StepStatus) -> None:
         transition(StepRecord(id="a", status=src), dst)
 
 
-@pytest.mark.parametrize(("src", "dst"), [(D, R), (D, F), (S, R), (P, D)], ids=lambda s: str(s))
+@pytest.mark.parametrize(
+    ("src", "dst"), [(D, R), (D, F), (S, R), (P, D), (R, D)], ids=lambda s: str(s)
+)
 def test_transitions_that_would_lose_or_fake_work_are_forbidden(
     src: StepStatus, dst: StepStatus
 ) -> None:

@@ -1232,10 +1232,10 @@ class Onward:
                 raise UsageError(
                     f"--edit {path!r}: no step {step_id!r} in the plan at that checkpoint"
                 ) from None
-            if state.status_of(step_id) is StepStatus.DONE:
+            if (status := state.status_of(step_id)) in (StepStatus.DONE, StepStatus.PRODUCED):
                 raise UsageError(
-                    f"step {step_id!r} is already done at checkpoint {checkpoint_id}; fork from "
-                    "an earlier checkpoint to change it"
+                    f"step {step_id!r} is already {status.value} at checkpoint {checkpoint_id}; "
+                    "fork from an earlier checkpoint to change it"
                 )
             changed = step.model_copy(update={"args": {**step.args, arg: value}})
             problems = step_problems(

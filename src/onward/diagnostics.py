@@ -9,6 +9,9 @@ count every execution, including ones a crash later threw away.
 between an effect and its ledger record; ``after_record:STEP`` between the ledger
 record and the checkpoint. ``after_compensate:STEP`` kills between a compensation and
 its ledger record, ``after_compensation_record:STEP`` right after that record.
+``before_verify:STEP`` kills when the verify node starts on STEP (execute's writes are
+committed, the verdict is not); ``inside_verify:STEP`` after its checks ran, before
+verify's writes.
 """
 
 from __future__ import annotations

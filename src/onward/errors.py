@@ -260,3 +260,8 @@ def refuse_unknown(given: Iterable[object], allowed: Collection[str], where: str
             f"{where}: unknown field(s) {', '.join(unknown)}; it may have "
             f"{', '.join(sorted(allowed))}"
         )
+
+
+class IllegalRouteError(RuntimeError):
+    """A node routed to an exit the route table does not declare: a bug in onward (the
+    drawing and the run would disagree), never the user's input."""

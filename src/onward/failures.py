@@ -16,7 +16,14 @@ from pydantic import ValidationError
 
 from onward.errors import DeterministicToolError, ToolError, TransientToolError
 from onward.retry import RetryPolicy
-from onward.state import HISTORY_KEPT, FailureClass, StepFailure, StepRecord, utcnow
+from onward.state import (
+    HISTORY_KEPT,
+    FailureClass,
+    StepFailure,
+    StepRecord,
+    StepStatus,
+    utcnow,
+)
 
 _TRANSIENT: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, socket.timeout)
 
@@ -131,3 +138,18 @@ def shelved(record: StepRecord) -> list[StepFailure]:
     if record.failure is None:
         return list(record.history)
     return [*record.history, record.failure][-HISTORY_KEPT:]
+
+
+def settle(
+    record: StepRecord, before: StepRecord, policy: RetryPolicy, max_replans: int, tool: str
+) -> StepRecord:
+    """A step's record after an attempt, with its failure judged for convergence against
+    ``before`` (the record as the attempt found it, its attempt counted): a failure may turn
+    non-convergent; a success resets the streak."""
+    if record.status is not StepStatus.FAILED or record.failure is None:
+        return record.model_copy(update={"streak": 0})
+    found = record.failure
+    if not found.signature:  # verifier findings
+        found = failure(found.failure_class, found.message, tool=tool, error_type=found.error_type)
+    judged, streak = converge(found, before, policy, max_replans)
+    return record.model_copy(update={"failure": judged, "streak": streak})

@@ -34,6 +34,8 @@ a small cadence makes storage quadratic; a load replays at most this many small 
 class StepStatus(StrEnum):
     PENDING = "pending"
     RUNNING = "running"
+    PRODUCED = "produced"
+    """Executed, its output saved, not yet verified: only the verify node moves it on."""
     DONE = "done"
     FAILED = "failed"
     SKIPPED = "skipped"
@@ -201,9 +203,12 @@ class StepRecord(_Frozen):
     """The step's earlier failures, newest last (at most HISTORY_KEPT)."""
 
 
-_OPEN = frozenset({StepStatus.PENDING, StepStatus.RUNNING, StepStatus.FAILED})
-_CODE_OF = {s: s.value[0] for s in StepStatus}
-"""One letter per status (p, r, d, f, s): a checkpoint holds a run's statuses as one string."""
+_OPEN = frozenset(
+    {StepStatus.PENDING, StepStatus.RUNNING, StepStatus.PRODUCED, StepStatus.FAILED}
+)
+_CODE_OF = {s: "v" if s is StepStatus.PRODUCED else s.value[0] for s in StepStatus}
+"""One letter per status (p, r, v, d, f, s): a checkpoint holds a run's statuses as one string
+(``v``: produced, waiting for verification)."""
 _STATUS_OF_CODE = {code: s for s, code in _CODE_OF.items()}
 
 
@@ -453,7 +458,8 @@ class ExecuteTask(_Frozen):
     confine_paths: bool = False
     """Tool paths must stay inside ``workdir`` (the run policy's ``confine_paths``)."""
     judge_goal: Goal | None = None
-    """Set when a model should review the output: the goal it is judged against."""
+    """Unused since the verify node decides whether a model reviews (kept so that tasks in
+    older checkpoints load)."""
 
 
 class IllegalTransitionError(RuntimeError):
@@ -464,11 +470,17 @@ _ALLOWED: Mapping[StepStatus, frozenset[StepStatus]] = {
     # pending → failed: a person answered an approval with feedback instead of approving.
     StepStatus.PENDING: frozenset({StepStatus.RUNNING, StepStatus.SKIPPED, StepStatus.FAILED}),
     # running → pending: a human chose "retry" for an effect whose outcome was unknown.
+    # Never running → done: only the verify node makes a step done, from produced.
     StepStatus.RUNNING: frozenset(
-        {StepStatus.DONE, StepStatus.FAILED, StepStatus.SKIPPED, StepStatus.PENDING}
+        {StepStatus.PRODUCED, StepStatus.FAILED, StepStatus.SKIPPED, StepStatus.PENDING}
     ),
+    # produced → done | failed: the verify node's verdict; → skipped: a person's decision.
+    StepStatus.PRODUCED: frozenset({StepStatus.DONE, StepStatus.FAILED, StepStatus.SKIPPED}),
     # failed → pending: a retry is scheduled, or the replanner changed the step.
-    StepStatus.FAILED: frozenset({StepStatus.RUNNING, StepStatus.SKIPPED, StepStatus.PENDING}),
+    # failed → produced: a person did a failed step by hand and gave its result.
+    StepStatus.FAILED: frozenset(
+        {StepStatus.RUNNING, StepStatus.PRODUCED, StepStatus.SKIPPED, StepStatus.PENDING}
+    ),
     # done → pending: a pure step re-opened because its output artifact is missing/changed.
     StepStatus.DONE: frozenset({StepStatus.PENDING}),
     StepStatus.SKIPPED: frozenset(),

@@ -13,6 +13,19 @@ one transaction.
 
 On SQLite, loading a thread finds each delta channel's last snapshot without decoding
 every checkpoint on the way (see :meth:`OnwardSqliteSaver.get_delta_channel_history`).
+
+**One durable commit per plan step.** Only a task's writes need to be durable at once
+(LangGraph resumes from a checkpoint plus the pending writes of the tasks that finished
+after it, and does not run those again). So the savers commit on a task's writes, and
+*defer* the rest to the next commit: the checkpoints the loop saves after each superstep,
+and the writes of reproducible tasks (verify, the gate join; see :class:`HeldRows`). A
+crash loses only deferred rows, in order (never a later row without an earlier one): the
+run resumes from the last committed checkpoint plus its committed writes, and runs the
+reproducible tasks again — never a tool. Deferred rows are committed before any read, on
+:meth:`HeldRows.make_durable` (execute calls it before a side effect, so no effect ever
+happens before the verdicts it follows are durable), and on close. A step of a plan:
+execute's writes (one commit, carrying the previous step's verify), then its checkpoint,
+verify's writes and checkpoint (deferred).
 """
 
 from __future__ import annotations
@@ -21,12 +34,21 @@ import json
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import WRITES_IDX_MAP, DeltaChannelHistory, get_checkpoint_id
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -54,6 +76,26 @@ class HeldRows:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._held: dict[tuple[str, str], tuple[list[LogRow], list[tuple[str, str]]]] = {}
+        self._reproducible: set[tuple[str, str]] = set()
+        self.flush: Callable[[], None] = lambda: None
+        """Commits what the saver deferred (set by the saver that takes from these rows)."""
+
+    def mark_reproducible(self, thread_id: str, task_id: str) -> None:
+        """The task's writes may wait for the next commit: running it again gives the same."""
+        with self._lock:
+            self._reproducible.add((thread_id, task_id))
+
+    def take_reproducible(self, thread_id: str, task_id: str) -> bool:
+        with self._lock:
+            try:
+                self._reproducible.remove((thread_id, task_id))
+            except KeyError:
+                return False
+            return True
+
+    def make_durable(self) -> None:
+        """Commit everything saved so far (before an effect the saved state must precede)."""
+        self.flush()
 
     def hold(
         self,
@@ -77,7 +119,33 @@ class HeldRows:
         log again. Returns how many rows were dropped."""
         with self._lock:
             keys = [k for k in self._held if k[0] == thread_id]
+            self._reproducible = {k for k in self._reproducible if k[0] != thread_id}
             return sum(len(self._held.pop(k)[0]) for k in keys)
+
+
+def _deferrable_writes(held: HeldRows, thread_id: str, task_id: str, writes: Sequence[Any]) -> bool:
+    """A reproducible task's ordinary writes wait; errors, interrupts and resumes never do."""
+    reproducible = held.take_reproducible(thread_id, task_id)
+    return reproducible and not any(w[0] in WRITES_IDX_MAP for w in writes)
+
+
+def _deferrable_checkpoint(metadata: Mapping[str, Any]) -> bool:
+    """The loop's checkpoints wait; a person's edit ("update"), a fork and a run's input
+    are committed at once."""
+    return metadata.get("source") == "loop"
+
+
+class _Recorder:
+    """A cursor stand-in that keeps statements for a later transaction."""
+
+    def __init__(self, into: Statements) -> None:
+        self.into = into
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self.into.append((sql, [tuple(params)]))
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self.into.append((sql, [tuple(r) for r in rows]))
 
 
 class OnwardSqliteSaver(SqliteSaver):
@@ -93,6 +161,8 @@ class OnwardSqliteSaver(SqliteSaver):
     ) -> None:
         super().__init__(conn, serde=serde)
         self.held, self.to_sql = held, to_sql
+        self._deferred: Statements = []
+        held.flush = self.flush
         self._seeds: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
         """Decoded delta-channel snapshots by checkpoint (a checkpoint never changes once
         written, and a resume loads the same thread three times)."""
@@ -115,27 +185,84 @@ class OnwardSqliteSaver(SqliteSaver):
             for idx, (channel, value) in enumerate(writes)
             for dumped in [self.serde.dumps_typed(value)]
         ]
-        statements = self.to_sql(thread_id, events, refs)
-        # One transaction, all or nothing: SqliteSaver.cursor() commits even after an
-        # error, which could save the writes without their events (the task would not
-        # run again to log them).
+        statements: Statements = [
+            (
+                f"INSERT OR {verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, "
+                "task_id, task_path, idx, channel, type, value) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            ),
+            *self.to_sql(thread_id, events, refs),
+        ]
+        self._save(statements, defer=_deferrable_writes(self.held, thread_id, task_id, writes))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        conf = config["configurable"]
+        type_, blob = self.serde.dumps_typed(checkpoint)
+        meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False)
+        row = (
+            str(conf["thread_id"]),
+            conf["checkpoint_ns"],
+            checkpoint["id"],
+            conf.get("checkpoint_id"),
+            type_,
+            blob,
+            meta.encode("utf-8", "ignore"),
+        )
+        sql = (
+            "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+            "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        )
+        self._save([(sql, [row])], defer=_deferrable_checkpoint(metadata))
+        return {
+            "configurable": {
+                "thread_id": conf["thread_id"],
+                "checkpoint_ns": conf["checkpoint_ns"],
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def _save(self, statements: Statements, *, defer: bool) -> None:
         with self.lock:
-            cur = self.conn.cursor()
-            try:
-                cur.executemany(
-                    f"INSERT OR {verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, "
-                    "task_id, task_path, idx, channel, type, value) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-                for sql, params in statements:
-                    cur.executemany(sql, params)
-                self.conn.commit()
-            except BaseException:
-                self.conn.rollback()
-                raise
-            finally:
-                cur.close()
+            if defer:
+                self._deferred.extend(statements)
+                return
+            self._commit(statements)
+
+    def flush(self) -> None:
+        with self.lock:
+            if self._deferred:
+                self._commit([])
+
+    def _commit(self, statements: Statements) -> None:
+        """The deferred statements, then these, in one transaction: all or nothing. (Not
+        SqliteSaver.cursor(), which commits even after an error and could save writes
+        without their events.) On failure the deferred rows stay for the next commit."""
+        cur = self.conn.cursor()
+        try:
+            for sql, params in [*self._deferred, *statements]:
+                cur.executemany(sql, params)
+            self.conn.commit()
+            self._deferred.clear()
+        except BaseException:
+            self.conn.rollback()
+            raise
+        finally:
+            cur.close()
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        self.flush()
+        return super().get_tuple(config)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self.flush()
+        super().delete_thread(thread_id)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -152,6 +279,7 @@ class OnwardSqliteSaver(SqliteSaver):
         counters, a shorter chain, no snapshot where the counters point) falls back to
         LangGraph's walk, so the result is always the same.
         """
+        self.flush()
         found = self._history_by_distance(config, list(channels))
         if found is None:
             return super().get_delta_channel_history(config=config, channels=channels)
@@ -243,6 +371,17 @@ class OnwardSqliteSaver(SqliteSaver):
         return out
 
 
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        self.flush()
+        return super().list(config, filter=filter, before=before, limit=limit)
+
 SEEDS_KEPT = 8
 """Checkpoints whose decoded snapshots a SQLite saver keeps (a few threads' latest)."""
 
@@ -270,21 +409,31 @@ def postgres_saver(
     from psycopg.rows import dict_row
 
     class OnwardPostgresSaver(PostgresSaver):
+        _deferred: Statements
+        _local: threading.local
+        """``on``: this thread is saving a deferred batch (recorded, not sent)."""
+
         @contextmanager
         def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
+            if getattr(self._local, "on", False):  # a deferred batch: keep it for later
+                yield _Recorder(self._deferred)
+                return
             if not pipeline or self.pipe is not None:
                 with super()._cursor(pipeline=pipeline) as cur:
                     yield cur
                 return
-            # A batch is one transaction: one commit (and WAL flush) instead of one per
-            # statement, and all of it or none after a crash.
+            # A batch is one transaction, with the deferred statements before it: one
+            # commit (and WAL flush) instead of one per statement, and all of it or none
+            # after a crash.
             if not self.supports_pipeline:  # a libpq older than 14
                 with (
                     self.lock,
                     conn.transaction(),
                     conn.cursor(binary=True, row_factory=dict_row) as cur,
                 ):
+                    self._replay(cur)
                     yield cur
+                self._deferred.clear()
                 return
             # BEGIN and COMMIT are sent in the pipeline with the batch (psycopg's
             # transaction() would add two round trips to each batch).
@@ -292,13 +441,71 @@ def postgres_saver(
                 try:
                     with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
                         cur.execute("BEGIN")
+                        self._replay(cur)
                         yield cur
                         cur.execute("COMMIT")
+                    self._deferred.clear()
                 except BaseException:
                     if conn.info.transaction_status is not TransactionStatus.IDLE:
                         with suppress(Exception):  # a dead connection: keep the first error
                             conn.execute("ROLLBACK")
                     raise
+
+        def _replay(self, cur: Any) -> None:
+            for sql, rows in self._deferred:
+                cur.executemany(sql, rows)
+
+        @contextmanager
+        def _deferring(self, defer: bool) -> Iterator[None]:
+            if not defer:
+                yield
+                return
+            with self.lock:  # the recorder appends to the shared list
+                self._local.on = True
+                try:
+                    yield
+                finally:
+                    self._local.on = False
+
+        def flush(self) -> None:
+            if self._deferred:
+                with self._cursor(pipeline=True):
+                    pass
+
+        def put(
+            self,
+            config: RunnableConfig,
+            checkpoint: Checkpoint,
+            metadata: CheckpointMetadata,
+            new_versions: ChannelVersions,
+        ) -> RunnableConfig:
+            with self._deferring(_deferrable_checkpoint(metadata)):
+                return super().put(config, checkpoint, metadata, new_versions)
+
+        def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+            self.flush()
+            return super().get_tuple(config)
+
+        def list(
+            self,
+            config: RunnableConfig | None,
+            *,
+            filter: dict[str, Any] | None = None,
+            before: RunnableConfig | None = None,
+            limit: int | None = None,
+        ) -> Iterator[CheckpointTuple]:
+            self.flush()
+            return super().list(config, filter=filter, before=before, limit=limit)
+
+        def delete_thread(self, thread_id: str) -> None:
+            self.flush()
+            super().delete_thread(thread_id)
+
+        def get_delta_channel_history(
+            self, *, config: RunnableConfig, channels: Sequence[str]
+        ) -> Mapping[str, DeltaChannelHistory]:
+            self.flush()
+            return super().get_delta_channel_history(config=config, channels=channels)
 
         def put_writes(
             self,
@@ -315,7 +522,8 @@ def postgres_saver(
                 else self.INSERT_CHECKPOINT_WRITES_SQL
             )
             events, refs = held.take(thread_id, task_id)
-            with self._cursor(pipeline=True) as cur:
+            defer = _deferrable_writes(held, thread_id, task_id, writes)
+            with self._deferring(defer), self._cursor(pipeline=True) as cur:
                 cur.executemany(
                     query,
                     self._dump_writes(
@@ -330,4 +538,7 @@ def postgres_saver(
                 for sql, params in to_sql(thread_id, events, refs):
                     cur.executemany(sql.replace("?", "%s"), params)
 
-    return OnwardPostgresSaver(conn, serde=serde)
+    saver = OnwardPostgresSaver(conn, serde=serde)
+    saver._deferred, saver._local = [], threading.local()
+    held.flush = saver.flush
+    return saver

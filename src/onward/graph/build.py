@@ -1,15 +1,17 @@
-"""The graph: START → plan → gate ⇉ approve | execute (tool + verify) | escalate → gate …
-→ finalize → END.
+"""The graph: START → plan → (scheduler) ⇉ approve | execute → verify | escalate … → finalize
+→ END, with its edges drawn from the route table (graph/routes.py).
 
-``gate`` is a routing function after a lone task (one superstep, one checkpoint
-per step) and a join node after a parallel wave (see graph/routing.py). approve
-and escalate wait for a person with ``interrupt()`` (see nodes/approve.py).
+The scheduler is a routing function after a lone task and after the ``gate`` join node
+that follows a parallel wave (graph/routing.py). execute saves an output as produced;
+verify makes it done or routes its failure by class. approve and escalate wait for a
+person with ``interrupt()`` (nodes/approve.py).
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from collections.abc import Hashable
+from typing import Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -19,23 +21,8 @@ from langgraph.runtime import get_runtime
 
 from onward.artifacts import ARTIFACT_REFS
 from onward.errors import DrainRequested
-from onward.graph.routing import (
-    APPROVE,
-    ESCALATE,
-    EXECUTE,
-    FINALIZE,
-    GATE,
-    NOTE,
-    REPLAN,
-    RETRY,
-    ROUTES,
-    STATE_NODES,
-    TASK_NODES,
-    WAIT,
-    join,
-    make_after_task,
-    make_gate,
-)
+from onward.graph.routes import EXITS, Node, path_map
+from onward.graph.routing import join, make_gate, make_router
 from onward.nodes.approve import make_approve_node, make_escalate_node
 from onward.nodes.deps import NodeDeps
 from onward.nodes.execute import make_execute_node
@@ -43,11 +30,16 @@ from onward.nodes.finalize import make_finalize_node
 from onward.nodes.note import make_note_node
 from onward.nodes.plan import make_plan_node
 from onward.nodes.recover import make_replan_node, make_retry_node, make_wait_node
+from onward.nodes.verify import make_verify_node
 from onward.progress import EVENT_ROWS
 from onward.state import RunState
 
+REPRODUCIBLE = frozenset({Node.VERIFY, Node.GATE})
+"""Nodes whose writes may wait for the next commit: run again, they write the same
+(checkpointing/savers.py, "one durable commit per plan step")."""
 
-def logged(deps: NodeDeps, fn: Any) -> Any:
+
+def logged(deps: NodeDeps, fn: Any, *, reproducible: bool = False) -> Any:
     """Log the events a node emits with its writes: the saver inserts them in the
     transaction that saves the node's writes (``deps.held``), so a step's events are in
     the log exactly when its result is in the checkpoint. Without a saver, the node
@@ -58,14 +50,15 @@ def logged(deps: NodeDeps, fn: Any) -> Any:
     def node(arg: Any, config: RunnableConfig) -> Any:
         if deps.draining.is_set():
             raise DrainRequested(getattr(fn, "__name__", "node"))
+        thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+        task_id = _task_id() if deps.held is not None else None
+        if deps.held is not None and task_id and reproducible:
+            deps.held.mark_reproducible(thread_id, task_id)
         with EVENT_ROWS.collecting() as rows, ARTIFACT_REFS.collecting() as refs:
             try:
                 return fn(arg, config) if takes_config else fn(arg)
             finally:
                 if (rows or refs) and deps.events is not None:
-                    conf = config.get("configurable", {})
-                    thread_id = str(conf.get("thread_id", ""))
-                    task_id = _task_id() if deps.held is not None else None
                     if deps.held is not None and task_id:
                         deps.held.hold(thread_id, task_id, rows, refs)
                     else:
@@ -85,31 +78,33 @@ def _task_id() -> str | None:
 
 
 def build_graph(deps: NodeDeps) -> StateGraph[Any]:
-    """The uncompiled builder (``langgraph dev`` and tests compile it their own way)."""
+    """The uncompiled builder (``langgraph dev`` and tests compile it their own way).
+
+    Its edges come from the route table (graph/routes.py): each node's conditional edge
+    has exactly the exits the node declares, labelled with why a run takes them."""
     g: StateGraph[Any] = StateGraph(RunState)
-
-    def add(name: str, fn: Any) -> None:
-        g.add_node(name, logged(deps, fn))
-
+    makers = {
+        Node.PLAN: make_plan_node,
+        Node.APPROVE: make_approve_node,
+        Node.EXECUTE: make_execute_node,
+        Node.VERIFY: make_verify_node,
+        Node.ESCALATE: make_escalate_node,
+        Node.NOTE: make_note_node,
+        Node.RETRY: make_retry_node,
+        Node.REPLAN: make_replan_node,
+        Node.WAIT: make_wait_node,
+        Node.FINALIZE: make_finalize_node,
+    }
+    for name, make in makers.items():
+        g.add_node(name.value, logged(deps, make(deps), reproducible=name in REPRODUCIBLE))
+    g.add_node(Node.GATE.value, logged(deps, join, reproducible=True))
+    g.add_edge(START, Node.PLAN.value)
     gate = make_gate(deps)
-    after_task = make_after_task(gate)
-    add("plan", make_plan_node(deps))
-    add(APPROVE, make_approve_node(deps))
-    add(EXECUTE, make_execute_node(deps))
-    add(ESCALATE, make_escalate_node(deps))
-    add(NOTE, make_note_node(deps))
-    add(RETRY, make_retry_node(deps))
-    add(REPLAN, make_replan_node(deps))
-    add(WAIT, make_wait_node(deps))
-    g.add_node(GATE, join)
-    add(FINALIZE, make_finalize_node(deps))
-    g.add_edge(START, "plan")
-    g.add_conditional_edges("plan", gate, ROUTES)
-    for node in TASK_NODES:
-        g.add_conditional_edges(node, after_task, [*ROUTES, GATE])
-    for node in [*STATE_NODES, GATE]:
-        g.add_conditional_edges(node, gate, ROUTES)
-    g.add_edge(FINALIZE, END)
+    for source, targets in EXITS.items():
+        if targets == (END,):
+            g.add_edge(source.value, END)
+        else:
+            g.add_conditional_edges(source.value, make_router(source, gate), path_map(source))
     return g
 
 
@@ -129,3 +124,51 @@ def mermaid() -> str:
 
     deps = NodeDeps(registry=default_registry, artifacts=ArtifactStore(Path(tempfile.gettempdir())))
     return compile_graph(deps).get_graph().draw_mermaid()
+
+
+class _Nothing(TypedDict):
+    """The state of a graph that is only drawn."""
+
+
+def _drawn_only(state: _Nothing) -> str:
+    raise AssertionError("this graph is a drawing; it never runs")
+
+
+def flow_mermaid() -> str:
+    """How a step flows, for the README: the real graph with the scheduler drawn as one
+    ``schedule`` node (it is a routing function after each node, so the real drawing
+    repeats its exits on every node). Failure routes come from the same route table."""
+    from onward.graph.routes import FAILURE_ROUTES
+
+    schedule = "schedule"
+    never = _drawn_only
+    g: StateGraph[Any] = StateGraph(_Nothing)
+    for name in (Node.PLAN, schedule, Node.APPROVE, Node.EXECUTE, Node.VERIFY, Node.RETRY):
+        g.add_node(str(name), lambda s: s)
+    for name in (Node.REPLAN, Node.ESCALATE, Node.WAIT, Node.FINALIZE):
+        g.add_node(str(name), lambda s: s)
+    g.add_edge(START, Node.PLAN.value)
+    g.add_edge(Node.PLAN.value, schedule)
+    g.add_conditional_edges(
+        schedule,
+        never,
+        {
+            "needs approval": Node.APPROVE.value,
+            "ready steps (fan-out)": Node.EXECUTE.value,
+            "outcome unknown": Node.ESCALATE.value,
+            "only deferred steps": Node.WAIT.value,
+            "nothing left": Node.FINALIZE.value,
+        },
+    )
+    g.add_edge(Node.EXECUTE.value, Node.VERIFY.value)
+    targets = dict.fromkeys(t for ts in FAILURE_ROUTES.values() for t in ts)
+    failures: dict[Hashable, str] = {
+        " / ".join(c.value for c, ts in FAILURE_ROUTES.items() if t in ts): t.value
+        for t in targets
+    }
+    g.add_conditional_edges(Node.VERIFY.value, never, {"ok": schedule, **failures})
+    for name in (Node.APPROVE, Node.RETRY, Node.REPLAN, Node.ESCALATE):
+        g.add_edge(name.value, schedule)
+    g.add_conditional_edges(Node.WAIT.value, never, {"time is up": schedule, "suspended": END})
+    g.add_edge(Node.FINALIZE.value, END)
+    return g.compile().get_graph().draw_mermaid()

@@ -1,17 +1,19 @@
-"""gate: the scheduler, as a routing function wherever it can be.
+"""The scheduler, as a routing function wherever it can be.
 
-``gate`` is a pure function of state (plus the registry and the clock): ask a person
-about the plan if the run's policy wants that; escalate steps that wait for a person;
-otherwise pick ready steps (dependencies done) in plan order, at most
-``max_concurrency`` of them, and fan them out with ``Send`` — to ``approve`` when the
-step needs an approval it does not have, else to ``execute``; or route to finalize.
-This is the single place later routes (retry, replan) plug in, keyed by the failed
-step's FailureClass.
+``schedule`` is a pure function of state (plus the registry and the clock): verify what
+was produced; ask a person about the plan if the run's policy wants that; escalate steps
+that wait for a person; route failed steps by the route table (graph/routes.py); otherwise
+pick ready steps (dependencies done) in plan order, at most ``max_concurrency`` of them,
+and fan them out with ``Send`` — to ``approve`` when the step needs an approval it does not
+have, else to ``execute``; or route to finalize.
 
-After a lone task, gate routes straight from it: one superstep per step. After a
-parallel wave it cannot: each task's routing sees only its own writes, not its
-siblings', so every task would re-send the others. Then the tasks go to the ``gate``
-*node*, a join that runs once the whole wave has committed.
+After a lone task, the scheduler routes straight from it (a lone execute goes straight to
+verify). After a parallel wave it cannot: each task's routing sees only its own writes,
+not its siblings', so every task would re-send the others. Then the tasks go to the
+``gate`` *node*, a join that runs once the whole wave has committed.
+
+Each node's routing is checked against the exits it declares (``routes.check_exit``) and
+returns the edge's label, so what runs is what the graph draws.
 """
 
 from __future__ import annotations
@@ -22,18 +24,17 @@ from typing import Any
 from langgraph.graph import END
 from langgraph.types import Send
 
-from onward import budget, refs
+from onward import budget
 from onward.approvals import needs_approval, plan_hash, step_hash
 from onward.checkpointing.breakers import BreakerPolicy
-from onward.checks import artifact_names
+from onward.graph.routes import FAILURE_ROUTES, TASK_NODES, Node, check_exit
 from onward.nodes.deps import NodeDeps
-from onward.nodes.recover import REPLANNABLE, has_rule
+from onward.nodes.recover import has_rule
+from onward.nodes.verify import inputs_of
 from onward.state import (
     PLAN_TARGET,
     ApproveTask,
-    ArtifactRef,
     ExecuteTask,
-    FailureClass,
     NoteTask,
     Plan,
     PlanStep,
@@ -46,20 +47,16 @@ from onward.state import (
 )
 from onward.tools.registry import ToolSpec, load_tool_modules
 
-EXECUTE = "execute"
-FINALIZE = "finalize"
-GATE = "gate"
-APPROVE = "approve"
-ESCALATE = "escalate"
-RETRY = "retry"
-REPLAN = "replan"
-WAIT = "wait"
-NOTE = "note"
-TASK_NODES = [APPROVE, EXECUTE, ESCALATE, NOTE]
-"""Nodes fed by ``Send`` (one task per step or question); after them, ``after_task``."""
-STATE_NODES = [RETRY, REPLAN, WAIT]
-"""Nodes that read the whole state; after them, ``gate``."""
-ROUTES = [*TASK_NODES, *STATE_NODES, FINALIZE, END]
+EXECUTE = Node.EXECUTE.value
+FINALIZE = Node.FINALIZE.value
+GATE = Node.GATE.value
+APPROVE = Node.APPROVE.value
+ESCALATE = Node.ESCALATE.value
+RETRY = Node.RETRY.value
+REPLAN = Node.REPLAN.value
+WAIT = Node.WAIT.value
+NOTE = Node.NOTE.value
+VERIFY = Node.VERIFY.value
 _SETTLED = (StepStatus.DONE, StepStatus.SKIPPED)
 
 
@@ -99,7 +96,7 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         )
 
     def escalation(state: RunState, step: PlanStep, waiting: Waiting) -> Send:
-        inputs = _inputs(state, step)
+        inputs = inputs_of(state, step)
         task = ask(
             state,
             WaitKind.ESCALATION,
@@ -139,6 +136,7 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         failed: list[tuple[str, StepFailure]] = []
         deferred: set[str] = set()
         ready: list[PlanStep] = []
+        produced = False
         index = state.plan.index()
         ids = index.ids
         status_of = steps.statuses.get  # read without decoding records or steps
@@ -149,6 +147,9 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                 failure = steps[sid].failure
                 if failure is not None:
                     failed.append((sid, failure))
+                continue
+            if status is StepStatus.PRODUCED:
+                produced = True
                 continue
             if status is not None and status is not StepStatus.PENDING:
                 continue  # running
@@ -161,6 +162,8 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                     break
             else:
                 ready.append(step)
+        if produced:
+            return VERIFY  # a wave's or a person's output: verified before anything else
         if failed:
             return _route_failures(state, failed)
         sends: list[Send] = []
@@ -169,7 +172,7 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             if _breaker_open(spec, step):
                 deferred.add(step.id)
                 continue  # its service rests or its backoff runs; other steps go on
-            inputs = _inputs(state, step)
+            inputs = inputs_of(state, step)
             required = needs_approval(step, spec, policy)
             approval = state.approvals.get(step.id) if required else None
             if required and approval is None:
@@ -189,11 +192,6 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                             approval=approval,
                             max_replans=state.budget.max_replans,
                             confine_paths=state.policy.confine_paths,
-                            judge_goal=state.goal
-                            if deps.model is not None
-                            and (step.judge or (state.goal is not None and state.goal.judge))
-                            and budget.model_budget_spent(state) is None
-                            else None,
                         ),
                     )
                 )
@@ -238,39 +236,38 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         return deps.breakers.blocked_until(service, spec.breaker or BreakerPolicy()) is not None
 
     def _route_failures(state: RunState, failed: list[tuple[str, StepFailure]]) -> list[Send] | str:
-        """transient → retry; deterministic / validation with a rule → replan; the rest (no
-        rule, non-convergent) → a person. People first: their questions go out at once."""
+        """Each failed step takes the first route of its class (routes.FAILURE_ROUTES) that
+        is open: replan needs a rule or a model, a person needs a policy that lets the run
+        ask one (else the run fails: finalize). People first: their questions go out at
+        once; then retry before replan."""
         asks: list[Send] = []
-        route = None
-        escalate = state.policy.escalate_failures
+        routes: set[Node] = set()
         for sid, failure in failed:
             step = state.plan.step(sid)
             cls = failure.failure_class
-            if cls is FailureClass.TRANSIENT:
-                route = route or RETRY
-            elif cls in REPLANNABLE and (
-                deps.model is not None or has_rule(deps.registry.get(step.tool))
-            ):
-                route = REPLAN if route in (None, REPLAN) else route
-            elif not escalate:
+            route = next((r for r in FAILURE_ROUTES[cls] if _open(state, step, r)), None)
+            if route is None:
                 return FINALIZE  # --no-escalate: what needs a person fails the run
-            else:
+            if route == ESCALATE:
                 reason = f"step failed ({cls.value}): {failure.message}"
                 if failure.hint:
                     reason += f" (hint: {failure.hint})"
                 waiting = Waiting(step_id=sid, reason=reason, args=step.args)
                 asks.append(escalation(state, step, waiting))
+            else:
+                routes.add(route)
         if asks:
             return _wave(asks)
-        assert route is not None
-        return route
+        return RETRY if RETRY in routes else REPLAN
+
+    def _open(state: RunState, step: PlanStep, route: Node) -> bool:
+        if route == REPLAN:
+            return deps.model is not None or has_rule(deps.registry.get(step.tool))
+        if route == ESCALATE:
+            return state.policy.escalate_failures
+        return True
 
     return gate
-
-
-def _inputs(state: RunState, step: PlanStep) -> dict[str, ArtifactRef]:
-    wanted = refs.names(step.args) | {n for c in step.checks for n in artifact_names(c)}
-    return {n: state.artifacts[n] for n in wanted if n in state.artifacts}
 
 
 def _wave(sends: list[Send]) -> list[Send]:
@@ -281,16 +278,33 @@ def _wave(sends: list[Send]) -> list[Send]:
     return sends
 
 
-def make_after_task(
-    gate: Callable[[RunState], list[Send] | str],
-) -> Callable[[RunState], list[Send] | str]:
-    def after_task(state: RunState) -> list[Send] | str:
-        """Route a finished task: straight on if it ran alone, else join at the gate node."""
-        return GATE if state.wave > 1 else gate(state)
+def routed(source: Node, route: list[Send] | str) -> list[Send] | str:
+    """``route`` as ``source``'s conditional edge takes it: a label of the route table, or
+    Sends to declared exits (anything else is a bug, refused before it runs)."""
+    if isinstance(route, str):
+        return check_exit(source, route)
+    for send in route:
+        check_exit(source, send.node)
+    return route
 
-    return after_task
+
+def make_router(
+    source: Node, gate: Callable[[RunState], list[Send] | str]
+) -> Callable[[RunState], list[Send] | str]:
+    """The conditional edge after ``source``: a task in a parallel wave joins at the gate
+    node; a lone execute goes to verify; everything else is scheduled."""
+
+    def route(state: RunState) -> list[Send] | str:
+        if source in TASK_NODES and state.wave > 1:
+            return routed(source, GATE)
+        if source == EXECUTE:
+            return routed(source, VERIFY)
+        return routed(source, gate(state))
+
+    route.__name__ = f"after_{source}"
+    return route
 
 
 def join(state: RunState) -> dict[str, object]:
-    """The gate node: no work of its own; its outgoing edge is ``gate``."""
+    """The gate node: no work of its own; its outgoing edge is the scheduler."""
     return {}

@@ -39,7 +39,6 @@ from onward.approvals import (
 )
 from onward.errors import AnswerError
 from onward.nodes.deps import NodeDeps
-from onward.nodes.verify import verify_step
 from onward.progress import EventKind, emit
 from onward.state import (
     PLAN_TARGET,
@@ -47,7 +46,6 @@ from onward.state import (
     ApproveTask,
     Decision,
     DecisionAction,
-    ExecuteTask,
     FailureClass,
     PlanEdit,
     PlanStep,
@@ -335,28 +333,15 @@ def _answer_escalation(
             "messages": [AIMessage(f"Run aborted at step {step.id}: {why}")],
             "decisions": [_decision(task, answer, DecisionAction.ABORT)],
         }
-    # done: the effect happened; its result is verified like any output.
+    # done: the effect happened; its result is verified like any output (by verify).
     if key and ledger:
         ledger.complete(key, answer.result)
     ref = deps.artifacts.put(step.output or f"step:{step.id}", answer.result, owner=thread_id)
-    exec_task = ExecuteTask(
-        step=step,
-        record=rec,
-        workdir=task.workdir,
-        inputs=task.inputs,
-        tool_modules=task.tool_modules,
-        confine_paths=task.confine_paths,
+    # A failed step the person did by hand is produced by them (failed → produced).
+    produced = transition(
+        rec, StepStatus.PRODUCED, output=ref, ended_at=utcnow(), effect_key=key, failure=None
     )
-    # A failed step the person did by hand runs "again" as their result (failed → running).
-    running = transition(rec, StepStatus.RUNNING) if rec.status is StepStatus.FAILED else rec
-    executed = running.model_copy(
-        update={"output": ref, "ended_at": utcnow(), "effect_key": key, "failure": None}
-    )
-    record = verify_step(deps, exec_task, executed, answer.result)
-    updates = settled | {
-        "steps": {step.id: record},
+    return settled | {
+        "steps": {step.id: produced},
         "decisions": [_decision(task, answer, DecisionAction.DONE)],
     }
-    if record.status is StepStatus.DONE and step.output:
-        updates["artifacts"] = {step.output: ref}
-    return updates

@@ -1,9 +1,11 @@
-"""execute: run one step (one ``Send`` per ready step) and verify its output.
+"""execute: run one step (one ``Send`` per ready step) and save its output as produced.
 
-Input artifacts are loaded and their sha256 verified first; args are resolved
-and validated against the tool's schema; the tool runs under its timeout; then
-the verifier's checks decide done or failed, all before the task's writes
-commit. Every exception becomes a classified ``StepFailure``; none escapes.
+Input artifacts are loaded and their sha256 verified first; args are resolved and
+validated against the tool's schema; the tool runs under its timeout, through the
+side-effect protocol. The output is saved as *produced*, not done: the verify node
+decides (nodes/verify.py), so a crash after this task's writes commit resumes at verify
+without calling the tool again. Every exception becomes a classified ``StepFailure``;
+none escapes.
 """
 
 from __future__ import annotations
@@ -27,14 +29,19 @@ from onward.checkpointing.breakers import BreakerPolicy
 from onward.checkpointing.events import AuditKind
 from onward.effects import perform
 from onward.errors import ArtifactError, OutcomeUnknown
-from onward.failures import classify, converge, shelved
-from onward.failures import failure as failure_of
+from onward.failures import classify, settle, shelved
 from onward.nodes.deps import NodeDeps
-from onward.nodes.judge import judge_step
-from onward.nodes.verify import verify_step
 from onward.progress import EventKind, emit
 from onward.retry import DEFAULT_RETRY
-from onward.state import ExecuteTask, FailureClass, StepStatus, Waiting, transition, utcnow
+from onward.state import (
+    ExecuteTask,
+    FailureClass,
+    SideEffect,
+    StepStatus,
+    Waiting,
+    transition,
+    utcnow,
+)
 from onward.tools.registry import ToolContext, ToolSpec, load_tool_modules
 
 
@@ -121,7 +128,6 @@ def make_execute_node(deps: NodeDeps) -> Any:
                 deferred = task.record.model_copy(update={"not_before": until})
                 return {"steps": {step.id: deferred}, "wave": task.wave}
         started = utcnow()
-        extra: dict[str, Any] = {}
         digest = hashlib.sha256(canonical_json(step.args)).hexdigest()[:16]
         emit(
             EventKind.STEP_STARTED,
@@ -159,24 +165,16 @@ def make_execute_node(deps: NodeDeps) -> Any:
                 clock,
                 {"summary": ref.summary, "effect_key": key},
             )
-            executed = running.model_copy(
-                update={"output": ref, "ended_at": utcnow(), "effect_key": key}
+            produced = transition(
+                running,
+                StepStatus.PRODUCED,
+                output=ref,
+                ended_at=utcnow(),
+                effect_key=key,
             )
             _breaker_saw(deps, spec, service, True, thread_id, caller)
-            record = verify_step(deps, task, executed, output)
-            emit(
-                EventKind.VERIFIED,
-                step_id=step.id,
-                tool=step.tool,
-                attempt=attempt,
-                detail={"passed": record.status is StepStatus.DONE, "findings": record.findings},
-            )
-            if record.status is StepStatus.DONE and task.judge_goal is not None:
-                verdict, findings, extra["usage"] = judge_step(deps, task, output, thread_id)
-                if verdict is not None:  # the judge fails what the checks passed, never more
-                    record = transition(
-                        executed, StepStatus.FAILED, failure=verdict, findings=findings
-                    )
+            # Saved as produced; the verify node decides done or failed.
+            return {"steps": {step.id: produced}, "wave": task.wave}
         except OutcomeUnknown as unknown:
             # Not a failure: the step stays running, and the run waits for a human.
             _breaker_saw(deps, spec, service, True, thread_id, caller)
@@ -206,42 +204,19 @@ def make_execute_node(deps: NodeDeps) -> Any:
             transient = failure.failure_class is FailureClass.TRANSIENT
             _breaker_saw(deps, spec, service, not transient, thread_id, caller)
             record = transition(running, StepStatus.FAILED, failure=failure, ended_at=utcnow())
-        if record.status is StepStatus.FAILED and record.failure is not None:
-            policy = step.retry or (spec.retry if spec else None) or DEFAULT_RETRY
-            found = record.failure
-            if not found.signature:  # verifier findings
-                found = failure_of(
-                    found.failure_class, found.message, tool=step.tool, error_type=found.error_type
-                )
-            judged, streak = converge(
-                found,
-                task.record.model_copy(update={"attempts": attempt}),
-                policy,
-                task.max_replans,
-            )
-            record = record.model_copy(update={"failure": judged, "streak": streak})
-        else:
-            record = record.model_copy(update={"streak": 0})
-        updates: dict[str, Any] = {"steps": {step.id: record}, "wave": task.wave, **extra}
-        done = record.status is StepStatus.DONE
-        if done and step.output and record.output is not None:
-            updates["artifacts"] = {step.output: record.output}
+        policy = step.retry or (spec.retry if spec else None) or DEFAULT_RETRY
+        before = task.record.model_copy(update={"attempts": attempt})
+        record = settle(record, before, policy, task.max_replans, step.tool)
         emit(
-            EventKind.STEP_DONE if done else EventKind.STEP_FAILED,
+            EventKind.STEP_FAILED,
             step_id=step.id,
             tool=step.tool,
             attempt=attempt,
-            message=(record.output.summary if record.output else "")
-            if done
-            else (record.failure.message if record.failure else "failed"),
+            message=record.failure.message if record.failure else "failed",
             detail={"duration": round(time.monotonic() - clock, 6)}
-            | (
-                {"failure_class": record.failure.failure_class.value}
-                if record.failure is not None
-                else {}
-            ),
+            | ({"failure_class": record.failure.failure_class.value} if record.failure else {}),
         )
-        return updates
+        return {"steps": {step.id: record}, "wave": task.wave}
 
     return execute
 
@@ -341,4 +316,8 @@ def _run_tool(
         workdir=Path(task.workdir),
         confined=task.confine_paths,
     )
+    if spec.side_effect is not SideEffect.PURE and deps.held is not None:
+        # An effect must never come before the verdicts it follows: commit what the saver
+        # deferred (the previous step's verify) first.
+        deps.held.make_durable()
     return perform(spec, args, ctx, deps.ledger, _call_with_timeout)

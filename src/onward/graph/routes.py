@@ -1,0 +1,135 @@
+"""The route table: where each node may go next, and why — one source for routing and drawing.
+
+Every conditional edge of the graph is built from :data:`EXITS` (a node's possible next
+nodes) and labelled by :func:`label` (why a run takes it). The scheduler (graph/schedule.py)
+routes failed steps by :data:`FAILURE_ROUTES`, the same table the labels are drawn from, and
+:func:`check_exit` refuses a route a node has not declared, so the drawing cannot lie:
+``tests/test_graph_routes.py`` checks that every transition in the runs' checkpoint
+histories is a drawn edge and that every drawn edge is taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from enum import StrEnum
+
+from langgraph.graph import END
+
+from onward.errors import IllegalRouteError
+from onward.state import FailureClass
+
+
+class Node(StrEnum):
+    """The graph's nodes (their names are stored in checkpoints: never rename one)."""
+
+    PLAN = "plan"
+    GATE = "gate"
+    """Joins a parallel wave: runs once every task of the wave has committed."""
+    APPROVE = "approve"
+    EXECUTE = "execute"
+    VERIFY = "verify"
+    ESCALATE = "escalate"
+    NOTE = "note"
+    RETRY = "retry"
+    REPLAN = "replan"
+    WAIT = "wait"
+    FINALIZE = "finalize"
+
+
+Target = Node | str
+"""A node, or LangGraph's ``END``."""
+
+FAILURE_ROUTES: Mapping[FailureClass, tuple[Node, ...]] = {
+    FailureClass.TRANSIENT: (Node.RETRY,),
+    FailureClass.DETERMINISTIC: (Node.REPLAN, Node.ESCALATE),
+    FailureClass.VALIDATION: (Node.REPLAN, Node.ESCALATE),
+    FailureClass.NON_CONVERGENT: (Node.ESCALATE,),
+}
+"""Where a failed step goes, by its class, first choice first: replan only when a rule or a
+model can fix the step, else a person; a person only when the policy lets the run ask one
+(``--no-escalate`` sends the run to finalize, failed)."""
+
+TASK_NODES = frozenset({Node.APPROVE, Node.EXECUTE, Node.ESCALATE, Node.NOTE})
+"""Nodes fed by ``Send`` (one task per step or question)."""
+
+_SCHEDULED: tuple[Target, ...] = (
+    Node.APPROVE,
+    Node.EXECUTE,
+    Node.ESCALATE,
+    Node.NOTE,
+    Node.RETRY,
+    Node.REPLAN,
+    Node.WAIT,
+    Node.FINALIZE,
+)
+"""Everything the scheduler can pick when failures are possible."""
+
+EXITS: Mapping[Node, tuple[Target, ...]] = {
+    # A fresh plan has no failures and no one waiting; it may need approval or a warning.
+    Node.PLAN: (Node.APPROVE, Node.EXECUTE, Node.NOTE, Node.WAIT, Node.FINALIZE),
+    # A lone step goes straight to verify; a step in a wave joins its siblings first.
+    Node.EXECUTE: (Node.VERIFY, Node.GATE),
+    # After a wave: verify what it produced, else schedule.
+    Node.GATE: (Node.VERIFY, *_SCHEDULED),
+    Node.VERIFY: _SCHEDULED,
+    Node.APPROVE: (*_SCHEDULED, Node.GATE),
+    # A person's result ("I did it") is verified like a tool's output.
+    Node.ESCALATE: (Node.VERIFY, *_SCHEDULED, Node.GATE),
+    # Warnings only ever go out beside other tasks.
+    Node.NOTE: (Node.GATE,),
+    Node.RETRY: (*_SCHEDULED, END),
+    Node.REPLAN: _SCHEDULED,
+    # Waiting in process, or suspended until a time (the run ends; resume goes on).
+    Node.WAIT: (*_SCHEDULED, END),
+    Node.FINALIZE: (END,),
+}
+"""Each node's possible next nodes: its conditional edges, no more."""
+
+_WHY: Mapping[Target, str] = {
+    Node.EXECUTE: "ready steps",
+    Node.APPROVE: "approval, plan or budget question",
+    Node.NOTE: "budget warning",
+    Node.WAIT: "only deferred steps",
+    Node.FINALIZE: "nothing left to run",
+    Node.VERIFY: "output produced",
+    Node.GATE: "joins a parallel wave",
+    END: "suspended until a time",
+}
+
+
+def _failure_label(target: Node) -> str:
+    classes = [c.value for c, routes in FAILURE_ROUTES.items() if target in routes]
+    return " / ".join(classes)
+
+
+def label(source: Node, target: Target) -> str:
+    """Why a run goes from ``source`` to ``target`` (LangGraph draws one label per pair)."""
+    if target in (Node.RETRY, Node.REPLAN):
+        return _failure_label(Node(target))
+    if target == Node.ESCALATE:
+        return "outcome unknown / " + _failure_label(Node.ESCALATE)
+    if target == Node.FINALIZE and source in (Node.VERIFY, Node.GATE):
+        return "ok: nothing left, or a failure no one may be asked about"
+    why = _WHY[target]
+    return f"ok: {why}" if source == Node.VERIFY else why
+
+
+def path_map(source: Node) -> dict[Hashable, str]:
+    """The labelled conditional edges of ``source``: label → next node."""
+    return {label(source, t): str(t) for t in EXITS[source]}
+
+
+def check_exit(source: Node, target: Target) -> str:
+    """``target``'s label, if ``source`` declares that exit; else a bug in onward."""
+    if target not in EXITS[source]:
+        raise IllegalRouteError(f"{source} routed to {target}, an exit it does not declare")
+    return label(source, target)
+
+
+def drawn_edges() -> frozenset[tuple[str, str]]:
+    """Every (source, target) pair the compiled graph draws (START → plan included)."""
+    from langgraph.graph import START
+
+    edges = {(START, str(Node.PLAN))}
+    edges.update((str(s), str(t)) for s, targets in EXITS.items() for t in targets)
+    return frozenset(edges)

@@ -1,0 +1,72 @@
+"""Collects the transitions every test's runs took (from their SQLite stores' checkpoint
+histories), so the session can check them against the drawn graph (conftest.py).
+
+Postgres-backed variants are left out: their schemas are dropped before this runs, and
+each runs the same flows as its SQLite twin.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import tempfile
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from onward.artifacts import ArtifactStore
+from onward.checkpointing.serde import checkpoint_serde
+from onward.graph.build import build_graph
+from onward.graph.trace import thread_transitions
+from onward.nodes.deps import NodeDeps
+from onward.tools.registry import default_registry
+
+HISTORY_LIMIT = 2_000
+"""Checkpoints read per thread (a long-run test's history is sampled from its end)."""
+
+
+@cache
+def _builder() -> Any:
+    deps = NodeDeps(registry=default_registry, artifacts=ArtifactStore(Path(tempfile.gettempdir())))
+    return build_graph(deps)
+
+
+def store_transitions(db: Path) -> set[tuple[str, str]]:
+    """Every transition in the checkpoint histories of one SQLite store (nothing if it is
+    not an onward store, or is encrypted or corrupt: those tests are about that)."""
+    seen: set[tuple[str, str]] = set()
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
+    except sqlite3.Error:
+        return seen
+    try:
+        threads = [t for (t,) in conn.execute("SELECT DISTINCT thread_id FROM checkpoints")]
+        graph = _builder().compile(checkpointer=SqliteSaver(conn, serde=checkpoint_serde(None)))
+        for thread_id in threads:
+            seen |= thread_transitions(graph, thread_id, limit=HISTORY_LIMIT)
+    except Exception:  # not a store, encrypted, corrupt, or a store of another version
+        return set()
+    finally:
+        conn.close()
+    return seen
+
+
+def transitions_under(root: Path) -> set[tuple[str, str]]:
+    seen: set[tuple[str, str]] = set()
+    for db in root.rglob("*.db"):
+        if db.is_file():
+            seen |= store_transitions(db)
+    return seen
+
+
+def save(path: Path, seen: set[tuple[str, str]]) -> None:
+    path.write_text(json.dumps(sorted(seen)), encoding="utf-8")
+
+
+def load(directory: Path) -> set[tuple[str, str]]:
+    seen: set[tuple[str, str]] = set()
+    for f in directory.glob("*.json"):
+        seen.update((a, b) for a, b in json.loads(f.read_text(encoding="utf-8")))
+    return seen
