@@ -42,8 +42,11 @@ Postgres (a scratch database created on ``--pg-admin``'s server and dropped afte
 ms per step
     ``--rounds`` rounds after a warm-up; in each round every checkout runs the chain of
     max(``--steps``) steps once per backend, in an order that rotates from round to round.
-    Only ``ow.run`` is timed (no strace, no hooks). Reported: the median, and each
-    checkout's median ÷ the first checkout's.
+    Only ``ow.run`` is timed (no strace, no hooks), by the wall clock and by the child's
+    CPU time (all threads; not the Postgres server's). Reported: medians, and each
+    checkout's paired ratio to the first: the median over rounds of the ratio of the two
+    runs in the same round, which drifts less with the machine's load than a ratio of
+    medians. On a busy machine, trust the counts and the CPU ratio.
 
 Run from the repo root::
 
