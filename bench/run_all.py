@@ -23,6 +23,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
+VS_BEFORE = ["--onward-rev", "da5633c", "--onward-src", str(HERE.parent / "src")]
+"""commits.py compares this checkout with da5633c, the release before issue 18's redesign."""
+
 BENCHES: list[tuple[str, list[str], list[str]]] = [
     # (script, full-size args, --quick args)
     ("overhead.py", ["--steps", "200", "--rounds", "5"], ["--steps", "50", "--rounds", "2"]),
@@ -30,6 +33,11 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("resume.py", ["--long", "10000", "--rounds", "5"], ["--long", "300", "--rounds", "2"]),
     ("parallel.py", ["--rounds", "5"], ["--rounds", "2"]),
     ("tokens.py", [], ["--steps", "40", "--late", "40"]),
+    (
+        "commits.py",
+        [*VS_BEFORE, "--rounds", "5"],
+        [*VS_BEFORE, "--steps", "10", "40", "--rounds", "1"],
+    ),
     ("fleet.py", ["--runs", "24", "--rounds", "3"], ["--runs", "6", "--rounds", "1"]),
 ]
 
