@@ -1,5 +1,6 @@
-"""The README stays true: its graph is the compiled graph, its test command is what CI
-runs, and its code examples run."""
+"""The README and the docs stay true: the README's graph is the compiled graph, its test
+command is what CI runs, and the examples of the docs' tools, plans and approvals pages
+run (tests/test_docs.py runs every other example)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def _block(after: str, lang: str) -> str:
-    start = README.index(after)
-    match = re.compile(rf"```{lang}\n(.*?)```", re.S).search(README, start)
+DOCS = ROOT / "docs"
+
+
+def _block(after: str, lang: str, page: Path | None = None) -> str:
+    text = README if page is None else page.read_text(encoding="utf-8")
+    start = text.index(after)
+    match = re.compile(rf"```{lang}\n(.*?)```", re.S).search(text, start)
     assert match, f"no {lang} block after {after!r}"
     return match.group(1)
 
@@ -33,7 +38,7 @@ def test_readme_test_command_is_what_ci_runs() -> None:
 
 
 def test_readme_custom_tool_example_runs(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
-    (workdir / "my_tools.py").write_text(_block("### Tools and custom tools", "python"))
+    (workdir / "my_tools.py").write_text(_block("## Custom tools", "python", DOCS / "tools.md"))
     (workdir / "plan.yaml").write_text(
         "steps:\n  - id: s\n    tool: stamp\n    args: {path: stamp.txt, text: hi}\n"
         "    checks: [{check: equals, field: chars, value: 2}]\n",
@@ -47,7 +52,8 @@ def test_readme_custom_tool_example_runs(run_cli, workdir: Path) -> None:  # typ
 def test_readme_declared_plan_example_is_valid(workdir: Path) -> None:
     from onward import load_plan_file
 
-    (workdir / "plan.yaml").write_text(_block("### Declared plans", "yaml"), encoding="utf-8")
+    plan_yaml = _block("## Declared plans", "yaml", DOCS / "plans.md")
+    (workdir / "plan.yaml").write_text(plan_yaml, encoding="utf-8")
     goal, plan, concurrency = load_plan_file(workdir / "plan.yaml")
     assert goal.objective == "Copy the inbox into the archive"
     assert [s.id for s in plan.steps] == ["copy-a", "confirm"]
@@ -75,7 +81,8 @@ def test_readme_policy_example_loads(workdir: Path) -> None:
 
     from onward.policy import load_policy_file
 
-    (workdir / "policy.yaml").write_text(_block("### Humans in the loop", "yaml"))
+    policy_yaml = _block("# Approvals and people", "yaml", DOCS / "approvals.md")
+    (workdir / "policy.yaml").write_text(policy_yaml)
     policy = load_policy_file(workdir / "policy.yaml")
     assert policy.approve_tools == {"write_file"}
     assert policy.auto_approve == {"notify"}
