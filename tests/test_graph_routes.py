@@ -93,7 +93,9 @@ def test_a_transient_failure_goes_from_verify_to_retry(fow: Onward, workdir: Pat
 def test_a_check_that_fails_goes_from_verify_to_replan_when_a_rule_can_fix_it(
     fow: Onward, workdir: Path
 ) -> None:
-    step = PlanStep(id="w", tool="wrong_output", args={"n": 2}, checks=[Equals(field="n", value=2)])
+    step = PlanStep(
+        id="w", tool="wrong_output", args={"n": 2}, checks=[Equals(field="value", value=2)]
+    )
     view = fow.run("wrong", plan=Plan(steps=[step]), workdir=workdir)
     assert view.status == "done"
     assert {("verify", "replan"), ("replan", "execute")} <= _taken(fow, view.thread_id)

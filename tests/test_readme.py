@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from onward.graph.build import mermaid
+from onward.graph.build import flow_mermaid, mermaid
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -24,10 +24,21 @@ def _block(after: str, lang: str, page: Path | None = None) -> str:
     return match.group(1)
 
 
+def _between(text: str, name: str) -> str:
+    return text.split(f"<!-- {name}:start -->")[1].split(f"<!-- {name}:end -->")[0].strip()
+
+
+def test_readme_flow_is_drawn_from_the_route_table() -> None:
+    assert _between(README, "flow") == f"```mermaid\n{flow_mermaid()}```", (
+        "README flow view is stale: replace the block with `onward graph --flow`"
+    )
+
+
 def test_readme_graph_is_the_compiled_graph() -> None:
-    block = README.split("<!-- graph:start -->")[1].split("<!-- graph:end -->")[0]
-    assert block.strip() == f"```mermaid\n{mermaid()}```", (
-        "README graph is stale: replace the block with the output of `onward graph`"
+    """The exact graph lives on the docs' graph page (the README shows the flow view)."""
+    block = _between((DOCS / "concepts" / "graph.md").read_text(encoding="utf-8"), "graph")
+    assert block == f"```mermaid\n{mermaid()}```", (
+        "docs graph is stale: replace the block with the output of `onward graph`"
     )
 
 
