@@ -439,7 +439,7 @@ def test_judge_needs_a_model(db_url: str, workdir: Path) -> None:
 
 def test_no_model_call_is_made_past_the_token_budget(db_url: str, workdir: Path) -> None:
     from onward.nodes.deps import NodeDeps
-    from onward.nodes.recover import _model_replan
+    from onward.nodes.replan import _model_replan
     from onward.state import Budget, StepFailure, Usage
 
     model = ScriptedChatModel(

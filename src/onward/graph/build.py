@@ -4,7 +4,7 @@
 The scheduler is a routing function after a lone task and after the ``gate`` join node
 that follows a parallel wave (graph/routing.py). execute saves an output as produced;
 verify makes it done or routes its failure by class. approve and escalate wait for a
-person with ``interrupt()`` (nodes/approve.py).
+person with ``interrupt()`` (nodes/asking.py).
 """
 
 from __future__ import annotations
@@ -23,14 +23,17 @@ from onward.artifacts import ARTIFACT_REFS
 from onward.errors import DrainRequested
 from onward.graph.routes import EXITS, Node, path_map
 from onward.graph.routing import join, make_gate, make_router
-from onward.nodes.approve import make_approve_node, make_escalate_node
-from onward.nodes.deps import NodeDeps
+from onward.nodes.approve import make_approve_node
+from onward.nodes.deps import NodeDeps, thread_of
+from onward.nodes.escalate import make_escalate_node
 from onward.nodes.execute import make_execute_node
 from onward.nodes.finalize import make_finalize_node
 from onward.nodes.note import make_note_node
 from onward.nodes.plan import make_plan_node
-from onward.nodes.recover import make_replan_node, make_retry_node, make_wait_node
+from onward.nodes.replan import make_replan_node
+from onward.nodes.retry import make_retry_node
 from onward.nodes.verify import make_verify_node
+from onward.nodes.wait import make_wait_node
 from onward.progress import EVENT_ROWS
 from onward.state import RunState
 
@@ -50,7 +53,7 @@ def logged(deps: NodeDeps, fn: Any, *, reproducible: bool = False) -> Any:
     def node(arg: Any, config: RunnableConfig) -> Any:
         if deps.draining.is_set():
             raise DrainRequested(getattr(fn, "__name__", "node"))
-        thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+        thread_id = thread_of(config)
         task_id = _task_id() if deps.held is not None else None
         if deps.held is not None and task_id and reproducible:
             deps.held.mark_reproducible(thread_id, task_id)
@@ -163,8 +166,7 @@ def flow_mermaid() -> str:
     g.add_edge(Node.EXECUTE.value, Node.VERIFY.value)
     targets = dict.fromkeys(t for ts in FAILURE_ROUTES.values() for t in ts)
     failures: dict[Hashable, str] = {
-        " / ".join(c.value for c, ts in FAILURE_ROUTES.items() if t in ts): t.value
-        for t in targets
+        " / ".join(c.value for c, ts in FAILURE_ROUTES.items() if t in ts): t.value for t in targets
     }
     g.add_conditional_edges(Node.VERIFY.value, never, {"ok": schedule, **failures})
     for name in (Node.APPROVE, Node.RETRY, Node.REPLAN, Node.ESCALATE):

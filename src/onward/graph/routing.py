@@ -29,7 +29,7 @@ from onward.approvals import needs_approval, plan_hash, step_hash
 from onward.checkpointing.breakers import BreakerPolicy
 from onward.graph.routes import FAILURE_ROUTES, TASK_NODES, Node, check_exit
 from onward.nodes.deps import NodeDeps
-from onward.nodes.recover import has_rule
+from onward.nodes.replan import has_rule
 from onward.nodes.verify import inputs_of
 from onward.state import (
     PLAN_TARGET,

@@ -1,2 +1,3 @@
-"""Graph nodes: plan, execute (which verifies its output before committing), finalize.
-``gate`` and ``escalate`` live with the routing in graph/routing.py."""
+"""Graph nodes, one module per node: plan, approve, execute, verify, escalate, note, retry,
+replan, wait, finalize (asking.py: what approve and escalate share). The scheduler and its
+join node (``gate``) live in graph/routing.py; the route table in graph/routes.py."""

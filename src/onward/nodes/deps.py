@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
 
 from onward.artifacts import ArtifactStore
 from onward.checkpointing.breakers import Breakers
@@ -66,3 +67,8 @@ class NodeDeps:
             return self.artifacts.get(refs[name])
 
         return CheckContext(Path(workdir), value_of, confined=confined)
+
+
+def thread_of(config: RunnableConfig) -> str:
+    """The thread id a node runs for."""
+    return str(config.get("configurable", {}).get("thread_id", ""))

@@ -30,7 +30,7 @@ from onward.checkpointing.events import AuditKind
 from onward.effects import perform
 from onward.errors import ArtifactError, OutcomeUnknown
 from onward.failures import classify, settle, shelved
-from onward.nodes.deps import NodeDeps
+from onward.nodes.deps import NodeDeps, thread_of
 from onward.progress import EventKind, emit
 from onward.retry import DEFAULT_RETRY
 from onward.state import (
@@ -104,7 +104,7 @@ def make_execute_node(deps: NodeDeps) -> Any:
     def execute(task: Any, config: RunnableConfig) -> dict[str, Any]:
         assert isinstance(task, ExecuteTask)
         step, attempt = task.step, task.record.attempts + 1
-        thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+        thread_id = thread_of(config)
         if task.approval_required:
             refused = _refuse_unapproved(deps, task, thread_id)
             if refused is not None:

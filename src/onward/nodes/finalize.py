@@ -9,7 +9,7 @@ from langchain_core.runnables import RunnableConfig
 
 from onward.budget import model_budget_spent
 from onward.checks import evaluate
-from onward.nodes.deps import NodeDeps
+from onward.nodes.deps import NodeDeps, thread_of
 from onward.nodes.judge import judge_goal
 from onward.progress import EventKind, emit
 from onward.state import RunFailure, RunFailureKind, RunState, RunStatus, StepStatus, Usage
@@ -50,7 +50,7 @@ def make_finalize_node(deps: NodeDeps) -> Any:
                     and deps.model is not None
                     and model_budget_spent(state) is None
                 ):
-                    thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+                    thread_id = thread_of(config)
                     try:
                         failure, usage = judge_goal(deps, state, thread_id)
                     except Exception:

@@ -7,14 +7,14 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
-from onward.nodes.deps import NodeDeps
+from onward.nodes.deps import NodeDeps, thread_of
 from onward.state import NoteTask
 
 
 def make_note_node(deps: NodeDeps) -> Any:
     def note(task: Any, config: RunnableConfig) -> dict[str, Any]:
         assert isinstance(task, NoteTask)
-        thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+        thread_id = thread_of(config)
         if deps.events is not None:
             for marker, text in zip(task.markers, task.texts, strict=True):
                 deps.events.record(thread_id, "budget_warning", {"marker": marker, "text": text})

@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 
 from onward.errors import NoTemplateError, PlanningError, PlanValidationError, ToolError
 from onward.llm.planner import plan_with_model
-from onward.nodes.deps import NodeDeps
+from onward.nodes.deps import NodeDeps, thread_of
 from onward.planning.templates import plan_from_template
 from onward.planning.validate import validate_plan
 from onward.progress import EventKind, emit
@@ -43,7 +43,7 @@ def make_plan_node(deps: NodeDeps) -> Any:
                 except NoTemplateError:
                     if deps.model is None:
                         raise
-                    thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+                    thread_id = thread_of(config)
                     the_plan, usage = plan_with_model(deps, deps.model, state, goal, thread_id)
             validate_plan(the_plan, deps.registry, goal, allow_tools=state.policy.allow_tools)
         except (PlanningError, PlanValidationError, ToolError) as exc:

@@ -22,7 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from onward import budget, diagnostics, refs
 from onward.checks import artifact_names, evaluate
 from onward.failures import settle
-from onward.nodes.deps import NodeDeps
+from onward.nodes.deps import NodeDeps, thread_of
 from onward.nodes.judge import judge_step
 from onward.progress import EventKind, emit
 from onward.retry import DEFAULT_RETRY
@@ -79,7 +79,7 @@ def judge_goal(deps: NodeDeps, state: RunState, step: PlanStep) -> Goal | None:
 
 def make_verify_node(deps: NodeDeps) -> Any:
     def verify(state: RunState, config: RunnableConfig) -> dict[str, Any]:
-        thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+        thread_id = thread_of(config)
         load_tool_modules(state.tool_modules)
         ids = state.plan.index().ids
         status_of = state.steps.statuses.get

@@ -1,34 +1,21 @@
-"""retry, replan and wait: the routes of failures that onward can outlive on its own.
-
-* **retry** (transient failures): schedules the next attempt after a backoff drawn
-  from the step's RetryPolicy (full jitter, capped), as ``not_before`` on the step.
-  Attempt counts live on the step records, so a crash between attempts resets
-  nothing.
-* **replan** (deterministic and validation failures): without a model, rules — the
-  tool's ``fix_args`` repairs the args, else its ``fallback`` tool replaces it. A
-  revision is validated like any plan (allowlist included) and bumps the plan
-  version; the decision is logged. Without an applicable rule the failure becomes
-  non-convergent and a person decides.
-* **wait**: nothing can run before some ``not_before`` (backoff, an open breaker).
-  Short waits are slept here; a longer one suspends the run until then, so the
-  process can stop and ``onward resume`` (or a worker) goes on later.
+"""replan (deterministic and validation failures): without a model, rules — the tool's
+``fix_args`` repairs the args, else its ``fallback`` tool replaces it. A revision is
+validated like any plan (allowlist included) and bumps the plan version; the decision is
+logged. Without an applicable rule the failure becomes non-convergent and a person decides.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 from typing import Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
 from onward import budget
-from onward.checkpointing.breakers import BreakerPolicy
 from onward.llm.planner import replan_with_model
-from onward.nodes.deps import NodeDeps
+from onward.nodes.deps import NodeDeps, thread_of
 from onward.planning.revise import revision_problems
 from onward.progress import EventKind, emit
-from onward.retry import DEFAULT_RETRY
 from onward.state import (
     Decision,
     DecisionAction,
@@ -37,7 +24,6 @@ from onward.state import (
     PlanEdit,
     PlanStep,
     RunState,
-    RunStatus,
     StepRecord,
     StepStatus,
     Usage,
@@ -47,55 +33,6 @@ from onward.state import (
 from onward.tools.registry import ToolSpec, load_tool_modules
 
 REPLANNABLE = (FailureClass.DETERMINISTIC, FailureClass.VALIDATION)
-POLL = 0.5
-"""Seconds the wait node waits when it finds no deferral to wait for (no hot loop)."""
-
-
-def _thread(config: RunnableConfig) -> str:
-    return str(config.get("configurable", {}).get("thread_id", ""))
-
-
-def make_retry_node(deps: NodeDeps) -> Any:
-    def retry(state: RunState, config: RunnableConfig) -> dict[str, Any]:
-        load_tool_modules(state.tool_modules)
-        now = deps.clock()
-        steps: dict[str, StepRecord] = {}
-        for sid, rec in state.steps.items():
-            if rec.status is not StepStatus.FAILED or rec.failure is None:
-                continue
-            if rec.failure.failure_class is not FailureClass.TRANSIENT:
-                continue
-            step = state.plan.step(sid)
-            spec = deps.registry.get(step.tool)
-            policy = step.retry or (spec.retry if spec else None) or DEFAULT_RETRY
-            failed = rec.attempts - rec.attempt_floor
-            delay = policy.delay(failed, deps.rng)
-            steps[sid] = transition(
-                rec, StepStatus.PENDING, not_before=now + timedelta(seconds=delay)
-            )
-            if deps.events is not None:
-                deps.events.record(
-                    _thread(config),
-                    "retry_scheduled",
-                    {
-                        "step_id": sid,
-                        "attempt": rec.attempts + 1,
-                        "delay": delay,
-                        "cap": policy.cap(failed),
-                        "failure": rec.failure.message,
-                    },
-                    at=now,
-                )
-            emit(
-                EventKind.STEP_WAITING,
-                step_id=sid,
-                tool=step.tool,
-                attempt=rec.attempts,
-                message=f"retry {rec.attempts + 1} in {delay:.1f}s: {rec.failure.message[:80]}",
-            )
-        return {"steps": steps}
-
-    return retry
 
 
 def has_rule(spec: ToolSpec | None) -> bool:
@@ -120,7 +57,7 @@ def make_replan_node(deps: NodeDeps) -> Any:
             if revised is None and deps.model is not None:
                 if edits:
                     continue  # rules first; the model revises what is left on the next pass
-                return _model_replan(deps, state, sid, _thread(config))
+                return _model_replan(deps, state, sid, thread_of(config))
             if revised is None:
                 gave_up = failure.model_copy(
                     update={
@@ -263,47 +200,3 @@ def _revise(
             return candidate, how
         why = f"the revision by {how} was refused: " + "; ".join(map(str, problems))
     return None, why
-
-
-def earliest_wait(deps: NodeDeps, state: RunState) -> datetime | None:
-    """When the first deferred pending step may run (its backoff, or its service's breaker)."""
-    times: list[datetime] = []
-    now = deps.clock()
-    for step in state.plan.steps:
-        rec = state.record(step.id)
-        if rec.status is not StepStatus.PENDING:
-            continue
-        if rec.not_before is not None and rec.not_before > now:
-            times.append(rec.not_before)
-        spec = deps.registry.get(step.tool)
-        service = spec.service_for(step.args) if spec else None
-        if spec is not None and service and deps.breakers is not None:
-            until = deps.breakers.blocked_until(service, spec.breaker or BreakerPolicy())
-            if until is not None:
-                times.append(until)
-    return min(times) if times else None
-
-
-def make_wait_node(deps: NodeDeps) -> Any:
-    def wait(state: RunState) -> dict[str, Any]:
-        load_tool_modules(state.tool_modules)
-        until = earliest_wait(deps, state)
-        if until is None:  # the gate saw a deferral that is over by now: look again soon
-            until = deps.clock() + timedelta(seconds=POLL)
-        seconds = (until - deps.clock()).total_seconds()
-        if seconds <= deps.max_wait:
-            if seconds > 0:
-                deps.sleep(seconds)
-            return {}
-        return {
-            "status": RunStatus.SUSPENDED,
-            "resume_at": until,
-            "messages": [
-                AIMessage(
-                    f"Suspended until {until.isoformat(timespec='seconds')} (a retry backoff or "
-                    "an open circuit breaker); `onward resume` goes on then."
-                )
-            ],
-        }
-
-    return wait
