@@ -42,7 +42,6 @@ from onward.serve.drives import drive
 from onward.serve.limits import BodyLimit, RunPool, ServeLimits
 from onward.serve.recovery import Recovery
 from onward.serve.routes import ROUTERS, info
-from onward.serve.strict import StrictRoute
 from onward.state import Budget
 
 CORS_ENV = "ONWARD_CORS_ORIGINS"
@@ -89,7 +88,6 @@ def create_app(
         openapi_url="/openapi.json" if docs_open else None,
         lifespan=_lifespan,
     )
-    app.router.route_class = StrictRoute
     app.state.serving = Serving(
         clients=clients,
         pool=pool,
