@@ -135,7 +135,7 @@ def test_recovery_drives_orphans_but_waits_for_a_run_suspended_until_later(
     from onward import Onward
     from onward.checkpointing.threads import ApiRunStatus
     from onward.graph.routing import GATE
-    from onward.serve.app import Clients
+    from onward.serve.clients import Clients
     from onward.serve.limits import RunPool, ServeLimits
     from onward.serve.recovery import Recovery
     from onward.serve.wire import ASSISTANT_ID

@@ -26,7 +26,7 @@ from onward.state import RunStatus
 
 if TYPE_CHECKING:
     from onward.api import Onward
-    from onward.serve.app import Clients
+    from onward.serve.clients import Clients
 
 Drive = Callable[..., None]
 

@@ -1,0 +1,49 @@
+"""The server's :class:`~onward.Onward` clients: one per thread at a time, made as needed.
+
+A client holds store connections and a compiled graph, so the server keeps the ones it
+made and hands a free one to each request or drive; stopping drains and closes them all.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from onward.api import Onward
+
+
+class Clients:
+    """A pool of :class:`Onward` clients (each one is used by one thread at a time)."""
+
+    def __init__(self, factory: Callable[[], Onward]) -> None:
+        self._factory = factory
+        self._free: queue.SimpleQueue[Onward] = queue.SimpleQueue()
+        self._all: list[Onward] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def use(self) -> Iterator[Onward]:
+        try:
+            client = self._free.get_nowait()
+        except queue.Empty:
+            client = self._factory()
+            with self._lock:
+                self._all.append(client)
+        try:
+            yield client
+        finally:
+            self._free.put(client)
+
+    def drain(self) -> None:
+        """Ask every drive to stop before its next node."""
+        with self._lock:
+            for client in self._all:
+                client.deps.draining.set()
+
+    def close(self) -> None:
+        with self._lock:
+            for client in self._all:
+                client.close()
+            self._all.clear()

@@ -1,0 +1,56 @@
+"""What every route shares, and who a request acts as: FastAPI dependencies.
+
+:func:`~onward.serve.app.create_app` builds one :class:`Serving` and keeps it on
+``app.state``; a route asks for it as ``ctx: Ctx`` and for the caller as ``who: Who``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, Header, HTTPException, Request
+
+from onward.policy import RunPolicy
+from onward.serve import auth
+from onward.serve.clients import Clients
+from onward.serve.limits import RunPool
+from onward.state import Budget
+
+
+@dataclass(frozen=True)
+class Serving:
+    clients: Clients
+    pool: RunPool
+    tokens: dict[str, str]
+    """API tokens → users; empty: an open server where everyone is ``local``."""
+    root: Path
+    """Where API runs work; their tools may only use paths inside it."""
+    policy: RunPolicy
+    budget: Budget
+    """The rules every API run follows (a start request may only tighten them)."""
+    graph_json: dict[str, Any]
+    """The compiled graph's drawing, read once at start-up."""
+
+
+def serving(request: Request) -> Serving:
+    found: Serving = request.app.state.serving
+    return found
+
+
+Ctx = Annotated[Serving, Depends(serving)]
+
+
+def user(
+    ctx: Ctx,
+    authorization: Annotated[str | None, Header()] = None,
+    x_api_key: Annotated[str | None, Header()] = None,
+) -> str:
+    found = auth.user_for(ctx.tokens, authorization, x_api_key)
+    if found is None:
+        raise HTTPException(401, "missing or unknown token: send Authorization: Bearer TOKEN")
+    return found
+
+
+Who = Annotated[str, Depends(user)]

@@ -1,0 +1,218 @@
+"""A run request → its thread, its onward run and the command that drives it.
+
+A thread's first input starts an onward run with the thread's id; later requests answer
+its questions (``command.resume``, each answer signed with who gave it) or edit its state
+(``command.update``). Everything a request asks for is honoured or refused.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import HTTPException
+from langgraph.types import Command
+
+from onward import tokens
+from onward.api import Onward
+from onward.confine import check_inputs
+from onward.errors import StoreError, UsageError, refuse_unknown
+from onward.owners import client_update, message_text
+from onward.planning.validate import parse_declared
+from onward.serve.context import Serving
+from onward.serve.requests import (
+    START_FIELDS,
+    a_string,
+    an_object,
+    check_run_fields,
+    tightened_budget,
+    tightened_policy,
+)
+from onward.serve.views import check_assistant, not_found, thread_status, visible
+from onward.serve.wire import ASSISTANT_ID, GRAPH_ID
+
+
+def checkpoint_in(body: dict[str, Any]) -> str | None:
+    """The checkpoint a request points at (``checkpoint_id`` or ``checkpoint``), if any."""
+    checkpoint = body.get("checkpoint")
+    if checkpoint is not None and not isinstance(checkpoint, dict):
+        raise UsageError("checkpoint must be an object {checkpoint_id: ...}")
+    found = body.get("checkpoint_id") or (checkpoint or {}).get("checkpoint_id")
+    if found is not None and not isinstance(found, str):
+        raise UsageError("checkpoint_id must be a string")
+    return found or None
+
+
+def prepare(
+    ctx: Serving, thread_id: str, body: dict[str, Any], who: str
+) -> tuple[str, Command[Any] | None, str | None]:
+    """Check the request, create the thread and run as needed; (run id, command, the
+    checkpoint to run from)."""
+    check_run_fields(body)
+    check_assistant(a_string(body, "assistant_id") or GRAPH_ID)
+    metadata = an_object(body, "metadata")
+    a_string(body, "if_not_exists", ("create", "reject"))
+    checkpoint_id = checkpoint_in(body)
+    ours = {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
+    with ctx.clients.use() as ow:
+        row = ow.store.threads.get(thread_id)
+        if row is None and ow.store.get_run(thread_id) is None:
+            if body.get("if_not_exists") != "create":
+                raise not_found(thread_id)
+            try:
+                uuid.UUID(thread_id)
+            except ValueError:
+                raise HTTPException(422, f"thread_id {thread_id!r} is not a UUID") from None
+            ow.store.threads.create(thread_id, who, dict(ours))
+        visible(ow, thread_id, who, ctx.tokens)
+        if ow.store.threads.get(thread_id) is None:
+            ow.store.threads.create(thread_id, who, dict(ours))
+        if thread_status(ow, thread_id) == "busy":
+            raise HTTPException(
+                409, f"thread {thread_id} has a run in progress; wait for it to finish"
+            )
+        command: Command[Any] | None = None
+        raw = body.get("command")
+        if raw is not None and not isinstance(raw, dict):
+            raise UsageError('command must be an object: {"resume": ...}')
+        if raw:
+            command = command_of(ow, thread_id, raw, checkpoint_id, who)
+        elif ow.store.get_run(thread_id) is None:
+            try:
+                start_run(ctx, ow, thread_id, body.get("input"), who)
+            except StoreError:
+                if ow.store.get_run(thread_id) is None:
+                    raise
+                raise HTTPException(  # two first requests raced: the other one won
+                    409, f"thread {thread_id} has a run in progress; wait for it to finish"
+                ) from None
+        elif body.get("input") not in (None, {}):
+            raise HTTPException(
+                409,
+                f"thread {thread_id} already has a run; answer it with command.resume, "
+                "or start a new thread"
+                + (
+                    " (an input at a checkpoint is not applied: edit the state there "
+                    "with POST /threads/{id}/state, then run from the new checkpoint)"
+                    if checkpoint_id
+                    else ""
+                ),
+            )
+        ow.store.threads.merge_metadata(thread_id, dict(ours))  # once the run is accepted
+        run_id = str(uuid.uuid4())
+        ow.store.threads.add_run(run_id, thread_id, ASSISTANT_ID, metadata)
+        return run_id, command, checkpoint_id
+
+
+def start_run(ctx: Serving, ow: Onward, thread_id: str, data: Any, who: str) -> None:
+    """A thread's first input → an onward run with the thread's id. Everything the
+    input asks for is honoured or refused: a declared plan keeps its acceptance checks
+    and max_concurrency; policy and budget may only tighten the server's."""
+    if not isinstance(data, dict):
+        raise UsageError('a run\'s input is {"goal": "...", "plan": {...}} or {"messages": [...]}')
+    refuse_unknown(data, START_FIELDS, "input")
+    goal = data.get("goal")
+    if goal is None and data.get("messages"):
+        messages = data["messages"]
+        if not isinstance(messages, list):
+            raise UsageError("input.messages must be a list of messages")
+        humans = [
+            m
+            for m in messages
+            if isinstance(m, dict) and m.get("type", m.get("role")) in ("human", "user")
+        ]
+        if humans:
+            goal = message_text(humans[-1].get("content"), "the last human message") or None
+    if goal is not None and not isinstance(goal, str):
+        raise UsageError("input.goal must be a string")
+    run_policy = tightened_policy(ctx.policy, data.get("policy"))
+    run_budget = tightened_budget(ctx.budget, data.get("budget"))
+    raw_inputs = data.get("inputs") or []
+    if not isinstance(raw_inputs, list) or not all(isinstance(i, str) for i in raw_inputs):
+        raise UsageError("input.inputs must be a list of file names")
+    inputs = list(raw_inputs)
+    check_inputs(ctx.root, inputs, confined=True)  # before the plan: what is wrong first
+    plan = None
+    declared_goal = None
+    concurrency = None
+    if data.get("plan") is not None:
+        declared = data["plan"]
+        if isinstance(declared, dict) and "goal" not in declared:
+            declared = {"goal": goal or "run plan", **declared}
+        declared_goal, plan, concurrency = parse_declared(
+            declared, ow.registry, source="input.plan", allow_tools=run_policy.allow_tools
+        )
+        inputs = [*declared_goal.inputs, *inputs]
+    ow.start(
+        goal or (declared_goal.objective if declared_goal else None),
+        plan=plan,
+        inputs=inputs,
+        workdir=ctx.root,
+        thread_id=thread_id,
+        policy=run_policy,
+        budget=run_budget,
+        max_concurrency=concurrency,
+        acceptance=declared_goal.acceptance if declared_goal else (),
+        constraints=declared_goal.constraints if declared_goal else None,
+    )
+    ow.store.events.record(thread_id, "api_run_started", {"by": who})
+
+
+def command_of(
+    ow: Onward, thread_id: str, raw: dict[str, Any], checkpoint_id: str | None, who: str
+) -> Command[Any]:
+    """A request's ``command``: answers to the run's questions, an edit of its state."""
+    refuse_unknown(raw, ("resume", "update", "goto"), "command")
+    if raw.get("goto"):
+        raise UsageError(
+            "command.goto is not supported: a run goes where its state routes it; "
+            "answer its question with command.resume, or cancel it"
+        )
+    if raw.get("resume") is None and raw.get("update") is None:
+        raise UsageError(
+            "command needs resume (an answer to the run's question) or update "
+            "(an edit of its state)"
+        )
+    if ow.store.get_run(thread_id) is None:
+        raise UsageError("the thread has no run yet: start one with an input")
+    update: dict[str, Any] | None = None
+    if raw.get("update") is not None:
+        state, _next = ow.state_at(thread_id, checkpoint_id)
+        update = client_update(state, raw["update"], ow.registry)
+    resume = raw.get("resume")
+    pending = [p.interrupt_id for p in ow.pending(thread_id)]
+    if resume is not None:
+        check_tokens(ow, thread_id, resume, who)
+        resume = resume_value(resume, who, pending)
+    return Command(resume=resume, update=update)
+
+
+def by_interrupt(value: Any, pending_ids: list[str]) -> dict[str, Any] | None:
+    """A resume keyed by interrupt id (several questions), or None (one answer)."""
+    keyed = isinstance(value, dict) and value and set(value) <= set(pending_ids)
+    return value if keyed else None
+
+
+def resume_value(value: Any, who: str, pending_ids: list[str]) -> Any:
+    """Mark who answers each question (a bare list is the ``decisions`` list)."""
+
+    def sign(answer: Any) -> Any:
+        if isinstance(answer, list):
+            answer = {"decisions": answer}
+        return {**answer, "by": who} if isinstance(answer, dict) else answer
+
+    keyed = by_interrupt(value, pending_ids)
+    return {iid: sign(v) for iid, v in keyed.items()} if keyed else sign(value)
+
+
+def check_tokens(ow: Onward, thread_id: str, value: Any, who: str) -> None:
+    """With ONWARD_SECRET, each answer carries a resume token minted for this user
+    (``onward inbox`` and ``GET /onward/runs/{id}`` hand them out)."""
+    key = tokens.secret()
+    if not key:
+        return
+    pending = [p.interrupt_id for p in ow.pending(thread_id)]
+    answers = by_interrupt(value, pending) or {pending[0] if pending else "": value}
+    for iid, answer in answers.items():
+        token = answer.get("token") if isinstance(answer, dict) else None
+        tokens.verify(key, token, thread_id=thread_id, interrupt_id=iid, user=who, now=ow.clock())

@@ -1,0 +1,104 @@
+"""Threads: create, search, read, tag with metadata, delete. A thread made through the API
+belongs to its creator; with tokens configured, nobody else sees it."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import Response
+
+from onward.checkpointing.threads import ThreadRow
+from onward.serve.context import Ctx, Who
+from onward.serve.requests import MAX_PAGE, a_string, an_object, count, strings
+from onward.serve.strict import StrictRoute
+from onward.serve.views import not_found, thread_json, thread_status, visible
+from onward.serve.wire import ASSISTANT_ID, GRAPH_ID
+
+router = APIRouter(route_class=StrictRoute)
+
+
+@router.post("/threads")
+def thread_create(ctx: Ctx, who: Who, body: dict[str, Any] | None = None) -> Any:
+    body = body or {}
+    thread_id = a_string(body, "thread_id") or str(uuid.uuid4())
+    try:
+        uuid.UUID(thread_id)
+    except ValueError:
+        raise HTTPException(422, f"thread_id {thread_id!r} is not a UUID") from None
+    a_string(body, "if_exists", ("raise", "do_nothing"))
+    metadata = {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
+    metadata |= an_object(body, "metadata")
+    with ctx.clients.use() as ow:
+        if ctx.tokens and ow.store.get_run(thread_id) is not None:
+            # A run started outside the API (or by someone else) is nobody's to claim.
+            row = ow.store.threads.get(thread_id)
+            if row is None or row.owner != who:
+                raise not_found(thread_id)
+        if not ow.store.threads.create(thread_id, who, metadata):
+            row = visible(ow, thread_id, who, ctx.tokens)  # another user's thread: 404, not 409
+            if body.get("if_exists") == "do_nothing":
+                return thread_json(ow, thread_id, row)
+            raise HTTPException(409, f"Thread {thread_id} already exists")
+        return thread_json(ow, thread_id, ow.store.threads.get(thread_id))
+
+
+@router.post("/threads/search")
+def thread_search(ctx: Ctx, who: Who, body: dict[str, Any] | None = None) -> Any:
+    body = body or {}
+    meta = an_object(body, "metadata")
+    status = a_string(body, "status")
+    ids = set(strings(body, "ids"))
+    descending = a_string(body, "sort_order", ("asc", "desc")) != "asc"
+    offset, limit = count(body, "offset", 0), count(body, "limit", 10, most=MAX_PAGE)
+    out = []
+    with ctx.clients.use() as ow:
+        rows = ow.store.threads.all(who if ctx.tokens else None)
+        known = {r.thread_id for r in rows}
+        found: list[tuple[str, ThreadRow | None]] = [(r.thread_id, r) for r in rows]
+        if not ctx.tokens:  # runs started outside the API are listed too
+            found += [
+                (r.thread_id, None) for r in ow.store.list_runs(1000) if r.thread_id not in known
+            ]
+        for tid, row in found:
+            if ids and tid not in ids:
+                continue
+            doc = thread_json(ow, tid, row)
+            if any(doc["metadata"].get(k) != v for k, v in meta.items()):
+                continue
+            if status and doc["status"] != status:
+                continue
+            out.append(doc)
+    out.sort(key=lambda d: d["updated_at"], reverse=descending)
+    return out[offset : offset + limit]
+
+
+@router.get("/threads/{thread_id}")
+def thread_get(thread_id: str, ctx: Ctx, who: Who) -> Any:
+    with ctx.clients.use() as ow:
+        return thread_json(ow, thread_id, visible(ow, thread_id, who, ctx.tokens))
+
+
+@router.patch("/threads/{thread_id}")
+def thread_patch(thread_id: str, body: dict[str, Any], ctx: Ctx, who: Who) -> Any:
+    metadata = an_object(body, "metadata")
+    with ctx.clients.use() as ow:
+        visible(ow, thread_id, who, ctx.tokens)
+        if ow.store.threads.get(thread_id) is None:
+            ow.store.threads.create(thread_id, who, {"graph_id": GRAPH_ID})
+        ow.store.threads.merge_metadata(thread_id, metadata)
+        return thread_json(ow, thread_id, ow.store.threads.get(thread_id))
+
+
+@router.delete("/threads/{thread_id}", status_code=204)
+def thread_delete(thread_id: str, ctx: Ctx, who: Who) -> Response:
+    with ctx.clients.use() as ow:
+        visible(ow, thread_id, who, ctx.tokens)
+        if thread_status(ow, thread_id) == "busy":
+            raise HTTPException(409, f"Thread {thread_id} has a run in progress")
+        if ow.store.get_run(thread_id) is not None:
+            _rows, shas = ow.store.delete_run(thread_id)
+            ow.store.delete_unused_bodies(shas)
+        ow.store.threads.delete(thread_id)
+    return Response(status_code=204)

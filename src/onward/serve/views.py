@@ -1,0 +1,106 @@
+"""Threads, runs and states as the API shows them, and who may see a thread.
+
+A thread is an onward run (plus its API row, for threads made through the API): its
+status is read from the run's lease and questions, its values from the graph's state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import HTTPException
+from langchain_core.runnables import RunnableConfig
+
+from onward.api import Onward
+from onward.checkpointing.threads import ApiRunRow, ThreadRow
+from onward.serve.wire import ASSISTANT_ID, EPOCH, GRAPH_ID, jsonable, thread_state
+from onward.state import RunStatus
+
+
+def not_found(thread_id: str) -> HTTPException:
+    return HTTPException(404, f"Thread {thread_id} not found")
+
+
+def check_assistant(assistant_id: str) -> None:
+    if assistant_id not in (GRAPH_ID, ASSISTANT_ID):
+        raise HTTPException(404, f"Assistant {assistant_id} not found; use {GRAPH_ID!r}")
+
+
+def visible(ow: Onward, thread_id: str, who: str, tokens: dict[str, str]) -> ThreadRow | None:
+    """The thread's API row (None for a run started outside the API); 404 when the
+    thread does not exist or belongs to someone else (with ``tokens`` configured)."""
+    row = ow.store.threads.get(thread_id)
+    if row is None:
+        if tokens or ow.store.get_run(thread_id) is None:
+            raise not_found(thread_id)
+        return None
+    if tokens and row.owner != who:
+        raise not_found(thread_id)
+    return row
+
+
+def thread_status(ow: Onward, thread_id: str) -> str:
+    run = ow.store.get_run(thread_id)
+    if run is None:
+        return "idle"
+    lease = ow.store.leases.get(thread_id)
+    if lease is not None and lease.expires_at > ow.store.leases.clock():
+        return "busy"
+    if ow.pending(thread_id):
+        return "interrupted"
+    return "error" if run.status is RunStatus.FAILED else "idle"
+
+
+def thread_json(ow: Onward, thread_id: str, row: ThreadRow | None) -> dict[str, Any]:
+    run = ow.store.get_run(thread_id)
+    values: Any = None
+    interrupts: dict[str, Any] = {}
+    if run is not None:
+        snap = ow.graph.get_state(ow._config(thread_id))
+        values = jsonable(snap.values) if snap.values else None
+        for task in snap.tasks:
+            if task.interrupts:
+                interrupts[task.id] = [jsonable(i) for i in task.interrupts]
+    created = row.created_at.isoformat() if row else run.created_at.isoformat() if run else EPOCH
+    updated = row.updated_at.isoformat() if row else run.updated_at.isoformat() if run else EPOCH
+    metadata = dict(row.metadata) if row else {"graph_id": GRAPH_ID}
+    return {
+        "thread_id": thread_id,
+        "created_at": created,
+        "updated_at": updated,
+        "state_updated_at": run.updated_at.isoformat() if run else updated,
+        "metadata": metadata,
+        "config": {},
+        "status": thread_status(ow, thread_id),
+        "values": values,
+        "interrupts": interrupts,
+    }
+
+
+def run_json(r: ApiRunRow) -> dict[str, Any]:
+    return {
+        "run_id": r.run_id,
+        "thread_id": r.thread_id,
+        "assistant_id": r.assistant_id,
+        "created_at": r.created_at.isoformat(),
+        "updated_at": r.updated_at.isoformat(),
+        "status": r.status.value,
+        "metadata": r.metadata,
+        "multitask_strategy": "reject",
+        "kwargs": {},
+    }
+
+
+def at_checkpoint(ow: Onward, thread_id: str, checkpoint_id: str | None) -> RunnableConfig:
+    """The graph config of a thread, at ``checkpoint_id`` when one is given."""
+    config = ow._config(thread_id)
+    if checkpoint_id:
+        config["configurable"] |= {"checkpoint_id": checkpoint_id, "checkpoint_ns": ""}
+    return config
+
+
+def state_at(ow: Onward, thread_id: str, checkpoint_id: str | None) -> dict[str, Any]:
+    snap = ow.graph.get_state(at_checkpoint(ow, thread_id, checkpoint_id))
+    if checkpoint_id and snap.created_at is None:
+        raise HTTPException(404, f"Checkpoint {checkpoint_id} not found")
+    return thread_state(snap)
