@@ -20,6 +20,7 @@ from langgraph.graph.message import add_messages
 from pydantic import BaseModel, ConfigDict, Field
 
 from onward.checks import Check
+from onward.errors import IllegalTransitionError as IllegalTransitionError
 from onward.lazy import LazyList, LazyMap
 from onward.policy import Deadline, ExpiryAction, RunPolicy
 from onward.retry import RetryPolicy
@@ -454,10 +455,6 @@ class ExecuteTask(_Frozen):
     """Tool paths must stay inside ``workdir`` (the run policy's ``confine_paths``)."""
     judge_goal: Goal | None = None
     """Set when a model should review the output: the goal it is judged against."""
-
-
-class IllegalTransitionError(RuntimeError):
-    """A node tried a step transition the table forbids: a bug in onward, not user input."""
 
 
 _ALLOWED: Mapping[StepStatus, frozenset[StepStatus]] = {

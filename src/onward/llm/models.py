@@ -15,13 +15,9 @@ from collections.abc import Mapping
 
 from langchain_core.language_models import BaseChatModel
 
-from onward.errors import UsageError
+from onward.errors import ModelBlockedError as ModelBlockedError
 
 DEFAULT_MODEL = "gpt-4o-mini"
-
-
-class ModelBlockedError(UsageError):
-    """A real model provider would have been called while model requests are blocked."""
 
 
 def _loopback(url: str | None) -> bool:

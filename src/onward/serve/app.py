@@ -43,7 +43,6 @@ from onward.confine import check_inputs
 from onward.errors import (
     ForbiddenError,
     OnwardError,
-    RequestLimitError,
     StoreError,
     UsageError,
     refuse_unknown,
@@ -254,7 +253,7 @@ def create_app(
     @app.exception_handler(OnwardError)
     def _onward_error(request: Request, exc: OnwardError) -> JSONResponse:
         headers = {}
-        if isinstance(exc, RequestLimitError) and exc.retry_after is not None:
+        if exc.retry_after is not None:  # e.g. a full request limit, a locked store
             headers["Retry-After"] = str(exc.retry_after)
         return JSONResponse(
             {"detail": str(exc), "error": type(exc).__name__},
