@@ -152,7 +152,7 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
         """The settings in ``env`` (variables it lacks, or has empty, take their default)."""
-        return _parse(tuple(env.get(v.name) for v in _VARIABLES))
+        return _parse(tuple(map(env.get, NAMES)))
 
 
 def settings() -> Settings:
