@@ -126,3 +126,124 @@ def test_every_error_knows_its_exit_code_and_http_status() -> None:
     too_big = errors.RequestLimitError("x", http_status=413)
     busy = errors.RequestLimitError("x", http_status=429, retry_after=5)
     assert (too_big.http_status, busy.http_status, busy.retry_after) == (413, 429, 5)
+
+
+# Every OnwardError with its (CLI exit code, HTTP status): a new error class must be added
+# here, so its codes are a decision (the same table is in onward.errors' docstring).
+ERROR_CODES = {
+    "OnwardError": (2, 500),
+    "UsageError": (2, 422),
+    "ForbiddenError": (2, 403),
+    "RequestLimitError": (2, 422),  # each one says 413 or 429 (pinned above)
+    "PlanValidationError": (2, 422),
+    "PlanningError": (2, 422),
+    "NoTemplateError": (2, 422),
+    "ModelPlanningError": (2, 422),
+    "ModelBlockedError": (2, 422),
+    "ScriptExhaustedError": (2, 422),
+    "UnknownThreadError": (2, 404),
+    "ToolLoadError": (2, 422),
+    "AnswerError": (2, 422),
+    "TokenError": (2, 403),
+    "StoreError": (2, 503),
+    "StoreCorruptError": (2, 503),
+    "StoreLockedError": (4, 503),
+    "EncryptionKeyError": (2, 503),
+    "ArtifactError": (2, 500),
+    "InconsistentRunError": (3, 500),
+    "RunBusyError": (4, 409),
+    "LeaseLostError": (4, 500),
+    "LoopGuardError": (3, 500),
+    "InternalError": (70, 500),
+    "IllegalTransitionError": (70, 500),
+    "IllegalRouteError": (70, 500),
+}
+
+
+def _all_modules() -> list[str]:
+    """Every onward module, imported (so an error class anywhere is a subclass we see)."""
+    import importlib
+    import pkgutil
+
+    names = [
+        m.name
+        for m in pkgutil.walk_packages(onward.__path__, "onward.")
+        if m.name != "onward.__main__"  # runs the CLI
+    ]
+    for name in names:
+        importlib.import_module(name)
+    return names
+
+
+def _subclasses(cls: type) -> set[type]:
+    found = set(cls.__subclasses__())
+    for sub in list(found):
+        found |= _subclasses(sub)
+    return found
+
+
+def test_every_onward_error_has_its_codes_in_the_table() -> None:
+    from onward.errors import OnwardError
+
+    _all_modules()
+    ours = {c for c in _subclasses(OnwardError) if c.__module__.startswith("onward")}
+    classes = {OnwardError} | ours  # not the subclasses tests make
+    assert {c.__name__ for c in classes} == set(ERROR_CODES)
+    for cls in classes:
+        assert (cls.exit_code, cls.http_status) == ERROR_CODES[cls.__name__], cls.__name__
+        assert cls.__module__ == "onward.errors", f"{cls.__name__} belongs in onward.errors"
+
+
+def test_a_locked_store_says_when_to_try_again() -> None:
+    """Busy on the CLI (exit 4), so not a bare 500 from the server: 503 with Retry-After."""
+    from onward.errors import StoreLockedError
+
+    locked = StoreLockedError("database is locked")
+    assert (locked.exit_code, locked.http_status, locked.retry_after) == (4, 503, 1)
+
+
+def test_moved_errors_still_import_from_their_old_modules() -> None:
+    from onward import errors
+    from onward.llm.fake import ScriptExhaustedError
+    from onward.llm.models import ModelBlockedError
+    from onward.llm.planner import ModelPlanningError
+    from onward.state import IllegalTransitionError
+
+    assert ScriptExhaustedError is errors.ScriptExhaustedError
+    assert ModelBlockedError is errors.ModelBlockedError
+    assert ModelPlanningError is errors.ModelPlanningError
+    assert IllegalTransitionError is errors.IllegalTransitionError
+
+
+def test_exception_classes_are_defined_only_in_onward_errors() -> None:
+    """A stray ``class X(RuntimeError)`` elsewhere would escape the table: the CLI would
+    print a traceback and the server a bare 500. Scanned in the source, and at run time
+    (a subclass of a library's exception counts too)."""
+    import ast
+    import builtins
+    from pathlib import Path
+
+    builtin_errors = {
+        name
+        for name, value in vars(builtins).items()
+        if isinstance(value, type) and issubclass(value, BaseException)
+    }
+    root = Path(onward.__file__).parent
+    stray = []
+    for path in sorted(root.rglob("*.py")):
+        if path == root / "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
+                if bases & builtin_errors:
+                    stray.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
+    assert stray == []
+
+    _all_modules()
+    elsewhere = sorted(
+        f"{cls.__module__}.{cls.__qualname__}"
+        for cls in _subclasses(BaseException)
+        if cls.__module__.startswith("onward") and cls.__module__ != "onward.errors"
+    )
+    assert elsewhere == []

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from onward.errors import ArtifactError, EncryptionKeyError
 from onward.pending import PerThread
+from onward.settings import settings
 from onward.state import ArtifactRef
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def summarize(value: Any, limit: int = 120) -> str:
 def fsync_enabled() -> bool:
     """``ONWARD_FSYNC=1``: survive power loss too (fsync files, SQLite synchronous=FULL).
     Off by default: a killed *process* loses nothing either way, and fsync costs ~1 ms."""
-    return os.environ.get("ONWARD_FSYNC", "0") not in ("", "0", "false")
+    return settings().fsync
 
 
 def atomic_write(path: Path, data: bytes, *, unique_temp: bool = False) -> None:

@@ -21,10 +21,12 @@ import os
 import signal
 import time
 
+from onward.settings import settings
+
 
 def journal(phase: str, step_id: str, tool: str, attempt: int, thread_id: str) -> None:
-    path = os.environ.get("ONWARD_EXECUTION_LOG")
-    if not path:
+    path = settings().execution_log
+    if path is None:
         return
     line = json.dumps(
         {
@@ -45,7 +47,7 @@ def journal(phase: str, step_id: str, tool: str, attempt: int, thread_id: str) -
 
 
 def fault_delay() -> None:
-    delay = float(os.environ.get("ONWARD_FAULT_TOOL_DELAY") or 0)
+    delay = settings().fault_tool_delay.total_seconds()
     if delay > 0:
         time.sleep(delay)
 
@@ -53,6 +55,6 @@ def fault_delay() -> None:
 def fault_point(name: str, step_id: str) -> None:
     """``ONWARD_FAULT_KILL=after_effect:STEP`` SIGKILLs this process at that point: after
     the effect of STEP happened, before the ledger recorded it (the worst moment)."""
-    target = os.environ.get("ONWARD_FAULT_KILL")
+    target = settings().fault_kill
     if target and target in (f"{name}:{step_id}", f"{name}:*"):
         os.kill(os.getpid(), signal.SIGKILL)

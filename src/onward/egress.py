@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
-import os
 import re
 import urllib.error
 import urllib.parse
@@ -45,6 +44,7 @@ from email.message import Message
 from typing import IO, Any
 
 from onward.errors import DeterministicToolError, TransientToolError
+from onward.settings import Settings, settings
 
 ALLOW_ENV = "ONWARD_HTTP_ALLOW"
 """The environment variable the policy is read from."""
@@ -262,7 +262,7 @@ class EgressPolicy:
 def policy_from_env(env: Mapping[str, str] | None = None) -> EgressPolicy:
     """The policy in ``ONWARD_HTTP_ALLOW`` (read now: tests and servers set it per
     process). A malformed entry is a DeterministicToolError for the step that needed it."""
-    text = (os.environ if env is None else env).get(ALLOW_ENV, "")
+    text = (settings() if env is None else Settings.from_env(env)).http_allow
     try:
         return EgressPolicy.parse(text)
     except ValueError as exc:

@@ -14,6 +14,7 @@ import base64
 import os
 
 from onward.errors import EncryptionKeyError
+from onward.settings import settings
 
 KEY_ENV = "ONWARD_AES_KEY"
 NAME = "aesgcm"
@@ -41,7 +42,7 @@ class Cipher:
 
     @classmethod
     def from_env(cls) -> Cipher | None:
-        text = os.environ.get(KEY_ENV)
+        text = settings().aes_key
         return cls(parse_key(text)) if text else None
 
     def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:

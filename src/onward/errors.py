@@ -4,27 +4,37 @@ Failures are things that went wrong and that the user must act on; control
 signals are not errors at all but tell a caller how a run stopped. Every
 message says what is wrong *and* what to do about it::
 
-    OnwardError                     (CLI exit code 2, HTTP 500, unless a class says otherwise)
-    ├── UsageError                  bad input from the user (HTTP 422)
-    │   ├── ForbiddenError          a client may not change this (HTTP 403); names the way
-    │   ├── RequestLimitError       a request over a limit: size (413) or runs in flight (429)
-    │   ├── PlanValidationError     a plan with one or more problems, each located
-    │   ├── PlanningError           no plan could be made for a goal
-    │   │   └── NoTemplateError     no built-in template matches (a model may plan it)
-    │   ├── UnknownThreadError      resume/status of a thread the store does not have
-    │   ├── ToolLoadError           a --tools module could not be imported
-    │   ├── AnswerError             an answer to a waiting question cannot be applied
-    │   └── TokenError              a resume token is missing, wrong, expired or someone else's
-    ├── StoreError                  the database cannot be used; nothing was written (HTTP 503)
-    │   ├── StoreCorruptError       the file is not an onward/SQLite database
-    │   ├── StoreLockedError        another process holds the database lock (exit code 4)
-    │   └── EncryptionKeyError      ONWARD_AES_KEY is missing, malformed or not the store's key
-    ├── ArtifactError               an artifact body is missing or does not match its sha256
-    ├── InconsistentRunError        a done step's artifact is gone and cannot be re-made safely
-    │                               (exit code 3: a human must restore it or fork)
-    ├── RunBusyError                another live driver holds the run's lease (exit code 4, 409)
-    ├── LeaseLostError              this driver's lease expired and was taken over mid-run (4)
-    └── LoopGuardError              a drive took more supersteps than its plan can need (3)
+    class                           CLI exit  HTTP  meaning
+    OnwardError                          2    500  (the defaults a class inherits)
+    ├── UsageError                       2    422  bad input from the user
+    │   ├── ForbiddenError               2    403  a client may not change this; names the way
+    │   ├── RequestLimitError            2 413/429 over a limit: body size, or runs in flight
+    │   ├── PlanValidationError          2    422  a plan with one or more problems, each located
+    │   ├── PlanningError                2    422  no plan could be made for a goal
+    │   │   ├── NoTemplateError          2    422  no built-in template matches (a model may plan)
+    │   │   └── ModelPlanningError       2    422  the model's plans failed; carries their usage
+    │   ├── ModelBlockedError            2    422  a real provider while model requests are blocked
+    │   ├── ScriptExhaustedError         2    422  a ScriptedChatModel called past its script
+    │   ├── UnknownThreadError           2    404  a thread the store does not have
+    │   ├── ToolLoadError                2    422  a --tools module could not be imported
+    │   ├── AnswerError                  2    422  an answer to a waiting question cannot apply
+    │   └── TokenError                   2    403  a resume token missing, wrong, expired, not yours
+    ├── StoreError                       2    503  the database cannot be used; nothing written
+    │   ├── StoreCorruptError            2    503  the file is not an onward/SQLite database
+    │   ├── StoreLockedError             4    503  another process holds the database lock
+    │   │                                          (Retry-After: 1; waiting helps, like exit 4)
+    │   └── EncryptionKeyError           2    503  ONWARD_AES_KEY missing, malformed or not the key
+    ├── ArtifactError                    2    500  an artifact body missing or not its sha256
+    ├── InconsistentRunError             3    500  a done step's artifact is gone and cannot be
+    │                                              re-made safely: a human restores it or forks
+    ├── RunBusyError                     4    409  another live driver holds the run's lease
+    ├── LeaseLostError                   4    500  this driver's lease was taken over mid-run
+    ├── LoopGuardError                   3    500  more supersteps than the run's plan can need
+    └── InternalError                   70    500  a bug in onward (sysexits' EX_SOFTWARE)
+        └── IllegalTransitionError      70    500  a node tried a step transition the table forbids
+
+The CLI and ``onward serve`` take codes only from these attributes (``exit_code``,
+``http_status``, ``retry_after``); ``tests/test_public_api.py`` pins the table.
 
     ToolError                       raised by tools (failures of one step, not of onward)
     ├── TransientToolError          worth retrying later (timeouts, 5xx, ...)
@@ -49,6 +59,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
+    from onward.state import Usage
+
 
 class OnwardError(Exception):
     """Base class of every error onward raises on purpose."""
@@ -58,24 +70,29 @@ class OnwardError(Exception):
     4 busy)."""
     http_status: int = 500
     """The HTTP status ``onward serve`` answers it with."""
+    retry_after: int | None = None
+    """Seconds after which trying again may succeed (the ``Retry-After`` header); None when
+    waiting does not help."""
 
 
 class UsageError(OnwardError):
-    """The user's input is wrong; fix it and run the command again."""
+    """The user's input is wrong; fix it and run the command again. Exit 2, HTTP 422."""
 
     http_status = 422
 
 
 class ForbiddenError(UsageError):
     """A client asked to change what only the server (or the store's owner) may change.
-    The message names the field and the operation to use instead; nothing was changed."""
+    The message names the field and the operation to use instead; nothing was changed.
+    Exit 2, HTTP 403."""
 
     http_status = 403
 
 
 class RequestLimitError(UsageError):
     """A request over one of the server's limits (its size, or runs in flight per user).
-    Nothing was stored; ``retry_after`` says when to try again, if waiting helps."""
+    Nothing was stored; ``retry_after`` says when to try again, if waiting helps.
+    Exit 2; HTTP 413 (too large) or 429 (too many runs), chosen by the raiser."""
 
     def __init__(self, message: str, *, http_status: int, retry_after: int | None = None):
         super().__init__(message)
@@ -97,7 +114,7 @@ class PlanProblem:
 
 
 class PlanValidationError(UsageError):
-    """A plan has problems; all of them are listed, each with its location."""
+    """A plan has problems; all of them are listed, each with its location. Exit 2, 422."""
 
     def __init__(self, problems: Sequence[PlanProblem], *, source: str = "plan") -> None:
         self.problems = list(problems)
@@ -111,14 +128,38 @@ class PlanValidationError(UsageError):
 
 
 class PlanningError(UsageError):
-    """No plan could be made for a goal."""
+    """No plan could be made for a goal. Exit 2, HTTP 422."""
 
 
 class NoTemplateError(PlanningError):
-    """No built-in template matches the goal (a configured model plans it instead)."""
+    """No built-in template matches the goal (a configured model plans it instead).
+    Exit 2, HTTP 422."""
+
+
+class ModelPlanningError(PlanningError):
+    """Planning with the model failed; ``usage`` is what the attempts cost. Exit 2, 422.
+    (Importable from :mod:`onward.llm.planner` too.)"""
+
+    def __init__(self, message: str, usage: Usage) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+class ModelBlockedError(UsageError):
+    """A real model provider would have been called while model requests are blocked
+    (``ONWARD_BLOCK_MODEL_REQUESTS``). Exit 2, HTTP 422. (Importable from
+    :mod:`onward.llm.models` too.)"""
+
+
+class ScriptExhaustedError(UsageError):
+    """A :class:`~onward.llm.fake.ScriptedChatModel` was called more often than its script
+    has answers: the test's script is too short. Exit 2, HTTP 422. (Importable from
+    :mod:`onward.llm.fake` too.)"""
 
 
 class UnknownThreadError(UsageError):
+    """A thread id the store does not have. Exit 2, HTTP 404."""
+
     http_status = 404
 
     def __init__(self, thread_id: str, db: str) -> None:
@@ -130,45 +171,50 @@ class UnknownThreadError(UsageError):
 
 
 class ToolLoadError(UsageError):
-    """A module named by --tools / ONWARD_TOOLS could not be imported."""
+    """A module named by --tools / ONWARD_TOOLS could not be imported. Exit 2, HTTP 422."""
 
 
 class AnswerError(UsageError):
     """An answer that cannot be applied (wrong shape, decision not offered, invalid args).
-    Nothing was changed: answer again."""
+    Nothing was changed: answer again. Exit 2, HTTP 422."""
 
 
 class TokenError(UsageError):
-    """A resume token is missing, wrong, expired or issued to someone else."""
+    """A resume token is missing, wrong, expired or issued to someone else. Exit 2, 403."""
 
     http_status = 403
 
 
 class StoreError(OnwardError):
-    """The store cannot be opened or used. Nothing was written."""
+    """The store cannot be opened or used. Nothing was written. Exit 2, HTTP 503."""
 
     http_status = 503
 
 
 class StoreCorruptError(StoreError):
-    pass
+    """The file is not an onward/SQLite database. Exit 2, HTTP 503."""
 
 
 class StoreLockedError(StoreError):
+    """Another process holds the database lock past the busy timeout. Waiting helps: exit 4
+    (busy) on the CLI, HTTP 503 with ``Retry-After: 1`` from the server."""
+
     exit_code = 4
+    retry_after = 1
 
 
 class EncryptionKeyError(StoreError):
     """The store is encrypted and ONWARD_AES_KEY is missing or another key, or the key is
-    malformed. Nothing was read as garbage and nothing was written."""
+    malformed. Nothing was read as garbage and nothing was written. Exit 2, HTTP 503."""
 
 
 class ArtifactError(OnwardError):
-    """An artifact body is missing or its content no longer matches its sha256."""
+    """An artifact body is missing or its content no longer matches its sha256.
+    Exit 2, HTTP 500."""
 
 
 class RunBusyError(OnwardError):
-    """Another process is driving the run (its lease is live)."""
+    """Another process is driving the run (its lease is live). Exit 4, HTTP 409."""
 
     exit_code = 4
     http_status = 409
@@ -182,12 +228,17 @@ class RunBusyError(OnwardError):
 
 
 class InconsistentRunError(OnwardError):
-    """Resuming would build on a missing or changed artifact that onward must not re-make."""
+    """Resuming would build on a missing or changed artifact that onward must not re-make.
+    Exit 3 (a human restores it or forks), HTTP 500."""
 
     exit_code = 3
 
 
 class LeaseLostError(OnwardError):
+    """This driver missed its heartbeats and another took the run over; it stopped
+    driving. Exit 4 (busy: another driver has it), HTTP 500 (the server's own drive broke
+    off; the request did nothing wrong)."""
+
     exit_code = 4
 
     def __init__(self, thread_id: str) -> None:
@@ -199,9 +250,26 @@ class LeaseLostError(OnwardError):
 
 class LoopGuardError(OnwardError):
     """A drive exceeded the superstep limit derived from its plan: something loops. The
-    saved state is intact; inspect it with `onward status`."""
+    saved state is intact; inspect it with `onward status`. Exit 3, HTTP 500."""
 
     exit_code = 3
+
+
+class InternalError(OnwardError):
+    """A bug in onward, not in the input: report it. Exit 70 (sysexits' EX_SOFTWARE, apart
+    from every exit code a run or a usage error has), HTTP 500."""
+
+    exit_code = 70
+
+
+class IllegalTransitionError(InternalError):
+    """A node tried a step transition the table forbids (:mod:`onward.state`). Exit 70,
+    HTTP 500. (Importable from :mod:`onward.state` too.)"""
+
+
+class IllegalRouteError(InternalError):
+    """A node routed to an exit the route table does not declare (:mod:`onward.graph.routes`):
+    the drawing and the run would disagree. Exit 70, HTTP 500."""
 
 
 class ToolError(Exception):
@@ -260,8 +328,3 @@ def refuse_unknown(given: Iterable[object], allowed: Collection[str], where: str
             f"{where}: unknown field(s) {', '.join(unknown)}; it may have "
             f"{', '.join(sorted(allowed))}"
         )
-
-
-class IllegalRouteError(RuntimeError):
-    """A node routed to an exit the route table does not declare: a bug in onward (the
-    drawing and the run would disagree), never the user's input."""

@@ -20,6 +20,7 @@ from langgraph.graph.message import add_messages
 from pydantic import BaseModel, ConfigDict, Field
 
 from onward.checks import Check
+from onward.errors import IllegalTransitionError as IllegalTransitionError
 from onward.lazy import LazyList, LazyMap
 from onward.policy import Deadline, ExpiryAction, RunPolicy
 from onward.retry import RetryPolicy
@@ -460,10 +461,6 @@ class ExecuteTask(_Frozen):
     judge_goal: Goal | None = None
     """Unused since the verify node decides whether a model reviews (kept so that tasks in
     older checkpoints load)."""
-
-
-class IllegalTransitionError(RuntimeError):
-    """A node tried a step transition the table forbids: a bug in onward, not user input."""
 
 
 _ALLOWED: Mapping[StepStatus, frozenset[StepStatus]] = {

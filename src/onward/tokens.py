@@ -11,22 +11,19 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import os
 from datetime import UTC, datetime, timedelta
 
 from onward.errors import TokenError
-
-DEFAULT_TTL = timedelta(minutes=15)
+from onward.settings import settings
 
 
 def secret() -> bytes | None:
-    value = os.environ.get("ONWARD_SECRET")
+    value = settings().secret
     return value.encode() if value else None
 
 
 def ttl() -> timedelta:
-    raw = os.environ.get("ONWARD_TOKEN_TTL")
-    return timedelta(seconds=float(raw)) if raw else DEFAULT_TTL
+    return settings().token_ttl
 
 
 def _sign(key: bytes, thread_id: str, interrupt_id: str, user: str, expiry: int) -> str:

@@ -21,6 +21,8 @@ from datetime import datetime, timedelta
 
 from onward.checkpointing.sql import Db
 from onward.errors import RunBusyError, StoreError
+from onward.settings import DEFAULT_HEARTBEAT as DEFAULT_BEAT
+from onward.settings import DEFAULT_LEASE_TTL, settings
 from onward.state import utcnow
 
 LEASE_SCHEMA = """
@@ -44,8 +46,8 @@ CREATE INDEX IF NOT EXISTS onward_events_kind ON onward_events (thread_id, kind,
 """
 
 
-DEFAULT_TTL = 30.0
-DEFAULT_HEARTBEAT = 10.0
+DEFAULT_TTL = DEFAULT_LEASE_TTL.total_seconds()
+DEFAULT_HEARTBEAT = DEFAULT_BEAT.total_seconds()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -59,9 +61,9 @@ class LeasePolicy:
 
     @classmethod
     def from_env(cls) -> LeasePolicy:
-        ttl = float(os.environ.get("ONWARD_LEASE_TTL") or DEFAULT_TTL)
-        beat = float(os.environ.get("ONWARD_HEARTBEAT") or min(DEFAULT_HEARTBEAT, ttl / 3))
-        return cls(ttl=ttl, heartbeat=beat)
+        """``ONWARD_LEASE_TTL`` and ``ONWARD_HEARTBEAT`` (see :mod:`onward.settings`)."""
+        s = settings()
+        return cls(ttl=s.lease_ttl.total_seconds(), heartbeat=s.heartbeat.total_seconds())
 
     def stale(self, heartbeat_at: datetime, now: datetime) -> bool:
         """A heartbeat older than two intervals means the driver is stuck or dead."""

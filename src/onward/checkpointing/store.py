@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -38,9 +37,10 @@ from onward.checkpointing.sql import Backend, Db, backend_of, redact, sqlite_pat
 from onward.checkpointing.threads import THREAD_SCHEMA, Threads
 from onward.encryption import KEY_ENV, Cipher, open_text, seal_text
 from onward.errors import EncryptionKeyError, StoreError
+from onward.settings import DEFAULT_DB, settings
 from onward.state import RunStatus, utcnow
 
-DEFAULT_URL = "sqlite:///.onward/onward.db"
+DEFAULT_URL = DEFAULT_DB
 STORE_SCHEMA_VERSION = 8
 """1: runs. 2: leases and events. 3: the effect ledger. 5: event dedupe keys. 6: the work
 queue, artifact references (and bodies on Postgres). 7: API threads and runs (serve).
@@ -102,7 +102,7 @@ _KEY_CHECK = "onward key check"
 
 
 def default_url() -> str:
-    return os.environ.get("ONWARD_DB") or DEFAULT_URL
+    return settings().db
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,9 +165,7 @@ class Store:
         self.backend = backend_of(self.url)
         self.cipher = Cipher.from_env()
         self._timeout = (
-            busy_timeout
-            if busy_timeout is not None
-            else float(os.environ.get("ONWARD_BUSY_TIMEOUT", "10"))
+            busy_timeout if busy_timeout is not None else settings().busy_timeout.total_seconds()
         )
         self.where = redact(self.url)
         self.held = HeldRows()

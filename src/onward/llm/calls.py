@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from onward.llm.context import estimate_tokens, message_tokens, nonce_of
 from onward.llm.models import model_name
 from onward.llm.usage import cost_of
 from onward.nodes.deps import NodeDeps
+from onward.settings import settings
 from onward.state import Usage
 
 T = TypeVar("T", bound=BaseModel)
@@ -193,6 +193,6 @@ def _log(
         "cost": usage.cost if usage else None,
         "error": error,
     }
-    if os.environ.get("ONWARD_LOG_PROMPTS") == "1":
+    if settings().log_prompts:
         detail["prompt"] = text
     deps.events.record(thread_id, "model_call", detail)

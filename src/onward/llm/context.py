@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import secrets
 from collections.abc import Iterable, Sequence
@@ -28,6 +27,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from onward.settings import settings
 from onward.state import ArtifactRef, PlanStep, RunState, StepStatus
 
 FENCE_OPEN = "<<<UNTRUSTED DATA"
@@ -62,7 +62,7 @@ def message_tokens(messages: Iterable[BaseMessage]) -> int:
 
 
 def context_budget() -> int:
-    return int(os.environ.get("ONWARD_CONTEXT_TOKENS") or 4000)
+    return settings().context_tokens
 
 
 def new_nonce(avoid: Iterable[str] = ()) -> str:

@@ -24,11 +24,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import BaseModel, ConfigDict, Field
 
+from onward.errors import ScriptExhaustedError as ScriptExhaustedError
 from onward.llm.context import estimate_tokens, message_tokens
-
-
-class ScriptExhaustedError(RuntimeError):
-    """The model was called more often than its script has answers."""
 
 
 class ScriptedChatModel(BaseChatModel):

@@ -9,19 +9,14 @@ may be called, so no test can reach a real provider.
 
 from __future__ import annotations
 
-import os
 import urllib.parse
 from collections.abc import Mapping
 
 from langchain_core.language_models import BaseChatModel
 
-from onward.errors import UsageError
-
-DEFAULT_MODEL = "gpt-4o-mini"
-
-
-class ModelBlockedError(UsageError):
-    """A real model provider would have been called while model requests are blocked."""
+from onward.errors import ModelBlockedError as ModelBlockedError
+from onward.settings import DEFAULT_MODEL as DEFAULT_MODEL
+from onward.settings import Settings, settings
 
 
 def _loopback(url: str | None) -> bool:
@@ -29,16 +24,17 @@ def _loopback(url: str | None) -> bool:
     return host in ("127.0.0.1", "localhost", "::1")
 
 
-def blocked(env: Mapping[str, str] = os.environ) -> bool:
-    return env.get("ONWARD_BLOCK_MODEL_REQUESTS", "") not in ("", "0")
+def _settings(env: Mapping[str, str] | None) -> Settings:
+    return settings() if env is None else Settings.from_env(env)
 
 
-def model_from_env(env: Mapping[str, str] = os.environ) -> BaseChatModel | None:
-    key = env.get("OPENAI_API_KEY")
-    if not key:
+def model_from_env(env: Mapping[str, str] | None = None) -> BaseChatModel | None:
+    """The configured model (``env``: this mapping instead of ``os.environ``)."""
+    s = _settings(env)
+    if not s.openai_api_key:
         return None
-    base = env.get("OPENAI_BASE_URL") or None
-    if blocked(env) and not _loopback(base):
+    base = s.openai_base_url
+    if s.block_model_requests and not _loopback(base):
         raise ModelBlockedError(
             "model requests are blocked (ONWARD_BLOCK_MODEL_REQUESTS is set) and "
             f"OPENAI_BASE_URL={base or '(OpenAI)'} is not a loopback server; use "
@@ -47,27 +43,25 @@ def model_from_env(env: Mapping[str, str] = os.environ) -> BaseChatModel | None:
     from langchain_openai import ChatOpenAI
 
     return ChatOpenAI(
-        model=env.get("ONWARD_MODEL") or DEFAULT_MODEL,
-        api_key=key,
+        model=s.model,
+        api_key=s.openai_api_key,
         base_url=base,
         temperature=0,
-        timeout=float(env.get("ONWARD_MODEL_TIMEOUT") or 60),
+        timeout=s.model_timeout.total_seconds(),
         max_retries=0,  # onward classifies and retries failures itself
     )
 
 
 def check_model(
-    model: BaseChatModel | None, env: Mapping[str, str] = os.environ
+    model: BaseChatModel | None, env: Mapping[str, str] | None = None
 ) -> BaseChatModel | None:
     """Refuse a model that would reach a real provider while requests are blocked (an
     explicitly built ChatOpenAI too, not only the factory's), and a malformed price table."""
     if model is None:
         return None
-    from onward.llm.usage import prices
-
-    prices()
+    s = _settings(env)  # a malformed ONWARD_PRICES is refused here
     base = getattr(model, "openai_api_base", None)
-    if blocked(env) and hasattr(model, "openai_api_base") and not _loopback(base):
+    if s.block_model_requests and hasattr(model, "openai_api_base") and not _loopback(base):
         raise ModelBlockedError(
             f"model requests are blocked (ONWARD_BLOCK_MODEL_REQUESTS is set) and this model "
             f"would call {base or 'OpenAI'}; use ScriptedChatModel or a loopback server"

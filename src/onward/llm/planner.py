@@ -22,7 +22,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, Field
 
 from onward import confine
-from onward.errors import PlanningError, PlanProblem, ToolError
+from onward.errors import ModelPlanningError as ModelPlanningError
+from onward.errors import PlanProblem, ToolError
 from onward.llm import context
 from onward.llm.calls import ask_json
 from onward.nodes.deps import NodeDeps
@@ -158,14 +159,6 @@ def _substitute(value: Any, names: dict[str, str]) -> Any:
     if isinstance(value, list):
         return [_substitute(v, names) for v in value]
     return value
-
-
-class ModelPlanningError(PlanningError):
-    """Planning with the model failed; ``usage`` is what the attempts cost."""
-
-    def __init__(self, message: str, usage: Usage) -> None:
-        super().__init__(message)
-        self.usage = usage
 
 
 def _retry_message(

@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-import json
-import os
-
-from onward.errors import UsageError
+from onward.settings import settings
 
 PRICES: dict[str, tuple[float, float]] = {
     "gpt-4o-mini": (0.15, 0.60),
@@ -19,19 +16,9 @@ PRICES: dict[str, tuple[float, float]] = {
 
 
 def prices() -> dict[str, tuple[float, float]]:
-    """The price table; a malformed ONWARD_PRICES is a UsageError saying how to write it."""
-    table = dict(PRICES)
-    raw = os.environ.get("ONWARD_PRICES")
-    if raw:
-        try:
-            for name, pair in json.loads(raw).items():
-                table[str(name)] = (float(pair[0]), float(pair[1]))
-        except (ValueError, TypeError, AttributeError, IndexError, KeyError):
-            raise UsageError(
-                f"ONWARD_PRICES={raw!r} is not valid: write a JSON object of model → "
-                '[input_per_million, output_per_million], e.g. {"my-model": [0.5, 1.5]}'
-            ) from None
-    return table
+    """The price table with ONWARD_PRICES' entries (a malformed ONWARD_PRICES is a
+    UsageError saying how to write it, see :mod:`onward.settings`)."""
+    return {**PRICES, **settings().prices}
 
 
 def cost_of(model: str, input_tokens: int, output_tokens: int) -> float:

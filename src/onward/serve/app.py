@@ -33,7 +33,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import ValidationError
 
 from onward.api import Onward
-from onward.errors import OnwardError, RequestLimitError, validation_message
+from onward.errors import OnwardError, validation_message
 from onward.policy import RunPolicy
 from onward.serve import auth
 from onward.serve.clients import Clients
@@ -159,7 +159,7 @@ def _malformed(request: Request, exc: Exception) -> JSONResponse:
 
 def _onward_error(request: Request, exc: OnwardError) -> JSONResponse:
     headers = {}
-    if isinstance(exc, RequestLimitError) and exc.retry_after is not None:
+    if exc.retry_after is not None:  # e.g. a full request limit, a locked store
         headers["Retry-After"] = str(exc.retry_after)
     return JSONResponse(
         {"detail": str(exc), "error": type(exc).__name__},

@@ -20,6 +20,7 @@ from onward.checks import Check
 from onward.errors import ToolLoadError
 from onward.policy import Deadline
 from onward.retry import RetryPolicy
+from onward.settings import settings
 from onward.state import SideEffect, StepFailure
 
 # Verbs that make a tool dangerous enough to need a human by default (used by approvals).
@@ -327,4 +328,4 @@ def load_tool_modules(names: Iterable[str]) -> list[str]:
 
 
 def tool_modules_from_env() -> list[str]:
-    return [m for m in os.environ.get("ONWARD_TOOLS", "").split(",") if m.strip()]
+    return list(settings().tools)
