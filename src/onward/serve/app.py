@@ -37,8 +37,8 @@ from sse_starlette import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
 from onward import tokens
-from onward.api import Onward
 from onward.checkpointing.threads import ApiRunStatus, ThreadRow
+from onward.client import Onward
 from onward.confine import check_inputs
 from onward.errors import (
     ForbiddenError,
