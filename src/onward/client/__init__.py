@@ -1,9 +1,10 @@
 """The Python API: open a store, start runs, stream progress, read state, resume by thread id.
 
 :class:`Onward` is a facade over one module per topic: ``starting`` (plans, requests),
-``driving`` (the drive loop, its lease and loop guard), ``deciding`` (answers, inbox,
-deadlines), ``lifecycle`` (cancel, fork, retention), ``views`` (state and the
-:class:`RunView`) and ``history`` (event log, checkpoints, report).
+``driving`` (the drive loop, its consistency check and loop guard), ``deciding``
+(answers, inbox, deadlines), ``lifecycle`` (cancel, fork, retention), ``views`` (state and
+the :class:`RunView`), ``history`` (event log, checkpoints, report) and ``leasing`` (the
+lease a drive or a cancel holds). The topic modules are internal; import from here.
 
 >>> from onward import Onward
 >>> with Onward("sqlite:///.onward/onward.db") as ow:          # doctest: +SKIP
