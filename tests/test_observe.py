@@ -239,7 +239,7 @@ def test_events_of_a_step_saved_just_before_a_kill_are_not_lost(
 def test_the_loop_guard_stops_a_drive_and_keeps_its_state(
     db_url: str, workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import onward.api
+    import onward.client.driving
     from onward import LoopGuardError
 
     steps = [
@@ -247,7 +247,7 @@ def test_the_loop_guard_stops_a_drive_and_keeps_its_state(
     ]
     with Onward(db_url) as ow:
         tid = ow.start("loop", plan=Plan(steps=steps))
-        monkeypatch.setattr(onward.api, "superstep_limit", lambda state, registry: 3)
+        monkeypatch.setattr(onward.client.driving, "superstep_limit", lambda state, registry: 3)
         with pytest.raises(LoopGuardError, match="more than 3 supersteps"):
             ow.drive(tid)
         assert [e.kind for e in ow.store.events.list(tid, ["loop_guard"])] == ["loop_guard"]

@@ -4,7 +4,10 @@ Plan, execute through tools, verify every result, resume by thread id after
 any crash, without losing work or repeating a side effect.
 """
 
-from onward.api import (
+from onward.checkpointing.breakers import BreakerPolicy
+from onward.checkpointing.leases import LeasePolicy
+from onward.checkpointing.store import Store
+from onward.client import (
     CancelReport,
     Onward,
     PruneReport,
@@ -13,9 +16,6 @@ from onward.api import (
     SweepReport,
     load_plan_file,
 )
-from onward.checkpointing.breakers import BreakerPolicy
-from onward.checkpointing.leases import LeasePolicy
-from onward.checkpointing.store import Store
 from onward.errors import (
     AnswerError,
     ArtifactError,

@@ -28,8 +28,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from onward.api import Onward, RunView
 from onward.checkpointing.store import default_url
+from onward.client import Onward, RunView
 from onward.demo import DEMO_GOAL, write_sample_orders
 from onward.errors import (
     OnwardError,

@@ -33,8 +33,8 @@ from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 
-from onward.api import Onward
 from onward.checkpointing.leases import new_owner
+from onward.client import Onward
 from onward.errors import LeaseLostError, OnwardError, RunBusyError
 from onward.tools.registry import Registry
 

@@ -79,6 +79,8 @@ class HeldRows:
         self._reproducible: set[tuple[str, str]] = set()
         self.flush: Callable[[], None] = lambda: None
         """Commits what the saver deferred (set by the saver that takes from these rows)."""
+        self.discard: Callable[[str], None] = lambda thread_id: None
+        """Forgets what the saver deferred for a thread."""
 
     def mark_reproducible(self, thread_id: str, task_id: str) -> None:
         """The task's writes may wait for the next commit: running it again gives the same."""
@@ -116,11 +118,14 @@ class HeldRows:
     def drop_thread(self, thread_id: str) -> int:
         """Forget what no saved write took: those tasks' writes were not saved either (an
         exception LangGraph does not record, such as Ctrl-C), so they will run again and
-        log again. Returns how many rows were dropped."""
+        log again; and what the saver deferred for the thread (a drive's end commits what
+        it keeps first). Returns how many event rows were dropped."""
         with self._lock:
             keys = [k for k in self._held if k[0] == thread_id]
             self._reproducible = {k for k in self._reproducible if k[0] != thread_id}
-            return sum(len(self._held.pop(k)[0]) for k in keys)
+            dropped = sum(len(self._held.pop(k)[0]) for k in keys)
+        self.discard(thread_id)
+        return dropped
 
 
 def _deferrable_writes(held: HeldRows, thread_id: str, task_id: str, writes: Sequence[Any]) -> bool:
@@ -133,6 +138,32 @@ def _deferrable_checkpoint(metadata: Mapping[str, Any]) -> bool:
     """The loop's checkpoints wait; a person's edit ("update"), a fork and a run's input
     are committed at once."""
     return metadata.get("source") == "loop"
+
+
+class Deferred:
+    """Statements kept for the next commit, by thread. Any commit takes all of them first,
+    so a thread's deferred statements are always the tail of what it saved: dropping them
+    (a drive that ended by an error, whose lease may have passed to another driver) is what
+    a crash at that moment would have done."""
+
+    def __init__(self) -> None:
+        self._by_thread: dict[str, Statements] = {}
+
+    def of(self, thread_id: str) -> Statements:
+        return self._by_thread.setdefault(thread_id, [])
+
+    def take(self) -> Statements:
+        """Every thread's statements (kept until :meth:`clear`: a failed commit keeps them)."""
+        return [st for statements in self._by_thread.values() for st in statements]
+
+    def clear(self) -> None:
+        self._by_thread.clear()
+
+    def drop(self, thread_id: str) -> None:
+        self._by_thread.pop(thread_id, None)
+
+    def __bool__(self) -> bool:
+        return any(self._by_thread.values())
 
 
 class _Recorder:
@@ -161,8 +192,8 @@ class OnwardSqliteSaver(SqliteSaver):
     ) -> None:
         super().__init__(conn, serde=serde)
         self.held, self.to_sql = held, to_sql
-        self._deferred: Statements = []
-        held.flush = self.flush
+        self._deferred = Deferred()
+        held.flush, held.discard = self.flush, self._drop
         self._seeds: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
         """Decoded delta-channel snapshots by checkpoint (a checkpoint never changes once
         written, and a resume loads the same thread three times)."""
@@ -194,7 +225,8 @@ class OnwardSqliteSaver(SqliteSaver):
             ),
             *self.to_sql(thread_id, events, refs),
         ]
-        self._save(statements, defer=_deferrable_writes(self.held, thread_id, task_id, writes))
+        defer = _deferrable_writes(self.held, thread_id, task_id, writes)
+        self._save(thread_id, statements, defer=defer)
 
     def put(
         self,
@@ -219,7 +251,7 @@ class OnwardSqliteSaver(SqliteSaver):
             "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
             "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)"
         )
-        self._save([(sql, [row])], defer=_deferrable_checkpoint(metadata))
+        self._save(row[0], [(sql, [row])], defer=_deferrable_checkpoint(metadata))
         return {
             "configurable": {
                 "thread_id": conf["thread_id"],
@@ -228,12 +260,16 @@ class OnwardSqliteSaver(SqliteSaver):
             }
         }
 
-    def _save(self, statements: Statements, *, defer: bool) -> None:
+    def _save(self, thread_id: str, statements: Statements, *, defer: bool) -> None:
         with self.lock:
             if defer:
-                self._deferred.extend(statements)
+                self._deferred.of(thread_id).extend(statements)
                 return
             self._commit(statements)
+
+    def _drop(self, thread_id: str) -> None:
+        with self.lock:
+            self._deferred.drop(thread_id)
 
     def flush(self) -> None:
         with self.lock:
@@ -246,7 +282,7 @@ class OnwardSqliteSaver(SqliteSaver):
         without their events.) On failure the deferred rows stay for the next commit."""
         cur = self.conn.cursor()
         try:
-            for sql, params in [*self._deferred, *statements]:
+            for sql, params in [*self._deferred.take(), *statements]:
                 cur.executemany(sql, params)
             self.conn.commit()
             self._deferred.clear()
@@ -409,14 +445,15 @@ def postgres_saver(
     from psycopg.rows import dict_row
 
     class OnwardPostgresSaver(PostgresSaver):
-        _deferred: Statements
+        _deferred: Deferred
         _local: threading.local
-        """``on``: this thread is saving a deferred batch (recorded, not sent)."""
+        """``into``: where this thread records a deferred batch (None: send it)."""
 
         @contextmanager
         def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
-            if getattr(self._local, "on", False):  # a deferred batch: keep it for later
-                yield _Recorder(self._deferred)
+            into = getattr(self._local, "into", None)
+            if into is not None:  # a deferred batch: keep it for later
+                yield _Recorder(into)
                 return
             if not pipeline or self.pipe is not None:
                 with super()._cursor(pipeline=pipeline) as cur:
@@ -452,20 +489,24 @@ def postgres_saver(
                     raise
 
         def _replay(self, cur: Any) -> None:
-            for sql, rows in self._deferred:
+            for sql, rows in self._deferred.take():
                 cur.executemany(sql, rows)
 
         @contextmanager
-        def _deferring(self, defer: bool) -> Iterator[None]:
+        def _deferring(self, thread_id: str, defer: bool) -> Iterator[None]:
             if not defer:
                 yield
                 return
-            with self.lock:  # the recorder appends to the shared list
-                self._local.on = True
+            with self.lock:  # the recorder appends to the shared buffer
+                self._local.into = self._deferred.of(thread_id)
                 try:
                     yield
                 finally:
-                    self._local.on = False
+                    self._local.into = None
+
+        def _drop(self, thread_id: str) -> None:
+            with self.lock:
+                self._deferred.drop(thread_id)
 
         def flush(self) -> None:
             if self._deferred:
@@ -479,7 +520,8 @@ def postgres_saver(
             metadata: CheckpointMetadata,
             new_versions: ChannelVersions,
         ) -> RunnableConfig:
-            with self._deferring(_deferrable_checkpoint(metadata)):
+            thread_id = str(config["configurable"]["thread_id"])
+            with self._deferring(thread_id, _deferrable_checkpoint(metadata)):
                 return super().put(config, checkpoint, metadata, new_versions)
 
         def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -523,7 +565,7 @@ def postgres_saver(
             )
             events, refs = held.take(thread_id, task_id)
             defer = _deferrable_writes(held, thread_id, task_id, writes)
-            with self._deferring(defer), self._cursor(pipeline=True) as cur:
+            with self._deferring(thread_id, defer), self._cursor(pipeline=True) as cur:
                 cur.executemany(
                     query,
                     self._dump_writes(
@@ -539,6 +581,6 @@ def postgres_saver(
                     cur.executemany(sql.replace("?", "%s"), params)
 
     saver = OnwardPostgresSaver(conn, serde=serde)
-    saver._deferred, saver._local = [], threading.local()
-    held.flush = saver.flush
+    saver._deferred, saver._local = Deferred(), threading.local()
+    held.flush, held.discard = saver.flush, saver._drop
     return saver

@@ -32,7 +32,7 @@ from fastapi.responses import JSONResponse
 from langchain_core.language_models import BaseChatModel
 from pydantic import ValidationError
 
-from onward.api import Onward
+from onward.client import Onward
 from onward.errors import OnwardError, validation_message
 from onward.policy import RunPolicy
 from onward.serve import auth

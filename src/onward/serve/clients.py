@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from onward.api import Onward
+from onward.client import Onward
 
 
 class Clients:

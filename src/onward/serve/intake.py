@@ -14,7 +14,7 @@ from fastapi import HTTPException
 from langgraph.types import Command
 
 from onward import tokens
-from onward.api import Onward
+from onward.client import Onward
 from onward.confine import check_inputs
 from onward.errors import StoreError, UsageError, refuse_unknown
 from onward.owners import client_update, message_text

@@ -25,7 +25,7 @@ from onward.serve.limits import RunPool
 from onward.state import RunStatus
 
 if TYPE_CHECKING:
-    from onward.api import Onward
+    from onward.client import Onward
     from onward.serve.clients import Clients
 
 Drive = Callable[..., None]

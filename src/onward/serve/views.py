@@ -11,8 +11,8 @@ from typing import Any
 from fastapi import HTTPException
 from langchain_core.runnables import RunnableConfig
 
-from onward.api import Onward
 from onward.checkpointing.threads import ApiRunRow, ThreadRow
+from onward.client import Onward
 from onward.serve.wire import ASSISTANT_ID, EPOCH, GRAPH_ID, jsonable, thread_state
 from onward.state import RunStatus
 

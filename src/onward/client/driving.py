@@ -1,0 +1,264 @@
+"""Driving a run: hold its lease, check it can go on, stream the graph until it stops,
+and guard against a loop; then record where it stopped."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.errors import GraphRecursionError
+from langgraph.types import Command, StateSnapshot, StreamMode
+
+from onward import refs
+from onward.checkpointing.leases import Heartbeat, new_owner
+from onward.client.leasing import acquire
+from onward.client.lifecycle import apply_requested_cancel
+from onward.client.views import RunView, config, row, state_of, view
+from onward.errors import (
+    ArtifactError,
+    DrainRequested,
+    InconsistentRunError,
+    LeaseLostError,
+    LoopGuardError,
+)
+from onward.graph.routing import APPROVE, ESCALATE, GATE
+from onward.progress import ProgressEvent
+from onward.retry import DEFAULT_RETRY
+from onward.state import (
+    Decision,
+    DecisionAction,
+    PlanStep,
+    RunState,
+    RunStatus,
+    SideEffect,
+    StepRecord,
+    StepStatus,
+    transition,
+    utcnow,
+)
+from onward.tools.registry import Registry, load_tool_modules
+
+if TYPE_CHECKING:
+    from onward.client.facade import Onward
+
+MIN_SUPERSTEPS = 10_000
+
+
+def superstep_limit(state: RunState, registry: Registry) -> int:
+    """Loop guard: the most supersteps one drive of this plan can need (every step through
+    all its attempts, replans, backoff waits and questions, twice over), not LangGraph's
+    fixed default. A drive past it is stuck in a loop."""
+    attempts = DEFAULT_RETRY.max_attempts
+    for step in state.open_steps():  # a settled step runs again only through a replan
+        spec = registry.get(step.tool)
+        policy = step.retry or (spec.retry if spec else None) or DEFAULT_RETRY
+        attempts = max(attempts, policy.max_attempts)
+    per_step = 3 * (attempts + state.budget.max_replans + 2) + 2
+    return max(MIN_SUPERSTEPS, 50 + 2 * per_step * len(state.plan.steps))
+
+
+def stream(
+    ow: Onward,
+    thread_id: str,
+    modes: Sequence[StreamMode],
+    *,
+    takeover: bool = False,
+    command: Command[Any] | None = None,
+    stop_after_answer: bool = False,
+    wait: bool = True,
+    checkpoint_id: str | None = None,
+    final: list[StateSnapshot | RunState] | None = None,
+) -> Iterator[tuple[str, Any]]:
+    """:meth:`Onward.stream_modes`; a drive that ends normally appends the state it ended in
+    to ``final``, so the caller's view needs no second load: the graph's last values
+    when the run finished, else the saved snapshot (it holds the pending questions)."""
+    row(ow.store, thread_id)  # an unknown thread fails before any lease is taken
+    owner = new_owner()
+    acquire(ow.store.leases, thread_id, owner, takeover)
+    try:
+        with Heartbeat(ow.store.leases, thread_id, owner) as beat:
+            at = config(thread_id)
+            if checkpoint_id:
+                at["configurable"] |= {"checkpoint_id": checkpoint_id, "checkpoint_ns": ""}
+            run_input: Any = command
+            snapshot = ow.graph.get_state(at)
+            # One load per drive: the state is read from this snapshot below (a load
+            # walks the delta channels' history, so it is the costly part of a resume).
+            state = state_of(ow.store, thread_id, snapshot)
+            load_tool_modules(state.tool_modules)
+            if not snapshot.values:
+                # Killed before the first checkpoint: start from the stored request.
+                run_input = state
+            else:
+                check_consistency(ow, thread_id, state)
+                if snapshot.next:
+                    ow.store.events.record(
+                        thread_id, "run_resumed", {"by": owner, "answer": command is not None}
+                    )
+            if apply_requested_cancel(ow, thread_id):
+                return
+            if state.status is RunStatus.SUSPENDED and state.resume_at is not None:
+                remaining = (state.resume_at - ow.clock()).total_seconds()
+                if remaining > 0 and not wait:
+                    return
+                if remaining > 0:
+                    ow.sleep(remaining)
+                ow.graph.update_state(
+                    at, {"status": RunStatus.RUNNING, "resume_at": None}, as_node=GATE
+                )
+            ow.store.set_run_status(thread_id, RunStatus.RUNNING)
+            limit = superstep_limit(state, ow.registry)
+            # LangGraph's task pool defaults to cpu_count + 4 threads: size it to the
+            # run's concurrency (plus routing), or 10 parallel steps on 2 cores run in
+            # two waves.
+            limited: RunnableConfig = {
+                **at,
+                "recursion_limit": limit,
+                "max_concurrency": max(state.max_concurrency + 2, 8),
+            }
+            checked = time.monotonic()
+            # The last values are the end state: a finished run's view is built from
+            # them instead of loading the thread again (a load walks its history).
+            wanted = list(modes) if "values" in modes else [*modes, "values"]
+            last: Any = None
+            try:
+                for mode, chunk in ow.graph.stream(
+                    run_input,
+                    limited,
+                    stream_mode=wanted,
+                    durability="sync",
+                    interrupt_after=[APPROVE, ESCALATE] if stop_after_answer else None,
+                ):
+                    if beat.lost.is_set():
+                        raise LeaseLostError(thread_id)
+                    if mode == "values":
+                        last = chunk
+                        if "values" not in modes:
+                            continue
+                    yield mode, chunk
+                    if time.monotonic() - checked > 0.2:
+                        checked = time.monotonic()
+                        if apply_requested_cancel(ow, thread_id):
+                            return  # what finished is saved; the rest will not run
+            except DrainRequested:
+                # The process is stopping: the last superstep is saved, nothing of the
+                # next one ran. Another driver resumes from here.
+                ow.store.events.record(thread_id, "drained", {"by": owner})
+                return
+            except GraphRecursionError:
+                ow.store.events.record(thread_id, "loop_guard", {"limit": limit})
+                raise LoopGuardError(
+                    f"run {thread_id} took more than {limit} supersteps in one drive, more "
+                    "than its plan can need: something loops. Its saved state is intact; "
+                    "look at `onward status`, then resume or cancel it"
+                ) from None
+            # The drive's last supersteps may wait in the saver (verify, the end state):
+            # commit them before the run's record says how it ended.
+            ow.store.held.make_durable()
+            finished = finished_state(last)
+            if finished is not None:
+                ow.store.set_run_status(thread_id, finished.status)
+            else:
+                snap = ow.graph.get_state(config(thread_id))
+                ended = state_of(ow.store, thread_id, snap)
+                ow.store.set_run_status(thread_id, ended.status)
+            if final is not None:
+                final.append(finished if finished is not None else snap)
+    finally:
+        ow.store.drop_held(thread_id)
+        ow.store.leases.release(thread_id, owner)
+
+
+def drive(
+    ow: Onward,
+    thread_id: str,
+    on_event: Callable[[ProgressEvent], None] | None,
+    *,
+    takeover: bool,
+    wait: bool,
+    command: Command[Any] | None,
+    stop_after_answer: bool,
+    wake: bool,
+) -> RunView:
+    final: list[StateSnapshot | RunState] = []
+    # Progress is streamed only to a listener: with the custom stream mode on, LangGraph
+    # runs even a lone task on a pool thread so it can stream while the task runs. The
+    # event log records the same events either way.
+    for mode, chunk in stream(
+        ow,
+        thread_id,
+        ["custom"] if on_event is not None else ["values"],
+        takeover=takeover,
+        command=command,
+        stop_after_answer=stop_after_answer,
+        wait=wait,
+        final=final,
+    ):
+        if on_event is not None and mode == "custom":
+            on_event(ProgressEvent.model_validate(chunk))
+    if wake:
+        ow.store.wake(thread_id)
+    if not final:  # cancelled, or not due yet: read what is there now
+        return ow.get(thread_id)
+    return view(ow.store, thread_id, row(ow.store, thread_id), final[0])
+
+
+def check_consistency(ow: Onward, thread_id: str, state: RunState) -> None:
+    """Before driving on: every artifact a remaining step reads must still be intact.
+    A pure producer is re-opened (recorded as a decision); otherwise the run stops."""
+    if not state.plan.steps or state.status.finished:
+        return
+    producers: dict[str, PlanStep] | None = None
+    reopen: dict[str, StepRecord] = {}
+    decisions: list[Decision] = []
+    for step in state.open_steps():
+        for name in refs.names(step.args):
+            ref = state.artifacts.get(name)
+            if ref is None:
+                continue
+            try:
+                ow.store.artifacts.get(ref)
+                continue
+            except ArtifactError as exc:
+                problem = str(exc)
+            if producers is None:  # only when an artifact is damaged: read every step
+                producers = {s.output: s for s in state.plan.steps if s.output}
+            if name not in producers:
+                continue
+            producer = producers[name]
+            spec = ow.registry.get(producer.tool)
+            if spec is None or spec.side_effect is not SideEffect.PURE:
+                raise InconsistentRunError(
+                    f"cannot resume run {thread_id}: {problem}. It was produced by step "
+                    f"{producer.id!r} ({producer.tool}), which has side effects, so onward "
+                    "will not re-run it on its own. Restore the artifact (or start a new run)"
+                )
+            if producer.id not in reopen:
+                reopen[producer.id] = transition(state.record(producer.id), StepStatus.PENDING)
+                decisions.append(
+                    Decision(
+                        step_id=producer.id,
+                        action=DecisionAction.REOPEN,
+                        by="onward",
+                        at=utcnow(),
+                        reason=problem,
+                    )
+                )
+    if reopen:
+        ow.graph.update_state(
+            config(thread_id), {"steps": reopen, "decisions": decisions}, as_node=GATE
+        )
+
+
+def finished_state(values: Any) -> RunState | None:
+    """The graph's last ``values`` chunk as a state, if the run finished (a finished run
+    has no pending questions, so these values are all its view needs)."""
+    if isinstance(values, RunState):
+        state = values
+    elif isinstance(values, dict) and "__interrupt__" not in values:
+        state = RunState.model_validate(values)
+    else:
+        return None
+    return state if state.status.finished else None

@@ -1,0 +1,430 @@
+"""The :class:`Onward` facade: it holds what every call shares (the store, the registry,
+the compiled graph, the clock) and hands each call to the module of its topic."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command, StreamMode
+
+from onward.checkpointing.store import RunRow, Store
+from onward.checks import Check
+from onward.client import deciding, driving, history, lifecycle, starting, views
+from onward.client.deciding import SweepReport
+from onward.client.lifecycle import CancelReport, PruneReport
+from onward.client.views import RunView
+from onward.graph.build import compile_graph
+from onward.inbox import PendingDecision
+from onward.llm.models import check_model, model_from_env
+from onward.nodes.deps import NodeDeps
+from onward.policy import RunPolicy
+from onward.progress import ProgressEvent
+from onward.state import Budget, DecisionAction, Plan, RunState, utcnow
+from onward.timeline import Summary, TimelineEvent
+from onward.tools.registry import (
+    Registry,
+    default_registry,
+    load_tool_modules,
+    normalize_tool_refs,
+    tool_modules_from_env,
+)
+
+
+class Onward:
+    """One open store plus the compiled graph. Not thread-safe; one per thread or process."""
+
+    def __init__(
+        self,
+        db: str | None = None,
+        *,
+        registry: Registry | None = None,
+        tool_modules: Sequence[str] = (),
+        clock: Callable[[], datetime] = utcnow,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        model: BaseChatModel | Literal["env"] | None = "env",
+        max_wait: float | None = None,
+    ) -> None:
+        """``model``: the chat model for goals outside the templates, replanning and
+        judging; by default from the environment (OPENAI_API_KEY...), None for none.
+        ``max_wait``: longest in-process wait for a retry or breaker before the run is
+        suspended instead ($ONWARD_MAX_WAIT, 60 s; workers use 0 and requeue)."""
+        self.tool_modules = normalize_tool_refs([*tool_modules_from_env(), *tool_modules])
+        load_tool_modules(self.tool_modules)
+        self.registry = registry or default_registry
+        self.store = Store(db)
+        self.clock, self.sleep = clock, sleep
+        self.store.breakers.clock = clock
+        self.deps = NodeDeps(
+            registry=self.registry,
+            artifacts=self.store.artifacts,
+            ledger=self.store.ledger,
+            events=self.store.events,
+            held=self.store.held,
+            clock=clock,
+            breakers=self.store.breakers,
+            sleep=sleep,
+            rng=rng or random.Random(),
+            max_wait=max_wait
+            if max_wait is not None
+            else float(os.environ.get("ONWARD_MAX_WAIT") or 60.0),
+            model=check_model(model_from_env() if model == "env" else model),
+        )
+        self.graph = compile_graph(self.deps, checkpointer=self.store.saver)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Onward:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- starting ---------------------------------------------------------
+
+    def start(
+        self,
+        goal: str | None = None,
+        *,
+        plan: Plan | str | Path | None = None,
+        inputs: Sequence[str] = (),
+        workdir: str | Path | None = None,
+        max_concurrency: int | None = None,
+        thread_id: str | None = None,
+        policy: RunPolicy | None = None,
+        budget: Budget | None = None,
+        judge: bool = False,
+        acceptance: Sequence[Check] = (),
+        constraints: Mapping[str, str] | None = None,
+    ) -> str:
+        """Create a run (nothing executes yet) and return its thread id.
+
+        ``plan`` is a :class:`Plan` or a path to a declared plan file; without
+        one, the goal is planned by the template rules when the run starts.
+        ``policy``: which tools need approval or may run at all, and wait deadlines.
+        ``acceptance`` and ``constraints``: the goal's own checks and constraints (a plan
+        file carries its own; these add to them).
+        """
+        return starting.start(
+            self,
+            goal,
+            plan=plan,
+            inputs=inputs,
+            workdir=workdir,
+            max_concurrency=max_concurrency,
+            thread_id=thread_id,
+            policy=policy,
+            budget=budget,
+            judge=judge,
+            acceptance=acceptance,
+            constraints=constraints,
+        )
+
+    def submit(self, goal: str | None = None, **start: Any) -> str:
+        """Create a run (like :meth:`start`) and put it on the work queue, where any
+        ``onward worker`` on the same store claims it. Returns the thread id."""
+        thread_id = self.start(goal, **start)
+        self.store.enqueue(thread_id)
+        return thread_id
+
+    # -- driving ----------------------------------------------------------
+
+    def stream(
+        self,
+        thread_id: str,
+        *,
+        takeover: bool = False,
+        command: Command[Any] | None = None,
+        stop_after_answer: bool = False,
+        wait: bool = True,
+    ) -> Iterator[ProgressEvent]:
+        """Drive a run until it stops, yielding progress events. Resumes where it stopped.
+
+        Holds the run's lease while driving: a run another live process drives raises
+        :class:`RunBusyError`; ``takeover=True`` waits for that lease to expire instead.
+        A cancel requested by another process (``onward cancel``) stops the drive at the
+        next superstep. A run suspended until a time (backoff, open breaker) is waited for
+        first; ``wait=False`` returns at once instead (the view says when).
+        """
+        for _mode, chunk in driving.stream(
+            self,
+            thread_id,
+            ["custom"],
+            takeover=takeover,
+            command=command,
+            stop_after_answer=stop_after_answer,
+            wait=wait,
+        ):
+            yield ProgressEvent.model_validate(chunk)
+
+    def stream_modes(
+        self,
+        thread_id: str,
+        modes: Sequence[StreamMode],
+        *,
+        takeover: bool = False,
+        command: Command[Any] | None = None,
+        stop_after_answer: bool = False,
+        wait: bool = True,
+        checkpoint_id: str | None = None,
+    ) -> Iterator[tuple[str, Any]]:
+        """:meth:`stream` with LangGraph's stream modes (``values``, ``updates``,
+        ``messages``, ``custom``, ``debug``...): yields ``(mode, chunk)`` as the graph
+        emits them (the server streams these). ``checkpoint_id`` resumes from a past
+        checkpoint of the thread (time travel: a new branch of the same thread)."""
+        yield from driving.stream(
+            self,
+            thread_id,
+            modes,
+            takeover=takeover,
+            command=command,
+            stop_after_answer=stop_after_answer,
+            wait=wait,
+            checkpoint_id=checkpoint_id,
+        )
+
+    def drive(
+        self,
+        thread_id: str,
+        on_event: Callable[[ProgressEvent], None] | None = None,
+        *,
+        takeover: bool = False,
+        wait: bool = True,
+        command: Command[Any] | None = None,
+        stop_after_answer: bool = False,
+        wake: bool = False,
+    ) -> RunView:
+        """:meth:`stream` to the end, passing each event to ``on_event``; returns the view
+        of where the run stopped. ``wake``: put a queued run back in line for workers."""
+        return driving.drive(
+            self,
+            thread_id,
+            on_event,
+            takeover=takeover,
+            wait=wait,
+            command=command,
+            stop_after_answer=stop_after_answer,
+            wake=wake,
+        )
+
+    def run(
+        self,
+        goal: str | None = None,
+        *,
+        on_event: Callable[[ProgressEvent], None] | None = None,
+        **start: Any,
+    ) -> RunView:
+        """Start a run and drive it to its end (or until it waits for a human)."""
+        return self.drive(self.start(goal, **start), on_event)
+
+    def resume(
+        self,
+        thread_id: str,
+        on_event: Callable[[ProgressEvent], None] | None = None,
+        *,
+        takeover: bool = False,
+    ) -> RunView:
+        """Finish a run that stopped (crash, kill, interrupt). A finished run is returned as is.
+        ``takeover=True`` waits for a dead driver's lease to expire, then takes the run over."""
+        return self.drive(thread_id, on_event, takeover=takeover)
+
+    # -- deciding ---------------------------------------------------------
+
+    def pending(self, thread_id: str) -> list[PendingDecision]:
+        """The questions one run waits on, oldest first."""
+        return views.pending(self, thread_id)
+
+    def inbox(self, *, user: str | None = None) -> list[PendingDecision]:
+        """Every pending decision across all runs of the store, oldest first. With
+        ``ONWARD_SECRET`` set, each carries a resume token minted for ``user``."""
+        return deciding.inbox(self, user)
+
+    def decide(
+        self,
+        thread_id: str,
+        answer: dict[str, Any] | list[Any],
+        *,
+        step: str | None = None,
+        interrupt_id: str | None = None,
+        by: str | None = None,
+        token: str | None = None,
+        continue_run: bool = True,
+        on_event: Callable[[ProgressEvent], None] | None = None,
+    ) -> RunView:
+        """Answer one pending question of a run, in any of the accepted shapes (see
+        :mod:`onward.approvals`). Which one: ``interrupt_id``, or ``step``, or the only
+        one. The answer is checked before anything changes; then the run continues in
+        this process, or with ``continue_run=False`` stops right after recording it."""
+        return deciding.decide(
+            self,
+            thread_id,
+            answer,
+            step=step,
+            interrupt_id=interrupt_id,
+            by=by,
+            token=token,
+            continue_run=continue_run,
+            on_event=on_event,
+            check_token=True,
+        )
+
+    def approve(
+        self,
+        thread_id: str,
+        step: str | None = None,
+        *,
+        edit: dict[str, Any] | None = None,
+        args: dict[str, Any] | None = None,
+        reason: str = "",
+        **how: Any,
+    ) -> RunView:
+        """Approve a pending step (or plan, or escalation: run it again). ``edit`` changes
+        some args, ``args`` replaces them all; the run then executes exactly those."""
+        return deciding.approve(self, thread_id, step, edit=edit, args=args, reason=reason, how=how)
+
+    def reject(
+        self, thread_id: str, step: str | None = None, *, reason: str, **how: Any
+    ) -> RunView:
+        """Reject: the step is skipped, and so is every step that depends on it."""
+        return self.decide(thread_id, {"type": "reject", "message": reason}, step=step, **how)
+
+    def respond(self, thread_id: str, text: str, step: str | None = None, **how: Any) -> RunView:
+        """Answer with feedback instead of a decision; recorded for replanning."""
+        return self.decide(thread_id, {"type": "respond", "message": text}, step=step, **how)
+
+    def resolve(
+        self,
+        thread_id: str,
+        step_id: str,
+        action: DecisionAction | str,
+        *,
+        result: Any = None,
+        by: str | None = None,
+        reason: str = "",
+        token: str | None = None,
+        continue_run: bool = False,
+    ) -> RunView:
+        """Settle a step whose effect's outcome is unknown (an escalation).
+
+        ``done``: the effect happened; ``result`` (JSON) is its result, verified by the
+        step's checks like any output. ``retry``: it did not happen; run it again.
+        ``skip``: leave it out (and the steps that depend on it). By default only records
+        the decision; drive the run on with :meth:`resume`.
+        """
+        return deciding.resolve(
+            self,
+            thread_id,
+            step_id,
+            action,
+            result=result,
+            by=by,
+            reason=reason,
+            token=token,
+            continue_run=continue_run,
+        )
+
+    def cancel(
+        self,
+        thread_id: str,
+        *,
+        compensate: bool = False,
+        reason: str = "",
+        by: str | None = None,
+    ) -> CancelReport:
+        """Stop a run for good (status ``cancelled``). A live driver is asked to stop at its
+        next superstep and this waits for it; a dead driver's lease is waited out. With
+        ``compensate``, completed effects are undone newest first, each at most once; call
+        again after a crash (or a failed compensation) to finish the job."""
+        return lifecycle.cancel(self, thread_id, compensate=compensate, reason=reason, by=by)
+
+    def sweep(
+        self,
+        now: datetime | None = None,
+        *,
+        continue_runs: bool = True,
+        thread_ids: Sequence[str] | None = None,
+    ) -> SweepReport:
+        """Apply deadlines to every pending decision (of ``thread_ids`` only, if given):
+        record a reminder once at ``remind_at``; at ``expire_at`` apply the default
+        (reject, or suspend the run)."""
+        return deciding.sweep(self, now, continue_runs=continue_runs, thread_ids=thread_ids)
+
+    # -- reading ----------------------------------------------------------
+
+    def _config(self, thread_id: str) -> RunnableConfig:
+        return views.config(thread_id)
+
+    def state(self, thread_id: str) -> RunState:
+        """The run's current typed state (the latest checkpoint). A run with pending
+        questions reads as ``waiting_for_human`` (``suspended`` once a deadline suspended
+        it): the interrupt is the state's truth, whatever the status channel last held."""
+        return views.state(self, thread_id)
+
+    def get(self, thread_id: str) -> RunView:
+        return views.get(self, thread_id)
+
+    def list_runs(self, limit: int = 100) -> list[RunRow]:
+        return self.store.list_runs(limit)
+
+    # -- looking back -----------------------------------------------------
+
+    def timeline(
+        self, thread_id: str, *, step: str | None = None, kinds: Sequence[str] = ()
+    ) -> list[TimelineEvent]:
+        """The run's event log, in order (filtered by step and/or event kinds)."""
+        return history.events(self, thread_id, step, kinds)
+
+    def summary(self, thread_id: str) -> Summary:
+        """Totals computed from the event log: time busy and waiting, retries, failures by
+        class, human interventions, tokens and cost (by step and tool)."""
+        return history.summary(self, thread_id)
+
+    def history(self, thread_id: str, limit: int | None = None) -> list[dict[str, Any]]:
+        """LangGraph's checkpoints of the run, newest first: id, node, step, status, time."""
+        return history.checkpoints(self, thread_id, limit)
+
+    def state_at(
+        self, thread_id: str, checkpoint_id: str | None = None
+    ) -> tuple[RunState, list[str]]:
+        """The run's state at a checkpoint (the latest without one), and what runs next."""
+        return history.state_at(self, thread_id, checkpoint_id)
+
+    def fork(
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        edits: dict[str, Any] | None = None,
+        *,
+        new_thread_id: str | None = None,
+    ) -> str:
+        """A new run that continues from a past state of this one, with step args changed
+        (``{"step.arg": value}``). The original run and its history stay as they are.
+        Effects of the fork are its own (the ledger keys by thread)."""
+        return lifecycle.fork(self, thread_id, checkpoint_id, edits, new_thread_id=new_thread_id)
+
+    def prune(
+        self, older_than: timedelta, *, keep_last: int = 0, dry_run: bool = False
+    ) -> PruneReport:
+        """Remove finished runs last updated more than ``older_than`` ago, except the
+        ``keep_last`` newest: their checkpoints, events, ledger rows, queue and lease rows,
+        and the artifact bodies no remaining run references. A run is only removed when its
+        checkpoint says it finished, no question is pending and no live lease holds it;
+        then the database is vacuumed."""
+        return lifecycle.prune(self, older_than, keep_last=keep_last, dry_run=dry_run)
+
+    def report_html(self, thread_id: str) -> str:
+        """The run as one self-contained HTML page."""
+        return history.report_html(self, thread_id)
+
+    def stalled_threads(self) -> set[str]:
+        """Unfinished runs whose driver's heartbeat is stale."""
+        return views.stalled_threads(self.store)
