@@ -40,22 +40,18 @@ def list_runs(
         rows = ow.list_runs(limit)
         stalled = ow.stalled_threads()
     if as_json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "thread_id": r.thread_id,
-                        "status": r.status.value,
-                        "stalled": r.thread_id in stalled,
-                        "objective": r.objective,
-                        "created_at": r.created_at.isoformat(),
-                        "updated_at": r.updated_at.isoformat(),
-                    }
-                    for r in rows
-                ],
-                indent=2,
-                ensure_ascii=False,
-            )
+        dump(
+            [
+                {
+                    "thread_id": r.thread_id,
+                    "status": r.status.value,
+                    "stalled": r.thread_id in stalled,
+                    "objective": r.objective,
+                    "created_at": r.created_at.isoformat(),
+                    "updated_at": r.updated_at.isoformat(),
+                }
+                for r in rows
+            ]
         )
         return
     table = Table(show_edge=False)

@@ -20,7 +20,7 @@ from onward.cli.options import (
     errors,
     open_store,
 )
-from onward.cli.render import err, out, print_view, view_json
+from onward.cli.render import dump, err, out, print_view, view_json
 from onward.cli.running import drive, finish
 from onward.policy import parse_duration
 
@@ -52,7 +52,7 @@ def cancel(
     ]
     if as_json:
         data = json.loads(view_json(report.view))
-        print(json.dumps(data | {"compensations": comps}, indent=2, ensure_ascii=False))
+        dump(data | {"compensations": comps})
     else:
         print_view(report.view)
         for c in comps:

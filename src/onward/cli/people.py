@@ -25,7 +25,7 @@ from onward.cli.options import (
     errors,
     open_store,
 )
-from onward.cli.render import err, out, print_view, view_json
+from onward.cli.render import dump, err, out, print_view, view_json
 from onward.cli.running import drive, finish
 from onward.errors import UsageError
 
@@ -111,7 +111,7 @@ def inbox(
     with errors(as_json), open_store(db, None) as ow:
         items = ow.inbox(user=user)
     if as_json:
-        print(json.dumps([i.model_dump(mode="json") for i in items], indent=2, ensure_ascii=False))
+        dump([i.model_dump(mode="json") for i in items])
         return
     if not items:
         out.print("nothing is waiting for a decision")
