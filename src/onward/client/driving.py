@@ -22,7 +22,9 @@ from onward.errors import (
     InconsistentRunError,
     LeaseLostError,
     LoopGuardError,
+    UsageError,
 )
+from onward.graph.routes import Node
 from onward.graph.routing import APPROVE, ESCALATE, GATE
 from onward.progress import ProgressEvent
 from onward.retry import DEFAULT_RETRY
@@ -70,10 +72,12 @@ def stream(
     wait: bool = True,
     checkpoint_id: str | None = None,
     final: list[StateSnapshot | RunState] | None = None,
+    interrupt_before: Sequence[str] = (),
 ) -> Iterator[tuple[str, Any]]:
     """:meth:`Onward.stream_modes`; a drive that ends normally appends the state it ended in
     to ``final``, so the caller's view needs no second load: the graph's last values
     when the run finished, else the saved snapshot (it holds the pending questions)."""
+    pause_at = pause_points(interrupt_before)
     row(ow.store, thread_id)  # an unknown thread fails before any lease is taken
     owner = new_owner()
     acquire(ow.store.leases, thread_id, owner, takeover)
@@ -129,6 +133,7 @@ def stream(
                     limited,
                     stream_mode=wanted,
                     durability="sync",
+                    interrupt_before=pause_at or None,
                     interrupt_after=[APPROVE, ESCALATE] if stop_after_answer else None,
                 ):
                     if beat.lost.is_set():
@@ -181,6 +186,7 @@ def drive(
     command: Command[Any] | None,
     stop_after_answer: bool,
     wake: bool,
+    interrupt_before: Sequence[str] = (),
 ) -> RunView:
     final: list[StateSnapshot | RunState] = []
     # Progress is streamed only to a listener: with the custom stream mode on, LangGraph
@@ -195,6 +201,7 @@ def drive(
         stop_after_answer=stop_after_answer,
         wait=wait,
         final=final,
+        interrupt_before=interrupt_before,
     ):
         if on_event is not None and mode == "custom":
             on_event(ProgressEvent.model_validate(chunk))
@@ -203,6 +210,18 @@ def drive(
     if not final:  # cancelled, or not due yet: read what is there now
         return ow.get(thread_id)
     return view(ow.store, thread_id, row(ow.store, thread_id), final[0])
+
+
+def pause_points(nodes: Sequence[str]) -> list[str]:
+    """``interrupt_before`` checked against the graph's nodes (a typo would never pause)."""
+    known = {n.value for n in Node}
+    unknown = sorted(set(nodes) - known)
+    if unknown:
+        raise UsageError(
+            f"interrupt_before: no node named {', '.join(map(repr, unknown))}; the graph's "
+            f"nodes are {', '.join(sorted(known))}"
+        )
+    return list(dict.fromkeys(nodes))
 
 
 def check_consistency(ow: Onward, thread_id: str, state: RunState) -> None:

@@ -146,6 +146,7 @@ class Onward:
         command: Command[Any] | None = None,
         stop_after_answer: bool = False,
         wait: bool = True,
+        interrupt_before: Sequence[str] = (),
     ) -> Iterator[ProgressEvent]:
         """Drive a run until it stops, yielding progress events. Resumes where it stopped.
 
@@ -154,6 +155,9 @@ class Onward:
         A cancel requested by another process (``onward cancel``) stops the drive at the
         next superstep. A run suspended until a time (backoff, open breaker) is waited for
         first; ``wait=False`` returns at once instead (the view says when).
+        ``interrupt_before``: pause before these nodes (e.g. ``["verify"]``), LangGraph's way
+        of stepping through a run; the view's ``paused_before`` says where, and a later
+        drive goes on.
         """
         for _mode, chunk in driving.stream(
             self,
@@ -163,6 +167,7 @@ class Onward:
             command=command,
             stop_after_answer=stop_after_answer,
             wait=wait,
+            interrupt_before=interrupt_before,
         ):
             yield ProgressEvent.model_validate(chunk)
 
@@ -176,6 +181,7 @@ class Onward:
         stop_after_answer: bool = False,
         wait: bool = True,
         checkpoint_id: str | None = None,
+        interrupt_before: Sequence[str] = (),
     ) -> Iterator[tuple[str, Any]]:
         """:meth:`stream` with LangGraph's stream modes (``values``, ``updates``,
         ``messages``, ``custom``, ``debug``...): yields ``(mode, chunk)`` as the graph
@@ -190,6 +196,7 @@ class Onward:
             stop_after_answer=stop_after_answer,
             wait=wait,
             checkpoint_id=checkpoint_id,
+            interrupt_before=interrupt_before,
         )
 
     def drive(
@@ -202,9 +209,11 @@ class Onward:
         command: Command[Any] | None = None,
         stop_after_answer: bool = False,
         wake: bool = False,
+        interrupt_before: Sequence[str] = (),
     ) -> RunView:
         """:meth:`stream` to the end, passing each event to ``on_event``; returns the view
-        of where the run stopped. ``wake``: put a queued run back in line for workers."""
+        of where the run stopped. ``wake``: put a queued run back in line for workers.
+        ``interrupt_before``: pause before these nodes (see :meth:`stream`)."""
         return driving.drive(
             self,
             thread_id,
@@ -214,6 +223,7 @@ class Onward:
             command=command,
             stop_after_answer=stop_after_answer,
             wake=wake,
+            interrupt_before=interrupt_before,
         )
 
     def run(
@@ -221,10 +231,12 @@ class Onward:
         goal: str | None = None,
         *,
         on_event: Callable[[ProgressEvent], None] | None = None,
+        interrupt_before: Sequence[str] = (),
         **start: Any,
     ) -> RunView:
-        """Start a run and drive it to its end (or until it waits for a human)."""
-        return self.drive(self.start(goal, **start), on_event)
+        """Start a run and drive it to its end (or until it waits for a human, or reaches
+        a node of ``interrupt_before``)."""
+        return self.drive(self.start(goal, **start), on_event, interrupt_before=interrupt_before)
 
     def resume(
         self,
@@ -232,10 +244,12 @@ class Onward:
         on_event: Callable[[ProgressEvent], None] | None = None,
         *,
         takeover: bool = False,
+        interrupt_before: Sequence[str] = (),
     ) -> RunView:
         """Finish a run that stopped (crash, kill, interrupt). A finished run is returned as is.
-        ``takeover=True`` waits for a dead driver's lease to expire, then takes the run over."""
-        return self.drive(thread_id, on_event, takeover=takeover)
+        ``takeover=True`` waits for a dead driver's lease to expire, then takes the run over.
+        ``interrupt_before``: pause again before these nodes."""
+        return self.drive(thread_id, on_event, takeover=takeover, interrupt_before=interrupt_before)
 
     # -- deciding ---------------------------------------------------------
 

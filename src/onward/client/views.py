@@ -82,6 +82,8 @@ class RunView(BaseModel):
     """Questions the run waits on: approvals, the plan, escalations."""
     decisions: list[Decision] = []
     """The decision log: who decided what, when, on which args hash."""
+    paused_before: list[str] = []
+    """The nodes a drive paused before (``interrupt_before``); a resume goes on."""
 
     @property
     def finished(self) -> bool:
@@ -195,6 +197,11 @@ def view(store: Store, thread_id: str, run: RunRow, snap: StateSnapshot | RunSta
         if state.status.waiting and not isinstance(snap, RunState)
         else [],
         decisions=list(state.decisions),
+        paused_before=list(snap.next)
+        if not isinstance(snap, RunState)
+        and state.status is RunStatus.RUNNING
+        and not any(t.interrupts for t in snap.tasks)
+        else [],
         driver=lease.owner if lease else None,
         heartbeat_at=lease.heartbeat_at if lease else None,
         stalled=lease is not None

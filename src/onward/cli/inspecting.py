@@ -1,0 +1,249 @@
+"""Looking at runs without changing them: status, list, the event timeline and its summary,
+saved states (history, show), replay, the HTML report, and the graph itself."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from onward.cli.options import DbOpt, JsonOpt, errors, open_store
+from onward.cli.render import dump, err, out, print_view, view_json
+
+commands = typer.Typer()
+
+
+@commands.command()
+def status(thread_id: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
+    """Show a run's status and steps."""
+    with errors(as_json), open_store(db, None) as ow:
+        view = ow.get(thread_id)
+    if as_json:
+        print(view_json(view))
+    else:
+        print_view(view)
+
+
+@commands.command("list")
+def list_runs(
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+    limit: Annotated[int, typer.Option(min=1)] = 50,
+) -> None:
+    """List runs, newest first."""
+    with errors(as_json), open_store(db, None) as ow:
+        rows = ow.list_runs(limit)
+        stalled = ow.stalled_threads()
+    if as_json:
+        dump(
+            [
+                {
+                    "thread_id": r.thread_id,
+                    "status": r.status.value,
+                    "stalled": r.thread_id in stalled,
+                    "objective": r.objective,
+                    "created_at": r.created_at.isoformat(),
+                    "updated_at": r.updated_at.isoformat(),
+                }
+                for r in rows
+            ]
+        )
+        return
+    table = Table(show_edge=False)
+    table.add_column("thread id", no_wrap=True, min_width=36)  # copyable for resume/status
+    for col in ("status", "created", "goal"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r.thread_id,
+            "stalled" if r.thread_id in stalled else r.status.value,
+            r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            r.objective[:60],
+        )
+    out.print(table)
+
+
+@commands.command("timeline")
+def timeline_cmd(
+    thread_id: str,
+    step: Annotated[str | None, typer.Option("--step", help="Only this step's events.")] = None,
+    kind: Annotated[
+        list[str] | None, typer.Option("--kind", help="Only events of this kind (repeatable).")
+    ] = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A run's events in order: steps, tool calls, checks, approvals, retries, model calls."""
+    with errors(as_json), open_store(db, None) as ow:
+        events = ow.timeline(thread_id, step=step, kinds=kind or ())
+    if as_json:
+        dump([e.model_dump(mode="json") for e in events])
+        return
+    table = Table(show_edge=False)
+    for col in ("#", "time", "event", "step", "try", "detail"):
+        table.add_column(col)
+    for e in events:
+        detail = {k: v for k, v in e.detail.items() if k not in ("step_id", "attempt")}
+        table.add_row(
+            str(e.id),
+            e.at.strftime("%H:%M:%S.%f")[:-3],
+            Text(e.kind),
+            Text(e.step_id or ""),
+            str(e.attempt or ""),
+            Text(json.dumps(detail, ensure_ascii=False, default=str)[:120]),
+        )
+    out.print(table)
+
+
+@commands.command()
+def summary(thread_id: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
+    """Totals from the event log: time busy and waiting, retries, failures, people, cost."""
+    with errors(as_json), open_store(db, None) as ow:
+        s = ow.summary(thread_id)
+    if as_json:
+        dump(s.model_dump(mode="json"))
+        return
+    out.print(f"run {s.thread_id}: {s.status}", highlight=False, markup=False)
+    out.print(
+        f"time {s.total_seconds:.1f}s (busy {s.busy_seconds:.1f}s, waiting for people "
+        f"{s.waiting_seconds:.1f}s) · steps {s.steps_done}/{s.steps} · model calls "
+        f"{s.model_calls}, tokens {s.input_tokens}+{s.output_tokens}, cost {s.cost:.4f}",
+        highlight=False,
+        markup=False,
+    )
+    if s.retries:
+        out.print("retries: " + ", ".join(f"{k} {v}" for k, v in s.retries.items()), markup=False)
+    if s.failures_by_class:
+        out.print("failures: " + ", ".join(f"{k} {v}" for k, v in s.failures_by_class.items()))
+    for i in s.interventions:
+        out.print(
+            f"person: {i.step_id} {i.kind} → {i.action or 'open'} by {i.by or '-'} after "
+            f"{i.waited_seconds:.1f}s",
+            highlight=False,
+            markup=False,
+        )
+
+
+@commands.command()
+def history(
+    thread_id: str,
+    limit: Annotated[int | None, typer.Option(min=1)] = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A run's saved states (checkpoints), newest first: step back with `show --at`."""
+    with errors(as_json), open_store(db, None) as ow:
+        rows = ow.history(thread_id, limit)
+    if as_json:
+        dump(rows)
+        return
+    table = Table(show_edge=False)
+    for col in ("checkpoint", "step", "node", "next", "status", "time"):
+        table.add_column(col, no_wrap=col == "checkpoint")
+    for r in rows:
+        table.add_row(
+            *(
+                Text(x)
+                for x in (
+                    r["checkpoint_id"],
+                    str(r["step"]),
+                    str(r["node"]),
+                    ",".join(r["next"]),
+                    r["status"],
+                    str(r["created_at"])[:23],
+                )
+            )
+        )
+    out.print(table)
+
+
+@commands.command()
+def show(
+    thread_id: str,
+    at: Annotated[str | None, typer.Option("--at", help="A checkpoint id from `history`.")] = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The run's state at a checkpoint (default: the latest)."""
+    with errors(as_json), open_store(db, None) as ow:
+        state, nxt = ow.state_at(thread_id, at)
+    data = {
+        "thread_id": thread_id,
+        "checkpoint_id": at,
+        "next": nxt,
+        "values": state.model_dump(mode="json"),
+    }
+    if as_json:
+        dump(data)
+        return
+    out.print(
+        f"status {state.status.value} · next {', '.join(nxt) or '(end)'}",
+        highlight=False,
+        markup=False,
+    )
+    for s in state.plan.steps:
+        rec = state.record(s.id)
+        out.print(
+            f"  {s.id:<20} {rec.status.value:<10} attempts {rec.attempts}  {s.tool} "
+            f"{json.dumps(s.args, ensure_ascii=False)[:80]}",
+            highlight=False,
+            markup=False,
+        )
+
+
+@commands.command()
+def replay(
+    thread_id: str,
+    delay: Annotated[float, typer.Option(min=0, help="Seconds between events.")] = 0.3,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Walk a run's timeline event by event in the terminal."""
+    with errors(as_json), open_store(db, None) as ow:
+        events = ow.timeline(thread_id)
+    if as_json:
+        dump([e.model_dump(mode="json") for e in events])
+        return
+    start = events[0].at if events else None
+    for e in events:
+        offset = (e.at - start).total_seconds() if start else 0.0
+        what = e.detail.get("message") or e.detail.get("failure_class") or ""
+        out.print(
+            f"+{offset:8.3f}s  {e.kind:<20} {e.step_id or '':<16} "
+            f"{'try ' + str(e.attempt) if e.attempt else '':<6} {str(what)[:80]}",
+            highlight=False,
+            markup=False,
+        )
+        if delay:
+            time.sleep(delay)
+
+
+@commands.command()
+def report(
+    thread_id: str,
+    html: Annotated[Path, typer.Option("--html", help="Where to write the HTML page.")],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a run as one self-contained HTML page (timeline, events, summary)."""
+    with errors(as_json), open_store(db, None) as ow:
+        page = ow.report_html(thread_id)
+    html.parent.mkdir(parents=True, exist_ok=True)
+    html.write_text(page, encoding="utf-8")
+    if as_json:
+        dump({"thread_id": thread_id, "html": str(html), "bytes": len(page.encode())})
+    else:
+        err.print(f"wrote {html}", highlight=False)
+
+
+@commands.command()
+def graph() -> None:
+    """Print the graph as a Mermaid diagram."""
+    from onward.graph.build import mermaid
+
+    print(mermaid(), end="")

@@ -1,0 +1,114 @@
+"""What the commands share: option declarations, exit codes, the error boundary, the store.
+
+Nothing heavy at module level: every command's options must be declared for ``--help``,
+but only a command that runs opens the store (and so imports LangGraph).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+import yaml
+from rich.text import Text
+
+from onward.cli.render import err
+from onward.errors import OnwardError, UsageError
+from onward.policy import parse_duration
+
+if TYPE_CHECKING:
+    from onward.client import Onward, RunView
+
+EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_BUSY = 0, 1, 2, 3, 4
+
+DbOpt = Annotated[
+    str | None,
+    typer.Option("--db", help="Store URL (default: $ONWARD_DB, else sqlite:///.onward/onward.db)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+ToolsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tools",
+        help="Python file or module registering @onward.tool tools (repeatable; "
+        "also $ONWARD_TOOLS, comma-separated).",
+    ),
+]
+UserOpt = Annotated[
+    str | None, typer.Option("--user", help="Who decides (default $ONWARD_USER, else login@host).")
+]
+NoContinueOpt = Annotated[
+    bool,
+    typer.Option("--no-continue", help="Only record the decision; `onward resume` goes on later."),
+]
+
+
+def exit_code(view: RunView) -> int:
+    from onward.state import RunFailureKind, RunStatus
+
+    if view.status is RunStatus.DONE:
+        return EXIT_DONE
+    if view.status in (RunStatus.WAITING_FOR_HUMAN, RunStatus.SUSPENDED):
+        return EXIT_WAITING
+    if view.failure is not None and view.failure.kind is RunFailureKind.PLANNING:
+        return EXIT_USAGE
+    return EXIT_FAILED
+
+
+@contextmanager
+def errors(as_json: bool) -> Iterator[None]:
+    """OnwardErrors → a clear message and an exit code, never a traceback."""
+    try:
+        yield
+    except OnwardError as exc:
+        code = exc.exit_code  # each error knows it (onward.errors)
+        if as_json:
+            print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
+        else:
+            # Text, not markup: messages quote user input such as regexes with [brackets].
+            err.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
+        raise typer.Exit(code) from None
+
+
+def store_url(db: str | None) -> str:
+    """--db, else $ONWARD_DB, else the default SQLite file."""
+    from onward.checkpointing.store import default_url
+
+    return db or default_url()
+
+
+def open_store(db: str | None, tools: list[str] | None) -> Onward:
+    from onward.client import Onward
+
+    return Onward(store_url(db), tool_modules=tools or [])
+
+
+def duration(text: str | None) -> timedelta | None:
+    """An optional duration option (2h, 1d)."""
+    return parse_duration(text) if text else None
+
+
+def edits(edit: list[str] | None, args_file: Path | None) -> tuple[dict[str, Any] | None, Any]:
+    """--edit key=value changes (values as YAML), or all args from --args-file."""
+    if args_file is not None:
+        try:
+            args = yaml.safe_load(args_file.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise UsageError(f"cannot read --args-file {args_file}: {exc}") from None
+        if not isinstance(args, dict):
+            raise UsageError(f"--args-file {args_file} must hold a mapping of args")
+        return None, args
+    if not edit:
+        return None, None
+    changes: dict[str, Any] = {}
+    for item in edit:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--edit {item!r}: write key=value (value as YAML: 5, true, text)")
+        changes[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+    return changes, None

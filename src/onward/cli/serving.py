@@ -1,0 +1,158 @@
+"""Long-lived processes on a store: ``worker`` drives queued runs, ``serve`` answers the
+LangGraph Server API. Both import their machinery only when started."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from onward.cli.options import EXIT_USAGE, DbOpt, JsonOpt, ToolsOpt, duration, errors, store_url
+from onward.cli.render import err
+from onward.policy import load_policy_file
+
+commands = typer.Typer()
+
+
+@commands.command()
+def worker(
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Runs this worker drives at once.")
+    ] = 1,
+    poll: Annotated[
+        float, typer.Option("--poll", min=0.01, help="Seconds between looks at an empty queue.")
+    ] = 1.0,
+    exit_when_idle: Annotated[
+        bool,
+        typer.Option(
+            "--exit-when-idle",
+            help="Exit once no queued run can become ready without a person (batch jobs).",
+        ),
+    ] = False,
+    db: DbOpt = None,
+    tools: ToolsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Claim queued and resumable runs from the store and drive them, until SIGTERM or
+    Ctrl-C: then finish the current superstep, requeue, release leases and exit."""
+    from onward.worker import Worker, WorkerPolicy
+
+    policy = WorkerPolicy(concurrency=concurrency, poll=poll, exit_when_idle=exit_when_idle)
+
+    def log(thread_id: str, outcome: str) -> None:
+        if as_json:
+            print(json.dumps({"thread_id": thread_id, "outcome": outcome}), flush=True)
+        else:
+            err.print(f"{thread_id}: {outcome}", highlight=False)
+
+    with errors(as_json):
+        w = Worker(store_url(db), policy=policy, tool_modules=tools or [], on_drive=log)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: w.drain())
+        report = w.run()
+    summary = {
+        "drives": report.drives,
+        "finished": len(report.finished),
+        "errors": len(report.errors),
+        "drained": report.drained,
+    }
+    if as_json:
+        print(json.dumps({"worker": summary}), flush=True)
+    else:
+        err.print(
+            f"worker stopped: {summary['drives']} drives, {summary['finished']} runs finished, "
+            f"{summary['errors']} errors" + (" (drained)" if report.drained else ""),
+            highlight=False,
+        )
+
+
+@commands.command()
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8420,
+    workdir: Annotated[
+        Path | None, typer.Option(help="Where runs started through the API work (default: cwd).")
+    ] = None,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cors-origin",
+            help="A browser origin allowed to call the API from another site, e.g. a chat "
+            "frontend at http://localhost:3000 (repeatable; also $ONWARD_CORS_ORIGINS).",
+        ),
+    ] = None,
+    db: DbOpt = None,
+    tools: ToolsOpt = None,
+    policy_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            help="The run policy of every API run (YAML/JSON); a start request may only "
+            "tighten it.",
+        ),
+    ] = None,
+    max_steps: Annotated[
+        int | None, typer.Option("--max-steps", min=1, help="Step executions per API run.")
+    ] = None,
+    max_run_time: Annotated[
+        str | None, typer.Option("--max-run-time", help="Wall time of an API run (2h, 1d).")
+    ] = None,
+    max_body: Annotated[
+        int | None,
+        typer.Option("--max-body", min=1024, help="Largest request body in bytes (4 MiB)."),
+    ] = None,
+    run_slots: Annotated[
+        int | None, typer.Option("--run-slots", min=1, help="Runs driven at once (8).")
+    ] = None,
+    user_runs: Annotated[
+        int | None, typer.Option("--user-runs", min=1, help="Runs in flight per user (4).")
+    ] = None,
+    open_docs: Annotated[
+        bool,
+        typer.Option("--open-docs", help="Serve /docs and /openapi.json without a token."),
+    ] = False,
+    no_recover: Annotated[
+        bool,
+        typer.Option(
+            "--no-recover",
+            help="Leave runs whose driver died to `onward worker` processes.",
+        ),
+    ] = False,
+) -> None:
+    """Serve the LangGraph Server API (langgraph_sdk, RemoteGraph, agent-chat-ui) and a web
+    page at / on this store. Tokens: $ONWARD_API_TOKENS=token:user,... (else open)."""
+    try:
+        import uvicorn
+
+        from onward.serve import create_app
+        from onward.serve.limits import ServeLimits
+    except ImportError:
+        err.print("onward serve needs the serve extra: pip install 'onward[serve]'")
+        raise typer.Exit(EXIT_USAGE) from None
+    from onward.state import Budget
+
+    with errors(False):
+        env = ServeLimits.from_env(dict(os.environ))
+        slots = run_slots or env.run_slots
+        limits = ServeLimits(
+            max_body=max_body or env.max_body,
+            run_slots=slots,
+            user_runs=user_runs or min(env.user_runs, slots),
+        )
+        app_ = create_app(
+            store_url(db),
+            workdir=workdir,
+            tool_modules=tools or [],
+            cors_origins=cors_origin or None,
+            policy=load_policy_file(policy_file) if policy_file else None,
+            budget=Budget(max_steps=max_steps, max_run_time=duration(max_run_time)),
+            limits=limits,
+            open_docs=open_docs,
+            recover=not no_recover,
+        )
+    err.print(f"onward serving {store_url(db)} on http://{host}:{port}/", highlight=False)
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
