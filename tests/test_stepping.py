@@ -52,7 +52,9 @@ def test_a_paused_output_shows_the_checks_verify_will_run(ow: Onward, workdir: P
     assert nxt == ["verify"]
     checks = pending_checks(ow.deps, state)
     assert list(checks) == ["a"]
-    assert [(c["check"], c["field"], c["value"]) for c in checks["a"]] == [("equals", "value", 1)]
+    # the tool's default checks, then the step's own
+    assert [c["check"] for c in checks["a"]] == ["non_empty", "equals"]
+    assert checks["a"][1]["value"] == 1
 
 
 def test_an_unknown_node_to_pause_before_is_refused_before_anything_runs(
@@ -73,15 +75,15 @@ def test_the_cli_pauses_before_verify_and_shows_pending_checks(run_cli: Any, wor
     paused = run_cli(
         "run", "--plan", "plan.yaml", "--interrupt-before", "verify", "--thread-id", "p", "--json"
     )
-    assert paused.code == 0, paused.stderr
+    assert paused.code == 3, paused.stderr  # stopped, not done: resume goes on
     assert paused.json()["paused_before"] == ["verify"]
     shown = run_cli("show", "p", "--json")
     assert shown.code == 0, shown.stderr
     data = shown.json()
     assert data["next"] == ["verify"]
-    assert data["pending_checks"]["a"][0]["check"] == "equals"
+    assert [c["check"] for c in data["pending_checks"]["a"]] == ["non_empty", "equals"]
     text = run_cli("show", "p")
-    assert "checks pending: equals" in text.stdout
+    assert "checks pending: non_empty, equals" in text.stdout
     done = run_cli("resume", "p", "--json")
     assert done.code == 0, done.stderr
     assert done.json()["status"] == "done"

@@ -170,12 +170,16 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """The run's state at a checkpoint (default: the latest)."""
+    from onward.nodes.verify import pending_checks
+
     with errors(as_json), open_store(db, None) as ow:
         state, nxt = ow.state_at(thread_id, at)
+        checks = pending_checks(ow.deps, state)
     data = {
         "thread_id": thread_id,
         "checkpoint_id": at,
         "next": nxt,
+        "pending_checks": checks,
         "values": state.model_dump(mode="json"),
     }
     if as_json:
@@ -194,6 +198,14 @@ def show(
             highlight=False,
             markup=False,
         )
+        if s.id in checks:  # produced, not yet verified
+            kinds = ", ".join(c["check"] for c in checks[s.id]) or "none (the tool has none)"
+            summary = rec.output.summary if rec.output else ""
+            out.print(
+                f"  {'':<20} output {summary[:80]} · checks pending: {kinds}",
+                highlight=False,
+                markup=False,
+            )
 
 
 @commands.command()

@@ -48,12 +48,22 @@ NoContinueOpt = Annotated[
 ]
 
 
+InterruptBeforeOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--interrupt-before",
+        help="Pause before this graph node (repeatable), e.g. verify; exit 3, and "
+        "`onward resume` goes on.",
+    ),
+]
+
+
 def exit_code(view: RunView) -> int:
     from onward.state import RunFailureKind, RunStatus
 
     if view.status is RunStatus.DONE:
         return EXIT_DONE
-    if view.status in (RunStatus.WAITING_FOR_HUMAN, RunStatus.SUSPENDED):
+    if view.status in (RunStatus.WAITING_FOR_HUMAN, RunStatus.SUSPENDED) or view.paused_before:
         return EXIT_WAITING
     if view.failure is not None and view.failure.kind is RunFailureKind.PLANNING:
         return EXIT_USAGE

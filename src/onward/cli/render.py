@@ -45,11 +45,20 @@ def print_view(view: RunView) -> None:
             table.add_row(s.id, s.tool, s.status.value, str(s.attempts), detail[:160])
         out.print(table)
         count = Counter(s.status for s in view.steps)
-        remaining = count[StepStatus.PENDING] + count[StepStatus.RUNNING]
+        remaining = (
+            count[StepStatus.PENDING] + count[StepStatus.RUNNING] + count[StepStatus.PRODUCED]
+        )
         out.print(
             f"done {count[StepStatus.DONE]} · failed {count[StepStatus.FAILED]} · skipped "
             f"{count[StepStatus.SKIPPED]} · remaining {remaining}",
             highlight=False,
+        )
+    if view.paused_before:
+        out.print(
+            f"paused before {', '.join(view.paused_before)}: `onward resume {view.thread_id}` "
+            "goes on",
+            highlight=False,
+            markup=False,
         )
     if view.failure:
         out.print(f"[red]reason:[/] {view.failure.message}", highlight=False)

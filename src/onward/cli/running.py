@@ -14,6 +14,7 @@ from rich.table import Table
 
 from onward.cli.options import (
     DbOpt,
+    InterruptBeforeOpt,
     JsonOpt,
     ToolsOpt,
     duration,
@@ -23,6 +24,7 @@ from onward.cli.options import (
 )
 from onward.cli.render import err, out, print_view, view_json
 from onward.demo import DEMO_GOAL, write_sample_orders
+from onward.errors import UsageError
 from onward.policy import ExpiryAction, RunPolicy, load_policy_file, parse_duration
 
 if TYPE_CHECKING:
@@ -189,6 +191,7 @@ def run(
             "on its own (unattended runs, CI).",
         ),
     ] = False,
+    interrupt_before: InterruptBeforeOpt = None,
 ) -> None:
     """Plan and run a goal (or a declared --plan) to the end, or until it waits for a person."""
     with errors(as_json), open_store(db, tools) as ow:
@@ -197,7 +200,11 @@ def run(
             err.print(
                 f"thread id: [bold]{tid}[/]  (resume with `onward resume {tid}`)", highlight=False
             )
-        view = drive(ow, tid, as_json)
+
+        def go(on_event: Callable[[ProgressEvent], None] | None) -> RunView:
+            return ow.drive(tid, on_event, interrupt_before=interrupt_before or ())
+
+        view = drive(ow, tid, as_json, go=go)
     finish(view, as_json)
 
 
@@ -277,6 +284,11 @@ def submit(**o: Any) -> None:
     """Put a goal (or a declared --plan) on the work queue and print its thread id; any
     `onward worker` on the same store drives it. Takes the same options as `run`."""
     with errors(o["as_json"]), open_store(o["db"], o["tools"]) as ow:
+        if o["interrupt_before"]:
+            raise UsageError(
+                "--interrupt-before pauses a drive in this process: use it with `onward run` "
+                "or `onward resume`, not with submit (a worker drives queued runs)"
+            )
         tid = _start(ow.submit, o)
     if o["as_json"]:
         print(json.dumps({"thread_id": tid, "queued": True}))
@@ -311,13 +323,20 @@ def resume(
     db: DbOpt = None,
     as_json: JsonOpt = False,
     tools: ToolsOpt = None,
+    interrupt_before: InterruptBeforeOpt = None,
 ) -> None:
     """Finish a run that stopped (crash, kill, Ctrl-C); completed steps are not run again."""
     with errors(as_json), open_store(db, tools) as ow:
         ow.get(thread_id)  # unknown thread → clear error before any progress output
 
         def go(on_event: Callable[[ProgressEvent], None] | None) -> RunView:
-            return ow.drive(thread_id, on_event, takeover=takeover, wait=not no_wait)
+            return ow.drive(
+                thread_id,
+                on_event,
+                takeover=takeover,
+                wait=not no_wait,
+                interrupt_before=interrupt_before or (),
+            )
 
         view = drive(ow, thread_id, as_json, go=go)
     finish(view, as_json)
