@@ -87,3 +87,33 @@ def test_the_cli_pauses_before_verify_and_shows_pending_checks(run_cli: Any, wor
     done = run_cli("resume", "p", "--json")
     assert done.code == 0, done.stderr
     assert done.json()["status"] == "done"
+
+
+def test_a_run_over_http_pauses_before_verify_and_goes_on(db_url: str, workdir: Path) -> None:
+    import httpx
+
+    from tests.test_serve import serve
+
+    plan = {"steps": [{"id": "a", "tool": "noop", "args": {"value": 1}}]}
+    with serve(db_url, workdir) as url:
+        tid = httpx.post(f"{url}/threads", json={}).json()["thread_id"]
+        body: dict[str, Any] = {
+            "assistant_id": "onward",
+            "input": {"goal": "step", "plan": plan},
+            "interrupt_before": ["verify"],
+        }
+        paused = httpx.post(f"{url}/threads/{tid}/runs/wait", json=body, timeout=60)
+        assert paused.status_code == 200, paused.text
+        runs = httpx.get(f"{url}/threads/{tid}/runs").json()
+        assert runs[0]["status"] == "interrupted"
+        state = httpx.get(f"{url}/threads/{tid}/state").json()
+        assert state["next"] == ["verify"]
+        assert state["values"]["steps"]["a"]["status"] == "produced"
+        bad = {"assistant_id": "onward", "interrupt_before": ["verfy"]}
+        refused = httpx.post(f"{url}/threads/{tid}/runs/wait", json=bad, timeout=60)
+        assert refused.status_code == 422
+        assert "no node named 'verfy'" in refused.json()["detail"]
+        done = httpx.post(
+            f"{url}/threads/{tid}/runs/wait", json={"assistant_id": "onward"}, timeout=60
+        )
+        assert done.json()["status"] == "done"

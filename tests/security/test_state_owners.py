@@ -241,7 +241,7 @@ def test_a_plan_sent_over_http_keeps_its_acceptance_checks_and_concurrency(
 
 def test_run_fields_onward_does_not_support_are_refused(api: httpx.Client) -> None:
     for extra in (
-        {"interrupt_before": ["execute"]},
+        {"interrupt_before": ["no-such-node"]},
         {"webhook": "http://127.0.0.1:1/hook"},
         {"multitask_strategy": "interrupt"},
         {"stream_subgraphs": True},

@@ -8,6 +8,7 @@ uses the same :func:`drive` to finish runs whose driver died.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from langgraph.types import Command, StreamMode
@@ -18,6 +19,7 @@ from onward.serve.clients import Clients
 from onward.serve.context import Serving
 from onward.serve.feed import DONE, Feed
 from onward.serve.intake import prepare
+from onward.serve.requests import pause_before
 from onward.serve.wire import chunk, jsonable
 
 GRAPH_MODES: dict[str, StreamMode] = {
@@ -55,6 +57,7 @@ def launch(
 ) -> tuple[str, Feed]:
     """Accept a run request and drive it on the pool: (run id, its feed). ``loop``: where
     the feed is read; None for a background run."""
+    pause = pause_before(body)
     ctx.pool.reserve(who)  # 429 before anything is stored
     try:
         run_id, command, checkpoint_id = prepare(ctx, thread_id, body, who)
@@ -63,7 +66,10 @@ def launch(
         raise
     out = Feed(loop)
     ctx.pool.submit(
-        who, lambda: drive(ctx.clients, thread_id, run_id, command, modes, checkpoint_id, out)
+        who,
+        lambda: drive(
+            ctx.clients, thread_id, run_id, command, modes, checkpoint_id, out, pause_at=pause
+        ),
     )
     return run_id, out
 
@@ -77,7 +83,10 @@ def drive(
     checkpoint_id: str | None,
     out: Feed,
     takeover: bool = False,
+    pause_at: Sequence[str] = (),
 ) -> None:
+    """Drive a run for a request, feeding ``out``; ``pause_at``: the request's
+    ``interrupt_before`` (the run ends *interrupted* there, as on LangGraph Server)."""
     graph_modes: list[StreamMode] = sorted(
         {GRAPH_MODES[m] for m in modes if m in GRAPH_MODES} | {"values"}
     )
@@ -92,6 +101,7 @@ def drive(
                 command=command,
                 checkpoint_id=checkpoint_id,
                 takeover=takeover,
+                interrupt_before=pause_at,
             ):
                 if mode == "values":
                     last = data
@@ -112,6 +122,8 @@ def drive(
                             },
                         )
                     )
+            elif pause_at and ow.get(thread_id).paused_before:
+                status = ApiRunStatus.INTERRUPTED
             else:
                 run = ow.store.get_run(thread_id)
                 if run is not None and not run.status.finished:

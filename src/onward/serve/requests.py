@@ -30,12 +30,11 @@ START_FIELDS = frozenset({"goal", "messages", "plan", "policy", "budget", "input
 
 RUN_FIELDS = frozenset(
     {"assistant_id", "input", "command", "stream_mode", "metadata", "config", "context"}
-    | {"checkpoint", "checkpoint_id", "if_not_exists", "checkpoint_during"}
+    | {"checkpoint", "checkpoint_id", "if_not_exists", "checkpoint_during", "interrupt_before"}
 )
 """Run-request fields onward acts on (``config``/``context`` are the SDKs' envelopes)."""
 
 UNSUPPORTED_DEFAULTS: Mapping[str, tuple[Any, ...]] = {
-    "interrupt_before": (None, [], "__none__"),
     "interrupt_after": (None, [], "__none__"),
     "webhook": (None, ""),
     "multitask_strategy": (None, "reject"),
@@ -204,6 +203,20 @@ def count(body: Mapping[str, Any], name: str, default: int, *, most: int | None 
         raise UsageError(f"{name} must not be negative ({number})")
     number = number or default
     return min(number, most) if most is not None else number
+
+
+def pause_before(body: Mapping[str, Any]) -> list[str]:
+    """A run request's ``interrupt_before``: graph nodes to pause before (``"*"``: every
+    node), checked against the graph; none by default."""
+    from onward.client.driving import pause_points
+    from onward.graph.routes import Node
+
+    asked = body.get("interrupt_before")
+    if asked in (None, [], "__none__"):
+        return []
+    if asked == "*":
+        return [n.value for n in Node]
+    return pause_points(strings(body, "interrupt_before"))
 
 
 def check_run_fields(body: Mapping[str, Any]) -> None:
