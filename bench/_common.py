@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from onward import Plan, PlanStep
-from onward.checkpointing.sql import scratch_schema
+from onward.store.sql import scratch_schema
 
 PG_URL = os.environ.get("ONWARD_BENCH_PG") or "postgresql://postgres@127.0.0.1:5432/test"
 """The Postgres the benches use ($ONWARD_BENCH_PG); each run gets a fresh schema in it."""

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from onward import Onward
-from onward.checkpointing.sql import scratch_schema
+from onward.store.sql import scratch_schema
 
 
 @pytest.fixture(autouse=True)

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from onward import DeterministicToolError, ToolContext, TransientToolError, tool
-from onward.checkpointing.breakers import BreakerPolicy
-from onward.retry import RetryPolicy
-from onward.state import StepFailure
+from onward.model.state import StepFailure
+from onward.policies.retry import RetryPolicy
+from onward.store.breakers import BreakerPolicy
 
 QUICK = RetryPolicy(max_attempts=4, initial_delay=0.01, max_delay=0.05)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from onward import SideEffect, ToolContext, tool
-from onward.policy import Deadline
+from onward.policies.run import Deadline
 
 
 def _append(path: Path, row: dict[str, Any]) -> None:

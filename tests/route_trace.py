@@ -16,11 +16,11 @@ from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from onward.artifacts import ArtifactStore
 from onward.checkpointing.serde import checkpoint_serde
 from onward.graph.build import build_graph
 from onward.graph.trace import thread_transitions
 from onward.nodes.deps import NodeDeps
+from onward.store.artifacts import ArtifactStore
 from onward.tools.registry import default_registry
 
 HISTORY_LIMIT = 2_000

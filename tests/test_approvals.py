@@ -20,11 +20,11 @@ import pytest
 from langgraph.types import Command
 
 from onward import Onward, Plan, PlanStep
-from onward.checkpointing.events import AuditKind
 from onward.errors import AnswerError, TokenError
+from onward.model.state import PlanEdit, StepRecord, StepStatus
+from onward.observe.events import AuditKind
 from onward.planning.revise import revision_problems
-from onward.policy import Deadline, ExpiryAction, RunPolicy
-from onward.state import PlanEdit, StepRecord, StepStatus
+from onward.policies.run import Deadline, ExpiryAction, RunPolicy
 from onward.tools.registry import default_registry
 from tests.conftest import cli_env, onward_cmd, start_run
 from tests.hitl_tools import rows

@@ -25,9 +25,9 @@ from onward import (
     default_registry,
     tool,
 )
-from onward.artifacts import INLINE_LIMIT, ArtifactStore, canonical_json
-from onward.checkpointing.store import sqlite_path
-from onward.policy import RunPolicy
+from onward.policies.run import RunPolicy
+from onward.store.artifacts import INLINE_LIMIT, ArtifactStore, canonical_json
+from onward.store.database import sqlite_path
 
 VALUE = {"orders": list(range(100)), "note": "produced by step 1"}
 """Large enough to be stored as a body (smaller values ride in their ref)."""

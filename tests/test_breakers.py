@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from onward import Onward, Plan, PlanStep
-from onward.checkpointing.breakers import BreakerPolicy, Breakers, BreakerState
-from onward.checkpointing.store import Store
+from onward.store.breakers import BreakerPolicy, Breakers, BreakerState
+from onward.store.database import Store
 from tests.httpfake import FakeService
 
 TOOLS = str(Path(__file__).with_name("failure_tools.py"))

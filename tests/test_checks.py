@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from onward.checks import (
+from onward.verification.checks import (
     CheckContext,
     ColumnsInclude,
     Equals,

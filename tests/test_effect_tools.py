@@ -19,7 +19,7 @@ import pytest
 
 import onward.tools.effects  # registers notify and http_post
 from onward.errors import DeterministicToolError, TransientToolError
-from onward.state import SideEffect
+from onward.model.state import SideEffect
 from onward.tools import Reconciled, ToolContext, ToolSpec, default_registry
 from tests.httpfake import FakeService, get_stats, read_port
 
@@ -41,7 +41,7 @@ def service(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeService]:
 
 
 def allow(monkeypatch: pytest.MonkeyPatch, port: int) -> None:
-    """http_post and its probe reach only hosts in ONWARD_HTTP_ALLOW (onward.egress)."""
+    """http_post and its probe reach only hosts in ONWARD_HTTP_ALLOW (onward.policies.egress)."""
     monkeypatch.setenv("ONWARD_HTTP_ALLOW", f"127.0.0.1:{port}")
 
 

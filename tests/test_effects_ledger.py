@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from onward import Onward, Plan, PlanStep, ToolContext
-from onward.policy import RunPolicy
+from onward.policies.run import RunPolicy
 from tests.conftest import cli_env, onward_cmd
 
 TOOLS = '''

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from onward import Onward, Plan, PlanStep
-from onward.checks import Equals
-from onward.failures import classify, signature
-from onward.retry import RetryPolicy
-from onward.state import Budget, FailureClass
+from onward.model.state import Budget, FailureClass
+from onward.policies.retry import RetryPolicy
+from onward.verification.checks import Equals
+from onward.verification.failures import classify, signature
 from tests.conftest import cli_env, onward_cmd, start_run
 from tests.failure_tools import calls
 from tests.httpfake import FakeService
@@ -421,7 +421,7 @@ def test_rejecting_a_budget_question_aborts_the_run(fo: Onward) -> None:
 
 def test_the_superstep_limit_comes_from_the_plan() -> None:
     from onward.api import MIN_SUPERSTEPS, superstep_limit
-    from onward.state import RunState
+    from onward.model.state import RunState
     from onward.tools.registry import default_registry
 
     small = RunState(plan=Plan(steps=[PlanStep(id="a", tool="noop")]))
@@ -444,7 +444,7 @@ def test_max_concurrent_limits_parallel_calls_to_a_service(fo: Onward, workdir: 
 def test_an_unsafe_post_refused_with_503_is_retried_without_a_reconcile(
     db_url: str, workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from onward.policy import RunPolicy
+    from onward.policies.run import RunPolicy
 
     with FakeService() as service, Onward(db_url) as ow:
         monkeypatch.setenv("ONWARD_HTTP_ALLOW", f"127.0.0.1:{service.port}")
@@ -492,7 +492,7 @@ def test_a_run_may_end_exactly_on_its_step_budget(fo: Onward) -> None:
 def test_a_probe_failing_for_a_non_service_reason_still_settles_the_breaker(
     db_url: str, workdir: Path
 ) -> None:
-    from onward.checkpointing.breakers import BreakerPolicy, BreakerState
+    from onward.store.breakers import BreakerPolicy, BreakerState
 
     with Onward(db_url, tool_modules=[TOOLS]) as ow:
         policy = BreakerPolicy(consecutive=3, min_calls=10, failure_rate=0.3, cooldown=1.0)

@@ -23,9 +23,9 @@ import pytest
 import yaml
 
 from onward import Onward
-from onward.checkpointing.store import Store
-from onward.policy import Deadline, RunPolicy
-from onward.state import Plan, PlanStep, RunStatus, StepStatus
+from onward.model.state import Plan, PlanStep, RunStatus, StepStatus
+from onward.policies.run import Deadline, RunPolicy
+from onward.store.database import Store
 from tests.conftest import cli_env, onward_cmd, postgres_schema, read_jsonl
 
 FAILURE_TOOLS = str(Path(__file__).with_name("failure_tools.py"))
@@ -380,7 +380,7 @@ def test_a_run_that_finishes_as_a_drain_comes_in_is_done_not_requeued(
 ) -> None:
     """SIGTERM right as a drive's last superstep ends: the run is finished, so the worker
     reports it done and dequeues it, instead of calling it drained and queueing it again."""
-    from onward.worker import Worker, WorkerPolicy
+    from onward.client.worker import Worker, WorkerPolicy
 
     with Onward(db_url, model=None) as ow:
         tid = ow.submit(plan=Plan(steps=[PlanStep(id="a", tool="noop")]), workdir=workdir)

@@ -15,13 +15,13 @@ import pytest
 from langgraph.graph import END, START
 
 from onward import Onward, Plan, PlanStep, RunPolicy
-from onward.checks import Equals
 from onward.errors import IllegalRouteError
 from onward.graph.build import compile_graph, mermaid
 from onward.graph.routes import EXITS, FAILURE_ROUTES, Node, drawn_edges, label
-from onward.graph.routing import routed
+from onward.graph.schedule import routed
 from onward.graph.trace import thread_transitions
-from onward.state import FailureClass
+from onward.model.state import FailureClass
+from onward.verification.checks import Equals
 
 TOOLS = str(Path(__file__).with_name("failure_tools.py"))
 

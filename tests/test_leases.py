@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from onward import LeasePolicy, Onward, Plan, PlanStep, RunBusyError
-from onward.checkpointing.leases import Leases
+from onward.store.leases import Leases
 from tests.conftest import cli_env, onward_cmd
 
 LEASE = {"ONWARD_LEASE_TTL": "1.0", "ONWARD_HEARTBEAT": "0.2"}

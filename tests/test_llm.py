@@ -17,7 +17,7 @@ from onward import Onward
 from onward.llm import context
 from onward.llm.fake import ScriptedChatModel
 from onward.llm.models import ModelBlockedError, model_from_env
-from onward.state import Goal, Plan, PlanStep, RunState, StepRecord, StepStatus
+from onward.model.state import Goal, Plan, PlanStep, RunState, StepRecord, StepStatus
 from tests.openai_fake import FakeOpenAI, Reply
 
 GOALS = {
@@ -184,7 +184,7 @@ def test_need_help_from_the_replanner_escalates(db_url: str, workdir: Path) -> N
 
 
 def test_a_judge_never_passes_a_step_its_checks_failed(db_url: str, workdir: Path) -> None:
-    from onward.checks import Equals
+    from onward.verification.checks import Equals
 
     model = ScriptedChatModel(responses=[], default={"ok": True, "findings": []})
     plan = Plan(
@@ -367,7 +367,7 @@ def test_a_revision_that_drops_a_failed_sibling_keeps_the_run_consistent(
 def test_renaming_a_failing_step_does_not_reset_the_replan_budget(
     db_url: str, workdir: Path
 ) -> None:
-    from onward.state import Budget
+    from onward.model.state import Budget
 
     count = [0]
 
@@ -438,9 +438,9 @@ def test_judge_needs_a_model(db_url: str, workdir: Path) -> None:
 
 
 def test_no_model_call_is_made_past_the_token_budget(db_url: str, workdir: Path) -> None:
+    from onward.model.state import Budget, StepFailure, Usage
     from onward.nodes.deps import NodeDeps
     from onward.nodes.replan import _model_replan
-    from onward.state import Budget, StepFailure, Usage
 
     model = ScriptedChatModel(
         responses=[_draft({"id": "r", "tool": "read_file", "args": {"path": "missing.txt"}})],

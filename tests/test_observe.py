@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from onward import Onward, Plan, PlanStep
-from onward.policy import RunPolicy
+from onward.policies.run import RunPolicy
 
 HITL = str(Path(__file__).with_name("hitl_tools.py"))
 FAULTS = str(Path(__file__).with_name("failure_tools.py"))

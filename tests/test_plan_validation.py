@@ -20,9 +20,9 @@ from onward import (
     load_plan_file,
     tool,
 )
-from onward.checks import CHECK_KINDS, Equals, FileExists, Matches, RowCount
+from onward.model.state import PlanSource
 from onward.planning.validate import parse_declared, plan_problems
-from onward.state import PlanSource
+from onward.verification.checks import CHECK_KINDS, Equals, FileExists, Matches, RowCount
 
 KNOWN_KINDS = ", ".join(CHECK_KINDS)
 

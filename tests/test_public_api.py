@@ -207,7 +207,7 @@ def test_moved_errors_still_import_from_their_old_modules() -> None:
     from onward.llm.fake import ScriptExhaustedError
     from onward.llm.models import ModelBlockedError
     from onward.llm.planner import ModelPlanningError
-    from onward.state import IllegalTransitionError
+    from onward.model.state import IllegalTransitionError
 
     assert ScriptExhaustedError is errors.ScriptExhaustedError
     assert ModelBlockedError is errors.ModelBlockedError

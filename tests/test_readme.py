@@ -90,7 +90,7 @@ def test_example_plan_runs(run_cli, workdir: Path) -> None:  # type: ignore[no-u
 def test_readme_policy_example_loads(workdir: Path) -> None:
     from datetime import timedelta
 
-    from onward.policy import load_policy_file
+    from onward.policies.run import load_policy_file
 
     policy_yaml = _block("# Approvals and people", "yaml", DOCS / "approvals.md")
     (workdir / "policy.yaml").write_text(policy_yaml)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from onward import InconsistentRunError, Onward, Plan, PlanStep
-from onward.state import SCHEMA_VERSION, migrate
+from onward.model.state import SCHEMA_VERSION, migrate
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -160,7 +160,7 @@ def test_opening_an_older_store_moves_run_requests_to_their_own_table(tmp_path: 
 
 def test_golden_v2_store_waiting_for_approval_resumes_after_the_move(tmp_path: Path) -> None:
     """Written by the release before the package moved into folders: its pending interrupt
-    carries an ``onward.state.ApproveTask``, which must still load and be answered."""
+    carries an ``onward.model.state.ApproveTask``, which must still load and be answered."""
     store = tmp_path / "v2"
     shutil.copytree(GOLDEN / "v2", store)
     target = tmp_path / "written.txt"

@@ -23,8 +23,8 @@ from pydantic import BaseModel, Field
 
 from onward import Onward, Plan, PlanStep, RunStatus
 from onward.checkpointing.savers import OnwardSqliteSaver
-from onward.checkpointing.store import Store
-from onward.state import append_items
+from onward.model.state import append_items
+from onward.store.database import Store
 
 CONFIG: Any = {"configurable": {"thread_id": "t1", "checkpoint_ns": "", "checkpoint_id": "c1"}}
 ROW = (datetime(2026, 1, 1, tzinfo=UTC), "step_done", {"step_id": "s1"}, "step_done:s1:1")

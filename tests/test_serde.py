@@ -18,9 +18,9 @@ from onward.checkpointing.serde import (
     checkpoint_serde,
     checkpoint_types,
 )
-from onward.encryption import Cipher
 from onward.errors import StoreCorruptError
-from onward.state import ArtifactRef, StepRecord, StepStatus
+from onward.model.state import ArtifactRef, StepRecord, StepStatus
+from onward.store.encryption import Cipher
 
 
 def snapshot(n: int, *, summary: str = "ok") -> dict[str, Any]:

@@ -13,16 +13,12 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from onward import Onward, Plan, PlanStep, StepRecord, StepStatus, budget
+from onward import Onward, Plan, PlanStep, StepRecord, StepStatus
 from onward.api import superstep_limit
-from onward.artifacts import ArtifactStore
 from onward.checkpointing.serde import checkpoint_serde
-from onward.checkpointing.store import sqlite_path
-from onward.checks import Equals, FileExists
-from onward.graph.routing import make_gate
-from onward.nodes.deps import NodeDeps
-from onward.retry import RetryPolicy
-from onward.state import (
+from onward.graph.schedule import make_gate
+from onward.model import budget
+from onward.model.state import (
     ArtifactRef,
     Budget,
     FailureClass,
@@ -37,7 +33,12 @@ from onward.state import (
     merge_steps,
     transition,
 )
+from onward.nodes.deps import NodeDeps
+from onward.policies.retry import RetryPolicy
+from onward.store.artifacts import ArtifactStore
+from onward.store.database import sqlite_path
 from onward.tools import default_registry
+from onward.verification.checks import Equals, FileExists
 from tests.conftest import cli_env
 
 P, R, D, F, S = (
@@ -381,7 +382,9 @@ def test_strict_mode_warning_is_visible_when_onward_types_are_not_allowlisted(
     )
 
     assert proc.returncode == 0, proc.stderr
-    assert any("Blocked deserialization of onward.state." in w for w in serde_warnings(proc.stderr))
+    assert any(
+        "Blocked deserialization of onward.model.state." in w for w in serde_warnings(proc.stderr)
+    )
 
 
 def test_every_kind_of_field_reads_back_the_same_from_a_lazy_checkpoint() -> None:

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from onward import Onward, Plan, PlanStep
-from onward.checks import Equals
 from onward.errors import UsageError
 from onward.nodes.verify import pending_checks
+from onward.verification.checks import Equals
 
 
 def _plan() -> Plan:

@@ -13,10 +13,10 @@ import psycopg
 import pytest
 
 from onward import Onward
-from onward.checkpointing.sql import Db, sqlite_path
-from onward.checkpointing.store import Store
 from onward.errors import ArtifactError, EncryptionKeyError, StoreError
-from onward.state import Plan, PlanStep, RunStatus
+from onward.model.state import Plan, PlanStep, RunStatus
+from onward.store.database import Store
+from onward.store.sql import Db, sqlite_path
 from tests.conftest import PG_URL, postgres_schema
 
 SECRET = "zebra-7Q-sapphire-secret"

@@ -4,9 +4,6 @@ Plan, execute through tools, verify every result, resume by thread id after
 any crash, without losing work or repeating a side effect.
 """
 
-from onward.checkpointing.breakers import BreakerPolicy
-from onward.checkpointing.leases import LeasePolicy
-from onward.checkpointing.store import Store
 from onward.client import (
     CancelReport,
     Onward,
@@ -16,6 +13,7 @@ from onward.client import (
     SweepReport,
     load_plan_file,
 )
+from onward.client.worker import Worker, WorkerPolicy, WorkerReport
 from onward.errors import (
     AnswerError,
     ArtifactError,
@@ -42,12 +40,8 @@ from onward.errors import (
     UsageError,
 )
 from onward.graph.build import build_graph, compile_graph
-from onward.inbox import PendingDecision
 from onward.llm.fake import ScriptedChatModel
-from onward.policy import Deadline, ExpiryAction, RunPolicy
-from onward.progress import EventKind, ProgressEvent
-from onward.retry import RetryPolicy
-from onward.state import (
+from onward.model.state import (
     Approval,
     ArtifactRef,
     Budget,
@@ -67,8 +61,14 @@ from onward.state import (
     Usage,
     WaitKind,
 )
+from onward.observe.progress import EventKind, ProgressEvent
+from onward.people.inbox import PendingDecision
+from onward.policies.retry import RetryPolicy
+from onward.policies.run import Deadline, ExpiryAction, RunPolicy
+from onward.store.breakers import BreakerPolicy
+from onward.store.database import Store
+from onward.store.leases import LeasePolicy
 from onward.tools import Reconciled, Registry, ToolContext, ToolSpec, default_registry, tool
-from onward.worker import Worker, WorkerPolicy, WorkerReport
 
 __all__ = [
     "AnswerError",

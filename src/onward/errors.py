@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
-    from onward.state import Usage
+    from onward.model.state import Usage
 
 
 class OnwardError(Exception):
@@ -263,8 +263,8 @@ class InternalError(OnwardError):
 
 
 class IllegalTransitionError(InternalError):
-    """A node tried a step transition the table forbids (:mod:`onward.state`). Exit 70,
-    HTTP 500. (Importable from :mod:`onward.state` too.)"""
+    """A node tried a step transition the table forbids (:mod:`onward.model.state`). Exit 70,
+    HTTP 500. (Importable from :mod:`onward.model.state` too.)"""
 
 
 class IllegalRouteError(InternalError):

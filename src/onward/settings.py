@@ -3,14 +3,14 @@
 | variable | type | default | meaning |
 | --- | --- | --- | --- |
 | `ONWARD_DB` | text | `sqlite:///.onward/onward.db` | the store (`sqlite:///…`, `postgresql://…`) |
-| `ONWARD_AES_KEY` | text | unset: not encrypted | key at rest, read by `onward.encryption` |
+| `ONWARD_AES_KEY` | text | unset: not encrypted | key at rest, read by `onward.store.encryption` |
 | `ONWARD_BUSY_TIMEOUT` | duration | 10 s | wait this long for a locked SQLite database |
 | `ONWARD_FSYNC` | flag | off | fsync files, SQLite `synchronous=FULL` |
 | `ONWARD_LEASE_TTL` | duration | 30 s | a run's lease lives this long past a heartbeat |
 | `ONWARD_HEARTBEAT` | duration | TTL / 3, at most 10 s | between lease heartbeats (< the TTL) |
 | `ONWARD_MAX_WAIT` | duration | 60 s | longest retry wait slept in-process |
 | `ONWARD_TOOLS` | list | none | tool modules to import (`pkg.mod,path/x.py`) |
-| `ONWARD_HTTP_ALLOW` | text | nothing | hosts HTTP tools may reach (`onward.egress`) |
+| `ONWARD_HTTP_ALLOW` | text | nothing | hosts HTTP tools may reach (`onward.policies.egress`) |
 | `ONWARD_USER` | text | login@host | who decides, for the CLI |
 | `ONWARD_SECRET` | text | unset: no tokens | answers need resume tokens signed with it |
 | `ONWARD_TOKEN_TTL` | duration | 15 min | how long a resume token is valid |
@@ -57,7 +57,7 @@ from types import MappingProxyType
 from typing import Any
 
 from onward.errors import UsageError
-from onward.policy import parse_duration
+from onward.policies.run import parse_duration
 
 DEFAULT_DB = "sqlite:///.onward/onward.db"
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -68,7 +68,7 @@ DEFAULT_HEARTBEAT = timedelta(seconds=10)
 FAULT_POINTS = frozenset(
     {"after_effect", "after_record", "after_compensate", "after_compensation_record"}
 )
-"""Where ``ONWARD_FAULT_KILL`` can kill (see :mod:`onward.diagnostics`)."""
+"""Where ``ONWARD_FAULT_KILL`` can kill (see :mod:`onward.testing.faults`)."""
 
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})

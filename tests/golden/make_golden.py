@@ -2,7 +2,7 @@
 
 Run once per schema version (``python tests/golden/make_golden.py v1``) and commit the
 output. Never edit or regenerate an old golden directory: when the state schema changes,
-add a migration in ``onward.state`` and a new golden directory.
+add a migration in ``onward.model.state`` and a new golden directory.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from onward import Onward, Plan, PlanStep
-from onward.checks import Equals
+from onward.verification.checks import Equals
 
 HERE = Path(__file__).resolve().parent
 THREAD = "golden-thread"

@@ -2,7 +2,7 @@
 redesign that moved its classes into folders (release of 2026-11, commit da5633c).
 
 It holds what v1 does not: a pending interrupt whose payload is an onward task model
-(``onward.state.ApproveTask``), a policy, artifacts from a write, and a wave of two
+(``onward.model.state.ApproveTask``), a policy, artifacts from a write, and a wave of two
 parallel steps. Run once (``python tests/golden/make_golden_v2.py``) and commit the
 output; never regenerate it.
 """
@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 
 from onward import Onward, Plan, PlanStep, RunPolicy
-from onward.checks import Equals
+from onward.verification.checks import Equals
 
 HERE = Path(__file__).resolve().parent
 THREAD = "golden-v2"

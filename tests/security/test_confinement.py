@@ -21,10 +21,10 @@ import httpx
 import pytest
 
 from onward import Onward, RunPolicy
-from onward.checks import CheckContext, FileCount, JsonPath, evaluate
-from onward.confine import confine, glob, locate
 from onward.errors import DeterministicToolError, PlanningError
 from onward.planning.templates import plan_from_template
+from onward.policies.confine import confine, glob, locate
+from onward.verification.checks import CheckContext, FileCount, JsonPath, evaluate
 from tests.conftest import BACKENDS, postgres_schema
 from tests.security.conftest import TOKENS, auth, start
 from tests.test_serve import serve

@@ -1,4 +1,5 @@
-"""Network egress (issue 17): every network tool goes through one policy (onward.egress), and
+"""Network egress (issue 17): every network tool goes through one policy
+(onward.policies.egress), and
 redirects are re-checked hop by hop.
 
 The attacks run against a real ``onward serve`` allowed to reach one loopback server
@@ -27,7 +28,7 @@ import httpx
 import pytest
 
 from onward import DeterministicToolError, ToolContext, TransientToolError, default_registry
-from onward.egress import (
+from onward.policies.egress import (
     ALLOW_ENV,
     AllowedHost,
     EgressPolicy,

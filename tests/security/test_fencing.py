@@ -19,13 +19,10 @@ import httpx
 import pytest
 from langchain_core.messages import BaseMessage
 
-from onward.artifacts import ArtifactStore
 from onward.llm import context
 from onward.llm.fake import ScriptedChatModel
 from onward.llm.planner import ModelPlanningError, plan_with_model, replan_with_model
-from onward.nodes.deps import NodeDeps
-from onward.nodes.judge import judge_goal, judge_step
-from onward.state import (
+from onward.model.state import (
     ArtifactRef,
     ExecuteTask,
     FailureClass,
@@ -37,7 +34,10 @@ from onward.state import (
     StepRecord,
     StepStatus,
 )
+from onward.nodes.deps import NodeDeps
+from onward.store.artifacts import ArtifactStore
 from onward.tools.registry import default_registry
+from onward.verification.judge import judge_goal, judge_step
 from tests.openai_fake import FakeOpenAI, Reply
 from tests.test_serve import serve
 

@@ -133,13 +133,13 @@ def test_recovery_drives_orphans_but_waits_for_a_run_suspended_until_later(
     from datetime import timedelta
 
     from onward import Onward
-    from onward.checkpointing.threads import ApiRunStatus
-    from onward.graph.routing import GATE
+    from onward.graph.schedule import GATE
+    from onward.model.state import Plan, PlanStep, RunStatus
     from onward.serve.clients import Clients
     from onward.serve.limits import RunPool, ServeLimits
     from onward.serve.recovery import Recovery
     from onward.serve.wire import ASSISTANT_ID
-    from onward.state import Plan, PlanStep, RunStatus
+    from onward.store.runs import ApiRunStatus
 
     monkeypatch.setenv("ONWARD_LEASE_TTL", "0.1")  # records older than this are considered
     clients = Clients(lambda: Onward(db_url, model=None))

@@ -1,5 +1,1 @@
-"""Store URL → checkpointer, onward's tables and the artifact store."""
-
-from onward.checkpointing.store import DEFAULT_URL, RunRow, Store, default_url
-
-__all__ = ["DEFAULT_URL", "RunRow", "Store", "default_url"]
+"""LangGraph's checkpoint savers (one durable commit per plan step) and onward's serializer."""

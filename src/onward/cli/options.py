@@ -19,7 +19,7 @@ from rich.text import Text
 
 from onward.cli.render import err
 from onward.errors import OnwardError, UsageError
-from onward.policy import parse_duration
+from onward.policies.run import parse_duration
 
 if TYPE_CHECKING:
     from onward.client import Onward, RunView
@@ -59,7 +59,7 @@ InterruptBeforeOpt = Annotated[
 
 
 def exit_code(view: RunView) -> int:
-    from onward.state import RunFailureKind, RunStatus
+    from onward.model.state import RunFailureKind, RunStatus
 
     if view.status is RunStatus.DONE:
         return EXIT_DONE
@@ -87,7 +87,7 @@ def errors(as_json: bool) -> Iterator[None]:
 
 def store_url(db: str | None) -> str:
     """--db, else $ONWARD_DB, else the default SQLite file."""
-    from onward.checkpointing.store import default_url
+    from onward.store.database import default_url
 
     return db or default_url()
 

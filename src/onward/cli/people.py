@@ -31,8 +31,8 @@ from onward.errors import UsageError
 
 if TYPE_CHECKING:
     from onward.client import Onward, RunView
-    from onward.inbox import PendingDecision
-    from onward.progress import ProgressEvent
+    from onward.observe.progress import ProgressEvent
+    from onward.people.inbox import PendingDecision
 
 commands = typer.Typer()
 

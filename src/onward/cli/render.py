@@ -26,7 +26,7 @@ def view_json(view: RunView) -> str:
 
 
 def print_view(view: RunView) -> None:
-    from onward.state import StepStatus
+    from onward.model.state import StepStatus
 
     colour = {"done": "green", "failed": "red"}.get(view.status.value, "yellow")
     shown = "stalled" if view.stalled else view.status.value

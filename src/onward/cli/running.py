@@ -25,11 +25,11 @@ from onward.cli.options import (
 from onward.cli.render import err, out, print_view, view_json
 from onward.demo import DEMO_GOAL, write_sample_orders
 from onward.errors import UsageError
-from onward.policy import ExpiryAction, RunPolicy, load_policy_file, parse_duration
+from onward.policies.run import ExpiryAction, RunPolicy, load_policy_file, parse_duration
 
 if TYPE_CHECKING:
     from onward.client import Onward, RunView
-    from onward.progress import ProgressEvent
+    from onward.observe.progress import ProgressEvent
 
     Go = Callable[[Callable[[ProgressEvent], None] | None], RunView]
 
@@ -89,8 +89,8 @@ def drive(
         TimeElapsedColumn,
     )
 
-    from onward.progress import EventKind
-    from onward.state import StepStatus
+    from onward.model.state import StepStatus
+    from onward.observe.progress import EventKind
 
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -130,7 +130,7 @@ def drive(
 
 def finish(view: RunView, as_json: bool, extra: Callable[[RunView], None] | None = None) -> None:
     """Print a driven run (its report once done, or ``extra``) and exit with its code."""
-    from onward.state import RunStatus
+    from onward.model.state import RunStatus
 
     if as_json:
         print(view_json(view))
@@ -247,7 +247,7 @@ def _policy(
 
 def _start(start: Callable[..., str], o: dict[str, Any]) -> str:
     """Create a run from ``run``'s options (``run`` and ``submit`` take the same ones)."""
-    from onward.state import Budget
+    from onward.model.state import Budget
 
     policy = _policy(
         o["policy_file"],

@@ -13,7 +13,7 @@ import typer
 
 from onward.cli.options import EXIT_USAGE, DbOpt, JsonOpt, ToolsOpt, duration, errors, store_url
 from onward.cli.render import err
-from onward.policy import load_policy_file
+from onward.policies.run import load_policy_file
 
 commands = typer.Typer()
 
@@ -39,7 +39,7 @@ def worker(
 ) -> None:
     """Claim queued and resumable runs from the store and drive them, until SIGTERM or
     Ctrl-C: then finish the current superstep, requeue, release leases and exit."""
-    from onward.worker import Worker, WorkerPolicy
+    from onward.client.worker import Worker, WorkerPolicy
 
     policy = WorkerPolicy(concurrency=concurrency, poll=poll, exit_when_idle=exit_when_idle)
 
@@ -133,7 +133,7 @@ def serve(
     except ImportError:
         err.print("onward serve needs the serve extra: pip install 'onward[serve]'")
         raise typer.Exit(EXIT_USAGE) from None
-    from onward.state import Budget
+    from onward.model.state import Budget
 
     with errors(False):
         env = ServeLimits.from_env(dict(os.environ))

@@ -10,14 +10,20 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.types import Command
 
-from onward import tokens
-from onward.approvals import AnswerType, edited_budget, edited_plan, edited_step, parse_answer
-from onward.checkpointing.events import AuditKind
 from onward.errors import OnwardError, UsageError
-from onward.inbox import PendingDecision
-from onward.policy import ExpiryAction
-from onward.progress import ProgressEvent
-from onward.state import DecisionAction, RunStatus, WaitKind
+from onward.model.state import DecisionAction, RunStatus, WaitKind
+from onward.observe.events import AuditKind
+from onward.observe.progress import ProgressEvent
+from onward.people import tokens
+from onward.people.approvals import (
+    AnswerType,
+    edited_budget,
+    edited_plan,
+    edited_step,
+    parse_answer,
+)
+from onward.people.inbox import PendingDecision
+from onward.policies.run import ExpiryAction
 
 if TYPE_CHECKING:
     from onward.client.facade import Onward

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphRecursionError
 from langgraph.types import Command, StateSnapshot, StreamMode
 
-from onward import refs
-from onward.checkpointing.leases import Heartbeat, new_owner
 from onward.client.leasing import acquire
 from onward.client.lifecycle import apply_requested_cancel
 from onward.client.views import RunView, config, row, state_of, view
@@ -25,10 +24,9 @@ from onward.errors import (
     UsageError,
 )
 from onward.graph.routes import Node
-from onward.graph.routing import APPROVE, ESCALATE, GATE
-from onward.progress import ProgressEvent
-from onward.retry import DEFAULT_RETRY
-from onward.state import (
+from onward.graph.schedule import APPROVE, ESCALATE, GATE
+from onward.model import refs
+from onward.model.state import (
     Decision,
     DecisionAction,
     PlanStep,
@@ -40,6 +38,9 @@ from onward.state import (
     transition,
     utcnow,
 )
+from onward.observe.progress import ProgressEvent
+from onward.policies.retry import DEFAULT_RETRY
+from onward.store.leases import Heartbeat, new_owner
 from onward.tools.registry import Registry, load_tool_modules
 
 if TYPE_CHECKING:
@@ -171,6 +172,14 @@ def stream(
                 ow.store.set_run_status(thread_id, ended.status)
             if final is not None:
                 final.append(finished if finished is not None else snap)
+    except BaseException as exc:
+        # A drive stopped by its reader (the generator closed), Ctrl-C or an error still
+        # holds the lease: what it saved stands, as before. Only a drive whose lease passed
+        # to another driver drops what its saver deferred (drop_held, below).
+        if not isinstance(exc, LeaseLostError):
+            with suppress(Exception):  # keep the first error
+                ow.store.held.make_durable()
+        raise
     finally:
         ow.store.drop_held(thread_id)
         ow.store.leases.release(thread_id, owner)

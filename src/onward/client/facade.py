@@ -15,20 +15,19 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command, StreamMode
 
-from onward.checkpointing.store import RunRow, Store
-from onward.checks import Check
 from onward.client import deciding, driving, history, lifecycle, starting, views
 from onward.client.deciding import SweepReport
 from onward.client.lifecycle import CancelReport, PruneReport
 from onward.client.views import RunView
 from onward.graph.build import compile_graph
-from onward.inbox import PendingDecision
 from onward.llm.models import check_model, model_from_env
+from onward.model.state import Budget, DecisionAction, Plan, RunState, utcnow
 from onward.nodes.deps import NodeDeps
-from onward.policy import RunPolicy
-from onward.progress import ProgressEvent
-from onward.state import Budget, DecisionAction, Plan, RunState, utcnow
-from onward.timeline import Summary, TimelineEvent
+from onward.observe.progress import ProgressEvent
+from onward.observe.timeline import Summary, TimelineEvent
+from onward.people.inbox import PendingDecision
+from onward.policies.run import RunPolicy
+from onward.store.database import RunRow, Store
 from onward.tools.registry import (
     Registry,
     default_registry,
@@ -36,6 +35,7 @@ from onward.tools.registry import (
     normalize_tool_refs,
     tool_modules_from_env,
 )
+from onward.verification.checks import Check
 
 
 class Onward:
@@ -275,7 +275,7 @@ class Onward:
         on_event: Callable[[ProgressEvent], None] | None = None,
     ) -> RunView:
         """Answer one pending question of a run, in any of the accepted shapes (see
-        :mod:`onward.approvals`). Which one: ``interrupt_id``, or ``step``, or the only
+        :mod:`onward.people.approvals`). Which one: ``interrupt_id``, or ``step``, or the only
         one. The answer is checked before anything changes; then the run continues in
         this process, or with ``continue_run=False`` stops right after recording it."""
         return deciding.decide(

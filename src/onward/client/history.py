@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from onward.client.views import config, row
 from onward.errors import UsageError
-from onward.report import render_html
-from onward.state import RunState, RunStatus, migrate, utcnow
-from onward.timeline import Summary, TimelineEvent, summarise, timeline
+from onward.model.state import RunState, RunStatus, migrate, utcnow
+from onward.observe.report import render_html
+from onward.observe.timeline import Summary, TimelineEvent, summarise, timeline
 
 if TYPE_CHECKING:
     from onward.client.facade import Onward

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from onward.checkpointing.leases import Leases
 from onward.errors import RunBusyError
+from onward.store.leases import Leases
 
 
 def acquire(leases: Leases, thread_id: str, owner: str, takeover: bool) -> None:

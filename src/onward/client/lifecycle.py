@@ -11,16 +11,13 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage
 from pydantic import BaseModel
 
-from onward.checkpointing.events import AuditKind
-from onward.checkpointing.leases import new_owner
 from onward.client.deciding import whoami
 from onward.client.leasing import acquire
 from onward.client.views import RunView, config
-from onward.compensation import Compensation, CompensationStatus, compensate_run
+from onward.effects.compensation import Compensation, CompensationStatus, compensate_run
 from onward.errors import UsageError
-from onward.graph.routing import FINALIZE, GATE
-from onward.planning.validate import step_problems
-from onward.state import (
+from onward.graph.schedule import FINALIZE, GATE
+from onward.model.state import (
     Decision,
     DecisionAction,
     RunFailure,
@@ -30,6 +27,9 @@ from onward.state import (
     StepStatus,
     utcnow,
 )
+from onward.observe.events import AuditKind
+from onward.planning.validate import step_problems
+from onward.store.leases import new_owner
 from onward.tools.registry import load_tool_modules
 
 if TYPE_CHECKING:

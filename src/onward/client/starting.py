@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 import yaml
 from langchain_core.messages import HumanMessage
 
-from onward.checks import Check
-from onward.confine import check_inputs
 from onward.errors import NoTemplateError, PlanProblem, PlanValidationError, UsageError
+from onward.model.state import Budget, Goal, Plan, RunState
 from onward.planning.templates import plan_from_template
 from onward.planning.validate import parse_declared
-from onward.policy import RunPolicy
-from onward.state import Budget, Goal, Plan, RunState
+from onward.policies.confine import check_inputs
+from onward.policies.run import RunPolicy
 from onward.tools.registry import Registry, default_registry
+from onward.verification.checks import Check
 
 if TYPE_CHECKING:
     from onward.client.facade import Onward

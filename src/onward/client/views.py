@@ -9,11 +9,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 from pydantic import BaseModel, ConfigDict
 
-from onward.checkpointing.events import AuditKind
-from onward.checkpointing.store import RunRow, Store
 from onward.errors import UnknownThreadError
-from onward.inbox import PendingDecision
-from onward.state import (
+from onward.model.state import (
     ArtifactRef,
     Budget,
     Decision,
@@ -26,6 +23,9 @@ from onward.state import (
     Waiting,
     migrate,
 )
+from onward.observe.events import AuditKind
+from onward.people.inbox import PendingDecision
+from onward.store.database import RunRow, Store
 
 if TYPE_CHECKING:
     from onward.client.facade import Onward

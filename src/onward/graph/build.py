@@ -19,10 +19,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import get_runtime
 
-from onward.artifacts import ARTIFACT_REFS
 from onward.errors import DrainRequested
 from onward.graph.routes import EXITS, Node, path_map
-from onward.graph.routing import join, make_gate, make_router
+from onward.graph.schedule import join, make_gate, make_router
+from onward.model.state import RunState
 from onward.nodes.approve import make_approve_node
 from onward.nodes.deps import NodeDeps, thread_of
 from onward.nodes.escalate import make_escalate_node
@@ -34,8 +34,8 @@ from onward.nodes.replan import make_replan_node
 from onward.nodes.retry import make_retry_node
 from onward.nodes.verify import make_verify_node
 from onward.nodes.wait import make_wait_node
-from onward.progress import EVENT_ROWS
-from onward.state import RunState
+from onward.observe.progress import EVENT_ROWS
+from onward.store.artifacts import ARTIFACT_REFS
 
 REPRODUCIBLE = frozenset({Node.VERIFY, Node.GATE})
 """Nodes whose writes may wait for the next commit: run again, they write the same
@@ -122,7 +122,7 @@ def mermaid() -> str:
     import tempfile
     from pathlib import Path
 
-    from onward.artifacts import ArtifactStore
+    from onward.store.artifacts import ArtifactStore
     from onward.tools.registry import default_registry
 
     deps = NodeDeps(registry=default_registry, artifacts=ArtifactStore(Path(tempfile.gettempdir())))

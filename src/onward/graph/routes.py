@@ -16,7 +16,7 @@ from enum import StrEnum
 from langgraph.graph import END
 
 from onward.errors import IllegalRouteError
-from onward.state import FailureClass
+from onward.model.state import FailureClass
 
 
 class Node(StrEnum):

@@ -25,9 +25,9 @@ from onward.errors import DeterministicToolError, TransientToolError
 from onward.llm.context import estimate_tokens, message_tokens, nonce_of
 from onward.llm.models import model_name
 from onward.llm.usage import cost_of
+from onward.model.state import Usage
 from onward.nodes.deps import NodeDeps
 from onward.settings import settings
-from onward.state import Usage
 
 T = TypeVar("T", bound=BaseModel)
 TRIES = 3

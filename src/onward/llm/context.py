@@ -27,8 +27,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from onward.model.state import ArtifactRef, PlanStep, RunState, StepStatus
 from onward.settings import settings
-from onward.state import ArtifactRef, PlanStep, RunState, StepStatus
 
 FENCE_OPEN = "<<<UNTRUSTED DATA"
 FENCE_CLOSE = "<<<END UNTRUSTED DATA"
@@ -160,7 +160,7 @@ def plan_status(state: RunState, current: str | None = None) -> str:
 
 
 def _step_inputs(state: RunState, step: PlanStep) -> dict[str, ArtifactRef]:
-    from onward import refs
+    from onward.model import refs
 
     names = set(refs.names(step.args))
     for dep in step.depends_on:

@@ -21,15 +21,15 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, Field
 
-from onward import confine
 from onward.errors import ModelPlanningError as ModelPlanningError
 from onward.errors import PlanProblem, ToolError
 from onward.llm import context
 from onward.llm.calls import ask_json
+from onward.model.state import Goal, Plan, PlanSource, PlanStep, RunState, StepStatus, Usage
 from onward.nodes.deps import NodeDeps
 from onward.planning.revise import revision_problems
 from onward.planning.validate import plan_problems
-from onward.state import Goal, Plan, PlanSource, PlanStep, RunState, StepStatus, Usage
+from onward.policies import confine
 from onward.tools.registry import Registry
 
 TRIES = 3
@@ -355,6 +355,6 @@ def _drafts(
 
 
 def _add(a: Usage, b: Usage) -> Usage:
-    from onward.state import add_usage
+    from onward.model.state import add_usage
 
     return add_usage(a, b)

@@ -10,19 +10,8 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 
-from onward import budget
-from onward.approvals import (
-    Answer,
-    AnswerType,
-    edited_budget,
-    edited_plan,
-    edited_step,
-    plan_hash,
-    step_hash,
-)
-from onward.nodes.asking import Updates, approval_of, ask, decision, skip_downstream
-from onward.nodes.deps import NodeDeps
-from onward.state import (
+from onward.model import budget
+from onward.model.state import (
     PLAN_TARGET,
     Approval,
     ApproveTask,
@@ -37,6 +26,17 @@ from onward.state import (
     WaitKind,
     transition,
     utcnow,
+)
+from onward.nodes.asking import Updates, approval_of, ask, decision, skip_downstream
+from onward.nodes.deps import NodeDeps
+from onward.people.approvals import (
+    Answer,
+    AnswerType,
+    edited_budget,
+    edited_plan,
+    edited_step,
+    plan_hash,
+    step_hash,
 )
 
 

@@ -1,7 +1,7 @@
 """What approve and escalate share: asking a person with ``interrupt()`` until an answer
 applies, and turning answers into decisions, approvals and skips.
 
-Both nodes ask with the same payload (see onward.approvals), and both re-ask, with the
+Both nodes ask with the same payload (see onward.people.approvals), and both re-ask, with the
 errors, when an answer cannot be applied: nothing is lost. A node that calls
 ``interrupt()`` runs again from its first line when the answer arrives, so nothing may
 happen before the question. The rule for rejections and skips: a step runs only when every
@@ -17,15 +17,8 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
 
-from onward.approvals import (
-    Answer,
-    parse_answer,
-    request,
-)
 from onward.errors import AnswerError
-from onward.nodes.deps import thread_of
-from onward.progress import EventKind, emit
-from onward.state import (
+from onward.model.state import (
     PLAN_TARGET,
     Approval,
     ApproveTask,
@@ -35,6 +28,13 @@ from onward.state import (
     StepStatus,
     transition,
     utcnow,
+)
+from onward.nodes.deps import thread_of
+from onward.observe.progress import EventKind, emit
+from onward.people.approvals import (
+    Answer,
+    parse_answer,
+    request,
 )
 
 Updates = dict[str, Any]

@@ -14,14 +14,14 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 
-from onward.artifacts import ArtifactStore
-from onward.checkpointing.breakers import Breakers
-from onward.checkpointing.events import EventLog
-from onward.checkpointing.ledger import Ledger
 from onward.checkpointing.savers import HeldRows
-from onward.checks import CheckContext
-from onward.state import ArtifactRef, utcnow
+from onward.effects.ledger import Ledger
+from onward.model.state import ArtifactRef, utcnow
+from onward.observe.events import EventLog
+from onward.store.artifacts import ArtifactStore
+from onward.store.breakers import Breakers
 from onward.tools.registry import Registry
+from onward.verification.checks import CheckContext
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

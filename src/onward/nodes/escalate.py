@@ -11,15 +11,7 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
-from onward.approvals import (
-    Answer,
-    AnswerType,
-    edited_step,
-    step_hash,
-)
-from onward.nodes.asking import Updates, approval_of, ask, decision, skip_downstream
-from onward.nodes.deps import NodeDeps, thread_of
-from onward.state import (
+from onward.model.state import (
     ApproveTask,
     DecisionAction,
     PlanEdit,
@@ -29,6 +21,14 @@ from onward.state import (
     StepStatus,
     transition,
     utcnow,
+)
+from onward.nodes.asking import Updates, approval_of, ask, decision, skip_downstream
+from onward.nodes.deps import NodeDeps, thread_of
+from onward.people.approvals import (
+    Answer,
+    AnswerType,
+    edited_step,
+    step_hash,
 )
 
 

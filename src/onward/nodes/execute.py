@@ -22,18 +22,10 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from onward import diagnostics, refs
-from onward.approvals import step_hash
-from onward.artifacts import canonical_json
-from onward.checkpointing.breakers import BreakerPolicy
-from onward.checkpointing.events import AuditKind
-from onward.effects import perform
+from onward.effects.protocol import perform
 from onward.errors import ArtifactError, OutcomeUnknown
-from onward.failures import classify, settle, shelved
-from onward.nodes.deps import NodeDeps, thread_of
-from onward.progress import EventKind, emit
-from onward.retry import DEFAULT_RETRY
-from onward.state import (
+from onward.model import refs
+from onward.model.state import (
     ExecuteTask,
     FailureClass,
     SideEffect,
@@ -42,7 +34,16 @@ from onward.state import (
     transition,
     utcnow,
 )
+from onward.nodes.deps import NodeDeps, thread_of
+from onward.observe.events import AuditKind
+from onward.observe.progress import EventKind, emit
+from onward.people.approvals import step_hash
+from onward.policies.retry import DEFAULT_RETRY
+from onward.store.artifacts import canonical_json
+from onward.store.breakers import BreakerPolicy
+from onward.testing import faults as diagnostics
 from onward.tools.registry import ToolContext, ToolSpec, load_tool_modules
+from onward.verification.failures import classify, settle, shelved
 
 
 def _call(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:

@@ -7,12 +7,12 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
-from onward.budget import model_budget_spent
-from onward.checks import evaluate
+from onward.model.budget import model_budget_spent
+from onward.model.state import RunFailure, RunFailureKind, RunState, RunStatus, StepStatus, Usage
 from onward.nodes.deps import NodeDeps, thread_of
-from onward.nodes.judge import judge_goal
-from onward.progress import EventKind, emit
-from onward.state import RunFailure, RunFailureKind, RunState, RunStatus, StepStatus, Usage
+from onward.observe.progress import EventKind, emit
+from onward.verification.checks import evaluate
+from onward.verification.judge import judge_goal
 
 
 def make_finalize_node(deps: NodeDeps) -> Any:

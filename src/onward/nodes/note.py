@@ -7,8 +7,8 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
+from onward.model.state import NoteTask
 from onward.nodes.deps import NodeDeps, thread_of
-from onward.state import NoteTask
 
 
 def make_note_node(deps: NodeDeps) -> Any:

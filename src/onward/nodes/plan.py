@@ -10,11 +10,11 @@ from langchain_core.runnables import RunnableConfig
 
 from onward.errors import NoTemplateError, PlanningError, PlanValidationError, ToolError
 from onward.llm.planner import plan_with_model
+from onward.model.state import RunFailure, RunFailureKind, RunState, RunStatus, Usage
 from onward.nodes.deps import NodeDeps, thread_of
+from onward.observe.progress import EventKind, emit
 from onward.planning.templates import plan_from_template
 from onward.planning.validate import validate_plan
-from onward.progress import EventKind, emit
-from onward.state import RunFailure, RunFailureKind, RunState, RunStatus, Usage
 from onward.tools.registry import load_tool_modules
 
 

@@ -11,12 +11,9 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
-from onward import budget
 from onward.llm.planner import replan_with_model
-from onward.nodes.deps import NodeDeps, thread_of
-from onward.planning.revise import revision_problems
-from onward.progress import EventKind, emit
-from onward.state import (
+from onward.model import budget
+from onward.model.state import (
     Decision,
     DecisionAction,
     FailureClass,
@@ -30,6 +27,9 @@ from onward.state import (
     transition,
     utcnow,
 )
+from onward.nodes.deps import NodeDeps, thread_of
+from onward.observe.progress import EventKind, emit
+from onward.planning.revise import revision_problems
 from onward.tools.registry import ToolSpec, load_tool_modules
 
 REPLANNABLE = (FailureClass.DETERMINISTIC, FailureClass.VALIDATION)

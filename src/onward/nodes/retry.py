@@ -10,16 +10,16 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from onward.nodes.deps import NodeDeps, thread_of
-from onward.progress import EventKind, emit
-from onward.retry import DEFAULT_RETRY
-from onward.state import (
+from onward.model.state import (
     FailureClass,
     RunState,
     StepRecord,
     StepStatus,
     transition,
 )
+from onward.nodes.deps import NodeDeps, thread_of
+from onward.observe.progress import EventKind, emit
+from onward.policies.retry import DEFAULT_RETRY
 from onward.tools.registry import load_tool_modules
 
 

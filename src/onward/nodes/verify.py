@@ -19,14 +19,8 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from onward import budget, diagnostics, refs
-from onward.checks import artifact_names, evaluate
-from onward.failures import settle
-from onward.nodes.deps import NodeDeps, thread_of
-from onward.nodes.judge import judge_step
-from onward.progress import EventKind, emit
-from onward.retry import DEFAULT_RETRY
-from onward.state import (
+from onward.model import budget, refs
+from onward.model.state import (
     ArtifactRef,
     ExecuteTask,
     FailureClass,
@@ -40,7 +34,14 @@ from onward.state import (
     add_usage,
     transition,
 )
+from onward.nodes.deps import NodeDeps, thread_of
+from onward.observe.progress import EventKind, emit
+from onward.policies.retry import DEFAULT_RETRY
+from onward.testing import faults as diagnostics
 from onward.tools.registry import load_tool_modules
+from onward.verification.checks import artifact_names, evaluate
+from onward.verification.failures import settle
+from onward.verification.judge import judge_step
 
 
 def check_step(deps: NodeDeps, task: ExecuteTask, produced: StepRecord, output: Any) -> StepRecord:

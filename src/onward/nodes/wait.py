@@ -10,13 +10,13 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from onward.checkpointing.breakers import BreakerPolicy
-from onward.nodes.deps import NodeDeps
-from onward.state import (
+from onward.model.state import (
     RunState,
     RunStatus,
     StepStatus,
 )
+from onward.nodes.deps import NodeDeps
+from onward.store.breakers import BreakerPolicy
 from onward.tools.registry import load_tool_modules
 
 POLL = 0.5

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from onward.errors import PlanProblem
+from onward.model.state import Goal, Plan, StepRecord, StepStatus
 from onward.planning.validate import plan_problems
-from onward.state import Goal, Plan, StepRecord, StepStatus
 from onward.tools.registry import Registry
 
 

@@ -3,7 +3,7 @@
 Two templates: order-anomaly analysis of a CSV, and copying a directory's files
 (one step per file). Planning reads the file system (the CSV header, the
 directory listing) so a plan is concrete and checkable before anything runs. A confined
-run's planning reads only inside its work directory (onward.confine): every input and every
+run's planning reads only inside its work directory (onward.policies.confine): every input and every
 path the goal names is refused before it is looked at when it leaves it.
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from onward import confine
-from onward.checks import FileCount, FileExists
 from onward.errors import NoTemplateError, PlanningError
-from onward.state import Goal, Plan, PlanSource, PlanStep
+from onward.model.state import Goal, Plan, PlanSource, PlanStep
+from onward.policies import confine
 from onward.tools.orders import REQUIRED_FIELDS, detect_fields, missing_field_message, read_header
 from onward.tools.orders import report_checks as _report_checks
+from onward.verification.checks import FileCount, FileExists
 
 _ANALYZE = re.compile(r"(analy[sz]e|anomal|abnormal|outlier|audit|分析|异常|汇总)", re.IGNORECASE)
 _CSV_NAME = re.compile(r"([\w./\\-]+\.csv)\b", re.IGNORECASE)
@@ -64,7 +64,7 @@ def plan_from_template(
 
 
 class _Locator:
-    """Where a path the planner reads is, under the run's confinement (onward.confine)."""
+    """Where a path the planner reads is, under the run's confinement (onward.policies.confine)."""
 
     def __init__(self, workdir: Path, confined: bool) -> None:
         self.workdir, self.confined = workdir, confined

@@ -13,11 +13,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from onward import refs
-from onward.checks import CHECK_KINDS, artifact_names
 from onward.errors import PlanProblem, PlanValidationError
-from onward.state import Goal, Plan, PlanSource, PlanStep, PlanSteps
+from onward.model import refs
+from onward.model.state import Goal, Plan, PlanSource, PlanStep, PlanSteps
 from onward.tools.registry import Registry
+from onward.verification.checks import CHECK_KINDS, artifact_names
 
 
 def _loc(parts: tuple[int | str, ...]) -> str:

@@ -34,7 +34,8 @@ from pydantic import ValidationError
 
 from onward.client import Onward
 from onward.errors import OnwardError, validation_message
-from onward.policy import RunPolicy
+from onward.model.state import Budget
+from onward.policies.run import RunPolicy
 from onward.serve import auth
 from onward.serve.clients import Clients
 from onward.serve.context import Serving
@@ -42,7 +43,6 @@ from onward.serve.drives import drive
 from onward.serve.limits import BodyLimit, RunPool, ServeLimits
 from onward.serve.recovery import Recovery
 from onward.serve.routes import ROUTERS, info
-from onward.state import Budget
 
 CORS_ENV = "ONWARD_CORS_ORIGINS"
 

@@ -12,11 +12,11 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Header, HTTPException, Request
 
-from onward.policy import RunPolicy
+from onward.model.state import Budget
+from onward.policies.run import RunPolicy
 from onward.serve import auth
 from onward.serve.clients import Clients
 from onward.serve.limits import RunPool
-from onward.state import Budget
 
 
 @dataclass(frozen=True)

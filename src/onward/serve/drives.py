@@ -13,7 +13,6 @@ from typing import Any
 
 from langgraph.types import Command, StreamMode
 
-from onward.checkpointing.threads import ApiRunStatus
 from onward.errors import OnwardError, UsageError
 from onward.serve.clients import Clients
 from onward.serve.context import Serving
@@ -21,6 +20,7 @@ from onward.serve.feed import DONE, Feed
 from onward.serve.intake import prepare
 from onward.serve.requests import pause_before
 from onward.serve.wire import chunk, jsonable
+from onward.store.runs import ApiRunStatus
 
 GRAPH_MODES: dict[str, StreamMode] = {
     "values": "values",

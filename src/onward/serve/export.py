@@ -4,7 +4,7 @@ That server brings its own checkpointer, so the graph is compiled without one. I
 nodes still use an onward store ($ONWARD_DB, default ``sqlite:///.onward/onward.db``)
 for what the checkpointer does not hold: the effect ledger (side effects once), the
 event log, artifact bodies and breakers. Tools come from $ONWARD_TOOLS. The input is a
-:class:`~onward.state.RunState` as JSON, e.g. ``{"goal": {"objective": "..."},
+:class:`~onward.model.state.RunState` as JSON, e.g. ``{"goal": {"objective": "..."},
 "plan": {"steps": [...]}, "workdir": "/path"}``.
 """
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from onward.checkpointing.store import Store, default_url
 from onward.graph.build import build_graph
 from onward.llm.models import check_model, model_from_env
 from onward.nodes.deps import NodeDeps
+from onward.store.database import Store, default_url
 from onward.tools.registry import default_registry, load_tool_modules, tool_modules_from_env
 
 

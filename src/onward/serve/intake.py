@@ -13,12 +13,12 @@ from typing import Any
 from fastapi import HTTPException
 from langgraph.types import Command
 
-from onward import tokens
 from onward.client import Onward
-from onward.confine import check_inputs
 from onward.errors import StoreError, UsageError, refuse_unknown
-from onward.owners import client_update, message_text
+from onward.model.owners import client_update, message_text
+from onward.people import tokens
 from onward.planning.validate import parse_declared
+from onward.policies.confine import check_inputs
 from onward.serve.context import Serving
 from onward.serve.requests import (
     START_FIELDS,

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from onward.checkpointing.leases import LeasePolicy
-from onward.checkpointing.threads import ApiRunStatus
+from onward.model.state import RunStatus
 from onward.serve.feed import Feed
 from onward.serve.limits import RunPool
-from onward.state import RunStatus
+from onward.store.leases import LeasePolicy
+from onward.store.runs import ApiRunStatus
 
 if TYPE_CHECKING:
     from onward.client import Onward

@@ -22,8 +22,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from onward.errors import ForbiddenError, UsageError, refuse_unknown, validation_message
-from onward.policy import RunPolicy, with_durations
-from onward.state import Budget
+from onward.model.state import Budget
+from onward.policies.run import RunPolicy, with_durations
 
 START_FIELDS = frozenset({"goal", "messages", "plan", "policy", "budget", "inputs"})
 """Keys of a run's first input."""

@@ -11,10 +11,10 @@ from typing import Any
 from fastapi import HTTPException
 from langchain_core.runnables import RunnableConfig
 
-from onward.checkpointing.threads import ApiRunRow, ThreadRow
 from onward.client import Onward
+from onward.model.state import RunStatus
 from onward.serve.wire import ASSISTANT_ID, EPOCH, GRAPH_ID, jsonable, thread_state
-from onward.state import RunStatus
+from onward.store.runs import ApiRunRow, ThreadRow
 
 
 def not_found(thread_id: str) -> HTTPException:

@@ -18,7 +18,7 @@ from typing import Any
 from langgraph.types import Interrupt, StateSnapshot
 from pydantic import BaseModel
 
-from onward.lazy import LazyList
+from onward.model.lazy import LazyList
 
 GRAPH_ID = "onward"
 ASSISTANT_ID = str(uuid.uuid5(uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), GRAPH_ID))

@@ -4,7 +4,7 @@ Both take their idempotency key from ``ctx.idempotency_key`` (the effect ledger 
 non-pure tools). ``notify`` is idempotent by construction: one outbox line per key.
 ``http_post`` is unsafe (the server may ignore ``Idempotency-Key``); after a crash the ledger
 asks :func:`reconcile_http_post` whether the interrupted POST arrived. The two reach the
-network only through :mod:`onward.egress` (hosts in ONWARD_HTTP_ALLOW).
+network only through :mod:`onward.policies.egress` (hosts in ONWARD_HTTP_ALLOW).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import sys
 import urllib.parse
 from typing import Any
 
-from onward import egress
-from onward.artifacts import fsync_enabled
 from onward.errors import DeterministicToolError, TransientToolError
-from onward.state import SideEffect, utcnow
+from onward.model.state import SideEffect, utcnow
+from onward.policies import egress
+from onward.store.artifacts import fsync_enabled
 from onward.tools.registry import Reconciled, ToolContext, tool
 
 BODY_EXCERPT = 500

@@ -6,11 +6,11 @@ import hashlib
 import time
 from typing import Any
 
-from onward.artifacts import atomic_write
-from onward.checks import NonEmpty
 from onward.errors import DeterministicToolError
-from onward.state import SideEffect, utcnow
+from onward.model.state import SideEffect, utcnow
+from onward.store.artifacts import atomic_write
 from onward.tools.registry import ToolContext, tool
+from onward.verification.checks import NonEmpty
 
 
 def _sha256(data: bytes) -> str:
@@ -35,7 +35,7 @@ def list_dir(path: str = ".", pattern: str = "*", *, ctx: ToolContext) -> dict[s
     if not root.is_dir():
         raise FileNotFoundError(f"{path} is not a directory in {ctx.workdir}")
     # Confined, ``root`` is resolved (symlinks followed), so names are taken against the
-    # resolved work directory; the glob refuses patterns that climb out (onward.confine).
+    # resolved work directory; the glob refuses patterns that climb out (onward.policies.confine).
     base = ctx.workdir.resolve() if ctx.confined else ctx.workdir
     files = sorted(p.relative_to(base).as_posix() for p in ctx.glob(root, pattern) if p.is_file())
     return {"path": path, "files": files, "count": len(files)}

@@ -12,11 +12,11 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from onward.artifacts import atomic_write
-from onward.checks import FileExists, Matches, RowCount
 from onward.errors import DeterministicToolError
-from onward.state import SideEffect
+from onward.model.state import SideEffect
+from onward.store.artifacts import atomic_write
 from onward.tools.registry import ToolContext, tool
+from onward.verification.checks import FileExists, Matches, RowCount
 
 FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "order_id": ("order_id", "orderid", "order_no", "order_number", "id", "订单号", "订单编号"),

@@ -14,14 +14,14 @@ from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from onward import confine
-from onward.checkpointing.breakers import BreakerPolicy
-from onward.checks import Check
 from onward.errors import ToolLoadError
-from onward.policy import Deadline
-from onward.retry import RetryPolicy
+from onward.model.state import SideEffect, StepFailure
+from onward.policies import confine
+from onward.policies.retry import RetryPolicy
+from onward.policies.run import Deadline
 from onward.settings import settings
-from onward.state import SideEffect, StepFailure
+from onward.store.breakers import BreakerPolicy
+from onward.verification.checks import Check
 
 # Verbs that make a tool dangerous enough to need a human by default (used by approvals).
 DANGEROUS_TAGS = frozenset({"delete", "overwrite", "send", "pay", "publish"})
@@ -45,11 +45,13 @@ class ToolContext:
     """Paths must stay inside ``workdir`` (the run's policy ``confine_paths``)."""
 
     def path(self, p: str | os.PathLike[str]) -> Path:
-        """Where arg ``p`` is; a confined run refuses one outside ``workdir`` (onward.confine)."""
+        """Where arg ``p`` is; a confined run refuses one outside ``workdir``
+        (onward.policies.confine)."""
         return confine.locate(self.workdir, p, confined=self.confined)
 
     def glob(self, directory: Path, pattern: str) -> list[Path]:
-        """``directory.glob(pattern)`` sorted, under the same rule (onward.confine.glob)."""
+        """``directory.glob(pattern)`` sorted, under the same rule
+        (onward.policies.confine.glob)."""
         return confine.glob(self.workdir, directory, pattern, confined=self.confined)
 
 

@@ -1,12 +1,13 @@
 """http_get: read a URL, only on hosts the run's environment allows (ONWARD_HTTP_ALLOW),
-through the one egress policy (:mod:`onward.egress`: redirects are re-checked hop by hop)."""
+through the one egress policy (:mod:`onward.policies.egress`: redirects are re-checked hop
+by hop)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from onward import egress
 from onward.errors import DeterministicToolError, TransientToolError
+from onward.policies import egress
 from onward.tools.registry import tool
 
 

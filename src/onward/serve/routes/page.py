@@ -8,11 +8,11 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from onward import tokens
+from onward.model.state import RunStatus
+from onward.people import tokens
 from onward.serve.context import Ctx, Who
 from onward.serve.strict import StrictRoute
 from onward.serve.views import thread_status, visible
-from onward.state import RunStatus
 
 router = APIRouter(route_class=StrictRoute)
 PAGE = Path(__file__).parent.parent / "page.html"

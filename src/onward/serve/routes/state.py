@@ -7,8 +7,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 
 from onward.errors import ForbiddenError, UsageError, refuse_unknown
-from onward.graph.routing import GATE
-from onward.owners import client_update
+from onward.graph.schedule import GATE
+from onward.model.owners import client_update
 from onward.serve.context import Ctx, Serving, Who
 from onward.serve.intake import checkpoint_in
 from onward.serve.requests import MAX_PAGE, an_object, count, kind
@@ -44,7 +44,7 @@ def state_post_checkpoint(thread_id: str, body: dict[str, Any], ctx: Ctx, who: W
 @router.post("/threads/{thread_id}/state")
 def state_update(thread_id: str, body: dict[str, Any], ctx: Ctx, who: Who) -> Any:
     """A client's edit: only client-owned fields, validated like a plan revision
-    (:func:`onward.owners.client_update`); applied as the schedule node, so the run
+    (:func:`onward.model.owners.client_update`); applied as the schedule node, so the run
     goes on from there (at a past checkpoint: a new branch of the thread)."""
     refuse_unknown(body, ("values", "as_node", "checkpoint_id", "checkpoint"), "state update")
     as_node = body.get("as_node")

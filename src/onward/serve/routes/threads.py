@@ -9,12 +9,12 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import Response
 
-from onward.checkpointing.threads import ThreadRow
 from onward.serve.context import Ctx, Who
 from onward.serve.requests import MAX_PAGE, a_string, an_object, count, strings
 from onward.serve.strict import StrictRoute
 from onward.serve.views import not_found, thread_json, thread_status, visible
 from onward.serve.wire import ASSISTANT_ID, GRAPH_ID
+from onward.store.runs import ThreadRow
 
 router = APIRouter(route_class=StrictRoute)
 

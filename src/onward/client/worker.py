@@ -1,0 +1,192 @@
+"""Workers: processes that claim queued runs from the store and drive them.
+
+Any number of ``onward worker`` processes, on any number of machines, share one store
+(several on one machine with SQLite). A worker slot claims the oldest ready run
+(Postgres: ``FOR UPDATE SKIP LOCKED``, so claimers never wait on each other; SQLite: one
+writer at a time), takes the run's lease — the lease, not the claim, is what guarantees
+one driver — drives it until it finishes or must wait, and puts it back on the queue for
+when it can go on:
+
+- finished → off the queue;
+- suspended until a time (a delayed retry, an open breaker) → ready at that time;
+- waiting for a person → ready at the question's next deadline (the run's sweep happens
+  then), else parked until an answer wakes it (``decide`` does);
+- driven by someone else (a live lease) → ready when that lease would expire.
+
+Runs started by ``onward run`` whose driver died (an expired lease never released) are
+adopted: put on the queue when a worker finds nothing ready.
+
+A claim holds the run for the lease TTL: if the worker dies, the run is claimable again
+after that, when the dead driver's lease has expired too (the takeover is logged).
+
+SIGTERM drains: nodes that have not started raise ``DrainRequested``, so each slot ends
+its drive on a saved superstep, puts the run back as ready, releases the lease and exits.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.language_models import BaseChatModel
+
+from onward.client import Onward
+from onward.errors import LeaseLostError, OnwardError, RunBusyError
+from onward.store.leases import new_owner
+from onward.tools.registry import Registry
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkerPolicy:
+    """How a worker claims and drives runs."""
+
+    concurrency: int = 1
+    """Runs driven at once, each on its own thread with its own store connections."""
+    poll: float = 1.0
+    """Seconds between claim attempts while nothing is ready."""
+    exit_when_idle: bool = False
+    """Stop once no queued run can become ready without a person (batch jobs, benches):
+    runs waiting for an answer or a person's deadline are left to other workers."""
+    max_wait: float = 0.0
+    """Longest in-process wait for a retry or breaker; longer waits suspend the run and
+    requeue it for then, so a slot never sleeps on one run while others are ready."""
+    error_backoff: float = 30.0
+    """Seconds before a run whose drive failed with an onward error is tried again."""
+
+
+@dataclass
+class WorkerReport:
+    """What a worker did before it stopped."""
+
+    drives: int = 0
+    finished: list[str] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    """(thread id, message) of drives that failed; the run was requeued."""
+    drained: bool = False
+
+
+class Worker:
+    def __init__(
+        self,
+        db: str | None = None,
+        *,
+        policy: WorkerPolicy | None = None,
+        registry: Registry | None = None,
+        tool_modules: Sequence[str] = (),
+        model: BaseChatModel | Literal["env"] | None = "env",
+        on_drive: Callable[[str, str], None] | None = None,
+    ) -> None:
+        """``on_drive(thread_id, outcome)`` is called after every drive (for logs)."""
+        self.db, self.policy = db, policy or WorkerPolicy()
+        self._client_args: dict[str, Any] = {
+            "registry": registry,
+            "tool_modules": tool_modules,
+            "model": model,
+            "max_wait": self.policy.max_wait,
+        }
+        self.on_drive = on_drive
+        self.report = WorkerReport()
+        self._stop = threading.Event()
+        self._clients: list[Onward] = []
+        self._lock = threading.Lock()
+        self._busy = 0
+
+    def drain(self) -> None:
+        """Stop: slots finish their current superstep, requeue their run and exit."""
+        self._stop.set()
+        self.report.drained = True
+        with self._lock:
+            for client in self._clients:
+                client.deps.draining.set()
+
+    def run(self) -> WorkerReport:
+        """Drive queued runs until :meth:`drain` (or idle, with ``exit_when_idle``)."""
+        slots = [
+            threading.Thread(target=self._slot, name=f"onward-worker-{i}", daemon=True)
+            for i in range(max(1, self.policy.concurrency))
+        ]
+        for t in slots:
+            t.start()
+        for t in slots:
+            while t.is_alive():
+                t.join(0.2)  # join in slices: the main thread must stay able to take signals
+        return self.report
+
+    def _slot(self) -> None:
+        with Onward(self.db, **self._client_args) as ow:
+            with self._lock:
+                self._clients.append(ow)
+                if self._stop.is_set():
+                    ow.deps.draining.set()
+            owner = new_owner()
+            hold = ow.store.leases.policy.ttl
+            while not self._stop.is_set():
+                with self._lock:
+                    self._busy += 1
+                thread_id = ow.store.claim(owner, hold)
+                if thread_id is None and ow.store.adopt_orphans(ow.store.leases.clock()):
+                    thread_id = ow.store.claim(owner, hold)
+                if thread_id is None:
+                    with self._lock:
+                        self._busy -= 1
+                        idle = self._busy == 0
+                    if self.policy.exit_when_idle and idle and not ow.store.pending_work():
+                        return
+                    self._stop.wait(self.policy.poll)
+                    continue
+                try:
+                    self._drive(ow, thread_id, owner)
+                finally:
+                    with self._lock:
+                        self._busy -= 1
+
+    def _drive(self, ow: Onward, thread_id: str, owner: str) -> None:
+        store = ow.store
+        outcome = "requeued"
+        try:
+            # Deadlines of this run's questions first (reminders, expiry defaults).
+            ow.sweep(thread_ids=[thread_id], continue_runs=False)
+            ow.drive(thread_id, wait=False)
+        except RunBusyError as busy:
+            store.requeue(thread_id, busy.expires_at.timestamp(), owner)
+            self._done(thread_id, "busy")
+            return
+        except LeaseLostError:
+            self._done(thread_id, "lease lost")  # its new driver requeues it
+            return
+        except OnwardError as exc:
+            store.events.record(thread_id, "worker_error", {"error": str(exc)[:500]})
+            store.requeue(thread_id, time.time() + self.policy.error_backoff, owner)
+            self.report.errors.append((thread_id, str(exc)))
+            self._done(thread_id, "error")
+            return
+        self.report.drives += 1
+        view = ow.get(thread_id)
+        now = time.time()
+        if view.status.finished:
+            # Finished even if a drain came in as the last superstep ended: not requeued.
+            store.dequeue(thread_id)
+            self.report.finished.append(thread_id)
+            outcome = view.status.value
+        elif self._stop.is_set():
+            store.requeue(thread_id, now, owner)  # drained: ready for another worker now
+            outcome = "drained"
+        elif view.pending:
+            deadlines = [t.timestamp() for p in view.pending for t in (p.remind_at, p.expire_at)]
+            future = [t for t in deadlines if t > now]
+            store.requeue(thread_id, min(future) if future else None, owner, for_person=True)
+            outcome = "waiting for a person"
+        elif view.resume_at is not None:
+            store.requeue(thread_id, view.resume_at.timestamp(), owner)
+            outcome = f"suspended until {view.resume_at.isoformat()}"
+        else:
+            # Stopped without a reason the view shows: look again shortly, not in a loop.
+            store.requeue(thread_id, now + self.policy.poll, owner)
+        self._done(thread_id, outcome)
+
+    def _done(self, thread_id: str, outcome: str) -> None:
+        if self.on_drive is not None:
+            self.on_drive(thread_id, outcome)

@@ -1,0 +1,1 @@
+"""Side effects done once: the protocol, the effect ledger, compensation."""

@@ -1,0 +1,310 @@
+"""The scheduler, as a routing function wherever it can be.
+
+``schedule`` is a pure function of state (plus the registry and the clock): verify what
+was produced; ask a person about the plan if the run's policy wants that; escalate steps
+that wait for a person; route failed steps by the route table (graph/routes.py); otherwise
+pick ready steps (dependencies done) in plan order, at most ``max_concurrency`` of them,
+and fan them out with ``Send`` — to ``approve`` when the step needs an approval it does not
+have, else to ``execute``; or route to finalize.
+
+After a lone task, the scheduler routes straight from it (a lone execute goes straight to
+verify). After a parallel wave it cannot: each task's routing sees only its own writes,
+not its siblings', so every task would re-send the others. Then the tasks go to the
+``gate`` *node*, a join that runs once the whole wave has committed.
+
+Each node's routing is checked against the exits it declares (``routes.check_exit``) and
+returns the edge's label, so what runs is what the graph draws.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from langgraph.graph import END
+from langgraph.types import Send
+
+from onward.graph.routes import FAILURE_ROUTES, TASK_NODES, Node, check_exit
+from onward.model import budget
+from onward.model.state import (
+    PLAN_TARGET,
+    ApproveTask,
+    ExecuteTask,
+    NoteTask,
+    Plan,
+    PlanStep,
+    RunState,
+    RunStatus,
+    StepFailure,
+    StepStatus,
+    Waiting,
+    WaitKind,
+)
+from onward.nodes.deps import NodeDeps
+from onward.nodes.replan import has_rule
+from onward.nodes.verify import inputs_of
+from onward.people.approvals import needs_approval, plan_hash, step_hash
+from onward.store.breakers import BreakerPolicy
+from onward.tools.registry import ToolSpec, load_tool_modules
+
+EXECUTE = Node.EXECUTE.value
+FINALIZE = Node.FINALIZE.value
+GATE = Node.GATE.value
+APPROVE = Node.APPROVE.value
+ESCALATE = Node.ESCALATE.value
+RETRY = Node.RETRY.value
+REPLAN = Node.REPLAN.value
+WAIT = Node.WAIT.value
+NOTE = Node.NOTE.value
+VERIFY = Node.VERIFY.value
+_SETTLED = (StepStatus.DONE, StepStatus.SKIPPED)
+
+
+def downstream(plan: Plan, step_id: str) -> list[str]:
+    """Every step that depends on ``step_id``, directly or not, in plan order."""
+    index = plan.index()
+    seen: set[str] = set()
+    todo = list(index.children.get(step_id, []))
+    while todo:
+        sid = todo.pop()
+        if sid not in seen:
+            seen.add(sid)
+            todo.extend(index.children.get(sid, []))
+    return sorted(seen, key=index.position.__getitem__)
+
+
+def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
+    def ask(
+        state: RunState, kind: WaitKind, step: PlanStep | None, args_hash: str, **extra: Any
+    ) -> ApproveTask:
+        spec = deps.registry.get(step.tool) if step else None
+        return ApproveTask(
+            kind=kind,
+            step=step,
+            record=state.record(step.id) if step else None,
+            dependants=[state.record(d) for d in downstream(state.plan, step.id)] if step else [],
+            args_hash=args_hash,
+            workdir=state.workdir,
+            tool_modules=state.tool_modules,
+            asked_at=deps.clock(),
+            deadline=state.policy.deadline_for(
+                step.tool if step else None, spec.deadline if spec else None
+            ),
+            allow_tools=state.policy.allow_tools,
+            confine_paths=state.policy.confine_paths,
+            **extra,
+        )
+
+    def escalation(state: RunState, step: PlanStep, waiting: Waiting) -> Send:
+        inputs = inputs_of(state, step)
+        task = ask(
+            state,
+            WaitKind.ESCALATION,
+            step,
+            step_hash(step, inputs),
+            waiting=waiting,
+            inputs=inputs,
+        )
+        return Send(ESCALATE, task)
+
+    def gate(state: RunState) -> list[Send] | str:
+        if state.status is RunStatus.SUSPENDED:
+            return END  # waiting for a time (backoff, breaker); resume goes on from gate
+        if state.status is not RunStatus.RUNNING or not state.plan.steps:
+            return FINALIZE
+        load_tool_modules(state.tool_modules)
+        policy = state.policy
+        now = deps.clock()
+        uses = budget.usage(state, now)
+        if policy.approve_plan:
+            h = plan_hash(state.plan)
+            if state.plan_approval is None or state.plan_approval.args_hash != h:
+                done = {k: r for k, r in state.steps.items() if r.status is StepStatus.DONE}
+                task = ask(state, WaitKind.PLAN, None, h, plan=state.plan, done=done)
+                return [Send(APPROVE, task)]
+        if state.waiting:
+            # An unknown outcome: stop and ask before anything else runs.
+            asks = []
+            for w in state.waiting.values():
+                if w is None:
+                    continue
+                asks.append(escalation(state, state.plan.step(w.step_id), w))
+            return _wave(asks)
+        # Only the steps not done or skipped (a long run's resume decodes only these):
+        # failures, steps deferred to a time, and ready steps, in plan order.
+        steps = state.steps
+        failed: list[tuple[str, StepFailure]] = []
+        deferred: set[str] = set()
+        ready: list[PlanStep] = []
+        produced = False
+        index = state.plan.index()
+        ids = index.ids
+        status_of = steps.statuses.get  # read without decoding records or steps
+        for i in state.open_positions():
+            sid = ids[i]
+            status = status_of(sid)
+            if status is StepStatus.FAILED:
+                failure = steps[sid].failure
+                if failure is not None:
+                    failed.append((sid, failure))
+                continue
+            if status is StepStatus.PRODUCED:
+                produced = True
+                continue
+            if status is not None and status is not StepStatus.PENDING:
+                continue  # running
+            if status is not None and (later := steps[sid].not_before) and later > now:
+                deferred.add(sid)
+                continue
+            step = index[i]
+            for d in step.depends_on:
+                if status_of(d) not in _SETTLED:
+                    break
+            else:
+                ready.append(step)
+        if produced:
+            return VERIFY  # a wave's or a person's output: verified before anything else
+        if failed:
+            return _route_failures(state, failed)
+        sends: list[Send] = []
+        for step in ready:
+            spec = deps.registry.get(step.tool)
+            if _breaker_open(spec, step):
+                deferred.add(step.id)
+                continue  # its service rests or its backoff runs; other steps go on
+            inputs = inputs_of(state, step)
+            required = needs_approval(step, spec, policy)
+            approval = state.approvals.get(step.id) if required else None
+            if required and approval is None:
+                task = ask(state, WaitKind.APPROVAL, step, step_hash(step, inputs), inputs=inputs)
+                sends.append(Send(APPROVE, task))
+            else:
+                sends.append(
+                    Send(
+                        EXECUTE,
+                        ExecuteTask(
+                            step=step,
+                            record=state.record(step.id),
+                            workdir=state.workdir,
+                            tool_modules=state.tool_modules,
+                            inputs=inputs,
+                            approval_required=required,
+                            approval=approval,
+                            max_replans=state.budget.max_replans,
+                            confine_paths=state.policy.confine_paths,
+                        ),
+                    )
+                )
+            if len(sends) >= state.max_concurrency:
+                break
+        if not sends:
+            return WAIT if deferred else FINALIZE
+        spent = budget.exhausted(uses)
+        warnings = budget.new_warnings(uses, state.budget_warnings)
+        notes = (
+            [
+                Send(
+                    NOTE,
+                    NoteTask(
+                        markers=[m for m, _ in warnings], texts=[u.text() for _, u in warnings]
+                    ),
+                )
+            ]
+            if warnings
+            else []
+        )
+        if spent:  # only when something would run: a run may end exactly on its budget
+            text = "; ".join(u.text() for u in spent)
+            waiting = Waiting(step_id=PLAN_TARGET, reason=f"budget used up: {text}")
+            question = ask(
+                state,
+                WaitKind.BUDGET,
+                None,
+                "",
+                waiting=waiting,
+                budget=state.budget,
+                spent={u.metric: u.used for u in spent},
+            )
+            # A step that jumps past 80 % straight to 100 % still gives its warnings.
+            return _wave([Send(APPROVE, question), *notes])
+        return _wave([*sends, *notes])
+
+    def _breaker_open(spec: ToolSpec | None, step: PlanStep) -> bool:
+        service = spec.service_for(step.args) if spec else None
+        if spec is None or not service or deps.breakers is None:
+            return False
+        return deps.breakers.blocked_until(service, spec.breaker or BreakerPolicy()) is not None
+
+    def _route_failures(state: RunState, failed: list[tuple[str, StepFailure]]) -> list[Send] | str:
+        """Each failed step takes the first route of its class (routes.FAILURE_ROUTES) that
+        is open: replan needs a rule or a model, a person needs a policy that lets the run
+        ask one (else the run fails: finalize). People first: their questions go out at
+        once; then retry before replan."""
+        asks: list[Send] = []
+        routes: set[Node] = set()
+        for sid, failure in failed:
+            step = state.plan.step(sid)
+            cls = failure.failure_class
+            route = next((r for r in FAILURE_ROUTES[cls] if _open(state, step, r)), None)
+            if route is None:
+                return FINALIZE  # --no-escalate: what needs a person fails the run
+            if route == ESCALATE:
+                reason = f"step failed ({cls.value}): {failure.message}"
+                if failure.hint:
+                    reason += f" (hint: {failure.hint})"
+                waiting = Waiting(step_id=sid, reason=reason, args=step.args)
+                asks.append(escalation(state, step, waiting))
+            else:
+                routes.add(route)
+        if asks:
+            return _wave(asks)
+        return RETRY if RETRY in routes else REPLAN
+
+    def _open(state: RunState, step: PlanStep, route: Node) -> bool:
+        if route == REPLAN:
+            return deps.model is not None or has_rule(deps.registry.get(step.tool))
+        if route == ESCALATE:
+            return state.policy.escalate_failures
+        return True
+
+    return gate
+
+
+def _wave(sends: list[Send]) -> list[Send]:
+    """Tell each task how many siblings it has, so its routing knows whether to join."""
+    if len(sends) > 1:
+        for send in sends:
+            send.arg = send.arg.model_copy(update={"wave": len(sends)})
+    return sends
+
+
+def routed(source: Node, route: list[Send] | str) -> list[Send] | str:
+    """``route`` as ``source``'s conditional edge takes it: a label of the route table, or
+    Sends to declared exits (anything else is a bug, refused before it runs)."""
+    if isinstance(route, str):
+        return check_exit(source, route)
+    for send in route:
+        check_exit(source, send.node)
+    return route
+
+
+def make_router(
+    source: Node, gate: Callable[[RunState], list[Send] | str]
+) -> Callable[[RunState], list[Send] | str]:
+    """The conditional edge after ``source``: a task in a parallel wave joins at the gate
+    node; a lone execute goes to verify; everything else is scheduled."""
+
+    def route(state: RunState) -> list[Send] | str:
+        if source in TASK_NODES and state.wave > 1:
+            return routed(source, GATE)
+        if source == EXECUTE:
+            return routed(source, VERIFY)
+        return routed(source, gate(state))
+
+    route.__name__ = f"after_{source}"
+    return route
+
+
+def join(state: RunState) -> dict[str, object]:
+    """The gate node: no work of its own; its outgoing edge is the scheduler."""
+    return {}

@@ -1,0 +1,1 @@
+"""Looking at runs: progress events, the event log, timeline, report."""

@@ -1,0 +1,2 @@
+"""Where a run meets a person: approvals and questions, the inbox, pending decisions, resume
+tokens."""

@@ -1,0 +1,2 @@
+"""Policies as validated values: the run policy (approvals, deadlines), retry, the path rule
+(confine) and the network rule (egress)."""

@@ -1,0 +1,622 @@
+"""The store: one URL → LangGraph checkpointer + onward's own tables + artifact store.
+
+``sqlite:///.onward/onward.db`` (the embedded default) or ``postgresql://…``. Both
+backends hold the same tables behind the same interface: runs, the effect ledger,
+leases, events, breakers, the work queue and artifact references; Postgres keeps the
+artifact bodies in a table too, so workers on other machines read them.
+
+The schema is created (or brought up to date) once under a lock — an exclusive file
+lock beside a SQLite file, an advisory lock on Postgres — so processes starting on a
+fresh store at once do not race.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from onward.checkpointing.savers import HeldRows, OnwardSqliteSaver, Statements, postgres_saver
+from onward.checkpointing.serde import checkpoint_serde
+from onward.effects.ledger import LEDGER_SCHEMA, Ledger
+from onward.errors import EncryptionKeyError, StoreError
+from onward.model.state import RunStatus, utcnow
+from onward.observe.events import EventLog, LogRow
+from onward.settings import DEFAULT_DB, settings
+from onward.store.artifacts import ArtifactStore, fsync_enabled
+from onward.store.breakers import BREAKER_SCHEMA, Breakers
+from onward.store.connection import SharedConnection
+from onward.store.encryption import KEY_ENV, Cipher, open_text, seal_text
+from onward.store.leases import LEASE_SCHEMA, LeasePolicy, Leases
+from onward.store.runs import THREAD_SCHEMA, Threads
+from onward.store.sql import Backend, Db, backend_of, redact, sqlite_path, translate_errors
+
+DEFAULT_URL = DEFAULT_DB
+STORE_SCHEMA_VERSION = 8
+"""1: runs. 2: leases and events. 3: the effect ledger. 5: event dedupe keys. 6: the work
+queue, artifact references (and bodies on Postgres). 7: API threads and runs (serve).
+8: a run's request in its own table (``onward_runs.request`` is left empty: its whole plan
+made every status change rewrite megabytes on SQLite); events indexed by kind (a resume
+looks up a long run's suspensions without reading its every event).
+Tables are created with IF NOT EXISTS, so opening an older store brings it up to date
+under the schema lock."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS onward_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS onward_runs (
+    thread_id   TEXT PRIMARY KEY,
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    objective   TEXT NOT NULL,
+    request     TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS onward_runs_created ON onward_runs (created_at);
+CREATE TABLE IF NOT EXISTS onward_requests (
+    thread_id   TEXT PRIMARY KEY,
+    request     TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS onward_queue (
+    thread_id   TEXT PRIMARY KEY,
+    ready_at    DOUBLE PRECISION,
+    claimed_by  TEXT,
+    claimed_at  DOUBLE PRECISION,
+    enqueued_at DOUBLE PRECISION NOT NULL,
+    for_person  INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS onward_queue_ready ON onward_queue (ready_at);
+CREATE TABLE IF NOT EXISTS onward_artifact_refs (
+    thread_id TEXT NOT NULL,
+    sha256    TEXT NOT NULL,
+    PRIMARY KEY (thread_id, sha256)
+);
+"""
+
+_POSTGRES_ONLY = """
+CREATE TABLE IF NOT EXISTS onward_artifacts (sha256 TEXT PRIMARY KEY, body BYTEA NOT NULL);
+"""
+
+_THREAD_TABLES = (
+    "onward_events",
+    "onward_effects",
+    "onward_leases",
+    "onward_queue",
+    "onward_artifact_refs",
+    "onward_api_runs",
+    "onward_threads",
+    "onward_requests",
+    "onward_runs",
+)
+"""Every onward table with a row per run (deleted by :meth:`Store.delete_run`)."""
+
+_KEY_CHECK = "onward key check"
+
+
+def default_url() -> str:
+    return settings().db
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    thread_id: str
+    created_at: datetime
+    updated_at: datetime
+    status: RunStatus
+    objective: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    thread_id: str
+    ready_at: float | None
+    """Epoch seconds when a worker may claim it; None = parked (waits for a human)."""
+    claimed_by: str | None
+
+
+class TableArtifacts(ArtifactStore):
+    """Artifact bodies in the ``onward_artifacts`` table (Postgres: every worker, on any
+    machine, reads what another wrote)."""
+
+    def __init__(self, db: SharedConnection, **kw: Any) -> None:
+        super().__init__(Path("."), **kw)
+        self._db = db
+
+    def location(self, sha256: str) -> str:
+        return f"table onward_artifacts, sha256 {sha256[:12]}…"
+
+    def read_body(self, sha256: str) -> bytes | None:
+        with self._db.use() as db:
+            row = db.execute("SELECT body FROM onward_artifacts WHERE sha256 = ?", (sha256,))
+            found = row.fetchone()
+        return bytes(found[0]) if found else None
+
+    def write_body(self, sha256: str, body: bytes) -> None:
+        with self._db.use() as db:
+            db.execute(
+                "INSERT INTO onward_artifacts VALUES (?, ?) "
+                "ON CONFLICT (sha256) DO UPDATE SET body = excluded.body",
+                (sha256, body),
+            )
+
+    def delete_body(self, sha256: str) -> int:
+        with self._db.use() as db:
+            row = db.execute(
+                "DELETE FROM onward_artifacts WHERE sha256 = ? RETURNING length(body)", (sha256,)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+
+class Store:
+    """An open store. Use as a context manager, or call :meth:`close`."""
+
+    saver: BaseCheckpointSaver[Any]
+
+    def __init__(self, url: str | None = None, *, busy_timeout: float | None = None) -> None:
+        self.url = url or default_url()
+        self.backend = backend_of(self.url)
+        self.cipher = Cipher.from_env()
+        self._timeout = (
+            busy_timeout if busy_timeout is not None else settings().busy_timeout.total_seconds()
+        )
+        self.where = redact(self.url)
+        self.held = HeldRows()
+        """Event rows of finished tasks, saved with their writes (see ``savers``)."""
+        if self.backend is Backend.SQLITE:
+            self._open_sqlite()
+        else:
+            self._open_postgres()
+        self.db = SharedConnection(self.connect)
+        try:
+            self._check_key()
+        except BaseException:
+            self._close_saver()
+            raise
+        if self.backend is Backend.SQLITE:
+            self.artifacts: ArtifactStore = ArtifactStore(
+                self.path.parent / "artifacts", cipher=self.cipher, on_put=self.use_artifact
+            )
+        else:
+            self.artifacts = TableArtifacts(
+                SharedConnection(self.connect), cipher=self.cipher, on_put=self.use_artifact
+            )
+        self.leases = Leases(self.connect, LeasePolicy.from_env())
+        self.ledger = Ledger(self.connect, self.cipher)
+        self.events = EventLog(self.connect, self.cipher)
+        self.breakers = Breakers(self.connect, self.events, utcnow)
+        self.threads = Threads(self.connect)
+
+    # -- opening ----------------------------------------------------------
+
+    def _open_sqlite(self) -> None:
+        self.path = sqlite_path(self.url).expanduser().absolute()
+        if self.path.exists() and self.path.is_dir():
+            raise StoreError(f"{self.path} is a directory; --db must name a database file")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.where = str(self.path)
+        with translate_errors(Backend.SQLITE, self.where):
+            # Default (deferred) transactions, not autocommit: SqliteSaver writes a task's
+            # writes with one executemany and commits once; in autocommit each row would
+            # commit alone, and a SIGKILL mid-way leaves half a task's writes (seen: the
+            # routing write lost, the run resumed into nothing).
+            conn = sqlite3.connect(str(self.path), timeout=self._timeout, check_same_thread=False)
+            try:
+                # Read first: on a file that is not SQLite this fails before anything is written.
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
+                lock_path = self.path.with_name(self.path.name + ".lock")
+                with open(lock_path, "a+") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                    try:
+                        self._migrate(Db(conn, Backend.SQLITE, self.where), conn)
+                    finally:
+                        fcntl.flock(lock, fcntl.LOCK_UN)
+                sync = "FULL" if fsync_enabled() else "NORMAL"
+                conn.execute(f"PRAGMA synchronous={sync}")
+            except BaseException:
+                conn.close()
+                raise
+        self.conn = conn
+        self.saver = OnwardSqliteSaver(
+            conn, serde=checkpoint_serde(self.cipher), held=self.held, to_sql=self._event_statements
+        )
+        self.saver.is_setup = True  # created under the lock above
+
+    def _open_postgres(self) -> None:
+        import psycopg
+        from psycopg.rows import dict_row
+
+        with translate_errors(Backend.POSTGRES, self.where):
+            conn = psycopg.connect(
+                self.url,
+                autocommit=True,
+                prepare_threshold=0,
+                row_factory=dict_row,
+                connect_timeout=max(1, int(self._timeout)),
+            )
+            try:
+                setup = Db.open(self.url, timeout=self._timeout)
+                try:
+                    with setup.session_lock("onward schema", self._timeout):
+                        self._migrate(setup, None)
+                finally:
+                    setup.close()
+            except BaseException:
+                conn.close()
+                raise
+        self.pg_conn = conn
+        self.saver = postgres_saver(
+            conn, serde=checkpoint_serde(self.cipher), held=self.held, to_sql=self._event_statements
+        )
+
+    def _event_statements(
+        self, thread_id: str, rows: Sequence[LogRow], refs: Sequence[tuple[str, str]]
+    ) -> Statements:
+        return self.events.statements(thread_id, rows, refs)
+
+    def drop_held(self, thread_id: str) -> None:
+        """After a drive: forget event rows of tasks whose writes were never saved (their
+        events are logged when they run again, as ``savers`` promises)."""
+        self.held.drop_thread(thread_id)
+
+    def _migrate(self, db: Db, sqlite_conn: sqlite3.Connection | None) -> None:
+        found = 0
+        if db.postgres:
+            exists = db.execute("SELECT to_regclass('onward_meta')").fetchone()[0] is not None
+        else:
+            exists = (
+                db.execute("SELECT name FROM sqlite_master WHERE name='onward_meta'").fetchone()
+                is not None
+            )
+        if exists:
+            row = db.execute("SELECT value FROM onward_meta WHERE key='schema_version'").fetchone()
+            found = int(row[0]) if row else 0
+        if found > STORE_SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.where} was written by a newer onward (store schema {found}, this onward "
+                f"knows {STORE_SCHEMA_VERSION}); upgrade onward to use it"
+            )
+        if found == STORE_SCHEMA_VERSION:
+            return
+        if sqlite_conn is not None:
+            sqlite_conn.execute("PRAGMA journal_mode=WAL")
+            SqliteSaver(sqlite_conn).setup()
+            serial = "INTEGER PRIMARY KEY AUTOINCREMENT"
+        else:
+            import psycopg
+            from langgraph.checkpoint.postgres import PostgresSaver
+            from psycopg.rows import dict_row
+
+            with psycopg.connect(self.url, autocommit=True, row_factory=dict_row) as setup_conn:
+                PostgresSaver(setup_conn).setup()
+            serial = "BIGSERIAL PRIMARY KEY"
+        script = _SCHEMA + LEASE_SCHEMA.replace("INTEGER PRIMARY KEY AUTOINCREMENT", serial)
+        script += LEDGER_SCHEMA + BREAKER_SCHEMA + THREAD_SCHEMA
+        script += _POSTGRES_ONLY if db.postgres else ""
+        if sqlite_conn is not None:
+            sqlite_conn.executescript(script)
+            columns = {r[1] for r in sqlite_conn.execute("PRAGMA table_info(onward_events)")}
+            if "dedupe" not in columns:  # a version-2..4 store
+                sqlite_conn.execute("ALTER TABLE onward_events ADD COLUMN dedupe TEXT")
+        else:
+            db.script(script)
+        db.execute(
+            "CREATE UNIQUE INDEX IF NOT EXISTS onward_events_once "
+            "ON onward_events (thread_id, dedupe) WHERE dedupe IS NOT NULL"
+        )
+        if 0 < found < 8:  # requests move out of onward_runs
+            db.execute(
+                "INSERT INTO onward_requests SELECT thread_id, request FROM onward_runs "
+                "WHERE request <> '' ON CONFLICT DO NOTHING"
+            )
+            db.execute("UPDATE onward_runs SET request = '' WHERE request <> ''")
+        db.execute(
+            "INSERT INTO onward_meta VALUES ('schema_version', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(STORE_SCHEMA_VERSION),),
+        )
+        if sqlite_conn is not None:
+            sqlite_conn.commit()
+
+    def _check_key(self) -> None:
+        """A store remembers that it is encrypted (a value sealed with its key), so a
+        missing or wrong key is an error at open, not garbage later."""
+        with self.db.use() as db:
+            row = db.execute("SELECT value FROM onward_meta WHERE key = 'key_check'").fetchone()
+            if row is None:
+                if self.cipher is not None:
+                    db.execute(
+                        "INSERT INTO onward_meta VALUES ('key_check', ?) "
+                        "ON CONFLICT (key) DO NOTHING",
+                        (self.cipher.seal_text(_KEY_CHECK),),
+                    )
+                return
+        if self.cipher is None:
+            raise EncryptionKeyError(
+                f"the store {self.where} is encrypted; set {KEY_ENV} to its key and run again"
+            )
+        try:
+            ok = open_text(self.cipher, row[0]) == _KEY_CHECK
+        except EncryptionKeyError:
+            ok = False
+        if not ok:
+            raise EncryptionKeyError(
+                f"{KEY_ENV} is not the key the store {self.where} was encrypted with; set the "
+                "right key. Nothing was read or written"
+            )
+
+    def connect(self) -> Db:
+        """A new connection to the same database (for work on other threads)."""
+        target = self.url if self.backend is Backend.POSTGRES else str(self.path)
+        return Db.open(target, timeout=self._timeout)
+
+    def _close_saver(self) -> None:
+        if self.backend is Backend.SQLITE:
+            self.conn.close()
+        else:
+            self.pg_conn.close()
+
+    def close(self) -> None:
+        self.threads.close()
+        self.breakers.close()
+        self.events.close()
+        self.ledger.close()
+        self.db.close()
+        if isinstance(self.artifacts, TableArtifacts):
+            self.artifacts._db.close()
+        self._close_saver()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- runs -------------------------------------------------------------
+
+    def add_run(self, thread_id: str, objective: str, request: dict[str, Any]) -> None:
+        now = utcnow().isoformat()
+        with self.db.use() as db, db.transaction():
+            db.execute(
+                "INSERT INTO onward_runs VALUES (?, ?, ?, ?, ?, '')",
+                (thread_id, now, now, RunStatus.PLANNING.value, seal_text(self.cipher, objective)),
+            )
+            db.execute(
+                "INSERT INTO onward_requests VALUES (?, ?)",
+                (thread_id, seal_text(self.cipher, json.dumps(request, ensure_ascii=False))),
+            )
+
+    def run_request(self, thread_id: str) -> dict[str, Any]:
+        """The request a run was started with (its input state, holding the whole plan)."""
+        with self.db.use() as db:
+            row = db.execute(
+                "SELECT request FROM onward_requests WHERE thread_id=?", (thread_id,)
+            ).fetchone()
+        if row is None:
+            raise StoreError(f"run {thread_id} has no stored request in {self.where}")
+        value: dict[str, Any] = json.loads(open_text(self.cipher, row[0]))
+        return value
+
+    def set_run_status(self, thread_id: str, status: RunStatus) -> None:
+        with self.db.use() as db:
+            db.execute(
+                "UPDATE onward_runs SET status=?, updated_at=? WHERE thread_id=?",
+                (status.value, utcnow().isoformat(), thread_id),
+            )
+
+    def get_run(self, thread_id: str) -> RunRow | None:
+        with self.db.use() as db:
+            row = db.execute("SELECT * FROM onward_runs WHERE thread_id=?", (thread_id,))
+            found = row.fetchone()
+        return self._row(found) if found else None
+
+    def list_runs(self, limit: int = 100) -> list[RunRow]:
+        with self.db.use() as db:
+            rows = db.execute(
+                "SELECT * FROM onward_runs ORDER BY created_at DESC LIMIT ?", (limit,)
+            ).fetchall()
+        return [self._row(r) for r in rows]
+
+    def unfinished_runs(self) -> list[RunRow]:
+        """Runs that may still wait or go on (anything not done, failed or cancelled)."""
+        finished = [s.value for s in RunStatus if s.finished]
+        with self.db.use() as db:
+            rows = db.execute(
+                "SELECT * FROM onward_runs WHERE status NOT IN (?, ?, ?) ORDER BY created_at",
+                finished,
+            ).fetchall()
+        return [self._row(r) for r in rows]
+
+    def finished_runs(self) -> list[RunRow]:
+        """Done, failed or cancelled runs, most recently updated first."""
+        finished = [s.value for s in RunStatus if s.finished]
+        with self.db.use() as db:
+            rows = db.execute(
+                "SELECT * FROM onward_runs WHERE status IN (?, ?, ?) ORDER BY updated_at DESC",
+                finished,
+            ).fetchall()
+        return [self._row(r) for r in rows]
+
+    def _row(self, r: tuple[Any, ...]) -> RunRow:
+        return RunRow(
+            thread_id=r[0],
+            created_at=datetime.fromisoformat(r[1]),
+            updated_at=datetime.fromisoformat(r[2]),
+            status=RunStatus(r[3]),
+            objective=open_text(self.cipher, r[4]),
+        )
+
+    # -- artifacts in use ---------------------------------------------------
+
+    def use_artifact(self, sha256: str, thread_id: str) -> None:
+        with self.db.use() as db:
+            db.execute(
+                "INSERT INTO onward_artifact_refs VALUES (?, ?) ON CONFLICT DO NOTHING",
+                (thread_id, sha256),
+            )
+
+    def artifacts_of(self, thread_id: str) -> set[str]:
+        with self.db.use() as db:
+            rows = db.execute(
+                "SELECT sha256 FROM onward_artifact_refs WHERE thread_id = ?", (thread_id,)
+            ).fetchall()
+        return {r[0] for r in rows}
+
+    # -- the work queue -----------------------------------------------------
+
+    def enqueue(self, thread_id: str, ready_at: float | None = None) -> None:
+        """Make a run claimable by workers (now, or at ``ready_at`` epoch seconds)."""
+        now = time.time()
+        with self.db.use() as db:
+            db.execute(
+                "INSERT INTO onward_queue (thread_id, ready_at, enqueued_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (thread_id) DO UPDATE SET ready_at = excluded.ready_at, "
+                "claimed_by = NULL, claimed_at = NULL",
+                (thread_id, now if ready_at is None else ready_at, now),
+            )
+
+    def adopt_orphans(self, now: datetime) -> list[str]:
+        """Queue unfinished runs whose driver died (its lease expired, never released), so
+        workers resume them too. Runs already queued are left as they are."""
+        finished = [st.value for st in RunStatus if st.finished]
+        with self.db.use() as db:
+            rows = db.execute(
+                "SELECT l.thread_id, l.expires_at FROM onward_leases l "
+                "JOIN onward_runs r ON r.thread_id = l.thread_id "
+                "WHERE r.status NOT IN (?, ?, ?) "
+                "AND l.thread_id NOT IN (SELECT thread_id FROM onward_queue)",
+                finished,
+            ).fetchall()
+        orphans = [tid for tid, expires in rows if datetime.fromisoformat(expires) < now]
+        for tid in orphans:
+            with self.db.use() as db:
+                db.execute(
+                    "INSERT INTO onward_queue (thread_id, ready_at, enqueued_at) "
+                    "VALUES (?, ?, ?) ON CONFLICT (thread_id) DO NOTHING",
+                    (tid, time.time(), time.time()),
+                )
+            self.events.record(tid, "adopted", {"lease_expired": True})
+        return orphans
+
+    def wake(self, thread_id: str) -> None:
+        """A queued run has new work (a human answered): claimable now. No-op for runs
+        that are not on the queue (driven by hand). Clears the claim, so a worker that
+        claimed the run before the answer cannot park it again (see :meth:`requeue`)."""
+        with self.db.use() as db:
+            db.execute(
+                "UPDATE onward_queue SET ready_at = ?, claimed_by = NULL, claimed_at = NULL, "
+                "for_person = 0 WHERE thread_id = ?",
+                (time.time(), thread_id),
+            )
+
+    def claim(self, owner: str, hold: float) -> str | None:
+        """The oldest ready run, held for ``hold`` seconds (a worker that dies lets it go
+        after that). Postgres: ``FOR UPDATE SKIP LOCKED``, so claiming workers never wait on
+        each other; SQLite: one writer at a time."""
+        now = time.time()
+        skip = " FOR UPDATE SKIP LOCKED" if self.backend is Backend.POSTGRES else ""
+        with self.db.use() as db, db.transaction(lock=None if skip else "queue"):
+            row = db.execute(
+                "SELECT thread_id FROM onward_queue WHERE ready_at <= ? "
+                f"ORDER BY ready_at LIMIT 1{skip}",
+                (now,),
+            ).fetchone()
+            if row is None:
+                return None
+            db.execute(
+                "UPDATE onward_queue SET ready_at = ?, claimed_by = ?, claimed_at = ?, "
+                "for_person = 0 WHERE thread_id = ?",
+                (now + hold, owner, now, row[0]),
+            )
+            return str(row[0])
+
+    def requeue(
+        self, thread_id: str, ready_at: float | None, owner: str, *, for_person: bool = False
+    ) -> bool:
+        """After ``owner``'s drive: claimable again at ``ready_at`` (None: parked until
+        woken); ``for_person``: only a person's deadline makes it ready. False when the
+        claim is no longer ``owner``'s (an answer woke the run meanwhile: it stays ready)."""
+        with self.db.use() as db:
+            cur = db.execute(
+                "UPDATE onward_queue SET ready_at = ?, claimed_by = NULL, claimed_at = NULL, "
+                "for_person = ? WHERE thread_id = ? AND claimed_by = ?",
+                (ready_at, int(for_person), thread_id, owner),
+            )
+            return cur.rowcount == 1
+
+    def dequeue(self, thread_id: str) -> None:
+        with self.db.use() as db:
+            db.execute("DELETE FROM onward_queue WHERE thread_id = ?", (thread_id,))
+
+    def pending_work(self) -> bool:
+        """Some queued run is ready or will be without a person (runs that wait for an
+        answer, or for a person's deadline, do not count)."""
+        with self.db.use() as db:
+            row = db.execute(
+                "SELECT 1 FROM onward_queue WHERE ready_at IS NOT NULL AND for_person = 0 LIMIT 1"
+            )
+            return row.fetchone() is not None
+
+    def queue(self) -> list[QueueRow]:
+        with self.db.use() as db:
+            rows = db.execute(
+                "SELECT thread_id, ready_at, claimed_by FROM onward_queue ORDER BY enqueued_at"
+            ).fetchall()
+        return [QueueRow(r[0], r[1], r[2]) for r in rows]
+
+    # -- retention ------------------------------------------------------------
+
+    def delete_run(self, thread_id: str) -> tuple[int, set[str]]:
+        """Every row of a run: checkpoints, events, ledger, lease, queue, references.
+        Returns the rows deleted and the artifact bodies it referenced (pass them, for all
+        the runs removed, to :meth:`delete_unused_bodies`)."""
+        shas = self.artifacts_of(thread_id)
+        self.saver.delete_thread(thread_id)
+        rows = 0
+        with self.db.use() as db, db.transaction():
+            for table in _THREAD_TABLES:
+                cur = db.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+                rows += cur.rowcount
+        return rows, shas
+
+    def delete_unused_bodies(self, candidates: set[str]) -> int:
+        """Delete the bodies among ``candidates`` that no remaining run references; returns
+        the bytes freed. One pass over the references (an index on sha256 would cost every
+        step a write; prune is rare)."""
+        if not candidates:
+            return 0
+        with self.db.use() as db:
+            rows = db.execute("SELECT DISTINCT sha256 FROM onward_artifact_refs").fetchall()
+        used = {r[0] for r in rows}
+        return sum(self.artifacts.delete_body(sha) for sha in sorted(candidates - used))
+
+    def size(self) -> int:
+        """Bytes the database takes (SQLite: file plus WAL; Postgres: the database)."""
+        if self.backend is Backend.POSTGRES:
+            with self.db.use() as db:
+                return int(db.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+        return sum(
+            p.stat().st_size
+            for p in (self.path, self.path.with_name(self.path.name + "-wal"))
+            if p.exists()
+        )
+
+    def vacuum(self) -> None:
+        """Give freed pages back: VACUUM (and truncate the WAL) on SQLite; VACUUM on Postgres
+        (space is reused, the files shrink only at their ends)."""
+        if self.backend is Backend.SQLITE:
+            with translate_errors(Backend.SQLITE, self.where):
+                self.conn.commit()
+                self.conn.execute("VACUUM")
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return
+        with self.db.use() as db:
+            db.execute("VACUUM")

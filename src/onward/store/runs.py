@@ -1,0 +1,189 @@
+"""Threads and runs as the LangGraph Server API sees them (``onward serve``).
+
+A thread exists before its onward run does (``POST /threads`` then a run on it); it has
+an owner (the API user who created it: other users get 404) and metadata that chat
+frontends filter on (``graph_id``, ``assistant_id``). Each API run on a thread (a
+stream, a wait, a resume) gets a run row with its status.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from onward.model.state import utcnow
+from onward.store.connection import SharedConnection
+from onward.store.sql import Db
+
+THREAD_SCHEMA = """
+CREATE TABLE IF NOT EXISTS onward_threads (
+    thread_id  TEXT PRIMARY KEY,
+    owner      TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    metadata   TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS onward_api_runs (
+    run_id       TEXT PRIMARY KEY,
+    thread_id    TEXT NOT NULL,
+    assistant_id TEXT NOT NULL,
+    created_at   TEXT NOT NULL,
+    updated_at   TEXT NOT NULL,
+    status       TEXT NOT NULL,
+    metadata     TEXT NOT NULL DEFAULT '{}'
+);
+"""
+
+
+class ApiRunStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCESS = "success"
+    INTERRUPTED = "interrupted"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadRow:
+    thread_id: str
+    owner: str | None
+    created_at: datetime
+    updated_at: datetime
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiRunRow:
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    created_at: datetime
+    updated_at: datetime
+    status: ApiRunStatus
+    metadata: dict[str, Any]
+
+
+class Threads:
+    def __init__(self, connect: Callable[[], Db]) -> None:
+        self._db = SharedConnection(connect)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def create(self, thread_id: str, owner: str | None, metadata: dict[str, Any]) -> bool:
+        """False when the thread already exists (nothing changed)."""
+        now = utcnow().isoformat()
+        with self._db.use() as db:
+            cur = db.execute(
+                "INSERT INTO onward_threads VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (thread_id, owner, now, now, json.dumps(metadata)),
+            )
+            return cur.rowcount == 1
+
+    def get(self, thread_id: str) -> ThreadRow | None:
+        with self._db.use() as db:
+            row = db.execute(
+                "SELECT thread_id, owner, created_at, updated_at, metadata FROM onward_threads "
+                "WHERE thread_id = ?",
+                (thread_id,),
+            ).fetchone()
+        return _thread(row) if row else None
+
+    def all(self, owner: str | None) -> list[ThreadRow]:
+        """Newest first; only ``owner``'s threads when one is given."""
+        sql = "SELECT thread_id, owner, created_at, updated_at, metadata FROM onward_threads"
+        params: tuple[Any, ...] = ()
+        if owner is not None:
+            sql, params = sql + " WHERE owner = ?", (owner,)
+        with self._db.use() as db:
+            rows = db.execute(sql + " ORDER BY updated_at DESC", params).fetchall()
+        return [_thread(r) for r in rows]
+
+    def merge_metadata(self, thread_id: str, metadata: dict[str, Any]) -> None:
+        current = self.get(thread_id)
+        merged = {**(current.metadata if current else {}), **metadata}
+        with self._db.use() as db:
+            db.execute(
+                "UPDATE onward_threads SET metadata = ?, updated_at = ? WHERE thread_id = ?",
+                (json.dumps(merged), utcnow().isoformat(), thread_id),
+            )
+
+    def touch(self, thread_id: str) -> None:
+        with self._db.use() as db:
+            db.execute(
+                "UPDATE onward_threads SET updated_at = ? WHERE thread_id = ?",
+                (utcnow().isoformat(), thread_id),
+            )
+
+    def delete(self, thread_id: str) -> None:
+        with self._db.use() as db, db.transaction():
+            db.execute("DELETE FROM onward_api_runs WHERE thread_id = ?", (thread_id,))
+            db.execute("DELETE FROM onward_threads WHERE thread_id = ?", (thread_id,))
+
+    # -- runs on a thread ---------------------------------------------------
+
+    def add_run(
+        self, run_id: str, thread_id: str, assistant_id: str, metadata: dict[str, Any]
+    ) -> None:
+        now = utcnow().isoformat()
+        with self._db.use() as db:
+            db.execute(
+                "INSERT INTO onward_api_runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    thread_id,
+                    assistant_id,
+                    now,
+                    now,
+                    ApiRunStatus.RUNNING.value,
+                    json.dumps(metadata),
+                ),
+            )
+
+    def set_run_status(self, run_id: str, status: ApiRunStatus) -> None:
+        with self._db.use() as db:
+            db.execute(
+                "UPDATE onward_api_runs SET status = ?, updated_at = ? WHERE run_id = ?",
+                (status.value, utcnow().isoformat(), run_id),
+            )
+
+    def runs(self, thread_id: str) -> list[ApiRunRow]:
+        return self._select("WHERE thread_id = ? ORDER BY created_at DESC", (thread_id,))
+
+    def unfinished_runs(self) -> list[ApiRunRow]:
+        """API runs still marked pending or running, oldest first (after a server crash,
+        some of them have no driver any more)."""
+        return self._select(
+            "WHERE status IN (?, ?) ORDER BY created_at",
+            (ApiRunStatus.PENDING.value, ApiRunStatus.RUNNING.value),
+        )
+
+    def _select(self, where: str, params: tuple[Any, ...]) -> list[ApiRunRow]:
+        with self._db.use() as db:
+            rows = db.execute(
+                "SELECT run_id, thread_id, assistant_id, created_at, updated_at, status, "
+                f"metadata FROM onward_api_runs {where}",
+                params,
+            ).fetchall()
+        return [
+            ApiRunRow(
+                r[0],
+                r[1],
+                r[2],
+                datetime.fromisoformat(r[3]),
+                datetime.fromisoformat(r[4]),
+                ApiRunStatus(r[5]),
+                json.loads(r[6]),
+            )
+            for r in rows
+        ]
+
+
+def _thread(r: tuple[Any, ...]) -> ThreadRow:
+    return ThreadRow(
+        r[0], r[1], datetime.fromisoformat(r[2]), datetime.fromisoformat(r[3]), json.loads(r[4])
+    )

@@ -1,0 +1,244 @@
+"""One small database API over both backends: SQLite (embedded default) and Postgres.
+
+onward's own tables (runs, ledger, leases, events, breakers, queue, artifacts) are
+written once, with ``?`` placeholders and statements both engines speak (INSERT …
+ON CONFLICT, plain UPDATE/DELETE). :class:`Db` supplies what differs:
+
+- placeholders (``?`` → ``%s`` for psycopg, with literal ``%`` escaped);
+- a write transaction that takes a lock: ``BEGIN IMMEDIATE`` on SQLite (the whole
+  database), a transaction-scoped advisory lock on Postgres (one key, so runs and
+  services do not wait on each other);
+- errors: driver errors become :class:`StoreError` subclasses that say what to do.
+
+Connections are in autocommit mode outside :meth:`Db.transaction`, so a read never
+holds a snapshot open (a WAL reader pinning old pages, a Postgres idle transaction).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+from onward.errors import StoreCorruptError, StoreError, StoreLockedError, UsageError
+
+
+class Backend(StrEnum):
+    SQLITE = "sqlite"
+    POSTGRES = "postgres"
+
+
+def backend_of(url: str) -> Backend:
+    if url.startswith(("postgres://", "postgresql://")):
+        try:
+            import langgraph.checkpoint.postgres  # noqa: F401
+            import psycopg  # noqa: F401
+        except ImportError:
+            raise UsageError(
+                "Postgres stores need the postgres extra: pip install 'onward[postgres]'"
+            ) from None
+        return Backend.POSTGRES
+    if "://" in url and not url.startswith("sqlite:///"):
+        raise UsageError(
+            f"unsupported store URL {url!r}; use sqlite:///path/to/onward.db or "
+            "postgresql://user@host:port/database"
+        )
+    return Backend.SQLITE
+
+
+def sqlite_path(url: str) -> Path:
+    """``sqlite:///rel/path.db`` (relative to cwd), ``sqlite:////abs/path.db`` or a bare path."""
+    return Path(url.removeprefix("sqlite:///"))
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
+
+
+@contextmanager
+def scratch_schema(url: str, prefix: str = "scratch") -> Iterator[str]:
+    """A fresh Postgres schema in ``url``'s database, dropped afterwards; yields a URL that
+    selects it (search_path), so a store opened on it starts empty. Tests and benches."""
+    import psycopg
+
+    schema = f"{prefix}_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{url}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+class Cursor(Protocol):
+    @property
+    def rowcount(self) -> int: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+
+
+def classify_sqlite(exc: sqlite3.Error, where: str) -> StoreError:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return StoreLockedError(
+            f"the database {where} is locked by another process ({text}); wait for it to "
+            "finish, or stop it, then run the command again. Nothing was written"
+        )
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return StoreCorruptError(
+            f"{where} is not a usable onward database ({text}). Nothing was written to it. "
+            "Point --db / ONWARD_DB at another file, or move this one aside to start fresh"
+        )
+    return StoreError(f"cannot use the database {where}: {text}")
+
+
+def classify_postgres(exc: Exception, where: str) -> StoreError:
+    import psycopg
+
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.DeadlockDetected):
+        return StoreLockedError(f"the database {where} is locked ({text}); run the command again")
+    if isinstance(exc, psycopg.OperationalError):
+        return StoreError(
+            f"cannot reach the Postgres database {where} ({text}); check that the server "
+            "runs and that the URL (host, port, user, database) is right. Nothing was written"
+        )
+    return StoreError(f"cannot use the database {where}: {text}")
+
+
+@contextmanager
+def translate_errors(backend: Backend, where: str) -> Iterator[None]:
+    """Driver errors → onward StoreErrors that say what to do."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise classify_sqlite(exc, where) from exc
+    except Exception as exc:
+        if backend is Backend.POSTGRES and type(exc).__module__.startswith("psycopg"):
+            raise classify_postgres(exc, where) from exc
+        raise
+
+
+class Db:
+    """A connection of either backend with one API. Not shared between threads by itself;
+    see :class:`~onward.store.connection.SharedConnection`."""
+
+    def __init__(self, raw: Any, backend: Backend, where: str) -> None:
+        self.raw, self.backend, self.where = raw, backend, where
+        self._in_tx = False
+
+    @classmethod
+    def open(cls, url: str, *, timeout: float = 10.0) -> Db:
+        backend = backend_of(url)
+        where = redact(url)
+        with translate_errors(backend, where):
+            if backend is Backend.SQLITE:
+                path = sqlite_path(url).expanduser().absolute()
+                conn = sqlite3.connect(
+                    str(path), timeout=timeout, check_same_thread=False, isolation_level=None
+                )
+                conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+                return cls(conn, backend, str(path))
+            import psycopg
+
+            raw = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)))
+            return cls(raw, backend, where)
+
+    @property
+    def postgres(self) -> bool:
+        return self.backend is Backend.POSTGRES
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("%", "%%").replace("?", "%s") if self.postgres else sql
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        with translate_errors(self.backend, self.where):
+            cur: Cursor = self.raw.execute(self._sql(sql), tuple(params))
+            return cur
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with translate_errors(self.backend, self.where):
+            if self.postgres:
+                with self.raw.cursor() as cur:
+                    cur.executemany(self._sql(sql), [tuple(r) for r in rows])
+            else:
+                self.raw.executemany(sql, rows)
+
+    def script(self, sql: str) -> None:
+        """Several ``;``-separated statements without parameters (schemas)."""
+        with translate_errors(self.backend, self.where):
+            if self.postgres:
+                self.raw.execute(sql)
+            else:
+                self.raw.executescript(sql)
+
+    @contextmanager
+    def transaction(self, lock: str | None = None) -> Iterator[Db]:
+        """All or nothing. ``lock``: serialise with every other transaction taking the same
+        lock (SQLite locks the whole database for writing, Postgres only that key)."""
+        if self._in_tx:  # nested: part of the outer transaction
+            yield self
+            return
+        with translate_errors(self.backend, self.where):
+            if self.postgres:
+                with self.raw.transaction():
+                    self._in_tx = True
+                    try:
+                        if lock is not None:
+                            self.raw.execute(
+                                # Per schema: stores in other schemas of one database
+                                # do not wait for each other.
+                                "SELECT pg_advisory_xact_lock("
+                                "hashtextextended(current_schema() || ':' || %s, 0))",
+                                (lock,),
+                            )
+                        yield self
+                    finally:
+                        self._in_tx = False
+                return
+            self.raw.execute("BEGIN IMMEDIATE" if lock is not None else "BEGIN")
+            self._in_tx = True
+            try:
+                yield self
+            except BaseException:
+                self._in_tx = False
+                self.raw.rollback()
+                raise
+            self._in_tx = False
+            self.raw.commit()
+
+    @contextmanager
+    def session_lock(self, key: str, timeout: float) -> Iterator[None]:
+        """Postgres: hold an advisory lock without holding a transaction open. Waiting is
+        polling, not a blocked statement: LangGraph's setup creates indexes CONCURRENTLY,
+        which waits for every open transaction, a waiter's included."""
+        assert self.postgres
+        deadline = time.monotonic() + max(timeout, 30.0)
+        while not self.execute(
+            "SELECT pg_try_advisory_lock(hashtextextended(?, 0))", (key,)
+        ).fetchone()[0]:
+            if time.monotonic() > deadline:
+                raise StoreLockedError(
+                    f"another process has been setting up the database {self.where} for over "
+                    f"{max(timeout, 30.0):.0f} s; check for a stuck onward process, then retry"
+                )
+            time.sleep(0.05)
+        try:
+            yield
+        finally:
+            self.execute("SELECT pg_advisory_unlock(hashtextextended(?, 0))", (key,))
+
+    def close(self) -> None:
+        with suppress(Exception):  # closing a connection the server already dropped
+            self.raw.close()

@@ -1,0 +1,1 @@
+"""Test aids kept out of production modules: fault injection for crash tests."""

@@ -1,0 +1,1 @@
+"""What makes a step done: checks, the model judge, failure classification."""
