@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langgraph.graph import END, START
 
 from onward import Onward, Plan, PlanStep, RunPolicy
 from onward.errors import IllegalRouteError
-from onward.graph.build import compile_graph, mermaid
+from onward.graph.build import compile_graph, flow_mermaid, mermaid
 from onward.graph.routes import EXITS, FAILURE_ROUTES, Node, drawn_edges, label
 from onward.graph.schedule import routed
 from onward.graph.trace import thread_transitions
@@ -85,9 +86,10 @@ def test_a_transient_failure_goes_from_verify_to_retry(fow: Onward, workdir: Pat
     plan = Plan(steps=[PlanStep(id="f", tool="flaky", args={"times": 1})])
     view = fow.run("flaky", plan=plan, workdir=workdir)
     assert view.status == "done"
-    assert {("execute", "verify"), ("verify", "retry"), ("retry", "execute")} <= _taken(
-        fow, view.thread_id
-    )
+    taken = _taken(fow, view.thread_id)
+    assert {("execute", "verify"), ("verify", "retry")} <= taken
+    # the next attempt: at once if its (jittered) backoff is over, else after a wait
+    assert ("retry", "execute") in taken or {("retry", "wait"), ("wait", "execute")} <= taken
 
 
 def test_a_check_that_fails_goes_from_verify_to_replan_when_a_rule_can_fix_it(
@@ -123,3 +125,13 @@ def test_drawn_edges_are_exactly_the_declared_exits() -> None:
     assert drawn_edges() == declared | {(START, "plan")}
     graph = compile_graph.__module__  # the builder reads EXITS; nothing else adds edges
     assert graph == "onward.graph.build"
+
+
+def test_onward_graph_prints_the_exact_graph_and_the_flow_view(run_cli: Any) -> None:
+    exact = run_cli("graph", db=None)
+    assert exact.code == 0
+    assert exact.stdout == mermaid()
+    flow = run_cli("graph", "--flow", db=None)
+    assert flow.code == 0
+    assert flow.stdout == flow_mermaid()
+    assert "verify -. &nbsp;ok&nbsp; .-> schedule;" in flow.stdout

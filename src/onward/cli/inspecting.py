@@ -254,8 +254,17 @@ def report(
 
 
 @commands.command()
-def graph() -> None:
-    """Print the graph as a Mermaid diagram."""
-    from onward.graph.build import mermaid
+def graph(
+    flow: Annotated[
+        bool,
+        typer.Option(
+            "--flow",
+            help="How a step flows: the scheduler drawn as one node (the README's view) "
+            "instead of the exact compiled graph.",
+        ),
+    ] = False,
+) -> None:
+    """Print the graph as a Mermaid diagram (the exact compiled graph, as Studio shows it)."""
+    from onward.graph.build import flow_mermaid, mermaid
 
-    print(mermaid(), end="")
+    print(flow_mermaid() if flow else mermaid(), end="")
