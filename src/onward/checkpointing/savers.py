@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
+    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -77,10 +78,22 @@ class HeldRows:
         self._lock = threading.Lock()
         self._held: dict[tuple[str, str], tuple[list[LogRow], list[tuple[str, str]]]] = {}
         self._reproducible: set[tuple[str, str]] = set()
+        self._driving: set[str] = set()
         self.flush: Callable[[], None] = lambda: None
         """Commits what the saver deferred (set by the saver that takes from these rows)."""
         self.discard: Callable[[str], None] = lambda thread_id: None
         """Forgets what the saver deferred for a thread."""
+
+    def driving(self, thread_id: str) -> None:
+        """A drive of the thread began: the saver may defer its loop's checkpoints (the
+        drive commits them at its end). Outside a drive — LangGraph used directly with
+        these savers — every save commits at once, as LangGraph's own savers do."""
+        with self._lock:
+            self._driving.add(thread_id)
+
+    def defers(self, thread_id: str) -> bool:
+        with self._lock:
+            return thread_id in self._driving
 
     def mark_reproducible(self, thread_id: str, task_id: str) -> None:
         """The task's writes may wait for the next commit: running it again gives the same."""
@@ -123,6 +136,7 @@ class HeldRows:
         with self._lock:
             keys = [k for k in self._held if k[0] == thread_id]
             self._reproducible = {k for k in self._reproducible if k[0] != thread_id}
+            self._driving.discard(thread_id)
             dropped = sum(len(self._held.pop(k)[0]) for k in keys)
         self.discard(thread_id)
         return dropped
@@ -131,13 +145,14 @@ class HeldRows:
 def _deferrable_writes(held: HeldRows, thread_id: str, task_id: str, writes: Sequence[Any]) -> bool:
     """A reproducible task's ordinary writes wait; errors, interrupts and resumes never do."""
     reproducible = held.take_reproducible(thread_id, task_id)
-    return reproducible and not any(w[0] in WRITES_IDX_MAP for w in writes)
+    special = any(w[0] in WRITES_IDX_MAP for w in writes)
+    return reproducible and not special and held.defers(thread_id)
 
 
-def _deferrable_checkpoint(metadata: Mapping[str, Any]) -> bool:
-    """The loop's checkpoints wait; a person's edit ("update"), a fork and a run's input
-    are committed at once."""
-    return metadata.get("source") == "loop"
+def _deferrable_checkpoint(held: HeldRows, thread_id: str, metadata: Mapping[str, Any]) -> bool:
+    """The loop's checkpoints wait during a drive; a person's edit ("update"), a fork and
+    a run's input are committed at once."""
+    return metadata.get("source") == "loop" and held.defers(thread_id)
 
 
 class Deferred:
@@ -179,7 +194,33 @@ class _Recorder:
         self.into.append((sql, [tuple(r) for r in rows]))
 
 
-class OnwardSqliteSaver(SqliteSaver):
+class FlushedReads(BaseCheckpointSaver[Any]):
+    """Reads that first commit what the saver deferred: a read sees every saved row."""
+
+    def flush(self) -> None:
+        raise NotImplementedError
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        self.flush()
+        return super().get_tuple(config)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self.flush()
+        super().delete_thread(thread_id)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        self.flush()
+        return super().list(config, filter=filter, before=before, limit=limit)
+
+
+class OnwardSqliteSaver(FlushedReads, SqliteSaver):
     """:class:`SqliteSaver` whose ``put_writes`` also inserts the task's held rows."""
 
     def __init__(
@@ -251,7 +292,8 @@ class OnwardSqliteSaver(SqliteSaver):
             "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
             "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)"
         )
-        self._save(row[0], [(sql, [row])], defer=_deferrable_checkpoint(metadata))
+        defer = _deferrable_checkpoint(self.held, row[0], metadata)
+        self._save(row[0], [(sql, [row])], defer=defer)
         return {
             "configurable": {
                 "thread_id": conf["thread_id"],
@@ -291,14 +333,6 @@ class OnwardSqliteSaver(SqliteSaver):
             raise
         finally:
             cur.close()
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        self.flush()
-        return super().get_tuple(config)
-
-    def delete_thread(self, thread_id: str) -> None:
-        self.flush()
-        super().delete_thread(thread_id)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -406,17 +440,6 @@ class OnwardSqliteSaver(SqliteSaver):
                     self._seeds.popitem(last=False)
         return out
 
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        self.flush()
-        return super().list(config, filter=filter, before=before, limit=limit)
-
 
 SEEDS_KEPT = 8
 """Checkpoints whose decoded snapshots a SQLite saver keeps (a few threads' latest)."""
@@ -444,7 +467,7 @@ def postgres_saver(
     from psycopg.pq import TransactionStatus
     from psycopg.rows import dict_row
 
-    class OnwardPostgresSaver(PostgresSaver):
+    class OnwardPostgresSaver(FlushedReads, PostgresSaver):
         _deferred: Deferred
         _local: threading.local
         """``into``: where this thread records a deferred batch (None: send it)."""
@@ -521,27 +544,8 @@ def postgres_saver(
             new_versions: ChannelVersions,
         ) -> RunnableConfig:
             thread_id = str(config["configurable"]["thread_id"])
-            with self._deferring(thread_id, _deferrable_checkpoint(metadata)):
+            with self._deferring(thread_id, _deferrable_checkpoint(held, thread_id, metadata)):
                 return super().put(config, checkpoint, metadata, new_versions)
-
-        def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-            self.flush()
-            return super().get_tuple(config)
-
-        def list(
-            self,
-            config: RunnableConfig | None,
-            *,
-            filter: dict[str, Any] | None = None,
-            before: RunnableConfig | None = None,
-            limit: int | None = None,
-        ) -> Iterator[CheckpointTuple]:
-            self.flush()
-            return super().list(config, filter=filter, before=before, limit=limit)
-
-        def delete_thread(self, thread_id: str) -> None:
-            self.flush()
-            super().delete_thread(thread_id)
 
         def get_delta_channel_history(
             self, *, config: RunnableConfig, channels: Sequence[str]

@@ -84,6 +84,7 @@ def stream(
     acquire(ow.store.leases, thread_id, owner, takeover)
     try:
         with Heartbeat(ow.store.leases, thread_id, owner) as beat:
+            ow.store.held.driving(thread_id)  # its end commits what the saver defers
             at = config(thread_id)
             if checkpoint_id:
                 at["configurable"] |= {"checkpoint_id": checkpoint_id, "checkpoint_ns": ""}
