@@ -2,7 +2,7 @@
 → END, with its edges drawn from the route table (graph/routes.py).
 
 The scheduler is a routing function after a lone task and after the ``gate`` join node
-that follows a parallel wave (graph/routing.py). execute saves an output as produced;
+that follows a parallel wave (graph/schedule.py). execute saves an output as produced;
 verify makes it done or routes its failure by class. approve and escalate wait for a
 person with ``interrupt()`` (nodes/asking.py).
 """

@@ -1,6 +1,6 @@
 """Failures: an exception or finding of a step → a classified ``StepFailure`` with evidence.
 
-The class decides the route (graph/routing.py): transient → retry with backoff;
+The class decides the route (graph/routes.py, the route table): transient → retry with backoff;
 deterministic → replan rules, else a person; validation → replan with the
 verifier's findings; non_convergent → a person. Programming errors are
 deterministic: never retried blindly.
