@@ -51,9 +51,9 @@ def test_each_failure_class_is_readable_on_verifys_edges(ow: Onward) -> None:
             assert cls.value in label(Node.VERIFY, target).split(" / ")
 
 
-def test_only_finalize_wait_and_retry_can_end_a_run() -> None:
+def test_only_finalize_and_a_suspending_wait_can_end_a_run() -> None:
     enders = {s for s, targets in EXITS.items() if END in targets}
-    assert enders == {Node.FINALIZE, Node.WAIT, Node.RETRY}
+    assert enders == {Node.FINALIZE, Node.WAIT}
     assert EXITS[Node.EXECUTE] == (Node.VERIFY, Node.GATE), "execute never decides done"
 
 

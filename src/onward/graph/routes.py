@@ -77,7 +77,7 @@ EXITS: Mapping[Node, tuple[Target, ...]] = {
     Node.ESCALATE: (Node.VERIFY, *_SCHEDULED, Node.GATE),
     # Warnings only ever go out beside other tasks.
     Node.NOTE: (Node.GATE,),
-    Node.RETRY: (*_SCHEDULED, END),
+    Node.RETRY: _SCHEDULED,
     Node.REPLAN: _SCHEDULED,
     # Waiting in process, or suspended until a time (the run ends; resume goes on).
     Node.WAIT: (*_SCHEDULED, END),
