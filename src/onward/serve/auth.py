@@ -11,36 +11,15 @@ is the user ``local``.
 from __future__ import annotations
 
 import hmac
-import json
-import os
 
-from onward.errors import UsageError
-
-ENV = "ONWARD_API_TOKENS"
 ANONYMOUS = "local"
 
 
 def tokens_from_env() -> dict[str, str]:
-    text = (os.environ.get(ENV) or "").strip()
-    if not text:
-        return {}
-    if text.startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{ENV} is not valid JSON ({exc}); use tok:user,tok2:user2") from None
-        if not isinstance(data, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in data.items()
-        ):
-            raise UsageError(f"{ENV} must map token strings to user names")
-        return dict(data)
-    found: dict[str, str] = {}
-    for pair in text.split(","):
-        token, sep, user = pair.strip().partition(":")
-        if not sep or not token or not user:
-            raise UsageError(f"{ENV} entry {pair.strip()!r} is not TOKEN:USER")
-        found[token] = user
-    return found
+    """``ONWARD_API_TOKENS`` (``tok:user,tok2:user2`` or a JSON object), parsed by settings."""
+    from onward.settings import settings
+
+    return dict(settings().api_tokens)
 
 
 def user_for(tokens: dict[str, str], authorization: str | None, api_key: str | None) -> str | None:
