@@ -18,7 +18,7 @@ from langgraph.graph import END, START
 from onward import Onward, Plan, PlanStep, RunPolicy
 from onward.errors import IllegalRouteError
 from onward.graph.build import compile_graph, flow_mermaid, mermaid
-from onward.graph.routes import EXITS, FAILURE_ROUTES, Node, drawn_edges, label
+from onward.graph.routes import EDITED, EXITS, FAILURE_ROUTES, Node, drawn_edges, label
 from onward.graph.schedule import routed
 from onward.graph.trace import thread_transitions
 from onward.model.state import FailureClass
@@ -53,7 +53,9 @@ def test_each_failure_class_is_readable_on_verifys_edges(ow: Onward) -> None:
 
 def test_only_finalize_and_a_suspending_wait_can_end_a_run() -> None:
     enders = {s for s, targets in EXITS.items() if END in targets}
-    assert enders == {Node.FINALIZE, Node.WAIT}
+    # gate: an edit of a suspended run lands as gate, and the run stays suspended
+    assert enders == {Node.FINALIZE, Node.WAIT, Node.GATE}
+    assert {(str(Node.GATE), END)} == EDITED
     assert EXITS[Node.EXECUTE] == (Node.VERIFY, Node.GATE), "execute never decides done"
 
 

@@ -67,6 +67,7 @@ DEFAULT_HEARTBEAT = timedelta(seconds=10)
 
 FAULT_POINTS = frozenset(
     {"after_effect", "after_record", "after_compensate", "after_compensation_record"}
+    | {"before_verify", "inside_verify"}
 )
 """Where ``ONWARD_FAULT_KILL`` can kill (see :mod:`onward.testing.faults`)."""
 

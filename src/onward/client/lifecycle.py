@@ -175,9 +175,14 @@ def fork(
                 f"--edit {path!r}: no step {step_id!r} in the plan at that checkpoint"
             ) from None
         if (status := state.status_of(step_id)) in (StepStatus.DONE, StepStatus.PRODUCED):
+            how = (
+                " (its output is produced, waiting for verify)"
+                if status.value == "produced"
+                else ""
+            )
             raise UsageError(
-                f"step {step_id!r} is already {status.value} at checkpoint {checkpoint_id}; "
-                "fork from an earlier checkpoint to change it"
+                f"step {step_id!r} is already done{how} at checkpoint {checkpoint_id}; fork "
+                "from an earlier checkpoint to change it"
             )
         changed = step.model_copy(update={"args": {**step.args, arg: value}})
         problems = step_problems(changed, f"step {step_id}", ow.registry, state.policy.allow_tools)

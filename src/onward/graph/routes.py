@@ -69,8 +69,9 @@ EXITS: Mapping[Node, tuple[Target, ...]] = {
     Node.PLAN: (Node.APPROVE, Node.EXECUTE, Node.NOTE, Node.WAIT, Node.FINALIZE),
     # A lone step goes straight to verify; a step in a wave joins its siblings first.
     Node.EXECUTE: (Node.VERIFY, Node.GATE),
-    # After a wave: verify what it produced, else schedule.
-    Node.GATE: (Node.VERIFY, *_SCHEDULED),
+    # After a wave: verify what it produced, else schedule. END: an edit of a suspended
+    # run's state lands as gate (update_state), and the run stays suspended.
+    Node.GATE: (Node.VERIFY, *_SCHEDULED, END),
     Node.VERIFY: _SCHEDULED,
     Node.APPROVE: (*_SCHEDULED, Node.GATE),
     # A person's result ("I did it") is verified like a tool's output.
@@ -84,6 +85,11 @@ EXITS: Mapping[Node, tuple[Target, ...]] = {
     Node.FINALIZE: (END,),
 }
 """Each node's possible next nodes: its conditional edges, no more."""
+
+EDITED: frozenset[tuple[str, str]] = frozenset({(Node.GATE.value, END)})
+"""Edges only an edit takes (``update_state(as_node=...)``): they are drawn, but a
+checkpoint history does not show them as transitions (the server-recovery test of a
+suspended run takes gate → END through one)."""
 
 _WHY: Mapping[Target, str] = {
     Node.EXECUTE: "ready steps",

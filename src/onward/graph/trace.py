@@ -1,15 +1,14 @@
 """The transitions a run took, read from its checkpoint history (the LangGraph way).
 
-Checkpoint ``k`` says which nodes run next (``next``); checkpoint ``k+1`` was saved after
-they ran and says where they led. So each consecutive pair of checkpoints saved by the loop
-gives (node that ran → node that runs next) pairs; a checkpoint with nothing next ends the
-run (END). A person's edit (``update_state``, source "update") is not a transition: the
-pair that leads into it is skipped. Used by the tests that keep the drawn graph honest.
+A checkpoint says which nodes run next (``next``); its child, saved after they ran, says
+where they led. So each (parent, child saved by the loop) pair gives (node that ran → node
+that runs next) pairs; a checkpoint with nothing next ends the run (END). A person's edit
+(``update_state``, source "update") is not a transition: the pair that leads into it is
+skipped. Used by the tests that keep the drawn graph honest.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,15 +17,24 @@ from langgraph.types import StateSnapshot
 
 
 def transitions(history: Iterable[StateSnapshot]) -> set[tuple[str, str]]:
-    """``history`` newest first, as ``get_state_history`` gives it."""
-    snaps = list(history)[::-1]
+    """``history`` as ``get_state_history`` gives it. Each checkpoint is paired with its
+    parent, not its neighbour in time: a resume from a past checkpoint (time travel, a
+    fork) starts a branch whose first checkpoint follows the past one."""
+    snaps = list(history)
+    by_id = {_id(s.config): s for s in snaps}
     seen: set[tuple[str, str]] = set()
-    for older, newer in itertools.pairwise(snaps):
-        if (newer.metadata or {}).get("source") != "loop" or not older.next:
+    for newer in snaps:
+        older = by_id.get(_id(newer.parent_config)) if newer.parent_config else None
+        if older is None or (newer.metadata or {}).get("source") != "loop" or not older.next:
             continue
         after = set(newer.next) or {END}
         seen.update((ran, nxt) for ran in set(older.next) for nxt in after)
     return seen
+
+
+def _id(config: Any) -> str | None:
+    found = (config or {}).get("configurable", {}).get("checkpoint_id")
+    return str(found) if found else None
 
 
 def thread_transitions(
