@@ -173,8 +173,9 @@ def _trace_routes(tmp_path: Path) -> Iterator[None]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Every transition a test's run took must be a drawn edge; and when the whole suite ran,
-    every drawn edge must have been taken by some test. Both come from the route table."""
+    """Every transition a test's run took must be a drawn edge (else the session fails); when
+    the whole suite ran, the drawn edges no test took are listed. Both come from the route
+    table."""
     from tests.route_trace import load, save
 
     if os.environ.get(_TRACE_ENV) == "off":
@@ -190,11 +191,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     problems = [f"taken but not drawn: {a} → {b}" for a, b in sorted(seen - drawn)]
     whole = not session.config.option.keyword and not session.config.option.markexpr
     whole = whole and session.config.args == session.config.getini("testpaths")
-    if whole and exitstatus == 0:
-        untaken = drawn - seen - EDITED
-        problems += [f"drawn but never taken: {a} → {b}" for a, b in sorted(untaken)]
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if whole and exitstatus == 0 and reporter is not None:
+        # Not yet a failure: these exits are possible (the route table keeps them so a
+        # real run never meets an undeclared route), but no test takes them yet.
+        untaken = sorted(drawn - seen - EDITED)
+        reporter.write_line(f"drawn edges no test took yet ({len(untaken)}):", yellow=True)
+        for a, b in untaken:
+            reporter.write_line(f"  {a} → {b}", yellow=True)
     if problems:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line("the graph's drawing and its runs disagree:", red=True)
             for line in problems:

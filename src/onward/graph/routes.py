@@ -63,6 +63,8 @@ _SCHEDULED: tuple[Target, ...] = (
     Node.FINALIZE,
 )
 """Everything the scheduler can pick when failures are possible."""
+_SCHEDULED_AFTER_FIX = tuple(t for t in _SCHEDULED if t != Node.RETRY)
+"""The same, after a node that leaves no transient failure open."""
 
 EXITS: Mapping[Node, tuple[Target, ...]] = {
     # A fresh plan has no failures and no one waiting; it may need approval or a warning.
@@ -73,13 +75,15 @@ EXITS: Mapping[Node, tuple[Target, ...]] = {
     # run's state lands as gate (update_state), and the run stays suspended.
     Node.GATE: (Node.VERIFY, *_SCHEDULED, END),
     Node.VERIFY: _SCHEDULED,
-    Node.APPROVE: (*_SCHEDULED, Node.GATE),
+    # An answer creates no transient failure, and none is open when a person is asked.
+    Node.APPROVE: (*_SCHEDULED_AFTER_FIX, Node.GATE),
     # A person's result ("I did it") is verified like a tool's output.
     Node.ESCALATE: (Node.VERIFY, *_SCHEDULED, Node.GATE),
     # Warnings only ever go out beside other tasks.
     Node.NOTE: (Node.GATE,),
     Node.RETRY: _SCHEDULED,
-    Node.REPLAN: _SCHEDULED,
+    # Replan runs only when no transient failure is open (retry goes first).
+    Node.REPLAN: _SCHEDULED_AFTER_FIX,
     # Waiting in process, or suspended until a time (the run ends; resume goes on).
     Node.WAIT: (*_SCHEDULED, END),
     Node.FINALIZE: (END,),
