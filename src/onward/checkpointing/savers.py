@@ -197,8 +197,16 @@ class _Recorder:
 class FlushedReads(BaseCheckpointSaver[Any]):
     """Reads that first commit what the saver deferred: a read sees every saved row."""
 
+    lock: threading.Lock
+    _deferred: Deferred
+
     def flush(self) -> None:
         raise NotImplementedError
+
+    def _drop(self, thread_id: str) -> None:
+        """Forget what was deferred for a thread (its drive lost the lease)."""
+        with self.lock:
+            self._deferred.drop(thread_id)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         self.flush()
@@ -308,10 +316,6 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
                 self._deferred.of(thread_id).extend(statements)
                 return
             self._commit(statements)
-
-    def _drop(self, thread_id: str) -> None:
-        with self.lock:
-            self._deferred.drop(thread_id)
 
     def flush(self) -> None:
         with self.lock:
@@ -526,10 +530,6 @@ def postgres_saver(
                     yield
                 finally:
                     self._local.into = None
-
-        def _drop(self, thread_id: str) -> None:
-            with self.lock:
-                self._deferred.drop(thread_id)
 
         def flush(self) -> None:
             if self._deferred:
