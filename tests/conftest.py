@@ -159,17 +159,19 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[_TRACE_ENV] = tempfile.mkdtemp(prefix="onward-routes-")
 
 
-_SEEN: set[tuple[str, str]] = set()
+_SEEN: dict[tuple[str, str], str] = {}
+"""Each transition a test's run took, with the first test that took it."""
 
 
 @pytest.fixture(autouse=True)
-def _trace_routes(tmp_path: Path) -> Iterator[None]:
+def _trace_routes(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     if os.environ.get(_TRACE_ENV) == "off":  # to measure what the tracing costs
         return
     from tests.route_trace import transitions_under
 
-    _SEEN.update(transitions_under(tmp_path))
+    for edge in transitions_under(tmp_path):
+        _SEEN.setdefault(edge, request.node.nodeid)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -188,14 +190,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from onward.graph.routes import EDITED, drawn_edges
 
     seen, drawn = load(directory), drawn_edges()
-    problems = [f"taken but not drawn: {a} → {b}" for a, b in sorted(seen - drawn)]
+    problems = [
+        f"taken but not drawn: {a} → {b} (by {seen[a, b]})" for a, b in sorted(seen.keys() - drawn)
+    ]
     whole = not session.config.option.keyword and not session.config.option.markexpr
     whole = whole and session.config.args == session.config.getini("testpaths")
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if whole and exitstatus == 0 and reporter is not None:
         # Not yet a failure: these exits are possible (the route table keeps them so a
         # real run never meets an undeclared route), but no test takes them yet.
-        untaken = sorted(drawn - seen - EDITED)
+        untaken = sorted(drawn - seen.keys() - EDITED)
         reporter.write_line(f"drawn edges no test took yet ({len(untaken)}):", yellow=True)
         for a, b in untaken:
             reporter.write_line(f"  {a} → {b}", yellow=True)

@@ -63,12 +63,15 @@ def transitions_under(root: Path) -> set[tuple[str, str]]:
     return seen
 
 
-def save(path: Path, seen: set[tuple[str, str]]) -> None:
-    path.write_text(json.dumps(sorted(seen)), encoding="utf-8")
+def save(path: Path, seen: dict[tuple[str, str], str]) -> None:
+    """``seen`` maps each transition to the test that took it."""
+    rows = [[a, b, test] for (a, b), test in sorted(seen.items())]
+    path.write_text(json.dumps(rows), encoding="utf-8")
 
 
-def load(directory: Path) -> set[tuple[str, str]]:
-    seen: set[tuple[str, str]] = set()
-    for f in directory.glob("*.json"):
-        seen.update((a, b) for a, b in json.loads(f.read_text(encoding="utf-8")))
+def load(directory: Path) -> dict[tuple[str, str], str]:
+    seen: dict[tuple[str, str], str] = {}
+    for f in sorted(directory.glob("*.json")):
+        for a, b, test in json.loads(f.read_text(encoding="utf-8")):
+            seen.setdefault((a, b), test)
     return seen
