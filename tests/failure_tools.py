@@ -141,3 +141,16 @@ def exclusive(seconds: float, ctx: ToolContext) -> dict[str, float]:
     with ctx.path("spans.jsonl").open("a", encoding="utf-8") as f:
         f.write(json.dumps({"start": start, "end": end}) + "\n")
     return {"start": start, "end": end}
+
+
+@tool(fallback="rested")
+def tired(n: int, ctx: ToolContext) -> dict[str, int]:
+    """Returns the wrong value; its fallback calls a service that may be resting."""
+    _count(ctx, "tired")
+    return {"value": -n}
+
+
+@tool(service="resting", breaker=BreakerPolicy(consecutive=1, cooldown=3600.0))
+def rested(n: int, ctx: ToolContext) -> dict[str, int]:
+    _count(ctx, "rested")
+    return {"value": n}

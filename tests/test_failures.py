@@ -12,7 +12,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import pytest
 from onward import Onward, Plan, PlanStep
 from onward.model.state import Budget, FailureClass
 from onward.policies.retry import RetryPolicy
+from onward.testing import FakeTime
 from onward.verification.checks import Equals
 from onward.verification.failures import classify, signature
 from tests.conftest import cli_env, onward_cmd, start_run
@@ -28,21 +29,6 @@ from tests.failure_tools import calls
 from tests.httpfake import FakeService
 
 TOOLS = str(Path(__file__).with_name("failure_tools.py"))
-
-
-class FakeTime:
-    """Clock and sleep in one: sleeping moves the clock, so backoff costs no real time."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, tzinfo=UTC)
-        self.slept: list[float] = []
-
-    def clock(self) -> datetime:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += timedelta(seconds=seconds)
 
 
 @pytest.fixture

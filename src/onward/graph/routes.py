@@ -5,7 +5,8 @@ nodes) and labelled by :func:`label` (why a run takes it). The scheduler (graph/
 routes failed steps by :data:`FAILURE_ROUTES`, the same table the labels are drawn from, and
 :func:`check_exit` refuses a route a node has not declared, so the drawing cannot lie:
 ``tests/test_graph_routes.py`` checks that every transition in the runs' checkpoint
-histories is a drawn edge and that every drawn edge is taken.
+histories is a drawn edge, and tests/test_graph_edges.py takes the edges the rest of the
+suite does not, so that every drawn edge is taken.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ _SCHEDULED: tuple[Target, ...] = (
 """Everything the scheduler can pick when failures are possible."""
 _SCHEDULED_AFTER_FIX = tuple(t for t in _SCHEDULED if t != Node.RETRY)
 """The same, after a node that leaves no transient failure open."""
+_RUNNABLE: tuple[Target, ...] = (Node.APPROVE, Node.EXECUTE, Node.NOTE, Node.WAIT)
+"""Ready work (and its questions and warnings), or only steps deferred to a time."""
 
 EXITS: Mapping[Node, tuple[Target, ...]] = {
     # A fresh plan has no failures and no one waiting; it may need approval or a warning.
@@ -77,15 +80,21 @@ EXITS: Mapping[Node, tuple[Target, ...]] = {
     Node.VERIFY: _SCHEDULED,
     # An answer creates no transient failure, and none is open when a person is asked.
     Node.APPROVE: (*_SCHEDULED_AFTER_FIX, Node.GATE),
-    # A person's result ("I did it") is verified like a tool's output.
-    Node.ESCALATE: (Node.VERIFY, *_SCHEDULED, Node.GATE),
+    # A person's result ("I did it") is verified like a tool's output. No escalation
+    # follows one: all of a superstep's questions for people go out together, and nothing
+    # runs while they wait.
+    Node.ESCALATE: (Node.VERIFY, *(t for t in _SCHEDULED if t != Node.ESCALATE), Node.GATE),
     # Warnings only ever go out beside other tasks.
     Node.NOTE: (Node.GATE,),
-    Node.RETRY: _SCHEDULED,
+    # The retried steps are pending again: ready or in backoff. Failures for a person were
+    # asked before the retry, so only a fixable one can be left (replan).
+    Node.RETRY: (*_RUNNABLE, Node.REPLAN),
     # Replan runs only when no transient failure is open (retry goes first).
     Node.REPLAN: _SCHEDULED_AFTER_FIX,
-    # Waiting in process, or suspended until a time (the run ends; resume goes on).
-    Node.WAIT: (*_SCHEDULED, END),
+    # Waiting in process, or suspended until a time (the run ends; resume goes on). A wait
+    # is scheduled only when nothing failed and nothing is ready, and a wait changes
+    # nothing but the clock: after it, the deferred steps are ready or still deferred.
+    Node.WAIT: (*_RUNNABLE, END),
     Node.FINALIZE: (END,),
 }
 """Each node's possible next nodes: its conditional edges, no more."""
