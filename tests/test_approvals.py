@@ -22,7 +22,7 @@ from langgraph.types import Command
 from onward import Onward, Plan, PlanStep
 from onward.errors import AnswerError, TokenError
 from onward.model.state import PlanEdit, StepRecord, StepStatus
-from onward.observe.events import AuditKind
+from onward.observe.events import EventKind
 from onward.planning.revise import revision_problems
 from onward.policies.run import Deadline, ExpiryAction, RunPolicy
 from onward.tools.registry import default_registry
@@ -184,7 +184,7 @@ def test_args_changed_after_approval_are_refused_and_audited(hitl: Onward, workd
     hitl.graph.update_state(hitl._config(tid), {"plan": PlanEdit(step=tampered)}, as_node="approve")
     view = hitl.resume(tid)
     assert rows(workdir, "payments.jsonl") == []  # refused: nothing paid
-    [audit] = hitl.store.events.list(tid, [AuditKind.APPROVAL_MISMATCH])
+    [audit] = hitl.store.events.list(tid, [EventKind.APPROVAL_MISMATCH])
     assert audit.detail["approved_hash"] == approved.decisions[-1].args_hash
     assert audit.detail["current_hash"] != audit.detail["approved_hash"]
     assert audit.detail["args"] == {"amount": 5000, "to": "mallory"}
@@ -375,7 +375,7 @@ def test_deadline_reminds_once_then_rejects_at_expiry(hitl: Onward, clock: Clock
     report = hitl.sweep(asked + timedelta(hours=6))
     assert [i.step_id for i in report.reminded] == ["a"]
     assert hitl.sweep(asked + timedelta(hours=7)).reminded == []  # once
-    [reminder] = hitl.store.events.list(tid, [AuditKind.REMINDER])
+    [reminder] = hitl.store.events.list(tid, [EventKind.APPROVAL_REMINDER])
     assert reminder.at == asked + timedelta(hours=6)
     assert hitl.get(tid).status == "waiting_for_human"
     report = hitl.sweep(asked + timedelta(hours=24))
@@ -384,7 +384,7 @@ def test_deadline_reminds_once_then_rejects_at_expiry(hitl: Onward, clock: Clock
     assert view.status == "done"
     assert {s.id: s.status for s in view.steps} == {"a": "skipped", "b": "skipped"}
     assert view.decisions[-1].by == "onward-sweep"
-    [expired] = hitl.store.events.list(tid, [AuditKind.EXPIRED])
+    [expired] = hitl.store.events.list(tid, [EventKind.APPROVAL_EXPIRED])
     assert expired.detail["applied"] == "reject"
 
 
@@ -499,7 +499,7 @@ def test_cancel_with_compensation_undoes_effects_newest_first_once(
     assert [c.status for c in again.compensations] == ["already"] * 3
     assert len(rows(workdir, "refund_calls.jsonl")) == 3
     assert report.view.decisions[-1].action == "cancel"
-    assert len(hitl.store.events.list(tid, [AuditKind.COMPENSATED])) == 3
+    assert len(hitl.store.events.list(tid, [EventKind.COMPENSATED])) == 3
     assert hitl.resume(tid).status == "cancelled"  # nothing runs after a cancel
     assert rows(workdir, "sent.jsonl") == []
 

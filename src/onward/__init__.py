@@ -61,7 +61,8 @@ from onward.model.state import (
     Usage,
     WaitKind,
 )
-from onward.observe.progress import EventKind, ProgressEvent
+from onward.observe.kinds import EventKind
+from onward.observe.progress import ProgressEvent
 from onward.people.inbox import PendingDecision
 from onward.policies.retry import RetryPolicy
 from onward.policies.run import Deadline, ExpiryAction, RunPolicy

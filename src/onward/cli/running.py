@@ -90,7 +90,7 @@ def drive(
     )
 
     from onward.model.state import StepStatus
-    from onward.observe.progress import EventKind
+    from onward.observe.kinds import EventKind
 
     with Progress(
         TextColumn("[bold]{task.description}"),

@@ -12,7 +12,7 @@ from langgraph.types import Command
 
 from onward.errors import OnwardError, UsageError
 from onward.model.state import DecisionAction, RunStatus, WaitKind
-from onward.observe.events import AuditKind
+from onward.observe.kinds import EventKind
 from onward.observe.progress import ProgressEvent
 from onward.people import tokens
 from onward.people.approvals import (
@@ -220,16 +220,16 @@ def sweep(
             "kind": item.kind.value,
             "asked_at": item.asked_at.isoformat(),
         }
-        if now >= item.remind_at and (AuditKind.REMINDER, item.interrupt_id) not in seen:
-            ow.store.events.record(item.thread_id, AuditKind.REMINDER, detail, at=now)
+        if now >= item.remind_at and (EventKind.APPROVAL_REMINDER, item.interrupt_id) not in seen:
+            ow.store.events.record(item.thread_id, EventKind.APPROVAL_REMINDER, detail, at=now)
             report.reminded.append(item)
-        if now < item.expire_at or (AuditKind.EXPIRED, item.interrupt_id) in seen:
+        if now < item.expire_at or (EventKind.APPROVAL_EXPIRED, item.interrupt_id) in seen:
             continue
         expired = detail | {"applied": item.on_expiry.value}
         if item.on_expiry is ExpiryAction.SUSPEND:
             ow.store.set_run_status(item.thread_id, RunStatus.SUSPENDED)
-            ow.store.events.record(item.thread_id, AuditKind.SUSPENDED, detail, at=now)
-            ow.store.events.record(item.thread_id, AuditKind.EXPIRED, expired, at=now)
+            ow.store.events.record(item.thread_id, EventKind.RUN_SUSPENDED, detail, at=now)
+            ow.store.events.record(item.thread_id, EventKind.APPROVAL_EXPIRED, expired, at=now)
             report.suspended.append(item)
             continue
         answer = {
@@ -253,6 +253,6 @@ def sweep(
             # Not marked expired: the next sweep tries again. Other runs go on.
             report.errors.append((item, str(exc)))
             continue
-        ow.store.events.record(item.thread_id, AuditKind.EXPIRED, expired, at=now)
+        ow.store.events.record(item.thread_id, EventKind.APPROVAL_EXPIRED, expired, at=now)
         report.rejected.append(item)
     return report

@@ -38,6 +38,7 @@ from onward.model.state import (
     transition,
     utcnow,
 )
+from onward.observe.kinds import EventKind
 from onward.observe.progress import ProgressEvent
 from onward.policies.retry import DEFAULT_RETRY
 from onward.store.leases import Heartbeat, new_owner
@@ -101,7 +102,9 @@ def stream(
                 check_consistency(ow, thread_id, state)
                 if snapshot.next:
                     ow.store.events.record(
-                        thread_id, "run_resumed", {"by": owner, "answer": command is not None}
+                        thread_id,
+                        EventKind.RUN_RESUMED,
+                        {"by": owner, "answer": command is not None},
                     )
             if apply_requested_cancel(ow, thread_id):
                 return
@@ -152,10 +155,10 @@ def stream(
             except DrainRequested:
                 # The process is stopping: the last superstep is saved, nothing of the
                 # next one ran. Another driver resumes from here.
-                ow.store.events.record(thread_id, "drained", {"by": owner})
+                ow.store.events.record(thread_id, EventKind.DRAINED, {"by": owner})
                 return
             except GraphRecursionError:
-                ow.store.events.record(thread_id, "loop_guard", {"limit": limit})
+                ow.store.events.record(thread_id, EventKind.LOOP_GUARD, {"limit": limit})
                 raise LoopGuardError(
                     f"run {thread_id} took more than {limit} supersteps in one drive, more "
                     "than its plan can need: something loops. Its saved state is intact; "

@@ -27,7 +27,7 @@ from onward.model.state import (
     StepStatus,
     utcnow,
 )
-from onward.observe.events import AuditKind
+from onward.observe.kinds import EventKind
 from onward.planning.validate import step_problems
 from onward.store.leases import new_owner
 from onward.tools.registry import load_tool_modules
@@ -80,7 +80,7 @@ def cancel(
     by = by or whoami()
     owner = new_owner()
     if state.status is not RunStatus.CANCELLED:
-        ow.store.events.record(thread_id, AuditKind.CANCEL_REQUESTED, {"by": by, "reason": reason})
+        ow.store.events.record(thread_id, EventKind.CANCEL_REQUESTED, {"by": by, "reason": reason})
     acquire(ow.store.leases, thread_id, owner, takeover=True)
     try:
         state = ow.state(thread_id)
@@ -104,7 +104,7 @@ def cancel(
 def apply_requested_cancel(ow: Onward, thread_id: str) -> bool:
     """If another process asked to cancel this run, cancel it now (the caller holds the
     lease). True when a cancel was requested: the drive stops."""
-    requests = ow.store.events.list(thread_id, [AuditKind.CANCEL_REQUESTED])
+    requests = ow.store.events.list(thread_id, [EventKind.CANCEL_REQUESTED])
     if not requests:
         return False
     state = ow.state(thread_id)
@@ -137,7 +137,7 @@ def mark_cancelled(ow: Onward, thread_id: str, state: RunState, by: str, reason:
         },
         as_node=FINALIZE,
     )
-    ow.store.events.record(thread_id, AuditKind.CANCELLED, {"by": by, "reason": why})
+    ow.store.events.record(thread_id, EventKind.RUN_CANCELLED, {"by": by, "reason": why})
     ow.store.set_run_status(thread_id, RunStatus.CANCELLED)
 
 
@@ -213,10 +213,12 @@ def fork(
     ow.graph.update_state(config(new_id), values, as_node=GATE)
     ow.store.events.record(
         new_id,
-        "run_started",
+        EventKind.RUN_STARTED,
         {"forked_from": thread_id, "checkpoint_id": checkpoint_id, "edits": edits or {}},
     )
-    ow.store.events.record(thread_id, "forked", {"to": new_id, "checkpoint_id": checkpoint_id})
+    ow.store.events.record(
+        thread_id, EventKind.FORKED, {"to": new_id, "checkpoint_id": checkpoint_id}
+    )
     return new_id
 
 

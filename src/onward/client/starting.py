@@ -12,6 +12,7 @@ from langchain_core.messages import HumanMessage
 
 from onward.errors import NoTemplateError, PlanProblem, PlanValidationError, UsageError
 from onward.model.state import Budget, Goal, Plan, RunState
+from onward.observe.kinds import EventKind
 from onward.planning.templates import plan_from_template
 from onward.planning.validate import parse_declared
 from onward.policies.confine import check_inputs
@@ -130,7 +131,7 @@ def start(
     ow.store.add_run(thread_id, goal_obj.objective, {"input": state.model_dump(mode="json")})
     ow.store.events.record(
         thread_id,
-        "run_started",
+        EventKind.RUN_STARTED,
         {"objective": goal_obj.objective, "plan_steps": len(plan_obj.steps)},
     )
     return thread_id

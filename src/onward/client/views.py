@@ -23,7 +23,7 @@ from onward.model.state import (
     Waiting,
     migrate,
 )
-from onward.observe.events import AuditKind
+from onward.observe.kinds import EventKind
 from onward.people.inbox import PendingDecision
 from onward.store.database import RunRow, Store
 
@@ -125,7 +125,7 @@ def state_of(store: Store, thread_id: str, snap: StateSnapshot) -> RunState:
         )
         suspended = budget_stop or any(
             e.detail.get("interrupt_id") in asked
-            for e in store.events.list(thread_id, [AuditKind.SUSPENDED])
+            for e in store.events.list(thread_id, [EventKind.RUN_SUSPENDED])
         )
         status = RunStatus.SUSPENDED if suspended else RunStatus.WAITING_FOR_HUMAN
         state = state.model_copy(update={"status": status})

@@ -35,6 +35,7 @@ from langchain_core.language_models import BaseChatModel
 
 from onward.client import Onward
 from onward.errors import LeaseLostError, OnwardError, RunBusyError
+from onward.observe.kinds import EventKind
 from onward.store.leases import new_owner
 from onward.tools.registry import Registry
 
@@ -158,7 +159,7 @@ class Worker:
             self._done(thread_id, "lease lost")  # its new driver requeues it
             return
         except OnwardError as exc:
-            store.events.record(thread_id, "worker_error", {"error": str(exc)[:500]})
+            store.events.record(thread_id, EventKind.WORKER_ERROR, {"error": str(exc)[:500]})
             store.requeue(thread_id, time.time() + self.policy.error_backoff, owner)
             self.report.errors.append((thread_id, str(exc)))
             self._done(thread_id, "error")

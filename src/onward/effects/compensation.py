@@ -17,7 +17,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from onward.effects.ledger import Effect, EffectStatus, Ledger
-from onward.observe.events import AuditKind, EventLog
+from onward.observe.events import EventLog
+from onward.observe.kinds import EventKind
 from onward.testing import faults as diagnostics
 from onward.tools.registry import Registry
 
@@ -98,7 +99,7 @@ def compensate_run(
             error = f"{type(exc).__name__}: {exc}"
             events.record(
                 thread_id,
-                AuditKind.COMPENSATION_FAILED,
+                EventKind.COMPENSATION_FAILED,
                 {"step_id": effect.step_id, "tool": effect.tool, "key": effect.key, "error": error},
             )
             out.append(_result(effect, CompensationStatus.FAILED, error))
@@ -109,7 +110,7 @@ def compensate_run(
         ledger.complete(ckey, result)
         events.record(
             thread_id,
-            AuditKind.COMPENSATED,
+            EventKind.COMPENSATED,
             {"step_id": effect.step_id, "tool": effect.tool, "key": effect.key},
         )
         diagnostics.fault_point("after_compensation_record", effect.step_id)

@@ -27,6 +27,7 @@ from onward.llm.models import model_name
 from onward.llm.usage import cost_of
 from onward.model.state import Usage
 from onward.nodes.deps import NodeDeps
+from onward.observe.kinds import EventKind
 from onward.settings import settings
 
 T = TypeVar("T", bound=BaseModel)
@@ -195,4 +196,4 @@ def _log(
     }
     if settings().log_prompts:
         detail["prompt"] = text
-    deps.events.record(thread_id, "model_call", detail)
+    deps.events.record(thread_id, EventKind.MODEL_CALL, detail)

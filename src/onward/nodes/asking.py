@@ -30,7 +30,8 @@ from onward.model.state import (
     utcnow,
 )
 from onward.nodes.deps import thread_of
-from onward.observe.progress import EventKind, emit
+from onward.observe.kinds import EventKind
+from onward.observe.progress import emit
 from onward.people.approvals import (
     Answer,
     parse_answer,

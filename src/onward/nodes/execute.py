@@ -35,8 +35,8 @@ from onward.model.state import (
     utcnow,
 )
 from onward.nodes.deps import NodeDeps, thread_of
-from onward.observe.events import AuditKind
-from onward.observe.progress import EventKind, emit
+from onward.observe.kinds import EventKind
+from onward.observe.progress import emit
 from onward.people.approvals import step_hash
 from onward.policies.retry import DEFAULT_RETRY
 from onward.store.artifacts import canonical_json
@@ -244,7 +244,7 @@ def _refuse_unapproved(deps: NodeDeps, task: ExecuteTask, thread_id: str) -> dic
     if deps.events is not None:
         deps.events.record(
             thread_id,
-            AuditKind.APPROVAL_MISMATCH,
+            EventKind.APPROVAL_MISMATCH,
             {
                 "step_id": task.step.id,
                 "tool": task.step.tool,

@@ -10,7 +10,8 @@ from langchain_core.runnables import RunnableConfig
 from onward.model.budget import model_budget_spent
 from onward.model.state import RunFailure, RunFailureKind, RunState, RunStatus, StepStatus, Usage
 from onward.nodes.deps import NodeDeps, thread_of
-from onward.observe.progress import EventKind, emit
+from onward.observe.kinds import EventKind
+from onward.observe.progress import emit
 from onward.verification.checks import evaluate
 from onward.verification.judge import judge_goal
 

@@ -9,6 +9,7 @@ from langchain_core.runnables import RunnableConfig
 
 from onward.model.state import NoteTask
 from onward.nodes.deps import NodeDeps, thread_of
+from onward.observe.kinds import EventKind
 
 
 def make_note_node(deps: NodeDeps) -> Any:
@@ -17,7 +18,9 @@ def make_note_node(deps: NodeDeps) -> Any:
         thread_id = thread_of(config)
         if deps.events is not None:
             for marker, text in zip(task.markers, task.texts, strict=True):
-                deps.events.record(thread_id, "budget_warning", {"marker": marker, "text": text})
+                deps.events.record(
+                    thread_id, EventKind.BUDGET_WARNING, {"marker": marker, "text": text}
+                )
         return {
             "budget_warnings": task.markers,
             "messages": [AIMessage("Budget warning: " + "; ".join(task.texts))],

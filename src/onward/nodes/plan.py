@@ -12,7 +12,8 @@ from onward.errors import NoTemplateError, PlanningError, PlanValidationError, T
 from onward.llm.planner import plan_with_model
 from onward.model.state import RunFailure, RunFailureKind, RunState, RunStatus, Usage
 from onward.nodes.deps import NodeDeps, thread_of
-from onward.observe.progress import EventKind, emit
+from onward.observe.kinds import EventKind
+from onward.observe.progress import emit
 from onward.planning.templates import plan_from_template
 from onward.planning.validate import validate_plan
 from onward.tools.registry import load_tool_modules

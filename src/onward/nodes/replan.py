@@ -28,7 +28,8 @@ from onward.model.state import (
     utcnow,
 )
 from onward.nodes.deps import NodeDeps, thread_of
-from onward.observe.progress import EventKind, emit
+from onward.observe.kinds import EventKind
+from onward.observe.progress import emit
 from onward.planning.revise import revision_problems
 from onward.tools.registry import ToolSpec, load_tool_modules
 

@@ -18,7 +18,8 @@ from onward.model.state import (
     transition,
 )
 from onward.nodes.deps import NodeDeps, thread_of
-from onward.observe.progress import EventKind, emit
+from onward.observe.kinds import EventKind
+from onward.observe.progress import emit
 from onward.policies.retry import DEFAULT_RETRY
 from onward.tools.registry import load_tool_modules
 
@@ -44,7 +45,7 @@ def make_retry_node(deps: NodeDeps) -> Any:
             if deps.events is not None:
                 deps.events.record(
                     thread_of(config),
-                    "retry_scheduled",
+                    EventKind.RETRY_SCHEDULED,
                     {
                         "step_id": sid,
                         "attempt": rec.attempts + 1,

@@ -35,7 +35,8 @@ from onward.model.state import (
     transition,
 )
 from onward.nodes.deps import NodeDeps, thread_of
-from onward.observe.progress import EventKind, emit
+from onward.observe.kinds import EventKind
+from onward.observe.progress import emit
 from onward.policies.retry import DEFAULT_RETRY
 from onward.testing import faults as diagnostics
 from onward.tools.registry import load_tool_modules

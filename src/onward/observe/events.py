@@ -10,28 +10,13 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from onward.model.state import utcnow
+from onward.observe.kinds import EventKind
 from onward.store.connection import SharedConnection
 from onward.store.encryption import Cipher, open_text, seal_text
 from onward.store.sql import Db
-
-
-class AuditKind(StrEnum):
-    """Event kinds written by the human-in-the-loop machinery."""
-
-    APPROVAL_MISMATCH = "approval_mismatch"
-    """Execute refused a step whose args differ from the approved ones."""
-    REMINDER = "approval_reminder"
-    EXPIRED = "approval_expired"
-    SUSPENDED = "run_suspended"
-    CANCEL_REQUESTED = "cancel_requested"
-    CANCELLED = "run_cancelled"
-    COMPENSATED = "compensated"
-    COMPENSATION_FAILED = "compensation_failed"
-
 
 LogRow = tuple[datetime, str, dict[str, Any], "str | None"]
 """(at, kind, detail, dedupe key) of one event to record."""
@@ -60,7 +45,7 @@ class EventLog:
     def record(
         self,
         thread_id: str,
-        kind: str,
+        kind: EventKind,
         detail: dict[str, Any] | None = None,
         *,
         at: datetime | None = None,
@@ -122,7 +107,7 @@ class EventLog:
             )
         return out
 
-    def list(self, thread_id: str, kinds: Iterable[str] | None = None) -> list[Event]:
+    def list(self, thread_id: str, kinds: Iterable[EventKind] | None = None) -> list[Event]:
         wanted = [str(k) for k in kinds] if kinds is not None else None
         sql = "SELECT id, thread_id, at, kind, detail FROM onward_events WHERE thread_id = ?"
         params: list[str] = [thread_id]

@@ -3,30 +3,14 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any
 
 from langgraph.config import get_stream_writer
 from pydantic import BaseModel, ConfigDict
 
 from onward.model.state import utcnow
+from onward.observe.kinds import EventKind
 from onward.people.pending import PerThread
-
-
-class EventKind(StrEnum):
-    PLAN_CREATED = "plan_created"
-    PLAN_REVISED = "plan_revised"
-    PLAN_FAILED = "plan_failed"
-    STEP_STARTED = "step_started"
-    TOOL_CALLED = "tool_called"
-    VERIFIED = "verified"
-    STEP_DONE = "step_done"
-    STEP_FAILED = "step_failed"
-    STEP_WAITING = "step_waiting"
-    APPROVAL_REQUESTED = "approval_requested"
-    APPROVAL_DECIDED = "approval_decided"
-    RUN_FINISHED = "run_finished"
-
 
 _ONCE = {
     EventKind.PLAN_CREATED: ("version",),

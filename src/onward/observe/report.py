@@ -12,6 +12,7 @@ from typing import Any
 from jinja2 import Environment, select_autoescape
 
 from onward.model.state import RunState
+from onward.observe.kinds import EventKind
 from onward.observe.timeline import Summary, TimelineEvent
 
 
@@ -32,11 +33,14 @@ def _bars(state: RunState, events: list[TimelineEvent], t0: datetime, span: floa
         for e in events:
             if e.step_id != step.id:
                 continue
-            if e.kind == "step_started":
+            if e.kind == EventKind.STEP_STARTED:
                 opened[("run", e.attempt)] = e
-            elif e.kind in ("step_done", "step_failed") and ("run", e.attempt) in opened:
+            elif (
+                e.kind in (EventKind.STEP_DONE, EventKind.STEP_FAILED)
+                and ("run", e.attempt) in opened
+            ):
                 s = opened.pop(("run", e.attempt))
-                ok = e.kind == "step_done"
+                ok = e.kind == EventKind.STEP_DONE
                 bars.append(
                     {
                         "cls": "ok" if ok else "bad",
@@ -46,9 +50,11 @@ def _bars(state: RunState, events: list[TimelineEvent], t0: datetime, span: floa
                         + ("done" if ok else str(e.detail.get("failure_class"))),
                     }
                 )
-            elif e.kind == "approval_requested":
+            elif e.kind == EventKind.APPROVAL_REQUESTED:
                 opened[("wait", e.detail.get("ask_key"))] = e
-            elif e.kind == "approval_decided" and ("wait", e.detail.get("ask_key")) in opened:
+            elif (
+                e.kind == EventKind.APPROVAL_DECIDED and ("wait", e.detail.get("ask_key")) in opened
+            ):
                 s = opened.pop(("wait", e.detail.get("ask_key")))
                 bars.append(
                     {

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from onward.model.state import RunState
 from onward.observe.events import Event
+from onward.observe.kinds import EventKind
 
 
 class TimelineEvent(BaseModel):
@@ -108,8 +109,8 @@ def _covered(spans: list[tuple[datetime, datetime]]) -> float:
 
 def summarise(thread_id: str, state: RunState, events: list[Event], now: datetime) -> Summary:
     events = sorted(events, key=lambda e: (e.at, e.id))
-    started = [e.at for e in events if e.kind in ("run_started", "run_resumed")]
-    finished = [e.at for e in events if e.kind in ("run_finished", "run_cancelled")]
+    started = [e.at for e in events if e.kind in (EventKind.RUN_STARTED, EventKind.RUN_RESUMED)]
+    finished = [e.at for e in events if e.kind in (EventKind.RUN_FINISHED, EventKind.RUN_CANCELLED)]
     start = min(started) if started else (events[0].at if events else None)
     end = max(finished) if finished and state.status.finished else None
     total = ((end or now) - start).total_seconds() if start else 0.0
@@ -118,9 +119,9 @@ def summarise(thread_id: str, state: RunState, events: list[Event], now: datetim
     failures: Counter[str] = Counter()
     for e in events:
         sid = e.detail.get("step_id")
-        if e.kind == "step_started" and isinstance(sid, str):
+        if e.kind == EventKind.STEP_STARTED and isinstance(sid, str):
             attempts[sid] += 1
-        elif e.kind == "step_failed":
+        elif e.kind == EventKind.STEP_FAILED:
             failures[str(e.detail.get("failure_class"))] += 1
 
     def intervention(q: Event, answer: Event | None) -> Intervention:
@@ -140,9 +141,9 @@ def summarise(thread_id: str, state: RunState, events: list[Event], now: datetim
     interventions: list[Intervention] = []
     for e in events:
         key = str(e.detail.get("ask_key"))
-        if e.kind == "approval_requested":
+        if e.kind == EventKind.APPROVAL_REQUESTED:
             asked.setdefault(key, e)
-        elif e.kind == "approval_decided" and key in asked:
+        elif e.kind == EventKind.APPROVAL_DECIDED and key in asked:
             interventions.append(intervention(asked.pop(key), e))
     interventions += [intervention(q, None) for q in asked.values()]
     waiting = _covered(
@@ -150,7 +151,7 @@ def summarise(thread_id: str, state: RunState, events: list[Event], now: datetim
     )
 
     tools = {s.id: s.tool for s in state.plan.steps}
-    calls = [e for e in events if e.kind == "model_call" and e.detail.get("error") is None]
+    calls = [e for e in events if e.kind == EventKind.MODEL_CALL and e.detail.get("error") is None]
     by_step: defaultdict[str, float] = defaultdict(float)
     by_tool: defaultdict[str, float] = defaultdict(float)
     for e in calls:

@@ -16,6 +16,7 @@ from langgraph.types import Command
 from onward.client import Onward
 from onward.errors import StoreError, UsageError, refuse_unknown
 from onward.model.owners import client_update, message_text
+from onward.observe.kinds import EventKind
 from onward.people import tokens
 from onward.planning.validate import parse_declared
 from onward.policies.confine import check_inputs
@@ -155,7 +156,7 @@ def start_run(ctx: Serving, ow: Onward, thread_id: str, data: Any, who: str) -> 
         acceptance=declared_goal.acceptance if declared_goal else (),
         constraints=declared_goal.constraints if declared_goal else None,
     )
-    ow.store.events.record(thread_id, "api_run_started", {"by": who})
+    ow.store.events.record(thread_id, EventKind.API_RUN_STARTED, {"by": who})
 
 
 def command_of(

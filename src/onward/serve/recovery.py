@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from onward.model.state import RunStatus
+from onward.observe.kinds import EventKind
 from onward.serve.feed import Feed
 from onward.serve.limits import RunPool
 from onward.store.leases import LeasePolicy
@@ -100,7 +101,7 @@ class Recovery:
     def _resume(self, ow: Onward, run_id: str, thread_id: str) -> None:
         thread = ow.store.threads.get(thread_id)
         owner = (thread.owner if thread else None) or "recovery"
-        ow.store.events.record(thread_id, "api_run_recovered", {"run_id": run_id})
+        ow.store.events.record(thread_id, EventKind.API_RUN_RECOVERED, {"run_id": run_id})
         with self._lock:
             self._driving.add(thread_id)
         self._pool.reserve(owner, force=True)

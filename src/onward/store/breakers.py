@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from onward.observe.events import EventLog
+from onward.observe.kinds import EventKind
 from onward.store.connection import SharedConnection
 from onward.store.sql import Db
 
@@ -122,7 +123,7 @@ class Breakers:
                 ),
             )
         self._events.record(
-            thread_id, "breaker_half_open", {"service": service, "probe": True}, at=now
+            thread_id, EventKind.BREAKER_HALF_OPEN, {"service": service, "probe": True}, at=now
         )
         return None
 
@@ -131,7 +132,7 @@ class Breakers:
     ) -> None:
         """The outcome of a call. While half-open, only the probe's own outcome (its
         ``caller``) decides; a slow call from before counts in the window only."""
-        change: tuple[str, str] | None = None
+        change: tuple[EventKind, str] | None = None
         with self._db.use() as conn, conn.transaction(lock=f"breaker:{service}"):
             now = self.clock()
             row = _read(conn, service) or BreakerRow(
@@ -146,20 +147,20 @@ class Breakers:
             elif row.state is BreakerState.HALF_OPEN:
                 if ok:
                     state, outcomes, opened_at = BreakerState.CLOSED, "", None
-                    change = ("breaker_closed", "the half-open probe succeeded")
+                    change = (EventKind.BREAKER_CLOSED, "the half-open probe succeeded")
                 else:
                     state, opened_at = BreakerState.OPEN, now
-                    change = ("breaker_opened", "the half-open probe failed")
+                    change = (EventKind.BREAKER_OPENED, "the half-open probe failed")
             elif row.state is BreakerState.CLOSED and not ok:
                 failed = outcomes.count("0")
                 rate = failed / len(outcomes)
                 if consecutive >= policy.consecutive:
                     state, opened_at = BreakerState.OPEN, now
-                    change = ("breaker_opened", f"{consecutive} failures in a row")
+                    change = (EventKind.BREAKER_OPENED, f"{consecutive} failures in a row")
                 elif len(outcomes) >= policy.min_calls and rate >= policy.failure_rate:
                     state, opened_at = BreakerState.OPEN, now
                     change = (
-                        "breaker_opened",
+                        EventKind.BREAKER_OPENED,
                         f"{failed} of the last {len(outcomes)} calls failed ({rate:.0%})",
                     )
             conn.execute(

@@ -31,6 +31,7 @@ from onward.effects.ledger import LEDGER_SCHEMA, Ledger
 from onward.errors import EncryptionKeyError, StoreError
 from onward.model.state import RunStatus, utcnow
 from onward.observe.events import EventLog, LogRow
+from onward.observe.kinds import EventKind
 from onward.settings import DEFAULT_DB, settings
 from onward.store.artifacts import ArtifactStore, fsync_enabled
 from onward.store.breakers import BREAKER_SCHEMA, Breakers
@@ -503,7 +504,7 @@ class Store:
                     "VALUES (?, ?, ?) ON CONFLICT (thread_id) DO NOTHING",
                     (tid, time.time(), time.time()),
                 )
-            self.events.record(tid, "adopted", {"lease_expired": True})
+            self.events.record(tid, EventKind.ADOPTED, {"lease_expired": True})
         return orphans
 
     def wake(self, thread_id: str) -> None:

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from onward.errors import RunBusyError, StoreError
 from onward.model.state import utcnow
+from onward.observe.kinds import EventKind
 from onward.settings import DEFAULT_HEARTBEAT as DEFAULT_BEAT
 from onward.settings import DEFAULT_LEASE_TTL, settings
 from onward.store.sql import Db
@@ -152,10 +153,10 @@ class Leases:
                 conn,
                 thread_id,
                 now,
-                "lease_taken_over",
+                EventKind.LEASE_TAKEN_OVER,
                 f"from {taken_over.owner} (expired {taken_over.expires_at.isoformat()}) by {owner}",
             )
-        _event(conn, thread_id, now, "lease_acquired", owner)
+        _event(conn, thread_id, now, EventKind.LEASE_ACQUIRED, owner)
         return taken_over
 
     def renew(self, thread_id: str, owner: str) -> bool:
@@ -186,7 +187,7 @@ class Leases:
                     (thread_id, owner),
                 )
                 if cur.rowcount:
-                    _event(conn, thread_id, self.clock(), "lease_released", owner)
+                    _event(conn, thread_id, self.clock(), EventKind.LEASE_RELEASED, owner)
         finally:
             conn.close()
 
@@ -235,7 +236,7 @@ def _lease(r: tuple[str, str, str, str, str]) -> LeaseRow:
     return LeaseRow(r[0], r[1], *(datetime.fromisoformat(x) for x in r[2:]))
 
 
-def _event(conn: Db, thread_id: str, at: datetime, kind: str, detail: str) -> None:
+def _event(conn: Db, thread_id: str, at: datetime, kind: EventKind, detail: str) -> None:
     conn.execute(
         "INSERT INTO onward_events (thread_id, at, kind, detail) VALUES (?, ?, ?, ?)",
         (thread_id, at.isoformat(), kind, detail),

@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException
 from onward.errors import ForbiddenError, UsageError, refuse_unknown
 from onward.graph.schedule import GATE
 from onward.model.owners import client_update
+from onward.observe.kinds import EventKind
 from onward.serve.context import Ctx, Serving, Who
 from onward.serve.intake import checkpoint_in
 from onward.serve.requests import MAX_PAGE, an_object, count, kind
@@ -70,7 +71,7 @@ def state_update(thread_id: str, body: dict[str, Any], ctx: Ctx, who: Who) -> An
         new = ow.graph.update_state(config, writes, as_node=GATE)
         ow.store.events.record(
             thread_id,
-            "state_updated",
+            EventKind.STATE_UPDATED,
             {"by": who, "checkpoint_id": checkpoint_id, "fields": sorted(writes)},
         )
         return {"checkpoint": {k: v for k, v in new["configurable"].items()}}

@@ -1,0 +1,62 @@
+"""Every kind of event onward writes to a run's event log, in one enum.
+
+Progress events (streamed while a node runs, then logged) are a part of them; the rest are
+written by the machinery around the graph: people's questions, leases, breakers, the
+server, the worker, the lifecycle commands. The values are stored: never change one.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class EventKind(StrEnum):
+    # progress: streamed by the nodes (observe/progress.py), logged once per step attempt
+    PLAN_CREATED = "plan_created"
+    PLAN_REVISED = "plan_revised"
+    PLAN_FAILED = "plan_failed"
+    STEP_STARTED = "step_started"
+    TOOL_CALLED = "tool_called"
+    VERIFIED = "verified"
+    STEP_DONE = "step_done"
+    STEP_FAILED = "step_failed"
+    STEP_WAITING = "step_waiting"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECIDED = "approval_decided"
+    RUN_FINISHED = "run_finished"
+    # the run's life
+    RUN_STARTED = "run_started"
+    RUN_RESUMED = "run_resumed"
+    RUN_SUSPENDED = "run_suspended"
+    CANCEL_REQUESTED = "cancel_requested"
+    RUN_CANCELLED = "run_cancelled"
+    FORKED = "forked"
+    STATE_UPDATED = "state_updated"
+    DRAINED = "drained"
+    LOOP_GUARD = "loop_guard"
+    """A drive stopped after more supersteps than any plan needs."""
+    # what the nodes decide besides progress
+    RETRY_SCHEDULED = "retry_scheduled"
+    BUDGET_WARNING = "budget_warning"
+    MODEL_CALL = "model_call"
+    APPROVAL_MISMATCH = "approval_mismatch"
+    """Execute refused a step whose args differ from the approved ones."""
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation_failed"
+    # people's questions over time
+    APPROVAL_REMINDER = "approval_reminder"
+    APPROVAL_EXPIRED = "approval_expired"
+    # who drives the run
+    LEASE_ACQUIRED = "lease_acquired"
+    LEASE_TAKEN_OVER = "lease_taken_over"
+    LEASE_RELEASED = "lease_released"
+    ADOPTED = "adopted"
+    """A queued run whose worker's lease expired went back to the queue."""
+    WORKER_ERROR = "worker_error"
+    # services' circuit breakers
+    BREAKER_OPENED = "breaker_opened"
+    BREAKER_HALF_OPEN = "breaker_half_open"
+    BREAKER_CLOSED = "breaker_closed"
+    # the HTTP server
+    API_RUN_STARTED = "api_run_started"
+    API_RUN_RECOVERED = "api_run_recovered"
