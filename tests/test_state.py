@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from onward import Onward, Plan, PlanStep, StepRecord, StepStatus
 from onward.api import superstep_limit
 from onward.checkpointing.serde import checkpoint_serde
-from onward.graph.schedule import make_gate
+from onward.graph.schedule import make_scheduler
 from onward.model import budget
 from onward.model.state import (
     ArtifactRef,
@@ -457,7 +457,7 @@ def test_scheduling_a_loaded_long_run_decodes_only_its_open_steps(tmp_path: Path
     )
     registry = default_registry
 
-    sends = make_gate(NodeDeps(registry=registry, artifacts=ArtifactStore(tmp_path)))(state)
+    sends = make_scheduler(NodeDeps(registry=registry, artifacts=ArtifactStore(tmp_path)))(state)
     limit = superstep_limit(state, registry)
     uses = budget.usage(state, datetime.now(UTC))
 

@@ -14,7 +14,7 @@ from onward.errors import OnwardError, UsageError
 from onward.model.state import DecisionAction, RunStatus, WaitKind
 from onward.observe.kinds import EventKind
 from onward.observe.progress import ProgressEvent
-from onward.people import tokens
+from onward.people import resume_tokens
 from onward.people.approvals import (
     AnswerType,
     edited_budget,
@@ -58,16 +58,18 @@ def whoami() -> str:
 
 
 def inbox(ow: Onward, user: str | None) -> list[PendingDecision]:
-    key = tokens.secret()
+    key = resume_tokens.secret()
     user = user or whoami()
     items: list[PendingDecision] = []
     for row in ow.store.unfinished_runs():
         items += ow.pending(row.thread_id)
     if key:
-        expires = ow.clock() + tokens.ttl()
+        expires = ow.clock() + resume_tokens.ttl()
         items = [
             p.model_copy(
-                update={"token": tokens.mint(key, p.thread_id, p.interrupt_id, user, expires)}
+                update={
+                    "token": resume_tokens.mint(key, p.thread_id, p.interrupt_id, user, expires)
+                }
             )
             for p in items
         ]
@@ -91,9 +93,9 @@ def decide(
     applying a deadline's default), which no user's token covers."""
     target = pick(ow, thread_id, step, interrupt_id)
     by = by or whoami()
-    key = tokens.secret()
+    key = resume_tokens.secret()
     if key and check_token:
-        tokens.verify(
+        resume_tokens.verify(
             key,
             token,
             thread_id=thread_id,

@@ -25,7 +25,7 @@ from onward.errors import (
 )
 from onward.graph.routes import Node
 from onward.graph.schedule import APPROVE, ESCALATE, GATE
-from onward.model import refs
+from onward.model import references
 from onward.model.state import (
     Decision,
     DecisionAction,
@@ -246,7 +246,7 @@ def check_consistency(ow: Onward, thread_id: str, state: RunState) -> None:
     reopen: dict[str, StepRecord] = {}
     decisions: list[Decision] = []
     for step in state.open_steps():
-        for name in refs.names(step.args):
+        for name in references.names(step.args):
             ref = state.artifacts.get(name)
             if ref is None:
                 continue

@@ -21,7 +21,7 @@ from langgraph.runtime import get_runtime
 
 from onward.errors import DrainRequested
 from onward.graph.routes import EXITS, Node, path_map
-from onward.graph.schedule import join, make_gate, make_router
+from onward.graph.schedule import join, make_router, make_scheduler
 from onward.model.state import RunState
 from onward.nodes.approve import make_approve_node
 from onward.nodes.deps import NodeDeps, thread_of
@@ -102,12 +102,12 @@ def build_graph(deps: NodeDeps) -> StateGraph[Any]:
         g.add_node(name.value, logged(deps, make(deps), reproducible=name in REPRODUCIBLE))
     g.add_node(Node.GATE.value, logged(deps, join, reproducible=True))
     g.add_edge(START, Node.PLAN.value)
-    gate = make_gate(deps)
+    schedule = make_scheduler(deps)
     for source, targets in EXITS.items():
         if targets == (END,):
             g.add_edge(source.value, END)
         else:
-            g.add_conditional_edges(source.value, make_router(source, gate), path_map(source))
+            g.add_conditional_edges(source.value, make_router(source, schedule), path_map(source))
     return g
 
 

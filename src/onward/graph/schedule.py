@@ -73,7 +73,7 @@ def downstream(plan: Plan, step_id: str) -> list[str]:
     return sorted(seen, key=index.position.__getitem__)
 
 
-def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
+def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
     def ask(
         state: RunState, kind: WaitKind, step: PlanStep | None, args_hash: str, **extra: Any
     ) -> ApproveTask:
@@ -107,9 +107,9 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         )
         return Send(ESCALATE, task)
 
-    def gate(state: RunState) -> list[Send] | str:
+    def schedule(state: RunState) -> list[Send] | str:
         if state.status is RunStatus.SUSPENDED:
-            return END  # waiting for a time (backoff, breaker); resume goes on from gate
+            return END  # waiting for a time (backoff, breaker); resume goes on from the gate
         if state.status is not RunStatus.RUNNING or not state.plan.steps:
             return FINALIZE
         load_tool_modules(state.tool_modules)
@@ -267,7 +267,7 @@ def make_gate(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             return state.policy.escalate_failures
         return True
 
-    return gate
+    return schedule
 
 
 def _wave(sends: list[Send]) -> list[Send]:
@@ -289,7 +289,7 @@ def routed(source: Node, route: list[Send] | str) -> list[Send] | str:
 
 
 def make_router(
-    source: Node, gate: Callable[[RunState], list[Send] | str]
+    source: Node, schedule: Callable[[RunState], list[Send] | str]
 ) -> Callable[[RunState], list[Send] | str]:
     """The conditional edge after ``source``: a task in a parallel wave joins at the gate
     node; a lone execute goes to verify; everything else is scheduled."""
@@ -299,7 +299,7 @@ def make_router(
             return routed(source, GATE)
         if source == EXECUTE:
             return routed(source, VERIFY)
-        return routed(source, gate(state))
+        return routed(source, schedule(state))
 
     route.__name__ = f"after_{source}"
     return route

@@ -160,9 +160,9 @@ def plan_status(state: RunState, current: str | None = None) -> str:
 
 
 def _step_inputs(state: RunState, step: PlanStep) -> dict[str, ArtifactRef]:
-    from onward.model import refs
+    from onward.model import references
 
-    names = set(refs.names(step.args))
+    names = set(references.names(step.args))
     for dep in step.depends_on:
         try:
             out = state.plan.step(dep).output

@@ -6,7 +6,7 @@ step records, status. A client of ``onward serve`` is a chat user and changes a 
 through named operations: answer a question (``command.resume``), cancel, send a message,
 and revise the plan (edit the args or checks of steps that are not done, add steps).
 
-:func:`client_update` is the one gate every client edit passes (``POST
+:func:`client_update` is the one check every client edit passes (``POST
 /threads/{id}/state``, ``command.update``, an edit at a past checkpoint): it refuses a
 server-owned field with a :class:`~onward.errors.ForbiddenError` that names the field and
 the operation to use instead, validates a plan revision exactly like any other revision

@@ -24,7 +24,7 @@ from langchain_core.runnables import RunnableConfig
 
 from onward.effects.protocol import perform
 from onward.errors import ArtifactError, OutcomeUnknown
-from onward.model import refs
+from onward.model import references
 from onward.model.state import (
     ExecuteTask,
     FailureClass,
@@ -309,7 +309,7 @@ def _run_tool(
             raise ArtifactError(f"input artifact {name!r} of step {step.id!r} is missing")
         return deps.artifacts.get(task.inputs[name])
 
-    args = spec.args_model.model_validate(refs.resolve(step.args, value_of))
+    args = spec.args_model.model_validate(references.resolve(step.args, value_of))
     ctx = ToolContext(
         thread_id=thread_id,
         step_id=step.id,

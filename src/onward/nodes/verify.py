@@ -19,7 +19,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from onward.model import budget, refs
+from onward.model import budget, references
 from onward.model.state import (
     ArtifactRef,
     ExecuteTask,
@@ -67,7 +67,7 @@ def check_step(deps: NodeDeps, task: ExecuteTask, produced: StepRecord, output: 
 
 def inputs_of(state: RunState, step: PlanStep) -> dict[str, ArtifactRef]:
     """The run artifacts a step's args and checks refer to."""
-    wanted = refs.names(step.args) | {n for c in step.checks for n in artifact_names(c)}
+    wanted = references.names(step.args) | {n for c in step.checks for n in artifact_names(c)}
     return {n: state.artifacts[n] for n in wanted if n in state.artifacts}
 
 

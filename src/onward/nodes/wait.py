@@ -46,7 +46,7 @@ def make_wait_node(deps: NodeDeps) -> Any:
     def wait(state: RunState) -> dict[str, Any]:
         load_tool_modules(state.tool_modules)
         until = earliest_wait(deps, state)
-        if until is None:  # the gate saw a deferral that is over by now: look again soon
+        if until is None:  # the scheduler saw a deferral that is over by now: look again soon
             until = deps.clock() + timedelta(seconds=POLL)
         seconds = (until - deps.clock()).total_seconds()
         if seconds <= deps.max_wait:

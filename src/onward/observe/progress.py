@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from onward.model.state import utcnow
 from onward.observe.kinds import EventKind
-from onward.people.pending import PerThread
+from onward.observe.per_thread import PerThread
 
 _ONCE = {
     EventKind.PLAN_CREATED: ("version",),
@@ -61,7 +61,7 @@ class ProgressEvent(BaseModel):
 
 
 EVENT_ROWS: PerThread[Any] = PerThread()
-"""The event-log rows of the node running on this thread (see :mod:`onward.people.pending`)."""
+"""The event-log rows of the node running on this thread (see :mod:`onward.observe.per_thread`)."""
 
 
 def emit(kind: EventKind, **fields: Any) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from onward.errors import AnswerError, UsageError
-from onward.model import refs
+from onward.model import references
 from onward.model.state import (
     ApproveTask,
     ArtifactRef,
@@ -94,7 +94,7 @@ class Answer:
 
 def args_hash(tool: str, args: dict[str, Any], inputs: dict[str, ArtifactRef]) -> str:
     """What an approval binds: tool, args as written, and the inputs they read (by sha256)."""
-    used = {n: inputs[n].sha256 for n in sorted(refs.names(args)) if n in inputs}
+    used = {n: inputs[n].sha256 for n in sorted(references.names(args)) if n in inputs}
     return hashlib.sha256(canonical_json({"tool": tool, "args": args, "inputs": used})).hexdigest()
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from onward.errors import PlanProblem, PlanValidationError
-from onward.model import refs
+from onward.model import references
 from onward.model.state import Goal, Plan, PlanSource, PlanStep, PlanSteps
 from onward.tools.registry import Registry
 from onward.verification.checks import CHECK_KINDS, artifact_names
@@ -235,7 +235,7 @@ def step_problems(
                 "Register your own with @onward.tool and pass --tools (or ONWARD_TOOLS)",
             )
         ]
-    referenced = {loc.split(".")[1].split("[")[0] for loc, _, _ in refs.walk(step.args)}
+    referenced = {loc.split(".")[1].split("[")[0] for loc, _, _ in references.walk(step.args)}
     try:
         spec.args_model.model_validate(step.args)
     except ValidationError as exc:
@@ -299,7 +299,7 @@ def _reference_problems(plan: Plan, producers: dict[str, str]) -> list[PlanProbl
     ups = upstream(plan)
     for i, step in enumerate(plan.steps):
         where = f"steps[{i}] ({step.id})"
-        used = [(f"{where}.{loc}", name) for loc, name, _ in refs.walk(step.args)]
+        used = [(f"{where}.{loc}", name) for loc, name, _ in references.walk(step.args)]
         used += [
             (f"{where}.checks[{j}]", name)
             for j, c in enumerate(step.checks)

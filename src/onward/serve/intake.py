@@ -17,7 +17,7 @@ from onward.client import Onward
 from onward.errors import StoreError, UsageError, refuse_unknown
 from onward.model.owners import client_update, message_text
 from onward.observe.kinds import EventKind
-from onward.people import tokens
+from onward.people import resume_tokens
 from onward.planning.validate import parse_declared
 from onward.policies.confine import check_inputs
 from onward.serve.context import Serving
@@ -209,11 +209,13 @@ def resume_value(value: Any, who: str, pending_ids: list[str]) -> Any:
 def check_tokens(ow: Onward, thread_id: str, value: Any, who: str) -> None:
     """With ONWARD_SECRET, each answer carries a resume token minted for this user
     (``onward inbox`` and ``GET /onward/runs/{id}`` hand them out)."""
-    key = tokens.secret()
+    key = resume_tokens.secret()
     if not key:
         return
     pending = [p.interrupt_id for p in ow.pending(thread_id)]
     answers = by_interrupt(value, pending) or {pending[0] if pending else "": value}
     for iid, answer in answers.items():
         token = answer.get("token") if isinstance(answer, dict) else None
-        tokens.verify(key, token, thread_id=thread_id, interrupt_id=iid, user=who, now=ow.clock())
+        resume_tokens.verify(
+            key, token, thread_id=thread_id, interrupt_id=iid, user=who, now=ow.clock()
+        )

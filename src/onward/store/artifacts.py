@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from onward.errors import ArtifactError, EncryptionKeyError
 from onward.model.state import ArtifactRef
-from onward.people.pending import PerThread
+from onward.observe.per_thread import PerThread
 from onward.settings import settings
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ Postgres, a row insert) per step costs more than the bytes."""
 
 ARTIFACT_REFS: PerThread[tuple[str, str]] = PerThread()
 """(sha256, thread id) references of the node running on this thread: written in one
-transaction with its events instead of one each (see :mod:`onward.people.pending`)."""
+transaction with its events instead of one each (see :mod:`onward.observe.per_thread`)."""
 
 
 _SEALED = b"ONWARD-AESGCM1\n"

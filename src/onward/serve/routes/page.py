@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
 from onward.model.state import RunStatus
-from onward.people import tokens
+from onward.people import resume_tokens
 from onward.serve.context import Ctx, Who
 from onward.serve.strict import StrictRoute
 from onward.serve.views import thread_status, visible
@@ -44,13 +44,13 @@ def onward_runs(ctx: Ctx, who: Who) -> Any:
 def onward_run(thread_id: str, ctx: Ctx, who: Who) -> Any:
     with ctx.clients.use() as ow:
         visible(ow, thread_id, who, ctx.tokens)
-        key = tokens.secret()
+        key = resume_tokens.secret()
         view = ow.get(thread_id)
         pending = [
             p.model_copy(
                 update={
-                    "token": tokens.mint(
-                        key, thread_id, p.interrupt_id, who, ow.clock() + tokens.ttl()
+                    "token": resume_tokens.mint(
+                        key, thread_id, p.interrupt_id, who, ow.clock() + resume_tokens.ttl()
                     )
                 }
             )
