@@ -183,3 +183,23 @@ def test_golden_v2_store_waiting_for_approval_resumes_after_the_move(tmp_path: P
     ]
     assert target.read_text() == "golden"
     assert not (GOLDEN / "v2" / "out.txt").exists()
+
+
+def test_a_schema_8_store_gets_the_api_run_columns_of_schema_9(tmp_path: Path) -> None:
+    """The golden v2 store (schema 8, its API run table without pause points) opens, its
+    run table gains the columns, and a run recorded on it keeps its pause points."""
+    store = tmp_path / "v2"
+    shutil.copytree(GOLDEN / "v2", store)
+    url = f"sqlite:///{store / 'onward.db'}"
+    with Onward(url) as ow:
+        ow.store.threads.add_run("r1", "golden-v2", "onward", {}, pause_before=["verify"])
+        [run] = ow.store.threads.runs("golden-v2")
+    assert run.pause_before == ("verify",)
+    assert run.from_checkpoint is None
+    conn = sqlite3.connect(store / "onward.db")
+    try:
+        assert conn.execute(
+            "SELECT value FROM onward_meta WHERE key='schema_version'"
+        ).fetchone() == ("9",)
+    finally:
+        conn.close()

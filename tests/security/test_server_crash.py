@@ -173,3 +173,49 @@ def test_recovery_drives_orphans_but_waits_for_a_run_suspended_until_later(
     finally:
         pool.close()
         clients.close()
+
+
+@pytest.mark.crash
+def test_a_recovered_run_still_pauses_where_its_request_asked(db_url: str, workdir: Path) -> None:
+    """A run asked to pause before finalize (``interrupt_before``), its server killed
+    mid-run: the restarted server drives it on and it stops before finalize, as the
+    uninterrupted run would have (not past it, to done)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = start(db_url, workdir, port)
+    try:
+        with httpx.Client(base_url=url, headers=auth(), timeout=30) as api:
+            tid = str(api.post("/threads", json={}).json()["thread_id"])
+            body = {
+                "assistant_id": "onward",
+                "input": {"goal": "record", "plan": PLAN},
+                "interrupt_before": ["finalize"],
+            }
+            assert api.post(f"/threads/{tid}/runs", json=body).status_code == 200
+        wait_for("step a's effect", lambda: read_jsonl(workdir / "effects.jsonl"), 60)
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait(30)
+
+        server = start(db_url, workdir, port)
+        with httpx.Client(base_url=url, headers=auth(), timeout=30) as api:
+
+            def record() -> str:
+                (run,) = api.get(f"/threads/{tid}/runs").json()
+                return str(run["status"])
+
+            wait_for("the recovered run to pause", lambda: record() == "interrupted")
+            state = api.get(f"/threads/{tid}/state").json()
+            assert state["next"] == ["finalize"]
+            assert state["values"]["status"] == "running"
+            assert {s: r["status"] for s, r in state["values"]["steps"].items()} == {
+                "a": "done",
+                "b": "done",
+                "c": "done",
+            }
+            time.sleep(3)  # more sweeps (lease TTL 2 s): the paused run stays paused
+            assert record() == "interrupted"
+            assert api.get(f"/threads/{tid}/state").json()["next"] == ["finalize"]
+    finally:
+        server.kill()
+        server.wait(10)
+    assert Counter(r["label"] for r in read_jsonl(workdir / "effects.jsonl")) == {"a": 1, "c": 1}

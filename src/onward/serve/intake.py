@@ -11,9 +11,10 @@ import uuid
 from typing import Any
 
 from fastapi import HTTPException
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
-from onward.client import Onward
+from onward.client import Onward, views
 from onward.errors import StoreError, UsageError, refuse_unknown
 from onward.model.owners import client_update, message_text
 from onward.observe.kinds import EventKind
@@ -26,6 +27,7 @@ from onward.serve.requests import (
     a_string,
     an_object,
     check_run_fields,
+    pause_before,
     tightened_budget,
     tightened_policy,
 )
@@ -101,8 +103,23 @@ def prepare(
             )
         ow.store.threads.merge_metadata(thread_id, dict(ours))  # once the run is accepted
         run_id = str(uuid.uuid4())
-        ow.store.threads.add_run(run_id, thread_id, ASSISTANT_ID, metadata)
+        ow.store.threads.add_run(
+            run_id,
+            thread_id,
+            ASSISTANT_ID,
+            metadata,
+            pause_before=pause_before(body),
+            from_checkpoint=checkpoint_id or latest_checkpoint(ow, thread_id),
+        )
         return run_id, command, checkpoint_id
+
+
+def latest_checkpoint(ow: Onward, thread_id: str) -> str | None:
+    """The id of the thread's newest checkpoint (None before its first)."""
+    saver = ow.graph.checkpointer
+    assert isinstance(saver, BaseCheckpointSaver)
+    found = saver.get_tuple(views.config(thread_id))
+    return str(found.config["configurable"]["checkpoint_id"]) if found else None
 
 
 def start_run(ctx: Serving, ow: Onward, thread_id: str, data: Any, who: str) -> None:

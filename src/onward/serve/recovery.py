@@ -18,12 +18,13 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from onward.client import views
 from onward.model.state import RunStatus
 from onward.observe.kinds import EventKind
 from onward.serve.feed import Feed
 from onward.serve.limits import RunPool
 from onward.store.leases import LeasePolicy
-from onward.store.runs import ApiRunStatus
+from onward.store.runs import ApiRunRow, ApiRunStatus
 
 if TYPE_CHECKING:
     from onward.client import Onward
@@ -89,16 +90,17 @@ class Recovery:
                     ow.store.threads.set_run_status(
                         row.run_id, ApiRunStatus.ERROR if failed else ApiRunStatus.SUCCESS
                     )
-                elif ow.pending(row.thread_id):
+                elif ow.pending(row.thread_id) or _paused(ow, row):
                     ow.store.threads.set_run_status(row.run_id, ApiRunStatus.INTERRUPTED)
                 elif state.resume_at is not None and state.resume_at > ow.clock():
                     continue  # suspended until later (backoff, a breaker): a later sweep
                 elif self.enabled:
-                    self._resume(ow, row.run_id, row.thread_id)
+                    self._resume(ow, row)
                     resumed.append(row.thread_id)
         return resumed
 
-    def _resume(self, ow: Onward, run_id: str, thread_id: str) -> None:
+    def _resume(self, ow: Onward, row: ApiRunRow) -> None:
+        run_id, thread_id = row.run_id, row.thread_id
         thread = ow.store.threads.get(thread_id)
         owner = (thread.owner if thread else None) or "recovery"
         ow.store.events.record(thread_id, EventKind.API_RUN_RECOVERED, {"run_id": run_id})
@@ -108,9 +110,31 @@ class Recovery:
 
         def go() -> None:
             try:
-                self._drive(thread_id, run_id, None, [], None, Feed(None), takeover=True)
+                self._drive(
+                    thread_id,
+                    run_id,
+                    None,
+                    [],
+                    None,
+                    Feed(None),
+                    takeover=True,
+                    pause_at=row.pause_before,  # pauses where the request asked to
+                )
             finally:
                 with self._lock:
                     self._driving.discard(thread_id)
 
         self._pool.submit(owner, go)
+
+
+def _paused(ow: Onward, row: ApiRunRow) -> bool:
+    """The run stands where its request asked it to pause (``interrupt_before``), past the
+    checkpoint it started from: its drive got there and was cut off before it said so.
+    (At the start checkpoint itself the drive had not begun: LangGraph runs a resumed
+    checkpoint's next node, so the drive goes again.)"""
+    if not row.pause_before:
+        return False
+    snap = ow.graph.get_state(views.config(row.thread_id))
+    here = snap.config.get("configurable", {}).get("checkpoint_id")
+    paused = set(ow.get(row.thread_id).paused_before) & set(row.pause_before)
+    return bool(paused) and here != row.from_checkpoint

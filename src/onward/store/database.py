@@ -38,16 +38,18 @@ from onward.store.breakers import BREAKER_SCHEMA, Breakers
 from onward.store.connection import SharedConnection
 from onward.store.encryption import KEY_ENV, Cipher, open_text, seal_text
 from onward.store.leases import LEASE_SCHEMA, LeasePolicy, Leases
-from onward.store.runs import THREAD_SCHEMA, Threads
+from onward.store.runs import RUN_COLUMNS_9, THREAD_SCHEMA, Threads
 from onward.store.sql import Backend, Db, backend_of, redact, sqlite_path, translate_errors
 
 DEFAULT_URL = DEFAULT_DB
-STORE_SCHEMA_VERSION = 8
+STORE_SCHEMA_VERSION = 9
 """1: runs. 2: leases and events. 3: the effect ledger. 5: event dedupe keys. 6: the work
 queue, artifact references (and bodies on Postgres). 7: API threads and runs (serve).
 8: a run's request in its own table (``onward_runs.request`` is left empty: its whole plan
 made every status change rewrite megabytes on SQLite); events indexed by kind (a resume
-looks up a long run's suspensions without reading its every event).
+looks up a long run's suspensions without reading its every event). 9: an API run keeps
+its ``interrupt_before`` and the checkpoint it started from (a recovered run pauses where
+it was asked to).
 Tables are created with IF NOT EXISTS, so opening an older store brings it up to date
 under the schema lock."""
 
@@ -307,8 +309,14 @@ class Store:
             columns = {r[1] for r in sqlite_conn.execute("PRAGMA table_info(onward_events)")}
             if "dedupe" not in columns:  # a version-2..4 store
                 sqlite_conn.execute("ALTER TABLE onward_events ADD COLUMN dedupe TEXT")
+            columns = {r[1] for r in sqlite_conn.execute("PRAGMA table_info(onward_api_runs)")}
+            for name, kind in RUN_COLUMNS_9:
+                if name not in columns:  # a version-7..8 store
+                    sqlite_conn.execute(f"ALTER TABLE onward_api_runs ADD COLUMN {name} {kind}")
         else:
             db.script(script)
+            for name, kind in RUN_COLUMNS_9:
+                db.execute(f"ALTER TABLE onward_api_runs ADD COLUMN IF NOT EXISTS {name} {kind}")
         db.execute(
             "CREATE UNIQUE INDEX IF NOT EXISTS onward_events_once "
             "ON onward_events (thread_id, dedupe) WHERE dedupe IS NOT NULL"

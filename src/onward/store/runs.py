@@ -9,7 +9,7 @@ stream, a wait, a resume) gets a run row with its status.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -34,9 +34,13 @@ CREATE TABLE IF NOT EXISTS onward_api_runs (
     created_at   TEXT NOT NULL,
     updated_at   TEXT NOT NULL,
     status       TEXT NOT NULL,
-    metadata     TEXT NOT NULL DEFAULT '{}'
+    metadata     TEXT NOT NULL DEFAULT '{}',
+    pause_before TEXT NOT NULL DEFAULT '[]',
+    from_checkpoint TEXT
 );
 """
+RUN_COLUMNS_9 = (("pause_before", "TEXT NOT NULL DEFAULT '[]'"), ("from_checkpoint", "TEXT"))
+"""Columns store schema 9 added to ``onward_api_runs`` (older stores get them on open)."""
 
 
 class ApiRunStatus(StrEnum):
@@ -65,6 +69,10 @@ class ApiRunRow:
     updated_at: datetime
     status: ApiRunStatus
     metadata: dict[str, Any]
+    pause_before: tuple[str, ...] = ()
+    """The request's ``interrupt_before``: a drive after a crash pauses at the same nodes."""
+    from_checkpoint: str | None = None
+    """The checkpoint the run started from (None: a new thread's first run)."""
 
 
 class Threads:
@@ -127,12 +135,21 @@ class Threads:
     # -- runs on a thread ---------------------------------------------------
 
     def add_run(
-        self, run_id: str, thread_id: str, assistant_id: str, metadata: dict[str, Any]
+        self,
+        run_id: str,
+        thread_id: str,
+        assistant_id: str,
+        metadata: dict[str, Any],
+        *,
+        pause_before: Sequence[str] = (),
+        from_checkpoint: str | None = None,
     ) -> None:
         now = utcnow().isoformat()
         with self._db.use() as db:
             db.execute(
-                "INSERT INTO onward_api_runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO onward_api_runs (run_id, thread_id, assistant_id, created_at, "
+                "updated_at, status, metadata, pause_before, from_checkpoint) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run_id,
                     thread_id,
@@ -141,6 +158,8 @@ class Threads:
                     now,
                     ApiRunStatus.RUNNING.value,
                     json.dumps(metadata),
+                    json.dumps(list(pause_before)),
+                    from_checkpoint,
                 ),
             )
 
@@ -166,7 +185,7 @@ class Threads:
         with self._db.use() as db:
             rows = db.execute(
                 "SELECT run_id, thread_id, assistant_id, created_at, updated_at, status, "
-                f"metadata FROM onward_api_runs {where}",
+                f"metadata, pause_before, from_checkpoint FROM onward_api_runs {where}",
                 params,
             ).fetchall()
         return [
@@ -178,6 +197,8 @@ class Threads:
                 datetime.fromisoformat(r[4]),
                 ApiRunStatus(r[5]),
                 json.loads(r[6]),
+                tuple(json.loads(r[7])),
+                r[8],
             )
             for r in rows
         ]
