@@ -1,11 +1,14 @@
-"""One live driver per run: concurrent resumes, takeover after a SIGKILL, stalled runs.
+"""One live driver per run: concurrent resumes, takeover after a SIGKILL (at once on the
+same host, after the lease expires from another), stalled runs.
 
 All with real processes. Leases are short here (ONWARD_LEASE_TTL / ONWARD_HEARTBEAT)."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
 import subprocess
 import time
 from collections import Counter
@@ -15,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from onward import LeasePolicy, Onward, Plan, PlanStep, RunBusyError
-from onward.store.leases import Leases
+from onward.store.leases import Leases, new_owner
 from tests.conftest import cli_env, onward_cmd
 
 LEASE = {"ONWARD_LEASE_TTL": "1.0", "ONWARD_HEARTBEAT": "0.2"}
@@ -77,11 +80,13 @@ def test_two_concurrent_resumes_drive_a_run_once(tmp_path: Path, db_url: str) ->
         assert _starts(journal) == {"w0": 1, "w1": 1, "w2": 1}
 
 
-def test_resume_after_sigkill_is_refused_until_the_lease_expires_then_takes_over(
+def test_resume_after_sigkill_on_the_same_host_takes_over_at_once(
     tmp_path: Path, db_url: str
 ) -> None:
+    """The killed driver's lease is still live (30 s TTL), but its process is gone on this
+    host: a resume right after the kill takes it over, logged like any takeover."""
     db = db_url
-    lease_env = {"ONWARD_LEASE_TTL": "4", "ONWARD_HEARTBEAT": "0.5"}  # outlives a start-up
+    lease_env = {"ONWARD_LEASE_TTL": "30", "ONWARD_HEARTBEAT": "0.5"}
     with Onward(db) as ow:
         thread_id = ow.start(plan=_waits(2, 1.0), workdir=tmp_path)
     driver = _resume(db, thread_id, tmp_path, lease_env)
@@ -93,38 +98,93 @@ def test_resume_after_sigkill_is_refused_until_the_lease_expires_then_takes_over
     time.sleep(0.3)  # let it start the first step
     driver.send_signal(signal.SIGKILL)
     driver.wait()
-
-    early = subprocess.run(
-        onward_cmd("resume", thread_id, "--db", db),
-        cwd=tmp_path,
-        env=cli_env(**lease_env),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert early.returncode == 4, early.stderr
-    assert "is being driven by" in early.stderr
     with Onward(db) as ow:
         lease = ow.store.leases.get(thread_id)
         assert lease is not None
-        wait = (lease.expires_at - ow.store.leases.clock()).total_seconds()
-    time.sleep(max(wait, 0) + 0.2)  # past the dead driver's lease
-    late = subprocess.run(
+        assert lease.expires_at > ow.store.leases.clock()  # live, by its TTL
+    at_once = _run_resume(db, thread_id, tmp_path, lease_env)
+    assert at_once.returncode == 0, at_once.stderr
+    assert json.loads(at_once.stdout)["status"] == "done"
+    taken = _takeovers(db, thread_id)
+    assert len(taken) == 1
+    assert f"its process {driver.pid} on this host has exited" in taken[0]
+
+
+def test_a_driver_on_another_host_is_waited_out_until_its_lease_expires(
+    tmp_path: Path, db_url: str
+) -> None:
+    """Its process cannot be checked from here: a resume is refused while its lease is
+    live, and the lease is taken over once it expired."""
+    db = db_url
+    elsewhere = "elsewhere:4242:777:abcd1234"
+    with Onward(db) as ow:
+        thread_id = ow.start(plan=_waits(1, 0.1), workdir=tmp_path)
+        policy = LeasePolicy(ttl=30.0, heartbeat=0.5)
+        Leases(ow.store.connect, policy).acquire(thread_id, elsewhere)
+    early = _run_resume(db, thread_id, tmp_path, LEASE)
+    assert early.returncode == 4, early.stderr
+    assert f"is being driven by {elsewhere}" in early.stdout + early.stderr
+    with Onward(db) as ow:
+        later = ow.clock() + timedelta(seconds=31)  # the same store, 31 s on
+        taken = Leases(ow.store.connect, policy, clock=lambda: later).acquire(
+            thread_id, new_owner()
+        )
+    assert taken is not None
+    assert taken.owner == elsewhere
+    [detail] = _takeovers(db, thread_id)
+    assert "expired" in detail
+
+
+def test_a_dead_drivers_pid_reused_by_another_process_does_not_hold_the_run(
+    tmp_path: Path, db_url: str
+) -> None:
+    """The lease names a pid of this host that is alive, but it belongs to a process that
+    started at another time than the driver: the driver is gone, the run is taken over."""
+    db = db_url
+    unrelated = subprocess.Popen(["sleep", "60"])
+    try:
+        with Onward(db) as ow:
+            thread_id = ow.start(plan=_waits(1, 0.1), workdir=tmp_path)
+            owner = f"{socket.gethostname()}:{unrelated.pid}:1:abcd1234"  # started at tick 1
+            Leases(ow.store.connect, LeasePolicy(ttl=30.0, heartbeat=0.5)).acquire(thread_id, owner)
+        result = _run_resume(db, thread_id, tmp_path, LEASE)
+        assert result.returncode == 0, result.stderr
+        assert unrelated.poll() is None  # the unrelated process was left alone
+    finally:
+        unrelated.kill()
+        unrelated.wait()
+    [taken] = _takeovers(db, thread_id)
+    assert f"its pid {unrelated.pid} on this host now belongs to another process" in taken
+
+
+def test_a_live_driver_on_this_host_is_not_taken_over(tmp_path: Path, db_url: str) -> None:
+    """The same check leaves a live driver alone: this test's own process holds it."""
+    db = db_url
+    with Onward(db) as ow:
+        thread_id = ow.start(plan=_waits(1, 0.1), workdir=tmp_path)
+        ow.store.leases.acquire(thread_id, new_owner())
+    result = _run_resume(db, thread_id, tmp_path, LEASE)
+    assert result.returncode == 4, result.stderr
+    assert f"{socket.gethostname()}:{os.getpid()}:" in result.stdout + result.stderr
+
+
+def _run_resume(
+    db: str, thread_id: str, cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         onward_cmd("resume", thread_id, "--db", db, "--json"),
-        cwd=tmp_path,
-        env=cli_env(**lease_env),
+        cwd=cwd,
+        env=cli_env(**env),
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert late.returncode == 0, late.stderr
-    assert json.loads(late.stdout)["status"] == "done"
+
+
+def _takeovers(db: str, thread_id: str) -> list[str]:
     with Onward(db) as ow:
         events = ow.store.leases.events(thread_id)
-        assert ow.store.leases.get(thread_id) is None  # released at the end
-    taken = [detail for _, kind, detail in events if kind == "lease_taken_over"]
-    assert len(taken) == 1
-    assert "expired" in taken[0]
+    return [detail for _, kind, detail in events if kind == "lease_taken_over"]
 
 
 def test_takeover_flag_waits_for_the_dead_drivers_lease(tmp_path: Path, db_url: str) -> None:

@@ -240,7 +240,7 @@ def prune(ow: Onward, older_than: timedelta, *, keep_last: int, dry_run: bool) -
         if (
             not state.status.finished
             or ow.pending(row.thread_id)
-            or (lease is not None and lease.expires_at > now)
+            or (lease is not None and lease.live(now))
         ):
             report.skipped += 1  # the runs table lags the checkpoint: trust the latter
             continue

@@ -75,7 +75,7 @@ class Recovery:
                 if now - row.updated_at < self._grace:
                     continue  # just created: its drive may not hold the lease yet
                 lease = ow.store.leases.get(row.thread_id)
-                if lease is not None and lease.expires_at > now:
+                if lease is not None and lease.live(now):
                     continue  # somebody drives it
                 with self._lock:
                     if row.thread_id in self._driving:

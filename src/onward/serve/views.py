@@ -44,7 +44,7 @@ def thread_status(ow: Onward, thread_id: str) -> str:
     if run is None:
         return "idle"
     lease = ow.store.leases.get(thread_id)
-    if lease is not None and lease.expires_at > ow.store.leases.clock():
+    if lease is not None and lease.live(ow.store.leases.clock()):
         return "busy"
     if ow.pending(thread_id):
         return "interrupted"

@@ -5,16 +5,14 @@ step happens twice. A driver must hold the run's lease: a row with its owner,
 heartbeat and expiry. A heartbeat thread renews it while the run is driven;
 the lease is released at the end. A live lease held by someone else refuses
 the resume (exit code 4); an expired one is taken over, and the takeover is
-logged as an event. Portable SQL only (one UPSERT, plain UPDATE/DELETE), so the
-Postgres backend reuses it.
+logged as an event. So is the live lease of a driver that died on this host (its pid is
+gone or reused, store/drivers.py): a resume after a kill need not wait out the TTL.
+Portable SQL only (one UPSERT, plain UPDATE/DELETE), so the Postgres backend reuses it.
 """
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,6 +22,7 @@ from onward.model.state import utcnow
 from onward.observe.kinds import EventKind
 from onward.settings import DEFAULT_HEARTBEAT as DEFAULT_BEAT
 from onward.settings import DEFAULT_LEASE_TTL, settings
+from onward.store.drivers import gone_here, new_driver_id
 from onward.store.sql import Db
 
 LEASE_SCHEMA = """
@@ -79,9 +78,15 @@ class LeaseRow:
     heartbeat_at: datetime
     expires_at: datetime
 
+    def live(self, now: datetime) -> bool:
+        """Its driver may still be driving: the lease has not expired, and the driver is
+        not a process known to have died on this host."""
+        return self.expires_at > now and gone_here(self.owner) is None
+
 
 def new_owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    """A driver id naming this process (store/drivers.py)."""
+    return new_driver_id()
 
 
 class Leases:
@@ -137,9 +142,12 @@ class Leases:
             (thread_id,),
         ).fetchone()
         previous = _lease(row) if row else None
+        dead = None
         if previous and previous.owner != owner and previous.expires_at > now:
-            age = (now - previous.heartbeat_at).total_seconds()
-            raise RunBusyError(thread_id, previous.owner, age, previous.expires_at)
+            dead = gone_here(previous.owner)  # a driver killed on this host: at once
+            if dead is None:
+                age = (now - previous.heartbeat_at).total_seconds()
+                raise RunBusyError(thread_id, previous.owner, age, previous.expires_at)
         expires = now + timedelta(seconds=self.policy.ttl)
         conn.execute(
             "INSERT INTO onward_leases VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO "
@@ -149,12 +157,13 @@ class Leases:
         )
         taken_over = previous if previous and previous.owner != owner else None
         if taken_over:
+            why = dead or f"expired {taken_over.expires_at.isoformat()}"
             _event(
                 conn,
                 thread_id,
                 now,
                 EventKind.LEASE_TAKEN_OVER,
-                f"from {taken_over.owner} (expired {taken_over.expires_at.isoformat()}) by {owner}",
+                f"from {taken_over.owner} ({why}) by {owner}",
             )
         _event(conn, thread_id, now, EventKind.LEASE_ACQUIRED, owner)
         return taken_over

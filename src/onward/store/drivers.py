@@ -1,0 +1,68 @@
+"""Who drives a run: a driver id that names its process, and whether that process is gone.
+
+A lease names its driver as ``host:pid:start:nonce`` (``start``: the process's start time
+in clock ticks since boot, from ``/proc``; empty where there is no ``/proc``). On the same
+host a dead driver can be told at once: its pid is gone, or it now belongs to a process
+that started at another time (the pid was reused). A driver on another host, or one whose
+id predates the start time (``host:pid:nonce``), can only be waited out (its lease TTL).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def _start_ticks(pid: int) -> str:
+    """The process's start time (field 22 of ``/proc/PID/stat``), or "" if unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return ""
+    # The command name (field 2) is in parentheses and may hold spaces or parentheses.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+def new_driver_id() -> str:
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True, slots=True)
+class DriverId:
+    host: str
+    pid: int
+    start: str
+    """"" when unknown (no ``/proc``, or an id written before onward recorded it)."""
+
+    @classmethod
+    def parse(cls, text: str) -> DriverId | None:
+        parts = text.split(":")
+        if len(parts) == 4 and parts[1].isdigit():
+            return cls(parts[0], int(parts[1]), parts[2])
+        if len(parts) == 3 and parts[1].isdigit():  # before the start time was recorded
+            return cls(parts[0], int(parts[1]), "")
+        return None
+
+
+def gone_here(driver: str) -> str | None:
+    """Why ``driver`` is certainly dead, when it ran on this host; None when it may be
+    alive (or runs elsewhere: only its lease expiry tells)."""
+    found = DriverId.parse(driver)
+    if found is None or found.host != socket.gethostname() or found.pid <= 0:
+        return None
+    if found.pid == os.getpid():
+        return None  # this process: another drive in it is alive by definition
+    try:
+        os.kill(found.pid, 0)
+    except ProcessLookupError:
+        return f"its process {found.pid} on this host has exited"
+    except PermissionError:
+        pass  # a process of another user holds the pid: compare start times
+    if found.start and (now := _start_ticks(found.pid)) and now != found.start:
+        return f"its pid {found.pid} on this host now belongs to another process"
+    return None
