@@ -16,7 +16,8 @@ Endpoints:
 - ``POST /effects``: stores the ``Idempotency-Key`` as received, *then* waits ``delay`` and
   answers 200 ``{"ok": true, "key": K}``. Storing first models the hard case: the server
   acted, but the client may die before it reads the answer.
-- ``GET /status?key=K``: 200 ``{"received": true, "key": K}`` or 404 ``{"received": false}``.
+- ``GET /status?key=K``: 200 ``{"received": true, "key": K, "response": {"status": 200,
+  "body": B}}`` (B: what the POST answered) or 404 ``{"received": false}``.
 - ``GET /stats``: ``{"keys": {K: posts}, "total": posts, "received": [K, ...]}``.
 - ``POST /control``: ``{"delay": S, "fail": N, "fail_status": 503}`` reconfigures a running
   server (another process cannot call :meth:`FakeService.fail_next`). Not recorded.
@@ -38,6 +39,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+
+def accepted(key: str) -> dict[str, Any]:
+    """What a POST that was stored answers (and what /status gives back as its response)."""
+    return {"ok": True, "key": key}
 
 
 @dataclass(frozen=True)
@@ -217,7 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
         if status == 200 and svc.delay > 0:
             time.sleep(svc.delay)
         if status == 200:
-            self._answer(200, {"ok": True, "key": key})
+            self._answer(200, accepted(key))
         elif status == 404:
             self._answer(404, {"ok": False, "error": f"no such endpoint {path}"})
         elif status == 400 and (body is None or key is None):
@@ -233,9 +239,12 @@ class _Handler(BaseHTTPRequestHandler):
             with svc._lock:
                 known = key in svc.received
             if known:
-                self._answer(200, {"received": True, "key": key})
+                response = {"status": 200, "body": accepted(key)}
+                self._answer(200, {"received": True, "key": key, "response": response})
             else:
                 self._answer(404, {"received": False})
+        elif parts.path == "/bare-status":  # says "received" without the response
+            self._answer(200, {"received": True})
         elif parts.path == "/stats":
             self._answer(200, svc.stats())
         else:

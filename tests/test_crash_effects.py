@@ -48,7 +48,7 @@ import yaml
 
 from onward import Onward
 from tests.conftest import cli_env, onward_cmd, read_jsonl
-from tests.httpfake import FakeService
+from tests.httpfake import FakeService, accepted
 
 pytestmark = pytest.mark.crash
 
@@ -525,7 +525,8 @@ def _check_the_aimed_moment(
         assert posts_at_kill[keys[sid]] == 1
         if sid == RECONCILABLE:
             assert settled == []
-            assert outputs[sid]["reconciled"] is True  # the probe found it; not POSTed again
+            # The probe found it (not POSTed again) and gave back the response it got.
+            assert outputs[sid] == {"status": 200, "body": accepted(keys[sid]), "key": keys[sid]}
         else:
             assert [s.action for s in settled] == ["done"]
         assert starts[sid] == 1
@@ -535,7 +536,7 @@ def _check_the_aimed_moment(
         assert posts_at_kill[keys[sid]] == 0
         assert (starts[sid], ledger[sid].calls) == (2, 2)
         if sid == RECONCILABLE:
-            assert "reconciled" not in outputs[sid]  # the probe said "not received": sent
+            assert outputs[sid]["body"] == accepted(keys[sid])  # "not received": sent now
         else:
             assert [s.action for s in settled] == ["retry"]
     if not point.fault or point.fault.endswith("*"):
@@ -548,7 +549,9 @@ def _check_the_aimed_moment(
         assert [s.action for s in settled] == ["done"]
         assert (starts[sid], ledger[sid].calls) == (1, 1)
     elif sid == RECONCILABLE:
-        assert outputs[sid]["reconciled"] is True
+        # Reconciled, not sent again: its result is the one the POST got, as in a run
+        # without the crash (a later step can read ${...body}).
+        assert outputs[sid] == {"status": 200, "body": accepted(keys[sid]), "key": keys[sid]}
         assert (starts[sid], ledger[sid].calls) == (1, 1)
     else:
         # Idempotent: called again with the same key; the effect itself stays single.

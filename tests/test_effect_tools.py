@@ -21,7 +21,7 @@ import onward.tools.effects  # registers notify and http_post
 from onward.errors import DeterministicToolError, TransientToolError
 from onward.model.state import SideEffect
 from onward.tools import Reconciled, ToolContext, ToolSpec, default_registry
-from tests.httpfake import FakeService, get_stats, read_port
+from tests.httpfake import FakeService, accepted, get_stats, read_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -84,13 +84,15 @@ def test_notify_is_idempotent_untagged_and_needs_no_approval() -> None:
     assert not spec.requires_approval
 
 
-def test_notify_appends_one_line_per_key_and_reports_the_duplicate(tmp_path: Path) -> None:
+def test_notify_appends_one_line_per_key_and_a_recall_returns_the_first_result(
+    tmp_path: Path,
+) -> None:
     args = {"outbox": "out/outbox.jsonl", "message": "hello", "channel": "ops"}
     first = call("notify", args, tmp_path, key="k1")
     again = call("notify", args, tmp_path, key="k1")
 
-    assert first == {"outbox": "out/outbox.jsonl", "key": "k1", "line": 1, "duplicate": False}
-    assert again == {"outbox": "out/outbox.jsonl", "key": "k1", "line": 1, "duplicate": True}
+    assert first == {"outbox": "out/outbox.jsonl", "key": "k1", "line": 1}
+    assert again == first  # what a run without the crash reports
     [record] = outbox_records(tmp_path / "out/outbox.jsonl")
     assert record["key"] == "k1"
     assert record["channel"] == "ops"
@@ -126,14 +128,13 @@ def test_notify_skips_a_torn_last_line_and_does_not_glue_onto_it(tmp_path: Path)
 
     result = call("notify", {"outbox": "o.jsonl", "message": "m1"}, tmp_path, key="k1")
 
-    assert result == {"outbox": "o.jsonl", "key": "k1", "line": 3, "duplicate": False}
+    assert result == {"outbox": "o.jsonl", "key": "k1", "line": 3}
     lines = outbox.read_text().splitlines()
     assert lines[1] == '{"key": "k1", "chan'  # the fragment stays, alone on its line
     assert json.loads(lines[2])["key"] == "k1"
     # Later scans still see the record behind the torn line.
     again = call("notify", {"outbox": "o.jsonl", "message": "m1"}, tmp_path, key="k1")
-    assert again["duplicate"] is True
-    assert again["line"] == 3
+    assert again == result
     assert len(outbox.read_text().splitlines()) == 3
 
 
@@ -240,19 +241,27 @@ def test_http_post_refuses_non_http_urls(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- reconcile
 
 
-def test_reconcile_says_happened_for_a_received_key(service: FakeService, tmp_path: Path) -> None:
+def test_reconcile_gives_a_received_post_the_result_the_post_returned(
+    service: FakeService, tmp_path: Path
+) -> None:
     args = {"url": service.url, "payload": {"a": 1}, "status_url": service.status_url}
-    call("http_post", args, tmp_path, key="k1")
+    posted = call("http_post", args, tmp_path, key="k1")
 
     found = reconcile("k1", args)
 
     assert found.happened is True
-    assert found.result == {
-        "status": 200,
-        "body": {"received": True, "key": "k1"},
-        "key": "k1",
-        "reconciled": True,
-    }
+    assert found.result == posted == {"status": 200, "body": accepted("k1"), "key": "k1"}
+
+
+def test_a_received_post_whose_response_the_service_cannot_give_goes_to_a_person(
+    service: FakeService, tmp_path: Path
+) -> None:
+    """It arrived, but its result is unknown: a later step could not read it, so onward
+    does not make one up."""
+    args = {"url": service.url, "payload": {}, "status_url": f"{service.base_url}/bare-status"}
+    with pytest.raises(DeterministicToolError, match="did not give the response") as err:
+        reconcile("k1", args)
+    assert "onward resolve" in (err.value.hint or "")
 
 
 def test_reconcile_says_not_happened_for_an_unknown_key(service: FakeService) -> None:

@@ -65,7 +65,8 @@ def _find_key(data: bytes, key: str) -> int | None:
 
 @tool(side_effect=SideEffect.IDEMPOTENT)
 def notify(outbox: str, message: str, ctx: ToolContext, channel: str = "default") -> dict[str, Any]:
-    """Append one JSON line {key, channel, message, at} to an outbox file, once per key."""
+    """Append one JSON line {key, channel, message, at} to an outbox file, once per key.
+    A second call with the key appends nothing and returns what the first one returned."""
     key = _require_key(ctx, "notify")
     path = ctx.path(outbox)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -74,8 +75,8 @@ def notify(outbox: str, message: str, ctx: ToolContext, channel: str = "default"
         _lock(fd)
         data = path.read_bytes()
         found = _find_key(data, key)
-        if found is not None:
-            return {"outbox": outbox, "key": key, "line": found, "duplicate": True}
+        if found is not None:  # a re-call (after a crash): the result the first call gave
+            return {"outbox": outbox, "key": key, "line": found}
         record = {"key": key, "channel": channel, "message": message, "at": utcnow().isoformat()}
         line = json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
         torn = bool(data) and not data.endswith(b"\n")
@@ -96,7 +97,7 @@ def notify(outbox: str, message: str, ctx: ToolContext, channel: str = "default"
             os.fsync(fd)
     finally:
         os.close(fd)
-    return {"outbox": outbox, "key": key, "line": lines_before + 1, "duplicate": False}
+    return {"outbox": outbox, "key": key, "line": lines_before + 1}
 
 
 # --------------------------------------------------------------------------- http_post
@@ -126,8 +127,11 @@ def _with_query(url: str, **params: str) -> str:
 def reconcile_http_post(key: str, args: Any) -> Reconciled:
     """Ask ``args.status_url?key=KEY`` whether an interrupted POST arrived.
 
-    200 ``{"received": true}``: it happened. ``{"received": false}`` (200 or 404): it did
-    not. Anything else raises: onward cannot tell, so a human decides.
+    200 ``{"received": true, "response": {"status": S, "body": B}}``: it happened, and the
+    step's result is the response the POST got, as in a run without the crash (a later
+    step may read ``${x.body...}``). ``{"received": false}`` (200 or 404): it did not.
+    Anything else raises: onward cannot tell, or cannot give the step its result, so a
+    human decides.
     """
     status_url: str | None = args.status_url
     if status_url is None:
@@ -154,8 +158,22 @@ def reconcile_http_post(key: str, args: Any) -> Reconciled:
     status, body = answer.status, _decode(answer.body)
     received = body.get("received") if isinstance(body, dict) else None
     if status == 200 and received is True:
-        return Reconciled(
-            happened=True, result={"status": 200, "body": body, "key": key, "reconciled": True}
+        response = body.get("response") if isinstance(body, dict) else None
+        if (
+            isinstance(response, dict)
+            and isinstance(response.get("status"), int)
+            and "body" in response
+        ):
+            return Reconciled(
+                happened=True,
+                result={"status": response["status"], "body": response["body"], "key": key},
+            )
+        raise DeterministicToolError(
+            f"POST {args.url} with Idempotency-Key {key} arrived, but GET {probe} did not "
+            "give the response it got, so the step's result is unknown",
+            hint='status_url must answer {"received": true, "response": {"status": ..., '
+            '"body": ...}}; or give the result by hand: onward resolve THREAD STEP done '
+            "--result '{...}'",
         )
     # A bare 404 (no {"received": false}) may just mean status_url is wrong; reading it as
     # "not sent" would send twice, so only the explicit answer counts.
