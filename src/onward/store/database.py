@@ -105,6 +105,39 @@ def default_url() -> str:
     return settings().db
 
 
+def require_store(url: str) -> None:
+    """A :class:`StoreError` unless a store is at ``url``: commands that only read (list,
+    status, show…) never create one, nor its directories. Nothing is written to find out."""
+    backend = backend_of(url)
+    if backend is Backend.SQLITE:
+        path = sqlite_path(url).expanduser().absolute()
+        where = str(path)
+        if path.is_file():
+            with translate_errors(backend, where):
+                conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+                try:
+                    found = conn.execute(
+                        "SELECT 1 FROM sqlite_master WHERE name = 'onward_meta'"
+                    ).fetchone()
+                finally:
+                    conn.close()
+            if found:
+                return
+    else:
+        where = redact(url)
+        db = Db.open(url)
+        try:
+            found = db.execute("SELECT to_regclass('onward_meta')").fetchone()[0]
+        finally:
+            db.close()
+        if found is not None:
+            return
+    raise StoreError(
+        f"no store at {where}: nothing was created. Check --db / ONWARD_DB; `onward run` or "
+        "`onward submit` creates a store"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class RunRow:
     thread_id: str
