@@ -13,10 +13,11 @@ fresh store at once do not race.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -155,6 +156,29 @@ class QueueRow:
     claimed_by: str | None
 
 
+_SAVER_CALLS = ("put", "put_writes", "flush", "get_tuple", "delete_thread")
+"""The saver methods a drive calls, each a commit or a read of the database."""
+
+
+def _map_saver_errors(saver: BaseCheckpointSaver[Any], backend: Backend, where: str) -> None:
+    """Driver errors of the checkpoint saver's commits and reads → StoreErrors, as for every
+    other statement of the store (:func:`~onward.store.sql.translate_errors`): a full disk
+    while a step's writes commit says what to do instead of a traceback. Wrapped on the
+    instance, at the store's boundary, so the savers stay LangGraph's (``checkpointing``)."""
+
+    def mapped(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with translate_errors(backend, where):
+                return method(*args, **kwargs)
+
+        return call
+
+    for name in _SAVER_CALLS:
+        if hasattr(saver, name):
+            setattr(saver, name, mapped(getattr(saver, name)))
+
+
 class TableArtifacts(ArtifactStore):
     """Artifact bodies in the ``onward_artifacts`` table (Postgres: every worker, on any
     machine, reads what another wrote)."""
@@ -262,6 +286,7 @@ class Store:
             conn, serde=checkpoint_serde(self.cipher), held=self.held, to_sql=self._event_statements
         )
         self.saver.is_setup = True  # created under the lock above
+        _map_saver_errors(self.saver, Backend.SQLITE, self.where)
 
     def _open_postgres(self) -> None:
         import psycopg
@@ -289,6 +314,7 @@ class Store:
         self.saver = postgres_saver(
             conn, serde=checkpoint_serde(self.cipher), held=self.held, to_sql=self._event_statements
         )
+        _map_saver_errors(self.saver, Backend.POSTGRES, self.where)
 
     def _event_statements(
         self, thread_id: str, rows: Sequence[LogRow], refs: Sequence[tuple[str, str]]
