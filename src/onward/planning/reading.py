@@ -51,7 +51,7 @@ def parse_plan_text(text: str, source: str = "plan") -> Any:
                 pass  # YAML flow syntax, or broken: YAML's reader says where
         return yaml.safe_load(text)
     except RecursionError:
-        _refuse(source, f"nested too deeply to read; a plan nests at most {MAX_DEPTH} levels")
+        _refuse(source, f"nested more than {MAX_DEPTH} levels deep (too deep to read); flatten it")
     except yaml.YAMLError as exc:
         _refuse(source, f"not valid YAML/JSON: {exc}")
 
