@@ -169,6 +169,10 @@ def test_a_lone_surrogate_is_a_validation_error(
     )
     result = run_cli("run", "--plan", "lone.json")
     refused(result, "steps[0] (w).args.content", "lone surrogate")
+    # Quoted in the message (an id, a key), it is printed escaped, never a crash.
+    (workdir / "lone-id.json").write_text('{"steps": [{"id": "\\ud83c", "tool": "noop"}]}')
+    result = run_cli("run", "--plan", "lone-id.json")
+    refused(result, "steps[0] (\\ud83c).id: text '\\ud83c' holds a lone surrogate")
     assert snapshot(db_url) == stored
 
 

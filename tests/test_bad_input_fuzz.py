@@ -100,6 +100,7 @@ def _stored_or_refused(data: Any) -> None:
         refused = None
     if refused is not None:
         assert refused.problems
+        str(refused).encode("utf-8")  # printable: bad text it quotes is escaped
         return
     state = RunState(goal=goal, plan=plan)
     json.dumps(state.model_dump(mode="json"), ensure_ascii=False).encode("utf-8")

@@ -18,7 +18,7 @@ import yaml
 from rich.text import Text
 
 from onward.cli.render import err
-from onward.errors import OnwardError, UsageError
+from onward.errors import OnwardError, UsageError, printable
 from onward.policies.run import parse_duration
 
 if TYPE_CHECKING:
@@ -77,11 +77,12 @@ def errors(as_json: bool) -> Iterator[None]:
         yield
     except OnwardError as exc:
         code = exc.exit_code  # each error knows it (onward.errors)
+        message = printable(str(exc))  # it may quote bad input, lone surrogates included
         if as_json:
-            print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
+            print(json.dumps({"error": type(exc).__name__, "message": message}))
         else:
             # Text, not markup: messages quote user input such as regexes with [brackets].
-            err.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
+            err.print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)
         raise typer.Exit(code) from None
 
 

@@ -127,7 +127,8 @@ def _clean_document(data: Mapping[Any, Any]) -> tuple[dict[Any, Any], list[PlanP
                 steps.append(clean_value(raw, label, depth=3, problems=problems)[0])
             out[key] = steps
         elif isinstance(key, str):
-            out[key] = clean_value(value, key, depth=2, problems=problems)[0]
+            name = clean_value(key, "(top)", problems=problems)[0]
+            out[name] = clean_value(value, name, depth=2, problems=problems)[0]
         else:
             out[key] = value  # reported as an unknown top-level key
     return out, problems

@@ -17,7 +17,7 @@ import functools
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -174,9 +174,17 @@ def _map_saver_errors(saver: BaseCheckpointSaver[Any], backend: Backend, where: 
 
         return call
 
+    def mapped_iter(method: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            with translate_errors(backend, where):
+                yield from method(*args, **kwargs)
+
+        return call
+
     for name in _SAVER_CALLS:
-        if hasattr(saver, name):
-            setattr(saver, name, mapped(getattr(saver, name)))
+        setattr(saver, name, mapped(getattr(saver, name)))
+    saver.list = mapped_iter(saver.list)  # type: ignore[method-assign]
 
 
 class TableArtifacts(ArtifactStore):
