@@ -22,6 +22,7 @@ from onward.client import Onward, load_plan_file
 from onward.errors import PlanValidationError, StoreError
 from onward.llm.fake import ScriptedChatModel
 from onward.llm.planner import DraftStep, PlanDraft, normalise
+from onward.model.state import Plan, PlanStep
 from onward.planning.limits import MAX_DEPTH, MAX_PLAN_BYTES, MAX_STEPS, MAX_VALUES
 from onward.planning.reading import parse_plan_text
 from onward.planning.validate import parse_declared
@@ -173,6 +174,26 @@ def test_a_lone_surrogate_is_a_validation_error(
     (workdir / "lone-id.json").write_text('{"steps": [{"id": "\\ud83c", "tool": "noop"}]}')
     result = run_cli("run", "--plan", "lone-id.json")
     refused(result, "steps[0] (\\ud83c).id: text '\\ud83c' holds a lone surrogate")
+    assert snapshot(db_url) == stored
+
+
+def test_a_goal_in_another_encoding_is_a_validation_error(
+    run_cli: Any, stored: Snapshot, db_url: str, workdir: Path
+) -> None:
+    goal = os.fsdecode(b"copy every file in caf\xe9/ to out/")  # a Latin-1 name in argv
+    (workdir / os.fsdecode(b"caf\xe9")).mkdir()
+    (workdir / os.fsdecode(b"caf\xe9") / "a.txt").write_text("a")
+    result = run_cli("run", goal)
+    refused(result, "goal: text 'copy every file in caf\\udce9/", "bytes that are not UTF-8")
+    assert snapshot(db_url) == stored
+
+
+def test_a_plan_object_too_deep_for_the_store_is_refused_before_it_is_stored(
+    db_url: str, stored: Snapshot, workdir: Path
+) -> None:
+    step = PlanStep(id="s", tool="noop", args={"value": nested(300)})
+    with Onward(db_url) as ow, pytest.raises(PlanValidationError, match="nested more than 100"):
+        ow.start(plan=Plan(steps=[step]))
     assert snapshot(db_url) == stored
 
 

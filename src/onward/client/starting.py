@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 from langchain_core.messages import HumanMessage
 
-from onward.errors import NoTemplateError, UsageError
+from onward.errors import NoTemplateError, PlanValidationError, UsageError
 from onward.model.state import Budget, Goal, Plan, RunState
 from onward.planning.reading import read_plan_file
 from onward.planning.templates import plan_from_template
-from onward.planning.validate import parse_declared
+from onward.planning.validate import parse_declared, request_problems
 from onward.policies.confine import check_inputs
 from onward.policies.run import RunPolicy
 from onward.tools.registry import Registry, default_registry
@@ -86,6 +86,10 @@ def start(
                 "ONWARD_MODEL), or pass Onward(model=...)"
             )
         goal_obj = goal_obj.model_copy(update={"judge": True})
+    # Before anything is stored: text the store cannot hold is an error, not a traceback.
+    problems = request_problems(goal_obj, plan if isinstance(plan, Plan) else None)
+    if problems:
+        raise PlanValidationError(problems, source="the run's request")
     check_inputs(wd, inputs, confined=policy.confine_paths)
     if not plan_obj.steps:
         # Fail fast, before a run exists: the rules are cheap and deterministic. The plan

@@ -138,6 +138,13 @@ class _Walk:
         try:  # surrogate pairs (from \uXXXX\uXXXX escapes) → their characters
             return s.encode("utf-16", "surrogatepass").decode("utf-16")
         except UnicodeDecodeError:
+            if any("\udc80" <= c <= "\udcff" for c in s):  # undecodable bytes (surrogateescape)
+                self.add(
+                    where,
+                    f"text {_show(s)} holds bytes that are not UTF-8 (a name or argument in "
+                    "another encoding); rename it, or pass it as UTF-8",
+                )
+                return s
             self.add(
                 where,
                 f"text {_show(s)} holds a lone surrogate (a \\uD800-\\uDFFF escape without its "

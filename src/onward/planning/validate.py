@@ -291,6 +291,22 @@ def step_problems(
     return []
 
 
+def request_problems(goal: Goal, plan: Plan | None) -> list[PlanProblem]:
+    """Values of a run's request the store cannot hold: the goal's text (a command-line
+    argument in another encoding), and ``plan``'s steps (a Plan built in Python; a plan read
+    from a document was checked by :func:`parse_declared`)."""
+    problems: list[PlanProblem] = []
+    clean_value(goal.objective, "goal", problems=problems)
+    clean_value(list(goal.inputs), "inputs", problems=problems)
+    clean_value(dict(goal.constraints), "constraints", problems=problems)
+    if plan is not None:
+        if (too_many := step_count_problem(plan.steps)) is not None:
+            return [*problems, too_many]
+        for i, step in enumerate(plan.steps):
+            problems += _value_problems(step, f"steps[{i}] ({step.id})")
+    return problems
+
+
 def _value_problems(step: PlanStep, where: str) -> list[PlanProblem]:
     """A step's values the store cannot hold (for plans not read from a document: a
     model's draft, a Plan built in Python); see onward.planning.limits."""
