@@ -137,6 +137,19 @@ def test_too_many_steps_values_or_bytes_are_refused(tmp_path: Path) -> None:
         load_plan_file(big)
 
 
+def test_a_chain_of_the_most_steps_validates_without_recursion() -> None:
+    steps = [{"id": "s0", "tool": "noop", "output": "first"}]
+    steps += [
+        {"id": f"s{i}", "tool": "noop", "depends_on": [f"s{i - 1}"]} for i in range(1, MAX_STEPS)
+    ]
+    steps[-1]["args"] = {"value": "${first}"}  # upstream through 9,999 steps
+    _, plan, _ = parse_declared({"steps": steps}, default_registry)
+    assert len(plan.steps) == MAX_STEPS
+    steps[0]["depends_on"] = [f"s{MAX_STEPS - 1}"]
+    with pytest.raises(PlanValidationError, match="dependency cycle: s0 → s9999 → s9998"):
+        parse_declared({"steps": steps}, default_registry)
+
+
 # -- 2. text: surrogate pairs and lone surrogates --------------------------------------------
 
 

@@ -104,7 +104,9 @@ def parse_declared(
     ):
         problems.append(PlanProblem("max_concurrency", "must be a positive integer"))
     plan = Plan.model_construct(source=PlanSource.DECLARED, steps=PlanSteps(steps), version=1)
-    problems += plan_problems(plan, registry, goal, unchecked=broken, allow_tools=allow_tools)
+    problems += plan_problems(
+        plan, registry, goal, unchecked=broken, allow_tools=allow_tools, values_checked=True
+    )
     if problems:
         raise PlanValidationError(problems, source=source)
     assert goal is not None
@@ -173,9 +175,12 @@ def plan_problems(
     *,
     unchecked: frozenset[int] | set[int] = frozenset(),
     allow_tools: frozenset[str] | None = None,
+    values_checked: bool = False,
 ) -> list[PlanProblem]:
     """Problems of a parsed plan; steps in ``unchecked`` failed their schema and only
-    count as ids/outputs for the others. ``allow_tools``: the run's tool allowlist."""
+    count as ids/outputs for the others. ``allow_tools``: the run's tool allowlist;
+    ``values_checked``: the steps' values were checked already (a document's, by
+    :func:`parse_declared`)."""
     problems: list[PlanProblem] = []
     if (too_many := step_count_problem(plan.steps)) is not None:
         return [too_many]
@@ -183,7 +188,7 @@ def plan_problems(
     producers: dict[str, str] = {}
     for i, step in enumerate(plan.steps):
         where = f"steps[{i}] ({step.id})"
-        if i not in unchecked:
+        if i not in unchecked and not values_checked:
             problems += _value_problems(step, where)
         if step.id in ids:
             problems.append(
@@ -310,11 +315,8 @@ def request_problems(goal: Goal, plan: Plan | None) -> list[PlanProblem]:
 def _value_problems(step: PlanStep, where: str) -> list[PlanProblem]:
     """A step's values the store cannot hold (for plans not read from a document: a
     model's draft, a Plan built in Python); see onward.planning.limits."""
-    problems: list[PlanProblem] = []
-    clean_value(step.args, f"{where}.args", depth=4, problems=problems)
-    texts = [step.id, step.tool, step.description, step.output or "", *step.depends_on]
-    clean_value(texts, where, depth=4, problems=problems)
-    return problems
+    fields = {k: getattr(step, k) for k in ("id", "tool", "args", "depends_on", "output")}
+    return clean_value({**fields, "description": step.description}, where, depth=3)[1]
 
 
 def _find_cycle(plan: Plan) -> list[str] | None:
