@@ -130,6 +130,14 @@ def test_too_many_steps_values_or_bytes_are_refused(tmp_path: Path) -> None:
     doc = {"steps": [{"id": "s", "tool": "http_post", "args": {"url": "u", "payload": doc}}]}
     with pytest.raises(PlanValidationError, match=f"more than {MAX_VALUES:,} values"):
         parse_declared(doc, default_registry)
+    # The count is the plan's, not each step's: eleven steps of 10^5 values are too many.
+    part = yaml.safe_load(bomb)["a4"]
+    many = [
+        {"id": f"s{i}", "tool": "http_post", "args": {"url": "u", "payload": part}}
+        for i in range(11)
+    ]
+    with pytest.raises(PlanValidationError, match=f"more than {MAX_VALUES:,} values"):
+        parse_declared({"steps": many}, default_registry)
     big = tmp_path / "big.yaml"
     with big.open("wb") as f:
         f.truncate(MAX_PLAN_BYTES + 1)

@@ -36,31 +36,17 @@ MAX_PROBLEMS = 20
 large generated plan should not print a thousand lines."""
 
 
-class _TooMany(Exception):
-    pass
-
-
 def clean_value(
     value: Any, where: str = "", *, depth: int = 1, problems: list[PlanProblem] | None = None
 ) -> tuple[Any, list[PlanProblem]]:
     """``value`` with its surrogate pairs decoded and YAML dates as text, and the problems
     that keep it from being stored (nesting, counts, text, numbers); ``depth``: the level
     ``value`` is at in its plan. Problems are appended to ``problems`` when given."""
-    walk = _Walk(problems if problems is not None else [])
-    try:
-        out = walk.value(value, where, depth)
-    except _TooMany:
-        walk.add(
-            where or "(top)",
-            f"the plan holds more than {MAX_VALUES:,} values (a YAML alias counts at each "
-            "use); split it into smaller plans",
-        )
-        out = None
-    if walk.hidden:
-        walk.problems.append(
-            PlanProblem(where or "(top)", f"{walk.hidden} more problem(s) like these")
-        )
-    return out, walk.problems
+    cleaner = Cleaner()
+    out = cleaner.clean(value, where, depth)
+    found = problems if problems is not None else []
+    found += cleaner.done()
+    return out, found
 
 
 def _join(where: str, key: str | int) -> str:
@@ -69,23 +55,45 @@ def _join(where: str, key: str | int) -> str:
     return f"{where}.{key}" if where else key
 
 
-class _Walk:
-    def __init__(self, problems: list[PlanProblem]) -> None:
-        self.problems = problems
-        self.start = len(problems)
+class Cleaner:
+    """One plan's values, cleaned part by part (:meth:`clean`) under one count of values
+    and of problems; :meth:`done` gives the problems."""
+
+    def __init__(self) -> None:
+        self.problems: list[PlanProblem] = []
         self.count = 0
         self.hidden = 0
+        self._over = False
+
+    def clean(self, value: Any, where: str = "", depth: int = 1) -> Any:
+        out = self.value(value, where, depth)
+        if self.count <= MAX_VALUES:
+            return out
+        if not self._over:
+            self._over = True
+            self.add(
+                where,
+                f"the plan holds more than {MAX_VALUES:,} values (a YAML alias counts at "
+                "each use); split it into smaller plans",
+            )
+        return None
+
+    def done(self) -> list[PlanProblem]:
+        if self.hidden:
+            self.problems.append(PlanProblem("(plan)", f"{self.hidden} more problem(s) like these"))
+            self.hidden = 0
+        return self.problems
 
     def add(self, where: str, message: str) -> None:
-        if len(self.problems) - self.start < MAX_PROBLEMS:
+        if len(self.problems) < MAX_PROBLEMS:
             self.problems.append(PlanProblem(where or "(top)", message))
         else:
             self.hidden += 1
 
     def value(self, v: Any, where: str, depth: int) -> Any:
         self.count += 1
-        if self.count > MAX_VALUES:
-            raise _TooMany
+        if self.count > MAX_VALUES:  # stop descending; clean_value reports it once
+            return None
         if v is None or isinstance(v, bool):
             return v
         if isinstance(v, str):

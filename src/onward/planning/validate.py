@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from onward.errors import PlanProblem, PlanValidationError
 from onward.model import refs
 from onward.model.state import Goal, Plan, PlanSource, PlanStep, PlanSteps
-from onward.planning.limits import clean_value, step_count_problem
+from onward.planning.limits import Cleaner, clean_value, step_count_problem
 from onward.tools.registry import Registry
 from onward.verification.checks import CHECK_KINDS, artifact_names
 
@@ -114,9 +114,9 @@ def parse_declared(
 
 
 def _clean_document(data: Mapping[Any, Any]) -> tuple[dict[Any, Any], list[PlanProblem]]:
-    """The plan document with its values checked and cleaned; each step's problems are
-    located with its id."""
-    problems: list[PlanProblem] = []
+    """The plan document with its values checked and cleaned (one count of values for the
+    whole plan); each step's problems are located with its id."""
+    cleaner = Cleaner()
     out: dict[Any, Any] = {}
     for key, value in data.items():
         if key == "steps" and isinstance(value, list):
@@ -126,14 +126,14 @@ def _clean_document(data: Mapping[Any, Any]) -> tuple[dict[Any, Any], list[PlanP
             for i, raw in enumerate(value):
                 raw_id = raw.get("id") if isinstance(raw, Mapping) else None
                 label = f"steps[{i}]" + (f" ({raw_id})" if isinstance(raw_id, str) else "")
-                steps.append(clean_value(raw, label, depth=3, problems=problems)[0])
+                steps.append(cleaner.clean(raw, label, depth=3))
             out[key] = steps
         elif isinstance(key, str):
-            name = clean_value(key, "(top)", problems=problems)[0]
-            out[name] = clean_value(value, name, depth=2, problems=problems)[0]
+            name = cleaner.clean(key, "(top)")
+            out[name] = cleaner.clean(value, name, depth=2)
         else:
             out[key] = value  # reported as an unknown top-level key
-    return out, problems
+    return out, cleaner.done()
 
 
 def validate_plan(
