@@ -106,14 +106,14 @@ class Cleaner:
             if not math.isfinite(v):
                 self.add(where, f"{v} is not a number a plan can hold; write a finite number")
             return v
-        if isinstance(v, dict | list):
+        if isinstance(v, dict | list | tuple):
             if depth > MAX_DEPTH:
                 self.add(
                     _clip(where),
                     f"nested more than {MAX_DEPTH} levels deep (the limit of a plan); flatten it",
                 )
                 return None
-            if isinstance(v, list):
+            if not isinstance(v, dict):  # a tuple (from Python) is stored as a list
                 return [self.value(x, _join(where, i), depth + 1) for i, x in enumerate(v)]
             out: dict[str, Any] = {}
             for k, x in v.items():
@@ -128,12 +128,14 @@ class Cleaner:
             return out
         if isinstance(v, dt.date | dt.time):  # YAML reads 2024-01-31 as a date
             return v.isoformat()
-        self.add(
-            where,
-            f"a {type(v).__name__} is not a plan value; write text, a number, true/false, "
-            "null, a list or a mapping",
-        )
-        return None
+        if isinstance(v, bytes | bytearray | set | frozenset):  # YAML's !!binary, !!set
+            self.add(
+                where,
+                f"a {type(v).__name__} is not a plan value; write text, a number, true/false, "
+                "null, a list or a mapping",
+            )
+            return None
+        return v  # another Python object in a Plan built in Python: pydantic serializes it
 
     def text(self, s: str, where: str) -> str:
         if "\x00" in s:
