@@ -160,4 +160,7 @@ def serve(
             recover=not no_recover,
         )
     err.print(f"onward serving {store_url(db)} on http://{host}:{port}/", highlight=False)
-    uvicorn.Server(uvicorn.Config(app_, log_level="warning")).run(sockets=[sock])
+    server = uvicorn.Server(uvicorn.Config(app_, log_level="warning"))
+    server.run(sockets=[sock])
+    if not server.started:  # its startup failed (logged above): not exit 0, nor 3
+        raise typer.Exit(1)
