@@ -243,9 +243,10 @@ def test_locked_database_is_reported_as_busy_and_nothing_is_lost(
 
 def test_schema_is_created_once_when_processes_start_together(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path}/fresh/onward.db"
+    # Workers, not `list`: a command that only reads never creates a store.
     procs = [
         subprocess.Popen(
-            onward_cmd("list", "--json", "--db", db),
+            onward_cmd("worker", "--exit-when-idle", "--json", "--db", db),
             env=cli_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -255,7 +256,11 @@ def test_schema_is_created_once_when_processes_start_together(tmp_path: Path) ->
     ]
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0] * 6, [e for _, e in results]
-    assert all(out.strip() == "[]" for out, _ in results)
+    listed = subprocess.run(
+        onward_cmd("list", "--json", "--db", db), env=cli_env(), capture_output=True, text=True
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.strip() == "[]"
 
 
 def test_every_command_takes_db_and_json(run_cli) -> None:  # type: ignore[no-untyped-def]

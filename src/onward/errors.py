@@ -122,8 +122,10 @@ class PlanValidationError(UsageError):
         lines = "\n".join(f"  - {p}" for p in self.problems)
         n = len(self.problems)
         super().__init__(
-            f"{source} is invalid ({n} problem{'s' if n != 1 else ''}); fix them and run again:\n"
-            f"{lines}"
+            printable(
+                f"{source} is invalid ({n} problem{'s' if n != 1 else ''}); fix them and run "
+                f"again:\n{lines}"
+            )
         )
 
 
@@ -309,6 +311,12 @@ class OutcomeUnknown(Exception):
 class DrainRequested(Exception):
     """Raised by a node that was about to start while its worker drains: nothing of the
     node ran, so resuming (another worker) starts it afresh."""
+
+
+def printable(text: str) -> str:
+    """``text`` with what UTF-8 cannot encode (a lone surrogate quoted from bad input)
+    escaped as ``\\udXXX``, so printing or sending the message cannot fail."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def validation_message(exc: ValidationError) -> str:

@@ -184,8 +184,8 @@ def _flag(name: str, raw: str) -> bool:
 
 def _duration(name: str, raw: str) -> timedelta:
     try:
-        return parse_duration(raw)
-    except (UsageError, OverflowError):
+        return parse_duration(raw, negative_ok=True)  # __post_init__ says which may not be
+    except UsageError:
         raise UsageError(
             f"{name}={raw!r} is not a duration; write seconds (30, 0.5) or 90s, 30m, 6h, 1d, 2w"
         ) from None

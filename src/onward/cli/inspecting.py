@@ -21,7 +21,7 @@ commands = typer.Typer()
 @commands.command()
 def status(thread_id: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """Show a run's status and steps."""
-    with errors(as_json), open_store(db, None) as ow:
+    with errors(as_json), open_store(db, None, existing=True) as ow:
         view = ow.get(thread_id)
     if as_json:
         print(view_json(view))
@@ -36,7 +36,7 @@ def list_runs(
     limit: Annotated[int, typer.Option(min=1)] = 50,
 ) -> None:
     """List runs, newest first."""
-    with errors(as_json), open_store(db, None) as ow:
+    with errors(as_json), open_store(db, None, existing=True) as ow:
         rows = ow.list_runs(limit)
         stalled = ow.stalled_threads()
     if as_json:
@@ -79,7 +79,7 @@ def timeline_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """A run's events in order: steps, tool calls, checks, approvals, retries, model calls."""
-    with errors(as_json), open_store(db, None) as ow:
+    with errors(as_json), open_store(db, None, existing=True) as ow:
         events = ow.timeline(thread_id, step=step, kinds=kind or ())
     if as_json:
         dump([e.model_dump(mode="json") for e in events])
@@ -103,7 +103,7 @@ def timeline_cmd(
 @commands.command()
 def summary(thread_id: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """Totals from the event log: time busy and waiting, retries, failures, people, cost."""
-    with errors(as_json), open_store(db, None) as ow:
+    with errors(as_json), open_store(db, None, existing=True) as ow:
         s = ow.summary(thread_id)
     if as_json:
         dump(s.model_dump(mode="json"))
@@ -137,7 +137,7 @@ def history(
     as_json: JsonOpt = False,
 ) -> None:
     """A run's saved states (checkpoints), newest first: step back with `show --at`."""
-    with errors(as_json), open_store(db, None) as ow:
+    with errors(as_json), open_store(db, None, existing=True) as ow:
         rows = ow.history(thread_id, limit)
     if as_json:
         dump(rows)
@@ -172,7 +172,7 @@ def show(
     """The run's state at a checkpoint (default: the latest)."""
     from onward.nodes.verify import pending_checks
 
-    with errors(as_json), open_store(db, None) as ow:
+    with errors(as_json), open_store(db, None, existing=True) as ow:
         state, nxt = ow.state_at(thread_id, at)
         checks = pending_checks(ow.deps, state)
     data = {
@@ -216,7 +216,7 @@ def replay(
     as_json: JsonOpt = False,
 ) -> None:
     """Walk a run's timeline event by event in the terminal."""
-    with errors(as_json), open_store(db, None) as ow:
+    with errors(as_json), open_store(db, None, existing=True) as ow:
         events = ow.timeline(thread_id)
     if as_json:
         dump([e.model_dump(mode="json") for e in events])
@@ -243,7 +243,7 @@ def report(
     as_json: JsonOpt = False,
 ) -> None:
     """Write a run as one self-contained HTML page (timeline, events, summary)."""
-    with errors(as_json), open_store(db, None) as ow:
+    with errors(as_json), open_store(db, None, existing=True) as ow:
         page = ow.report_html(thread_id)
     html.parent.mkdir(parents=True, exist_ok=True)
     html.write_text(page, encoding="utf-8")

@@ -18,7 +18,7 @@ import yaml
 from rich.text import Text
 
 from onward.cli.render import err
-from onward.errors import OnwardError, UsageError
+from onward.errors import OnwardError, UsageError, printable
 from onward.policies.run import parse_duration
 
 if TYPE_CHECKING:
@@ -77,11 +77,12 @@ def errors(as_json: bool) -> Iterator[None]:
         yield
     except OnwardError as exc:
         code = exc.exit_code  # each error knows it (onward.errors)
+        message = printable(str(exc))  # it may quote bad input, lone surrogates included
         if as_json:
-            print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
+            print(json.dumps({"error": type(exc).__name__, "message": message}))
         else:
             # Text, not markup: messages quote user input such as regexes with [brackets].
-            err.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
+            err.print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)
         raise typer.Exit(code) from None
 
 
@@ -92,15 +93,29 @@ def store_url(db: str | None) -> str:
     return db or default_url()
 
 
-def open_store(db: str | None, tools: list[str] | None) -> Onward:
+def open_store(db: str | None, tools: list[str] | None, *, existing: bool = False) -> Onward:
+    """``existing``: a command that only reads; a store that is not there is an error, never
+    created."""
     from onward.client import Onward
 
-    return Onward(store_url(db), tool_modules=tools or [])
+    url = store_url(db)
+    if existing:
+        from onward.settings import settings
+        from onward.store.database import require_store
+
+        settings()  # a bad variable is the first thing said, as when opening the store
+        require_store(url)
+    return Onward(url, tool_modules=tools or [])
 
 
-def duration(text: str | None) -> timedelta | None:
-    """An optional duration option (2h, 1d)."""
-    return parse_duration(text) if text else None
+def duration(text: str | None, option: str = "") -> timedelta | None:
+    """An optional duration option (2h, 1d); ``option`` names it in the error."""
+    if not text:
+        return None
+    try:
+        return parse_duration(text)
+    except UsageError as exc:
+        raise UsageError(f"{option}: {exc}" if option else str(exc)) from None
 
 
 def edits(edit: list[str] | None, args_file: Path | None) -> tuple[dict[str, Any] | None, Any]:

@@ -108,7 +108,7 @@ def inbox(
     as_json: JsonOpt = False,
 ) -> None:
     """Every decision waiting for a person, across all runs (oldest first)."""
-    with errors(as_json), open_store(db, None) as ow:
+    with errors(as_json), open_store(db, None, existing=True) as ow:
         items = ow.inbox(user=user)
     if as_json:
         dump([i.model_dump(mode="json") for i in items])

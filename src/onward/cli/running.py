@@ -25,7 +25,7 @@ from onward.cli.options import (
 from onward.cli.render import err, out, print_view, view_json
 from onward.demo import DEMO_GOAL, write_sample_orders
 from onward.errors import UsageError
-from onward.policies.run import ExpiryAction, RunPolicy, load_policy_file, parse_duration
+from onward.policies.run import ExpiryAction, RunPolicy, load_policy_file
 
 if TYPE_CHECKING:
     from onward.client import Onward, RunView
@@ -226,9 +226,13 @@ def _policy(
     base = load_policy_file(policy_file) if policy_file else RunPolicy()
     deadline = base.deadline
     if remind_after:
-        deadline = deadline.model_copy(update={"remind_after": parse_duration(remind_after)})
+        deadline = deadline.model_copy(
+            update={"remind_after": duration(remind_after, "--remind-after")}
+        )
     if expire_after:
-        deadline = deadline.model_copy(update={"expire_after": parse_duration(expire_after)})
+        deadline = deadline.model_copy(
+            update={"expire_after": duration(expire_after, "--expire-after")}
+        )
     if on_expiry:
         deadline = deadline.model_copy(update={"on_expiry": on_expiry})
     allowed = _names(allow_tools)
@@ -272,7 +276,7 @@ def _start(start: Callable[..., str], o: dict[str, Any]) -> str:
         judge=o["judge"],
         budget=Budget(
             max_steps=o["max_steps"],
-            max_run_time=duration(o["max_run_time"]),
+            max_run_time=duration(o["max_run_time"], "--max-run-time"),
             max_replans=o["max_replans"],
             max_tokens=o["max_tokens"],
             max_cost=o["max_cost"],

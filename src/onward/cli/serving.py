@@ -134,6 +134,7 @@ def serve(
         err.print("onward serve needs the serve extra: pip install 'onward[serve]'")
         raise typer.Exit(EXIT_USAGE) from None
     from onward.model.state import Budget
+    from onward.serve.listen import bind
 
     with errors(False):
         env = ServeLimits.from_env(dict(os.environ))
@@ -143,16 +144,23 @@ def serve(
             run_slots=slots,
             user_runs=user_runs or min(env.user_runs, slots),
         )
+        # A taken port is an error before "serving" is printed, and before the store opens.
+        sock = bind(host, port)
         app_ = create_app(
             store_url(db),
             workdir=workdir,
             tool_modules=tools or [],
             cors_origins=cors_origin or None,
             policy=load_policy_file(policy_file) if policy_file else None,
-            budget=Budget(max_steps=max_steps, max_run_time=duration(max_run_time)),
+            budget=Budget(
+                max_steps=max_steps, max_run_time=duration(max_run_time, "--max-run-time")
+            ),
             limits=limits,
             open_docs=open_docs,
             recover=not no_recover,
         )
     err.print(f"onward serving {store_url(db)} on http://{host}:{port}/", highlight=False)
-    uvicorn.run(app_, host=host, port=port, log_level="warning")
+    server = uvicorn.Server(uvicorn.Config(app_, log_level="warning"))
+    server.run(sockets=[sock])
+    if not server.started:  # its startup failed (logged above): not exit 0, nor 3
+        raise typer.Exit(1)

@@ -7,14 +7,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import yaml
 from langchain_core.messages import HumanMessage
 
-from onward.errors import NoTemplateError, PlanProblem, PlanValidationError, UsageError
+from onward.errors import NoTemplateError, PlanValidationError, UsageError
 from onward.model.state import Budget, Goal, Plan, RunState
 from onward.observe.kinds import EventKind
+from onward.planning.reading import read_plan_file
 from onward.planning.templates import plan_from_template
-from onward.planning.validate import parse_declared
+from onward.planning.validate import parse_declared, request_problems
 from onward.policies.confine import check_inputs
 from onward.policies.run import RunPolicy
 from onward.tools.registry import Registry, default_registry
@@ -28,20 +28,7 @@ def load_plan_file(
     path: str | Path, registry: Registry | None = None, allow_tools: frozenset[str] | None = None
 ) -> tuple[Goal, Plan, int | None]:
     """Read and validate a declared plan (YAML or JSON; JSON is YAML)."""
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"plan file {path} not found; check the --plan path")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise PlanValidationError(
-            [PlanProblem("(file)", f"not UTF-8 text ({exc}); save the plan as UTF-8")],
-            source=str(path),
-        ) from None
-    except yaml.YAMLError as exc:
-        raise PlanValidationError(
-            [PlanProblem("(file)", f"not valid YAML/JSON: {exc}")], source=str(path)
-        ) from None
+    data = read_plan_file(path)
     return parse_declared(
         data, registry or default_registry, source=str(path), allow_tools=allow_tools
     )
@@ -100,6 +87,10 @@ def start(
                 "ONWARD_MODEL), or pass Onward(model=...)"
             )
         goal_obj = goal_obj.model_copy(update={"judge": True})
+    # Before anything is stored: text the store cannot hold is an error, not a traceback.
+    problems = request_problems(goal_obj, plan if isinstance(plan, Plan) else None)
+    if problems:
+        raise PlanValidationError(problems, source="the run's request")
     check_inputs(wd, inputs, confined=policy.confine_paths)
     if not plan_obj.steps:
         # Fail fast, before a run exists: the rules are cheap and deterministic. The plan

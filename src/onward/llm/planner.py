@@ -19,7 +19,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from onward.errors import ModelPlanningError as ModelPlanningError
 from onward.errors import PlanProblem, ToolError
@@ -42,7 +42,13 @@ NEED_HELP = "NEED_HELP"
 class DraftStep(BaseModel):
     id: str = Field(description="unique, short, kebab-case")
     tool: str = Field(description="one of the tools listed")
-    args_json: str = Field(description='the tool\'s args as a JSON object, e.g. {"path": "a.txt"}')
+    args_json: str | None = Field(
+        default=None,
+        description='the tool\'s args as a JSON object in a string, e.g. {"path": "a.txt"}',
+    )
+    args: dict[str, Any] | None = Field(
+        default=None, description="or the tool's args as an object (instead of args_json)"
+    )
     depends_on: list[str] = Field(default_factory=list)
     output: str | None = Field(
         default=None, description="artifact name; later args use ${name.field}"
@@ -51,8 +57,21 @@ class DraftStep(BaseModel):
     for_each: str | None = Field(
         default=None,
         description="optional glob relative to the work directory: one step per file, with "
-        "{file}, {name} and {stem} in args_json replaced",
+        "{file}, {name} and {stem} in the args replaced",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _args_either_way(cls, data: Any) -> Any:
+        """Models send ``args`` as an object as often as ``args_json`` as a string, and
+        either under the other's name: each goes to the field of its type."""
+        if isinstance(data, dict):
+            data = dict(data)
+            if isinstance(data.get("args_json"), dict) and data.get("args") is None:
+                data["args"] = data.pop("args_json")
+            if isinstance(data.get("args"), str) and data.get("args_json") is None:
+                data["args_json"] = data.pop("args")
+        return data
 
 
 class PlanDraft(BaseModel):
@@ -95,10 +114,17 @@ def normalise(
     for i, d in enumerate(draft.steps):
         where = f"steps[{i}] ({d.id})"
         try:
-            args = json.loads(d.args_json or "{}")
-        except json.JSONDecodeError as exc:
-            problems.append(PlanProblem(f"{where}.args_json", f"not valid JSON: {exc}"))
+            parsed = None if d.args_json is None else json.loads(d.args_json or "{}")
+        except (json.JSONDecodeError, RecursionError) as exc:
+            why = "nested too deeply" if isinstance(exc, RecursionError) else f"{exc}"
+            problems.append(PlanProblem(f"{where}.args_json", f"not valid JSON: {why}"))
             continue
+        if d.args is not None and parsed is not None and parsed != d.args:
+            problems.append(
+                PlanProblem(f"{where}.args", "args and args_json differ; send one of them")
+            )
+            continue
+        args = d.args if d.args is not None else ({} if parsed is None else parsed)
         if not isinstance(args, dict):
             problems.append(PlanProblem(f"{where}.args_json", "must be a JSON object"))
             continue
@@ -130,7 +156,7 @@ def normalise(
                 PlanProblem(f"{where}.for_each", f"{d.for_each!r} matches no file in {workdir}")
             )
         for n, f in enumerate(files, 1):
-            names = {
+            fills = {
                 "{file}": f.relative_to(workdir).as_posix(),
                 "{name}": f.name,
                 "{stem}": f.stem,
@@ -141,7 +167,7 @@ def normalise(
                         "id": f"{d.id}-{n}",
                         # Substituted in the parsed values, never in JSON text: a file name
                         # cannot change the shape of the args.
-                        "args": _substitute(args, names),
+                        "args": _substitute(args, fills),
                         "output": f"{d.output}_{n}" if d.output else None,
                     }
                 )

@@ -15,7 +15,13 @@ from pathlib import Path
 from onward.errors import NoTemplateError, PlanningError
 from onward.model.state import Goal, Plan, PlanSource, PlanStep
 from onward.policies import confine
-from onward.tools.orders import REQUIRED_FIELDS, detect_fields, missing_field_message, read_header
+from onward.tools.orders import (
+    REQUIRED_FIELDS,
+    detect_fields,
+    missing_field_message,
+    not_utf8_csv,
+    read_header,
+)
 from onward.tools.orders import report_checks as _report_checks
 from onward.verification.checks import FileCount, FileExists
 
@@ -80,6 +86,8 @@ def _orders_plan(objective: str, csv_path: str, place: _Locator) -> tuple[Goal, 
         raise PlanningError(
             f"input file {csv_path} not found (looked in {workdir}); check the --input path"
         )
+    if (why := not_utf8_csv(str(file), csv_path)) is not None:
+        raise PlanningError(why)
     header = read_header(str(file))
     if not header:
         raise PlanningError(f"{csv_path} is empty: it has no header row. Pass a CSV with data")

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from onward.errors import PlanProblem, PlanValidationError
 from onward.model import references
 from onward.model.state import Goal, Plan, PlanSource, PlanStep, PlanSteps
+from onward.planning.limits import Cleaner, clean_value, step_count_problem
 from onward.tools.registry import Registry
 from onward.verification.checks import CHECK_KINDS, artifact_names
 
@@ -60,7 +61,11 @@ def parse_declared(
             [PlanProblem("(top)", "a plan must be a mapping with 'goal' and 'steps'")],
             source=source,
         )
-    problems: list[PlanProblem] = []
+    # Limits and values first (onward.planning.limits): past them, pydantic and the
+    # serializers fail deep inside instead of naming the problem.
+    data, problems = _clean_document(data)
+    if problems:
+        raise PlanValidationError(problems, source=source)
     known = {"goal", "acceptance", "steps", "max_concurrency", "constraints", "inputs"}
     problems += [
         PlanProblem(str(k), f"unknown top-level key; expected one of: {', '.join(sorted(known))}")
@@ -99,11 +104,36 @@ def parse_declared(
     ):
         problems.append(PlanProblem("max_concurrency", "must be a positive integer"))
     plan = Plan.model_construct(source=PlanSource.DECLARED, steps=PlanSteps(steps), version=1)
-    problems += plan_problems(plan, registry, goal, unchecked=broken, allow_tools=allow_tools)
+    problems += plan_problems(
+        plan, registry, goal, unchecked=broken, allow_tools=allow_tools, values_checked=True
+    )
     if problems:
         raise PlanValidationError(problems, source=source)
     assert goal is not None
     return goal, plan, max_concurrency
+
+
+def _clean_document(data: Mapping[Any, Any]) -> tuple[dict[Any, Any], list[PlanProblem]]:
+    """The plan document with its values checked and cleaned (one count of values for the
+    whole plan); each step's problems are located with its id."""
+    cleaner = Cleaner()
+    out: dict[Any, Any] = {}
+    for key, value in data.items():
+        if key == "steps" and isinstance(value, list):
+            if (too_many := step_count_problem(value)) is not None:
+                return out, [too_many]
+            steps = []
+            for i, raw in enumerate(value):
+                raw_id = raw.get("id") if isinstance(raw, Mapping) else None
+                label = f"steps[{i}]" + (f" ({raw_id})" if isinstance(raw_id, str) else "")
+                steps.append(cleaner.clean(raw, label, depth=3))
+            out[key] = steps
+        elif isinstance(key, str):
+            name = cleaner.clean(key, "(top)")
+            out[name] = cleaner.clean(value, name, depth=2)
+        else:
+            out[key] = value  # reported as an unknown top-level key
+    return out, cleaner.done()
 
 
 def validate_plan(
@@ -145,14 +175,21 @@ def plan_problems(
     *,
     unchecked: frozenset[int] | set[int] = frozenset(),
     allow_tools: frozenset[str] | None = None,
+    values_checked: bool = False,
 ) -> list[PlanProblem]:
     """Problems of a parsed plan; steps in ``unchecked`` failed their schema and only
-    count as ids/outputs for the others. ``allow_tools``: the run's tool allowlist."""
+    count as ids/outputs for the others. ``allow_tools``: the run's tool allowlist;
+    ``values_checked``: the steps' values were checked already (a document's, by
+    :func:`parse_declared`)."""
     problems: list[PlanProblem] = []
+    if (too_many := step_count_problem(plan.steps)) is not None:
+        return [too_many]
     ids: dict[str, int] = {}
     producers: dict[str, str] = {}
     for i, step in enumerate(plan.steps):
         where = f"steps[{i}] ({step.id})"
+        if i not in unchecked and not values_checked:
+            problems += _value_problems(step, where)
         if step.id in ids:
             problems.append(
                 PlanProblem(
@@ -173,6 +210,14 @@ def plan_problems(
                 )
             else:
                 producers[step.output] = step.id
+            if references.parse(f"${{{step.output}}}") != (step.output, ""):
+                problems.append(
+                    PlanProblem(
+                        f"{where}.output",
+                        f"output name {step.output!r} cannot be referenced as "
+                        "${name}: start it with a letter or _, then letters, digits, _ or -",
+                    )
+                )
     by_id = {s.id: s for s in plan.steps}
     for i, step in enumerate(plan.steps):
         where = f"steps[{i}] ({step.id})"
@@ -251,52 +296,100 @@ def step_problems(
     return []
 
 
+def request_problems(goal: Goal, plan: Plan | None) -> list[PlanProblem]:
+    """Values of a run's request the store cannot hold: the goal's text (a command-line
+    argument in another encoding), and ``plan``'s steps (a Plan built in Python; a plan read
+    from a document was checked by :func:`parse_declared`)."""
+    problems: list[PlanProblem] = []
+    clean_value(goal.objective, "goal", problems=problems)
+    clean_value(list(goal.inputs), "inputs", problems=problems)
+    clean_value(dict(goal.constraints), "constraints", problems=problems)
+    if plan is not None:
+        if (too_many := step_count_problem(plan.steps)) is not None:
+            return [*problems, too_many]
+        for i, step in enumerate(plan.steps):
+            problems += _value_problems(step, f"steps[{i}] ({step.id})")
+    return problems
+
+
+def _value_problems(step: PlanStep, where: str) -> list[PlanProblem]:
+    """A step's values the store cannot hold (for plans not read from a document: a
+    model's draft, a Plan built in Python); see onward.planning.limits."""
+    fields = {k: getattr(step, k) for k in ("id", "tool", "args", "depends_on", "output")}
+    return clean_value({**fields, "description": step.description}, where, depth=3)[1]
+
+
 def _find_cycle(plan: Plan) -> list[str] | None:
-    deps = {s.id: [d for d in s.depends_on] for s in plan.steps}
+    """A dependency cycle, as ids, if there is one. Steps sharing an id (a problem of its
+    own) count as one node with all their dependencies, so a duplicate cannot hide a cycle.
+    Iterative: a chain of thousands of steps is no recursion."""
+    deps: dict[str, list[str]] = {}
+    for s in plan.steps:
+        deps.setdefault(s.id, []).extend(s.depends_on)
     state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for dep in deps.get(node, []):
-            if dep not in deps:
-                continue
-            if state.get(dep) == 1:
-                return [*stack[stack.index(dep) :], dep]
-            if dep not in state and (found := visit(dep)):
-                return found
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for step_id in deps:
-        if step_id not in state and (found := visit(step_id)):
-            return found
+    for root in deps:
+        if root in state:
+            continue
+        state[root] = 1
+        path = [root]
+        stack = [iter(deps[root])]
+        while stack:
+            for dep in stack[-1]:
+                if dep not in deps:
+                    continue
+                seen = state.get(dep)
+                if seen == 1:
+                    return [*path[path.index(dep) :], dep]
+                if seen is None:
+                    state[dep] = 1
+                    path.append(dep)
+                    stack.append(iter(deps[dep]))
+                    break
+            else:
+                stack.pop()
+                state[path.pop()] = 2
     return None
 
 
 def upstream(plan: Plan) -> dict[str, set[str]]:
     """Step id → every step it transitively depends on (plan must be acyclic)."""
-    by_id = {s.id: s for s in plan.steps}
-    memo: dict[str, set[str]] = {}
+    bit, ups = _ancestors(plan)
+    return {sid: {other for other, b in bit.items() if ups[sid] & b} for sid in bit}
 
-    def up(step_id: str) -> set[str]:
-        if step_id not in memo:
-            memo[step_id] = set()
-            acc: set[str] = set()
-            for dep in by_id[step_id].depends_on if step_id in by_id else []:
-                if dep in by_id:
-                    acc |= {dep} | up(dep)
-            memo[step_id] = acc
-        return memo[step_id]
 
-    return {s.id: up(s.id) for s in plan.steps}
+def _ancestors(plan: Plan) -> tuple[dict[str, int], dict[str, int]]:
+    """Step id → its transitive dependencies as a bit set (bit n: the n-th distinct id):
+    10,000 chained steps take megabytes, not the hundreds a set per step would. Returns
+    (id → its bit, id → its dependencies). The plan must be acyclic; visited in dependency
+    order, without recursion."""
+    deps: dict[str, list[str]] = {}
+    for s in plan.steps:
+        deps.setdefault(s.id, []).extend(s.depends_on)
+    bit = {sid: 1 << n for n, sid in enumerate(deps)}
+    out: dict[str, int] = {}
+    for root in deps:
+        stack = [root]
+        while stack:
+            node = stack[-1]
+            if node in out:
+                stack.pop()
+                continue
+            todo = [d for d in deps[node] if d in deps and d not in out]
+            if todo:
+                stack.extend(todo)
+                continue
+            acc = 0
+            for d in deps[node]:
+                if d in deps:
+                    acc |= bit[d] | out[d]
+            out[node] = acc
+            stack.pop()
+    return bit, out
 
 
 def _reference_problems(plan: Plan, producers: dict[str, str]) -> list[PlanProblem]:
     problems = []
-    ups = upstream(plan)
+    bit, ups = _ancestors(plan)
     for i, step in enumerate(plan.steps):
         where = f"steps[{i}] ({step.id})"
         used = [(f"{where}.{loc}", name) for loc, name, _ in references.walk(step.args)]
@@ -315,7 +408,7 @@ def _reference_problems(plan: Plan, producers: dict[str, str]) -> list[PlanProbl
                         f"(known outputs: {_some(producers)})",
                     )
                 )
-            elif producer != step.id and producer not in ups[step.id]:
+            elif producer != step.id and not ups[step.id] & bit[producer]:
                 problems.append(
                     PlanProblem(
                         loc,

@@ -13,10 +13,11 @@ fresh store at once do not race.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -108,6 +109,39 @@ def default_url() -> str:
     return settings().db
 
 
+def require_store(url: str) -> None:
+    """A :class:`StoreError` unless a store is at ``url``: commands that only read (list,
+    status, show…) never create one, nor its directories. Nothing is written to find out."""
+    backend = backend_of(url)
+    if backend is Backend.SQLITE:
+        path = sqlite_path(url).expanduser().absolute()
+        where = str(path)
+        if path.is_file():
+            with translate_errors(backend, where):
+                conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+                try:
+                    found = conn.execute(
+                        "SELECT 1 FROM sqlite_master WHERE name = 'onward_meta'"
+                    ).fetchone()
+                finally:
+                    conn.close()
+            if found:
+                return
+    else:
+        where = redact(url)
+        db = Db.open(url)
+        try:
+            found = db.execute("SELECT to_regclass('onward_meta')").fetchone()[0]
+        finally:
+            db.close()
+        if found is not None:
+            return
+    raise StoreError(
+        f"no store at {where}: nothing was created. Check --db / ONWARD_DB; `onward run` or "
+        "`onward submit` creates a store"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class RunRow:
     thread_id: str
@@ -123,6 +157,37 @@ class QueueRow:
     ready_at: float | None
     """Epoch seconds when a worker may claim it; None = parked (waits for a human)."""
     claimed_by: str | None
+
+
+_SAVER_CALLS = ("put", "put_writes", "flush", "get_tuple", "delete_thread")
+"""The saver methods a drive calls, each a commit or a read of the database."""
+
+
+def _map_saver_errors(saver: BaseCheckpointSaver[Any], backend: Backend, where: str) -> None:
+    """Driver errors of the checkpoint saver's commits and reads → StoreErrors, as for every
+    other statement of the store (:func:`~onward.store.sql.translate_errors`): a full disk
+    while a step's writes commit says what to do instead of a traceback. Wrapped on the
+    instance, at the store's boundary, so the savers stay LangGraph's (``checkpointing``)."""
+
+    def mapped(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with translate_errors(backend, where):
+                return method(*args, **kwargs)
+
+        return call
+
+    def mapped_iter(method: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            with translate_errors(backend, where):
+                yield from method(*args, **kwargs)
+
+        return call
+
+    for name in _SAVER_CALLS:
+        setattr(saver, name, mapped(getattr(saver, name)))
+    saver.list = mapped_iter(saver.list)  # type: ignore[method-assign]
 
 
 class TableArtifacts(ArtifactStore):
@@ -232,6 +297,7 @@ class Store:
             conn, serde=checkpoint_serde(self.cipher), held=self.held, to_sql=self._event_statements
         )
         self.saver.is_setup = True  # created under the lock above
+        _map_saver_errors(self.saver, Backend.SQLITE, self.where)
 
     def _open_postgres(self) -> None:
         import psycopg
@@ -259,6 +325,7 @@ class Store:
         self.saver = postgres_saver(
             conn, serde=checkpoint_serde(self.cipher), held=self.held, to_sql=self._event_statements
         )
+        _map_saver_errors(self.saver, Backend.POSTGRES, self.where)
 
     def _event_statements(
         self, thread_id: str, rows: Sequence[LogRow], refs: Sequence[tuple[str, str]]

@@ -27,7 +27,16 @@ _KEY_HELP = (
 
 
 def parse_key(text: str) -> bytes:
-    key = base64.b64decode(text[7:], validate=True) if text.startswith("base64:") else text.encode()
+    try:
+        key = (
+            base64.b64decode(text[7:], validate=True)
+            if text.startswith("base64:")
+            else text.encode()
+        )
+    except (ValueError, UnicodeEncodeError):  # binascii.Error: not base64; non-ASCII text
+        raise EncryptionKeyError(
+            f"{KEY_ENV} is not valid base64 after 'base64:'; {_KEY_HELP}"
+        ) from None
     if len(key) not in (16, 24, 32):
         raise EncryptionKeyError(f"{KEY_ENV} is {len(key)} bytes long; {_KEY_HELP}")
     return key

@@ -88,8 +88,26 @@ class Cursor(Protocol):
     def fetchall(self) -> list[Any]: ...
 
 
+FULL_HINT = (
+    "Free space on that disk (or `onward prune --older-than 30d` old runs), then "
+    "`onward resume` the run: what was saved before is intact, and the step whose save "
+    "failed runs again (if the run is busy, its lease could not be released: wait "
+    "ONWARD_LEASE_TTL, 30 s by default)"
+)
+
+
 def classify_sqlite(exc: sqlite3.Error, where: str) -> StoreError:
     text = str(exc)
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "is full" in text:
+        return StoreError(
+            f"the database {where} cannot grow: the disk is full, or the database reached "
+            f"its size limit ({text}); nothing of this save was written. {FULL_HINT}"
+        )
+    if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_IOERR:
+        return StoreError(
+            f"writing the database {where} failed ({text}): the disk may be full, over a file "
+            f"size limit (ulimit -f), or failing; nothing of this save was written. {FULL_HINT}"
+        )
     if "locked" in text or "busy" in text:
         return StoreLockedError(
             f"the database {where} is locked by another process ({text}); wait for it to "
@@ -107,6 +125,11 @@ def classify_postgres(exc: Exception, where: str) -> StoreError:
     import psycopg
 
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, psycopg.errors.DiskFull | psycopg.errors.OutOfMemory):
+        return StoreError(
+            f"the Postgres server of {where} is out of space ({text}); nothing of this save "
+            f"was written. {FULL_HINT}"
+        )
     if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.DeadlockDetected):
         return StoreLockedError(f"the database {where} is locked ({text}); run the command again")
     if isinstance(exc, psycopg.OperationalError):

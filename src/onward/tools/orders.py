@@ -3,6 +3,7 @@ find_anomalies → aggregate → render_report."""
 
 from __future__ import annotations
 
+import codecs
 import csv
 import hashlib
 from collections import Counter
@@ -59,6 +60,39 @@ def missing_field_message(source: str, missing: list[str], columns: list[str]) -
     )
 
 
+def not_utf8_csv(path: str, source: str) -> str | None:
+    """Why the CSV at ``path`` cannot be read as UTF-8 text (the encoding onward reads,
+    with or without a BOM), or None. A NUL byte means a binary file, not a CSV; any other
+    encoding (Latin-1, GBK…) is refused rather than guessed, since a wrong guess turns
+    names and amounts into other text without a word."""
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    offset = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            if b"\x00" in chunk:
+                return (
+                    f"{source} is a binary file (it holds NUL bytes), not a CSV; pass the "
+                    "CSV export of the data as UTF-8 text"
+                )
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as exc:
+                # exc.object: the bytes a previous chunk left undecoded, then this chunk
+                at = offset + exc.start - (len(exc.object) - len(chunk))
+                return (
+                    f"{source} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+                    f"{at}); "
+                    "onward reads CSVs as UTF-8: save it as UTF-8 (from Latin-1: iconv -f "
+                    f"latin1 -t utf-8 {source} > utf8.csv) and pass that file"
+                )
+            offset += len(chunk)
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return f"{source} is not UTF-8 text (it ends inside a character); save it as UTF-8"
+    return None
+
+
 def read_header(path: str) -> list[str]:
     with open(path, newline="", encoding="utf-8-sig") as f:
         return next(csv.reader(f), [])
@@ -70,6 +104,8 @@ def read_csv(path: str, ctx: ToolContext) -> dict[str, Any]:
     file = ctx.path(path)
     if not file.is_file():
         raise FileNotFoundError(f"input file {path} not found in {ctx.workdir}")
+    if (why := not_utf8_csv(str(file), path)) is not None:
+        raise DeterministicToolError(why, hint="pass a UTF-8 CSV")
     with file.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         header = [h.strip() for h in next(reader, [])]
