@@ -10,19 +10,27 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import yaml
 from rich.text import Text
 
 from onward.cli.render import err
 from onward.errors import OnwardError, UsageError
-from onward.policies.run import parse_duration
 
 if TYPE_CHECKING:
     from onward.client import Onward, RunView
+
+
+class OnExpiry(StrEnum):
+    """``--on-expiry``: the values of ``onward.policies.run.ExpiryAction`` (a test keeps them
+    equal), declared here so ``--help`` need not import pydantic for the policy models."""
+
+    REJECT = "reject"
+    SUSPEND = "suspend"
+
 
 EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_BUSY = 0, 1, 2, 3, 4
 
@@ -100,11 +108,15 @@ def open_store(db: str | None, tools: list[str] | None) -> Onward:
 
 def duration(text: str | None) -> timedelta | None:
     """An optional duration option (2h, 1d)."""
+    from onward.policies.run import parse_duration
+
     return parse_duration(text) if text else None
 
 
 def edits(edit: list[str] | None, args_file: Path | None) -> tuple[dict[str, Any] | None, Any]:
     """--edit key=value changes (values as YAML), or all args from --args-file."""
+    import yaml
+
     if args_file is not None:
         try:
             args = yaml.safe_load(args_file.read_text(encoding="utf-8"))
