@@ -22,6 +22,7 @@ from onward.errors import OnwardError, UsageError
 
 if TYPE_CHECKING:
     from onward.client import Onward, RunView
+    from onward.store.tables import Tables
 
 
 class OnExpiry(StrEnum):
@@ -95,15 +96,22 @@ def errors(as_json: bool) -> Iterator[None]:
 
 def store_url(db: str | None) -> str:
     """--db, else $ONWARD_DB, else the default SQLite file."""
-    from onward.store.database import default_url
+    from onward.settings import settings
 
-    return db or default_url()
+    return db or settings().db
 
 
 def open_store(db: str | None, tools: list[str] | None) -> Onward:
     from onward.client import Onward
 
     return Onward(store_url(db), tool_modules=tools or [])
+
+
+def open_tables(db: str | None) -> Tables:
+    """The store's own tables, for commands that read only them: no LangGraph, no graph."""
+    from onward.store.tables import Tables
+
+    return Tables.open(store_url(db))
 
 
 def duration(text: str | None) -> timedelta | None:

@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from onward.model.state import utcnow
+from onward.model.clock import utcnow
 from onward.store.connection import SharedConnection
 from onward.store.encryption import Cipher, open_text, seal_text
 from onward.store.sql import Db

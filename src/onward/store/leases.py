@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from onward.errors import RunBusyError, StoreError
-from onward.model.state import utcnow
+from onward.model.clock import utcnow
 from onward.settings import DEFAULT_HEARTBEAT as DEFAULT_BEAT
 from onward.settings import DEFAULT_LEASE_TTL, settings
 from onward.store.sql import Db

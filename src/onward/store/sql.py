@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from enum import StrEnum
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,13 +36,10 @@ class Backend(StrEnum):
 
 def backend_of(url: str) -> Backend:
     if url.startswith(("postgres://", "postgresql://")):
-        try:
-            import langgraph.checkpoint.postgres  # noqa: F401
-            import psycopg  # noqa: F401
-        except ImportError:
+        if not (_installed("psycopg") and _installed("langgraph.checkpoint.postgres")):
             raise UsageError(
                 "Postgres stores need the postgres extra: pip install 'onward[postgres]'"
-            ) from None
+            )
         return Backend.POSTGRES
     if "://" in url and not url.startswith("sqlite:///"):
         raise UsageError(
@@ -49,6 +47,20 @@ def backend_of(url: str) -> Backend:
             "postgresql://user@host:port/database"
         )
     return Backend.SQLITE
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` is there to import, found without importing it or its parents:
+    LangGraph's Postgres saver loads LangChain, which a read of onward's own tables does
+    not need (the store imports the saver when it opens the checkpointer)."""
+    top, *sub = module.split(".")
+    spec = find_spec(top)
+    if spec is None or not sub:
+        return spec is not None
+    return any(
+        Path(where, *sub).is_dir() or Path(where, *sub[:-1], f"{sub[-1]}.py").is_file()
+        for where in spec.submodule_search_locations or ()
+    )
 
 
 def sqlite_path(url: str) -> Path:
