@@ -25,7 +25,8 @@ How it is measured
     that does not depend on noise).
 
 Run from the repo root: ``python bench/startup.py [--rounds 7]``. The children import
-onward from this checkout's ``src`` (PYTHONPATH).
+onward from this checkout's ``src`` (PYTHONPATH), or from ``--onward-src DIR`` (another
+checkout's ``src``, e.g. ``git archive COMMIT src | tar -x -C /tmp/before``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from _common import write_json
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
+"""The onward the children import (``--onward-src``; default this checkout's)."""
 HEAVY = ("langchain_core", "langgraph", "langsmith", "pydantic")
 BASELINE = ["-c", "import typer, rich"]
 
@@ -81,7 +83,7 @@ steps:
 """
 
 
-def make_stores(root: Path) -> tuple[str, str]:
+def make_stores(root: Path, src: Path) -> tuple[str, str]:
     """With this checkout's CLI: a store with run T done and run W waiting for its plan's
     approval, and a store with T alone."""
     (root / "plan.yaml").write_text(PLAN, encoding="utf-8")
@@ -92,27 +94,27 @@ def make_stores(root: Path) -> tuple[str, str]:
         for tid, extra, code in runs:
             argv = [sys.executable, "-m", "onward", "run", "--plan", "plan.yaml", "--json"]
             argv += ["--thread-id", tid, "--db", url, *extra]
-            proc = subprocess.run(argv, cwd=root, env=env(), capture_output=True, text=True)
+            proc = subprocess.run(argv, cwd=root, env=env(src), capture_output=True, text=True)
             if proc.returncode != code:
                 raise SystemExit(f"run {tid} exited {proc.returncode}: {proc.stderr[-1500:]}")
         urls.append(url)
     return urls[0], urls[1]
 
 
-def env() -> dict[str, str]:
+def env(src: Path) -> dict[str, str]:
     out = {k: v for k, v in os.environ.items() if not k.startswith(("ONWARD_", "OPENAI_"))}
     out.update(NO_COLOR="1", COLUMNS="120", ONWARD_BLOCK_MODEL_REQUESTS="1")
-    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
+    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))
     return out
 
 
-def timed(argv: list[str], cwd: Path) -> tuple[float, float]:
+def timed(argv: list[str], cwd: Path, src: Path) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of one whole process; it must exit 0."""
     import time
 
     start = time.perf_counter()
     proc = subprocess.Popen(
-        argv, cwd=cwd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        argv, cwd=cwd, env=env(src), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
@@ -122,71 +124,87 @@ def timed(argv: list[str], cwd: Path) -> tuple[float, float]:
     return usage.ru_utime + usage.ru_stime, wall
 
 
-def imported(argv: list[str], cwd: Path) -> set[str]:
+def imported(argv: list[str], cwd: Path, src: Path) -> set[str]:
     """Every module one run of the command imported (from its -X importtime log)."""
     proc = subprocess.run(
-        [argv[0], "-X", "importtime", *argv[1:]], cwd=cwd, env=env(), capture_output=True, text=True
+        [argv[0], "-X", "importtime", *argv[1:]],
+        cwd=cwd,
+        env=env(src),
+        capture_output=True,
+        text=True,
     )
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("import time:")][1:]
     return {ln.rsplit("|", 1)[1].strip() for ln in lines}
 
 
-def check(argv: list[str], cwd: Path) -> None:
-    proc = subprocess.run(argv, cwd=cwd, env=env(), capture_output=True, text=True)
+def check(argv: list[str], cwd: Path, src: Path) -> None:
+    proc = subprocess.run(argv, cwd=cwd, env=env(src), capture_output=True, text=True)
     if proc.returncode != 0 or not (proc.stdout.strip() or argv[1:] == BASELINE):
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr[-1500:]}")
     if argv[1:3] == ["-m", "onward"]:
         where = subprocess.run(
             [argv[0], "-c", "import onward; print(onward.__file__)"],
             cwd=cwd,
-            env=env(),
+            env=env(src),
             capture_output=True,
             text=True,
         ).stdout.strip()
-        if not where.startswith(str(SRC)):
-            raise SystemExit(f"the children import onward from {where}, not {SRC}")
+        if not where.startswith(str(src)):
+            raise SystemExit(f"the children import onward from {where}, not {src}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--json", type=Path, help="write the ratios here (run_all.py)")
+    parser.add_argument(
+        "--onward-src",
+        type=Path,
+        default=SRC,
+        help="the src directory of another onward checkout, e.g. one from before a change",
+    )
     args = parser.parse_args(argv)
-    console = Console()
+    src = args.onward_src.resolve()
+    print(f"onward from {src}")
+    console = Console(width=120)
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="onward-bench-startup-") as tmp:
         root = Path(tmp)
-        store, idle = make_stores(root)
+        store, idle = make_stores(root, src)
         (root / "app.py").write_text(TYPER_APP, encoding="utf-8")
         ow = [py, "-m", "onward"]
         # (label, argv, target): target None = reference only.
         commands: list[tuple[str, list[str], float | None]] = [
-            ('python -c "import typer, rich"', [py, *BASELINE], None),
+            ("import typer, rich", [py, *BASELINE], None),
             ("onward --help", [*ow, "--help"], 1.5),
             ("onward status T", [*ow, "status", "T", "--db", store], 3.0),
             ("onward list", [*ow, "list", "--db", store], 3.0),
             ("onward inbox", [*ow, "inbox", "--db", store], 3.0),
             ("onward timeline T", [*ow, "timeline", "T", "--db", store], 3.0),
-            ("onward inbox (nothing waits)", [*ow, "inbox", "--db", idle], 3.0),
-            ("Typer app --help (reference)", [py, "app.py", "--help"], None),
-            ("Typer app show x (reference)", [py, "app.py", "show", "x"], None),
+            ("onward inbox, idle", [*ow, "inbox", "--db", idle], 3.0),
+            ("Typer app --help", [py, "app.py", "--help"], None),
+            ("Typer app show x", [py, "app.py", "show", "x"], None),
         ]
         for _, cmd, _ in commands:
-            check(cmd, root)
+            check(cmd, root, src)
         cpu: dict[str, list[float]] = {label: [] for label, _, _ in commands}
         wall: dict[str, list[float]] = {label: [] for label, _, _ in commands}
         for _ in range(args.rounds):
             for label, cmd, _ in commands:
-                c, w = timed(cmd, root)
+                c, w = timed(cmd, root, src)
                 cpu[label].append(c)
                 wall[label].append(w)
-        modules = {label: imported(cmd, root) for label, cmd, _ in commands}
+        modules = {label: imported(cmd, root, src) for label, cmd, _ in commands}
     base = commands[0][0]
 
     def paired(times: dict[str, list[float]], label: str) -> float:
         return statistics.median(a / b for a, b in zip(times[label], times[base], strict=True))
 
-    table = Table(title=f"whole processes, {args.rounds} interleaved rounds, medians")
+    table = Table(
+        title=f"whole processes, {args.rounds} interleaved rounds, medians",
+        caption="onward = python -m onward; idle = a store where nothing waits; Typer app: "
+        "for reference",
+    )
     for col in ("command", "CPU ms", "wall ms", "CPU ÷ base", "wall ÷ base", "target"):
         table.add_column(col, justify="left" if col == "command" else "right")
     table.add_column("met")
@@ -209,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                     "bench": "startup.py",
                     "measure": f"`{label}`, CPU ms of the whole process",
                     "onward": round(statistics.median(cpu[label]) * 1000),
-                    "baseline": f"`{base}`: {statistics.median(cpu[base]) * 1000:.0f}",
+                    "baseline": f'`python -c "{base}"`: {statistics.median(cpu[base]) * 1000:.0f}',
                     "ratio": round(ratio, 2),
                     "target": f"≤ {target}",
                     "met": met,
