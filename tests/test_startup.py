@@ -159,3 +159,23 @@ def test_what_the_light_paths_copy_stays_equal_to_its_source() -> None:
     assert tables.SCHEMA_VERSION == STORE_SCHEMA_VERSION
     assert set(tables.FINISHED) == {s.value for s in RunStatus if s.finished}
     assert [e.value for e in OnExpiry] == [e.value for e in ExpiryAction]
+
+
+def test_each_command_runs_in_an_app_of_its_own_group() -> None:
+    """``onward CMD`` builds only CMD's group; help and unknown words get the whole CLI."""
+    import typer
+
+    from onward import cli
+
+    whole = typer.main.get_command(cli.app)
+    assert isinstance(whole, typer.core.TyperGroup)
+    for name in whole.commands:
+        narrow = typer.main.get_command(cli.for_command([name, "--json"]))
+        assert isinstance(narrow, typer.core.TyperGroup)
+        assert name in narrow.commands
+        assert set(narrow.commands) < set(whole.commands)
+        assert [(p.name, p.opts) for p in narrow.commands[name].params] == [
+            (p.name, p.opts) for p in whole.commands[name].params
+        ]
+    for argv in ([], ["--help"], ["lis"]):
+        assert cli.for_command(argv) is cli.app
