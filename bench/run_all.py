@@ -39,6 +39,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
         [*VS_BEFORE, "--steps", "10", "40", "--rounds", "1"],
     ),
     ("fleet.py", ["--runs", "24", "--rounds", "3"], ["--runs", "6", "--rounds", "1"]),
+    ("startup.py", ["--rounds", "7"], ["--rounds", "2"]),
 ]
 
 

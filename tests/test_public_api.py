@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import onward
 
 PUBLIC = {
@@ -85,6 +87,20 @@ def test_public_names_are_pinned() -> None:
 def test_every_public_name_is_importable() -> None:
     for name in onward.__all__:
         assert getattr(onward, name) is not None
+
+
+def test_public_names_load_lazily_from_their_homes() -> None:
+    """``onward.X`` is the object its module defines (loaded on first use), every public
+    name has a home, and a name that is not public is an AttributeError as before."""
+    import importlib
+
+    homes = {name: module for module, names in onward._HOMES.items() for name in names}
+    assert set(homes) == PUBLIC
+    for name, module in homes.items():
+        assert getattr(onward, name) is getattr(importlib.import_module(module), name), name
+    assert set(dir(onward)) >= PUBLIC
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        onward.Nope  # noqa: B018
 
 
 def test_usage_errors_are_onward_errors() -> None:

@@ -57,7 +57,6 @@ from types import MappingProxyType
 from typing import Any
 
 from onward.errors import UsageError
-from onward.policies.run import parse_duration
 
 DEFAULT_DB = "sqlite:///.onward/onward.db"
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -183,6 +182,8 @@ def _flag(name: str, raw: str) -> bool:
 
 
 def _duration(name: str, raw: str) -> timedelta:
+    from onward.policies.run import parse_duration  # pydantic and yaml: only when one is set
+
     try:
         return parse_duration(raw, negative_ok=True)  # __post_init__ says which may not be
     except UsageError:

@@ -13,26 +13,46 @@ summary, history, show, replay, report, graph), ``lifecycle`` (cancel, fork, pru
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
+from typer.main import get_command_name
 
 from onward.cli import inspecting, lifecycle, people, running, serving
 from onward.cli.render import err
 
-app = typer.Typer(
-    name="onward",
-    help="Crash-safe long agent tasks: plan, execute, verify, resume by thread id.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-for group in (running, people, inspecting, lifecycle, serving):
+GROUPS = (running, people, inspecting, lifecycle, serving)
+SETTINGS: dict[str, Any] = {
+    "name": "onward",
+    "help": "Crash-safe long agent tasks: plan, execute, verify, resume by thread id.",
+    "no_args_is_help": True,
+    "add_completion": False,
+    "pretty_exceptions_enable": False,
+}
+
+app = typer.Typer(**SETTINGS)
+for group in GROUPS:
     app.add_typer(group.commands)
+
+
+def for_command(argv: list[str]) -> typer.Typer:
+    """The app to run ``argv`` (the arguments after ``onward``) with: for a known command,
+    one with only its group's commands, since Typer builds the parameters of every command
+    it holds before it runs one (most of the CLI's own start-up); else the whole CLI (help,
+    unknown commands)."""
+    name = argv[0] if argv else None
+    for group in GROUPS:
+        for info in group.commands.registered_commands:
+            if info.callback and (info.name or get_command_name(info.callback.__name__)) == name:
+                narrow = typer.Typer(**SETTINGS)
+                narrow.add_typer(group.commands)
+                return narrow
+    return app
 
 
 def main() -> None:
     try:
-        app()
+        for_command(sys.argv[1:])()
     except KeyboardInterrupt:
         err.print("interrupted; resume the run with `onward resume THREAD`")
         sys.exit(130)

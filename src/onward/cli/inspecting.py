@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from onward.cli.options import DbOpt, JsonOpt, errors, open_store
+from onward.cli.options import DbOpt, JsonOpt, errors, open_store, open_tables
 from onward.cli.render import dump, err, out, print_view, view_json
 
 commands = typer.Typer()
@@ -36,15 +36,15 @@ def list_runs(
     limit: Annotated[int, typer.Option(min=1)] = 50,
 ) -> None:
     """List runs, newest first."""
-    with errors(as_json), open_store(db, None, existing=True) as ow:
-        rows = ow.list_runs(limit)
-        stalled = ow.stalled_threads()
+    with errors(as_json), open_tables(db) as tables:
+        rows = tables.list_runs(limit)
+        stalled = tables.stalled_threads()
     if as_json:
         dump(
             [
                 {
                     "thread_id": r.thread_id,
-                    "status": r.status.value,
+                    "status": r.status,
                     "stalled": r.thread_id in stalled,
                     "objective": r.objective,
                     "created_at": r.created_at.isoformat(),
@@ -61,7 +61,7 @@ def list_runs(
     for r in rows:
         table.add_row(
             r.thread_id,
-            "stalled" if r.thread_id in stalled else r.status.value,
+            "stalled" if r.thread_id in stalled else r.status,
             r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             r.objective[:60],
         )
@@ -79,8 +79,8 @@ def timeline_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """A run's events in order: steps, tool calls, checks, approvals, retries, model calls."""
-    with errors(as_json), open_store(db, None, existing=True) as ow:
-        events = ow.timeline(thread_id, step=step, kinds=kind or ())
+    with errors(as_json), open_tables(db) as tables:
+        events = tables.timeline(thread_id, step=step, kinds=kind or ())
     if as_json:
         dump([e.model_dump(mode="json") for e in events])
         return

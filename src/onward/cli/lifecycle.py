@@ -22,7 +22,6 @@ from onward.cli.options import (
 )
 from onward.cli.render import dump, err, out, print_view, view_json
 from onward.cli.running import drive, finish
-from onward.policies.run import parse_duration
 
 commands = typer.Typer()
 
@@ -104,6 +103,8 @@ def prune(
 ) -> None:
     """Remove finished runs (checkpoints, events, ledger rows, artifacts no kept run uses);
     never anything a waiting or resumable run needs. Then VACUUM and report what was freed."""
+    from onward.policies.run import parse_duration
+
     with errors(as_json), open_store(db, None) as ow:
         report = ow.prune(parse_duration(older_than), keep_last=keep_last, dry_run=dry_run)
     if as_json:

@@ -10,19 +10,28 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import yaml
 from rich.text import Text
 
 from onward.cli.render import err
 from onward.errors import OnwardError, UsageError, printable
-from onward.policies.run import parse_duration
 
 if TYPE_CHECKING:
     from onward.client import Onward, RunView
+    from onward.store.tables import Tables
+
+
+class OnExpiry(StrEnum):
+    """``--on-expiry``: the values of ``onward.policies.run.ExpiryAction`` (a test keeps them
+    equal), declared here so ``--help`` need not import pydantic for the policy models."""
+
+    REJECT = "reject"
+    SUSPEND = "suspend"
+
 
 EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_BUSY = 0, 1, 2, 3, 4
 
@@ -88,9 +97,9 @@ def errors(as_json: bool) -> Iterator[None]:
 
 def store_url(db: str | None) -> str:
     """--db, else $ONWARD_DB, else the default SQLite file."""
-    from onward.store.database import default_url
+    from onward.settings import settings
 
-    return db or default_url()
+    return db or settings().db
 
 
 def open_store(db: str | None, tools: list[str] | None, *, existing: bool = False) -> Onward:
@@ -100,16 +109,32 @@ def open_store(db: str | None, tools: list[str] | None, *, existing: bool = Fals
 
     url = store_url(db)
     if existing:
-        from onward.settings import settings
-        from onward.store.database import require_store
-
-        settings()  # a bad variable is the first thing said, as when opening the store
-        require_store(url)
+        _require_store(url)
     return Onward(url, tool_modules=tools or [])
+
+
+def _require_store(url: str) -> None:
+    from onward.settings import settings
+    from onward.store.sql import require_store
+
+    settings()  # a bad variable is the first thing said, as when opening the store
+    require_store(url)
+
+
+def open_tables(db: str | None) -> Tables:
+    """The store's own tables, for commands that read only them: no LangGraph, no graph.
+    A store that is not there is an error, never created."""
+    from onward.store.tables import Tables
+
+    url = store_url(db)
+    _require_store(url)
+    return Tables.open(url)
 
 
 def duration(text: str | None, option: str = "") -> timedelta | None:
     """An optional duration option (2h, 1d); ``option`` names it in the error."""
+    from onward.policies.run import parse_duration
+
     if not text:
         return None
     try:
@@ -120,6 +145,8 @@ def duration(text: str | None, option: str = "") -> timedelta | None:
 
 def edits(edit: list[str] | None, args_file: Path | None) -> tuple[dict[str, Any] | None, Any]:
     """--edit key=value changes (values as YAML), or all args from --args-file."""
+    import yaml
+
     if args_file is not None:
         try:
             args = yaml.safe_load(args_file.read_text(encoding="utf-8"))

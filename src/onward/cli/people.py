@@ -24,6 +24,7 @@ from onward.cli.options import (
     edits,
     errors,
     open_store,
+    open_tables,
 )
 from onward.cli.render import dump, err, out, print_view, view_json
 from onward.cli.running import drive, finish
@@ -108,8 +109,12 @@ def inbox(
     as_json: JsonOpt = False,
 ) -> None:
     """Every decision waiting for a person, across all runs (oldest first)."""
-    with errors(as_json), open_store(db, None, existing=True) as ow:
-        items = ow.inbox(user=user)
+    items: list[PendingDecision] = []
+    with errors(as_json), open_tables(db) as tables:
+        waiting = bool(tables.unfinished_runs())
+    if waiting:  # questions live in checkpoints: LangGraph reads them
+        with errors(as_json), open_store(db, None, existing=True) as ow:
+            items = ow.inbox(user=user)
     if as_json:
         dump([i.model_dump(mode="json") for i in items])
         return

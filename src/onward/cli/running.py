@@ -16,6 +16,7 @@ from onward.cli.options import (
     DbOpt,
     InterruptBeforeOpt,
     JsonOpt,
+    OnExpiry,
     ToolsOpt,
     duration,
     errors,
@@ -23,13 +24,12 @@ from onward.cli.options import (
     open_store,
 )
 from onward.cli.render import err, out, print_view, view_json
-from onward.demo import DEMO_GOAL, write_sample_orders
 from onward.errors import UsageError
-from onward.policies.run import ExpiryAction, RunPolicy, load_policy_file
 
 if TYPE_CHECKING:
     from onward.client import Onward, RunView
     from onward.observe.progress import ProgressEvent
+    from onward.policies.run import RunPolicy
 
     Go = Callable[[Callable[[ProgressEvent], None] | None], RunView]
 
@@ -65,7 +65,7 @@ ExpireOpt = Annotated[
     str | None, typer.Option("--expire-after", help="A waiting decision expires (24h).")
 ]
 OnExpiryOpt = Annotated[
-    ExpiryAction | None,
+    OnExpiry | None,
     typer.Option("--on-expiry", help="At expiry: reject it, or suspend the run (reject)."),
 ]
 
@@ -220,9 +220,11 @@ def _policy(
     allow_tools: list[str] | None,
     remind_after: str | None,
     expire_after: str | None,
-    on_expiry: ExpiryAction | None,
+    on_expiry: OnExpiry | None,
 ) -> RunPolicy:
     """The run's policy: the --policy file, then the flags on top of it."""
+    from onward.policies.run import ExpiryAction, RunPolicy, load_policy_file
+
     base = load_policy_file(policy_file) if policy_file else RunPolicy()
     deadline = base.deadline
     if remind_after:
@@ -234,7 +236,7 @@ def _policy(
             update={"expire_after": duration(expire_after, "--expire-after")}
         )
     if on_expiry:
-        deadline = deadline.model_copy(update={"on_expiry": on_expiry})
+        deadline = deadline.model_copy(update={"on_expiry": ExpiryAction(on_expiry)})
     allowed = _names(allow_tools)
     return base.model_copy(
         update={
@@ -356,6 +358,8 @@ def demo(
     as_json: JsonOpt = False,
 ) -> None:
     """Offline demo: write a sample orders.csv and analyse it (no API key, no network)."""
+    from onward.demo import DEMO_GOAL, write_sample_orders
+
     workdir.mkdir(parents=True, exist_ok=True)
     expected = write_sample_orders(workdir / "orders.csv", rows=rows)
     if not as_json:

@@ -13,7 +13,6 @@ import typer
 
 from onward.cli.options import EXIT_USAGE, DbOpt, JsonOpt, ToolsOpt, duration, errors, store_url
 from onward.cli.render import err
-from onward.policies.run import load_policy_file
 
 commands = typer.Typer()
 
@@ -134,6 +133,7 @@ def serve(
         err.print("onward serve needs the serve extra: pip install 'onward[serve]'")
         raise typer.Exit(EXIT_USAGE) from None
     from onward.model.state import Budget
+    from onward.policies.run import load_policy_file
     from onward.serve.listen import bind
 
     with errors(False):

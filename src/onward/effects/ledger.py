@@ -19,7 +19,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from onward.model.state import utcnow
+from onward.model.clock import utcnow
 from onward.store.artifacts import canonical_json
 from onward.store.connection import SharedConnection
 from onward.store.encryption import Cipher, open_text, seal_text

@@ -10,7 +10,7 @@ here, only their refs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar
 
@@ -20,6 +20,7 @@ from langgraph.graph.message import add_messages
 from pydantic import BaseModel, ConfigDict, Field
 
 from onward.errors import IllegalTransitionError as IllegalTransitionError
+from onward.model.clock import utcnow as utcnow
 from onward.model.lazy import LazyList, LazyMap
 from onward.policies.retry import RetryPolicy
 from onward.policies.run import Deadline, ExpiryAction, RunPolicy
@@ -87,10 +88,6 @@ class RunFailureKind(StrEnum):
     ACCEPTANCE = "acceptance"
     CANCELLED = "cancelled"
     """Cancelled by a person (``onward cancel``, a rejected plan, an abort)."""
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 class _Frozen(BaseModel):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from onward.model.state import utcnow
+from onward.model.clock import utcnow
 from onward.observe.kinds import EventKind
 from onward.store.connection import SharedConnection
 from onward.store.encryption import Cipher, open_text, seal_text

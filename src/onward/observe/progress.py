@@ -8,7 +8,7 @@ from typing import Any
 from langgraph.config import get_stream_writer
 from pydantic import BaseModel, ConfigDict
 
-from onward.model.state import utcnow
+from onward.model.clock import utcnow
 from onward.observe.kinds import EventKind
 from onward.observe.per_thread import PerThread
 

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from onward.model.state import RunState
 from onward.observe.events import Event
 from onward.observe.kinds import EventKind
+
+if TYPE_CHECKING:
+    from onward.model.state import RunState
 
 
 class TimelineEvent(BaseModel):

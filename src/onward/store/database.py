@@ -29,7 +29,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from onward.checkpointing.savers import HeldRows, OnwardSqliteSaver, Statements, postgres_saver
 from onward.checkpointing.serde import checkpoint_serde
 from onward.effects.ledger import LEDGER_SCHEMA, Ledger
-from onward.errors import EncryptionKeyError, StoreError
+from onward.errors import StoreError
 from onward.model.state import RunStatus, utcnow
 from onward.observe.events import EventLog, LogRow
 from onward.observe.kinds import EventKind
@@ -37,10 +37,11 @@ from onward.settings import DEFAULT_DB, settings
 from onward.store.artifacts import ArtifactStore, fsync_enabled
 from onward.store.breakers import BREAKER_SCHEMA, Breakers
 from onward.store.connection import SharedConnection
-from onward.store.encryption import KEY_ENV, Cipher, open_text, seal_text
+from onward.store.encryption import KEY_CHECK, Cipher, check_key, open_text, seal_text
 from onward.store.leases import LEASE_SCHEMA, LeasePolicy, Leases
 from onward.store.runs import RUN_COLUMNS_9, THREAD_SCHEMA, Threads
 from onward.store.sql import Backend, Db, backend_of, redact, sqlite_path, translate_errors
+from onward.store.tables import schema_version
 
 DEFAULT_URL = DEFAULT_DB
 STORE_SCHEMA_VERSION = 9
@@ -102,44 +103,9 @@ _THREAD_TABLES = (
 )
 """Every onward table with a row per run (deleted by :meth:`Store.delete_run`)."""
 
-_KEY_CHECK = "onward key check"
-
 
 def default_url() -> str:
     return settings().db
-
-
-def require_store(url: str) -> None:
-    """A :class:`StoreError` unless a store is at ``url``: commands that only read (list,
-    status, show…) never create one, nor its directories. Nothing is written to find out."""
-    backend = backend_of(url)
-    if backend is Backend.SQLITE:
-        path = sqlite_path(url).expanduser().absolute()
-        where = str(path)
-        if path.is_file():
-            with translate_errors(backend, where):
-                conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
-                try:
-                    found = conn.execute(
-                        "SELECT 1 FROM sqlite_master WHERE name = 'onward_meta'"
-                    ).fetchone()
-                finally:
-                    conn.close()
-            if found:
-                return
-    else:
-        where = redact(url)
-        db = Db.open(url)
-        try:
-            found = db.execute("SELECT to_regclass('onward_meta')").fetchone()[0]
-        finally:
-            db.close()
-        if found is not None:
-            return
-    raise StoreError(
-        f"no store at {where}: nothing was created. Check --db / ONWARD_DB; `onward run` or "
-        "`onward submit` creates a store"
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,17 +304,7 @@ class Store:
         self.held.drop_thread(thread_id)
 
     def _migrate(self, db: Db, sqlite_conn: sqlite3.Connection | None) -> None:
-        found = 0
-        if db.postgres:
-            exists = db.execute("SELECT to_regclass('onward_meta')").fetchone()[0] is not None
-        else:
-            exists = (
-                db.execute("SELECT name FROM sqlite_master WHERE name='onward_meta'").fetchone()
-                is not None
-            )
-        if exists:
-            row = db.execute("SELECT value FROM onward_meta WHERE key='schema_version'").fetchone()
-            found = int(row[0]) if row else 0
+        found = schema_version(db)
         if found > STORE_SCHEMA_VERSION:
             raise StoreError(
                 f"{self.where} was written by a newer onward (store schema {found}, this onward "
@@ -407,27 +363,12 @@ class Store:
         missing or wrong key is an error at open, not garbage later."""
         with self.db.use() as db:
             row = db.execute("SELECT value FROM onward_meta WHERE key = 'key_check'").fetchone()
-            if row is None:
-                if self.cipher is not None:
-                    db.execute(
-                        "INSERT INTO onward_meta VALUES ('key_check', ?) "
-                        "ON CONFLICT (key) DO NOTHING",
-                        (self.cipher.seal_text(_KEY_CHECK),),
-                    )
-                return
-        if self.cipher is None:
-            raise EncryptionKeyError(
-                f"the store {self.where} is encrypted; set {KEY_ENV} to its key and run again"
-            )
-        try:
-            ok = open_text(self.cipher, row[0]) == _KEY_CHECK
-        except EncryptionKeyError:
-            ok = False
-        if not ok:
-            raise EncryptionKeyError(
-                f"{KEY_ENV} is not the key the store {self.where} was encrypted with; set the "
-                "right key. Nothing was read or written"
-            )
+            if row is None and self.cipher is not None:
+                db.execute(
+                    "INSERT INTO onward_meta VALUES ('key_check', ?) ON CONFLICT (key) DO NOTHING",
+                    (self.cipher.seal_text(KEY_CHECK),),
+                )
+        check_key(self.cipher, row[0] if row else None, self.where)
 
     def connect(self) -> Db:
         """A new connection to the same database (for work on other threads)."""

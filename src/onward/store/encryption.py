@@ -103,3 +103,27 @@ def open_text(cipher: Cipher | None, text: str) -> str:
 
 def seal_text(cipher: Cipher | None, text: str) -> str:
     return text if cipher is None else cipher.seal_text(text)
+
+
+KEY_CHECK = "onward key check"
+"""What an encrypted store seals at creation (``onward_meta.key_check``)."""
+
+
+def check_key(cipher: Cipher | None, sealed: str | None, where: str) -> None:
+    """A store's recorded key check (``sealed``; None: not encrypted yet) against the
+    key we have: a missing or wrong key fails here, before anything is read or written."""
+    if sealed is None:
+        return
+    if cipher is None:
+        raise EncryptionKeyError(
+            f"the store {where} is encrypted; set {KEY_ENV} to its key and run again"
+        )
+    try:
+        ok = open_text(cipher, sealed) == KEY_CHECK
+    except EncryptionKeyError:
+        ok = False
+    if not ok:
+        raise EncryptionKeyError(
+            f"{KEY_ENV} is not the key the store {where} was encrypted with; set the "
+            "right key. Nothing was read or written"
+        )

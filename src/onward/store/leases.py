@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from onward.errors import RunBusyError, StoreError
-from onward.model.state import utcnow
+from onward.model.clock import utcnow
 from onward.observe.kinds import EventKind
 from onward.settings import DEFAULT_HEARTBEAT as DEFAULT_BEAT
 from onward.settings import DEFAULT_LEASE_TTL, settings

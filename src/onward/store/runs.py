@@ -15,7 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from onward.model.state import utcnow
+from onward.model.clock import utcnow
 from onward.store.connection import SharedConnection
 from onward.store.sql import Db
 

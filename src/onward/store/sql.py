@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from enum import StrEnum
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,13 +36,10 @@ class Backend(StrEnum):
 
 def backend_of(url: str) -> Backend:
     if url.startswith(("postgres://", "postgresql://")):
-        try:
-            import langgraph.checkpoint.postgres  # noqa: F401
-            import psycopg  # noqa: F401
-        except ImportError:
+        if not (_installed("psycopg") and _installed("langgraph.checkpoint.postgres")):
             raise UsageError(
                 "Postgres stores need the postgres extra: pip install 'onward[postgres]'"
-            ) from None
+            )
         return Backend.POSTGRES
     if "://" in url and not url.startswith("sqlite:///"):
         raise UsageError(
@@ -49,6 +47,20 @@ def backend_of(url: str) -> Backend:
             "postgresql://user@host:port/database"
         )
     return Backend.SQLITE
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` is there to import, found without importing it or its parents:
+    LangGraph's Postgres saver loads LangChain, which a read of onward's own tables does
+    not need (the store imports the saver when it opens the checkpointer)."""
+    top, *sub = module.split(".")
+    spec = find_spec(top)
+    if spec is None or not sub:
+        return spec is not None
+    return any(
+        Path(where, *sub).is_dir() or Path(where, *sub[:-1], f"{sub[-1]}.py").is_file()
+        for where in spec.submodule_search_locations or ()
+    )
 
 
 def sqlite_path(url: str) -> Path:
@@ -265,3 +277,36 @@ class Db:
     def close(self) -> None:
         with suppress(Exception):  # closing a connection the server already dropped
             self.raw.close()
+
+
+def require_store(url: str) -> None:
+    """A :class:`StoreError` unless a store is at ``url``: commands that only read (list,
+    status, show…) never create one, nor its directories. Nothing is written to find out."""
+    backend = backend_of(url)
+    if backend is Backend.SQLITE:
+        path = sqlite_path(url).expanduser().absolute()
+        where = str(path)
+        if path.is_file():
+            with translate_errors(backend, where):
+                conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+                try:
+                    found = conn.execute(
+                        "SELECT 1 FROM sqlite_master WHERE name = 'onward_meta'"
+                    ).fetchone()
+                finally:
+                    conn.close()
+            if found:
+                return
+    else:
+        where = redact(url)
+        db = Db.open(url)
+        try:
+            found = db.execute("SELECT to_regclass('onward_meta')").fetchone()[0]
+        finally:
+            db.close()
+        if found is not None:
+            return
+    raise StoreError(
+        f"no store at {where}: nothing was created. Check --db / ONWARD_DB; `onward run` or "
+        "`onward submit` creates a store"
+    )

@@ -1,0 +1,257 @@
+"""Start-up benchmark: how long ``onward --help`` and the read commands take as whole
+processes, against ``python -c "import typer, rich"`` timed in the same run.
+
+What is compared
+    ``onward --help``, ``status T``, ``list``, ``inbox``, ``timeline T``, and ``inbox`` on a
+    store where nothing waits, each a new ``python -m onward`` process on a small real
+    SQLite store the script makes first (onward's defaults: WAL, ``synchronous=NORMAL``;
+    reads only, so durability settings do not enter): run ``T`` done (two ``noop`` steps),
+    run ``W`` waiting for its plan's approval. The baseline is the price of the CLI's two
+    libraries alone, ``python -c "import typer, rich"``. Targets: ``--help`` ≤ 1.5, the
+    read commands ≤ 3. For reference (no target), a one-command Typer app the script
+    writes: its ``--help`` and one run of its command — what any Typer + Rich CLI pays
+    here (Typer renders help with ``typer.rich_utils`` and coerces parameters with
+    pydantic).
+
+How it is measured
+    Every command runs once untimed (its exit code and output checked), then ``--rounds``
+    (7) rounds each run every command once, the baseline first, in a fixed order.
+    Per process: CPU seconds (user + sys of the child, from ``wait4``) and wall seconds.
+    The ratio is the median over rounds of command ÷ baseline within the round (paired,
+    so drift in the machine's speed cancels); targets are judged on CPU, since start-up is
+    CPU-bound and wall time on a shared machine adds other processes' load. Also printed,
+    from one ``-X importtime`` run of each command: how many modules it imported and
+    whether it loaded langchain_core, langgraph, langsmith, pydantic (a structural count
+    that does not depend on noise).
+
+Run from the repo root: ``python bench/startup.py [--rounds 7]``. The children import
+onward from this checkout's ``src`` (PYTHONPATH), or from ``--onward-src DIR`` (another
+checkout's ``src``, e.g. ``git archive COMMIT src | tar -x -C /tmp/before``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from _common import write_json
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parent / "src"
+"""The onward the children import (``--onward-src``; default this checkout's)."""
+HEAVY = ("langchain_core", "langgraph", "langsmith", "pydantic")
+BASELINE = ["-c", "import typer, rich"]
+
+TYPER_APP = '''"""The smallest Typer + Rich CLI: one command, one option, a Rich table."""
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+def show(name: str, limit: int = 5) -> None:
+    """Print a table."""
+    table = Table()
+    table.add_column(name)
+    table.add_row(str(limit))
+    Console().print(table)
+
+
+@app.command()
+def other() -> None:
+    """A second command, so Typer builds a group as onward's CLI does."""
+
+
+app()
+'''
+
+
+PLAN = """goal: two noop steps
+steps:
+  - {id: a, tool: noop, args: {value: 1}}
+  - {id: b, tool: noop, args: {value: 2}, depends_on: [a]}
+"""
+
+
+def make_stores(root: Path, src: Path) -> tuple[str, str]:
+    """With this checkout's CLI: a store with run T done and run W waiting for its plan's
+    approval, and a store with T alone."""
+    (root / "plan.yaml").write_text(PLAN, encoding="utf-8")
+    urls = []
+    for name, waiting in (("store", True), ("idle", False)):
+        url = f"sqlite:///{root / name / 'onward.db'}"
+        runs = [("T", [], 0), *([("W", ["--approve-plan"], 3)] if waiting else [])]
+        for tid, extra, code in runs:
+            argv = [sys.executable, "-m", "onward", "run", "--plan", "plan.yaml", "--json"]
+            argv += ["--thread-id", tid, "--db", url, *extra]
+            proc = subprocess.run(argv, cwd=root, env=env(src), capture_output=True, text=True)
+            if proc.returncode != code:
+                raise SystemExit(f"run {tid} exited {proc.returncode}: {proc.stderr[-1500:]}")
+        urls.append(url)
+    return urls[0], urls[1]
+
+
+def env(src: Path) -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if not k.startswith(("ONWARD_", "OPENAI_"))}
+    out.update(NO_COLOR="1", COLUMNS="120", ONWARD_BLOCK_MODEL_REQUESTS="1")
+    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))
+    return out
+
+
+def timed(argv: list[str], cwd: Path, src: Path) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one whole process; it must exit 0."""
+    import time
+
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env(src), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}")
+    return usage.ru_utime + usage.ru_stime, wall
+
+
+def imported(argv: list[str], cwd: Path, src: Path) -> set[str]:
+    """Every module one run of the command imported (from its -X importtime log)."""
+    proc = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]],
+        cwd=cwd,
+        env=env(src),
+        capture_output=True,
+        text=True,
+    )
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("import time:")][1:]
+    return {ln.rsplit("|", 1)[1].strip() for ln in lines}
+
+
+def check(argv: list[str], cwd: Path, src: Path) -> None:
+    proc = subprocess.run(argv, cwd=cwd, env=env(src), capture_output=True, text=True)
+    if proc.returncode != 0 or not (proc.stdout.strip() or argv[1:] == BASELINE):
+        raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr[-1500:]}")
+    if argv[1:3] == ["-m", "onward"]:
+        where = subprocess.run(
+            [argv[0], "-c", "import onward; print(onward.__file__)"],
+            cwd=cwd,
+            env=env(src),
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        if not where.startswith(str(src)):
+            raise SystemExit(f"the children import onward from {where}, not {src}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--json", type=Path, help="write the ratios here (run_all.py)")
+    parser.add_argument(
+        "--onward-src",
+        type=Path,
+        default=SRC,
+        help="the src directory of another onward checkout, e.g. one from before a change",
+    )
+    args = parser.parse_args(argv)
+    src = args.onward_src.resolve()
+    print(f"onward from {src}")
+    console = Console(width=120)
+    py = sys.executable
+    with tempfile.TemporaryDirectory(prefix="onward-bench-startup-") as tmp:
+        root = Path(tmp)
+        store, idle = make_stores(root, src)
+        (root / "app.py").write_text(TYPER_APP, encoding="utf-8")
+        ow = [py, "-m", "onward"]
+        # (label, argv, target): target None = reference only.
+        commands: list[tuple[str, list[str], float | None]] = [
+            ("import typer, rich", [py, *BASELINE], None),
+            ("onward --help", [*ow, "--help"], 1.5),
+            ("onward status T", [*ow, "status", "T", "--db", store], 3.0),
+            ("onward list", [*ow, "list", "--db", store], 3.0),
+            ("onward inbox", [*ow, "inbox", "--db", store], 3.0),
+            ("onward timeline T", [*ow, "timeline", "T", "--db", store], 3.0),
+            ("onward inbox, idle", [*ow, "inbox", "--db", idle], 3.0),
+            ("Typer app --help", [py, "app.py", "--help"], None),
+            ("Typer app show x", [py, "app.py", "show", "x"], None),
+        ]
+        for _, cmd, _ in commands:
+            check(cmd, root, src)
+        cpu: dict[str, list[float]] = {label: [] for label, _, _ in commands}
+        wall: dict[str, list[float]] = {label: [] for label, _, _ in commands}
+        for _ in range(args.rounds):
+            for label, cmd, _ in commands:
+                c, w = timed(cmd, root, src)
+                cpu[label].append(c)
+                wall[label].append(w)
+        modules = {label: imported(cmd, root, src) for label, cmd, _ in commands}
+    base = commands[0][0]
+
+    def paired(times: dict[str, list[float]], label: str) -> float:
+        return statistics.median(a / b for a, b in zip(times[label], times[base], strict=True))
+
+    table = Table(
+        title=f"whole processes, {args.rounds} interleaved rounds, medians",
+        caption="onward = python -m onward; idle = a store where nothing waits; Typer app: "
+        "for reference",
+    )
+    for col in ("command", "CPU ms", "wall ms", "CPU ÷ base", "wall ÷ base", "target"):
+        table.add_column(col, justify="left" if col == "command" else "right")
+    table.add_column("met")
+    rows = []
+    for label, _, target in commands:
+        ratio = paired(cpu, label)
+        met = target is None or ratio <= target
+        table.add_row(
+            label,
+            f"{statistics.median(cpu[label]) * 1000:.0f}",
+            f"{statistics.median(wall[label]) * 1000:.0f}",
+            f"{ratio:.2f}",
+            f"{paired(wall, label):.2f}",
+            f"≤ {target}" if target else "—",
+            ("yes" if met else "no") if target else "",
+        )
+        if target is not None:
+            rows.append(
+                {
+                    "bench": "startup.py",
+                    "measure": f"`{label}`, CPU ms of the whole process",
+                    "onward": round(statistics.median(cpu[label]) * 1000),
+                    "baseline": f'`python -c "{base}"`: {statistics.median(cpu[base]) * 1000:.0f}',
+                    "ratio": round(ratio, 2),
+                    "target": f"≤ {target}",
+                    "met": met,
+                }
+            )
+    console.print(table)
+    loads = Table(title="what each command imported (one -X importtime run)")
+    loads.add_column("command")
+    loads.add_column("modules", justify="right")
+    for name in HEAVY:
+        loads.add_column(name)
+    for label, _, _ in commands:
+        found = modules[label]
+        tops = {m.split(".")[0] for m in found}
+        loads.add_row(
+            label,
+            str(len(found)),
+            *(str(sum(m.split(".")[0] == h for m in found)) if h in tops else "-" for h in HEAVY),
+        )
+    console.print(loads)
+    console.print("(a number: how many of that package's modules were imported; - none)")
+    write_json(args.json, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

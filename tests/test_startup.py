@@ -1,0 +1,181 @@
+"""Start-up: ``--help`` and the commands that read only onward's own tables load neither
+LangChain nor LangGraph. Structural (the process's own import log, ``-X importtime``),
+never a wall-clock time; bench/startup.py measures the times."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from onward import Onward, RunPolicy, RunStatus
+from tests.conftest import CliResult, cli_env
+
+HEAVY = ("langchain_core", "langgraph", "langsmith")
+
+
+def traced(*args: str, cwd: Path, env: dict[str, str] | None = None) -> tuple[CliResult, set[str]]:
+    """``onward ARGS`` in a new process, and the top-level packages it imported."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "onward", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=cli_env(**(env or {})),
+        timeout=120,
+    )
+    log = [line for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    packages = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in log[1:]}  # 1: header
+    assert "onward" in packages, proc.stderr[-2000:]  # the log is there to read
+    rest = "\n".join(
+        line for line in proc.stderr.splitlines() if not line.startswith("import time:")
+    )
+    return CliResult(proc.returncode, proc.stdout, rest), packages
+
+
+def heavy(packages: set[str]) -> set[str]:
+    return packages & set(HEAVY)
+
+
+def test_help_loads_neither_langgraph_nor_pydantic(tmp_path: Path) -> None:
+    result, packages = traced("--help", cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    assert "timeline" in result.stdout
+    assert "inbox" in result.stdout
+    assert not heavy(packages)
+    assert "pydantic" not in packages  # Typer itself imports it only to run a command
+
+
+def test_import_onward_loads_nothing_heavy(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", "import json, sys, onward; print(json.dumps(list(sys.modules)))"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        check=True,
+    )
+    loaded = {m.split(".")[0] for m in json.loads(proc.stdout)}
+    assert not heavy(loaded)
+    assert "pydantic" not in loaded
+
+
+@pytest.fixture
+def done_run(workdir: Path, db_url: str) -> str:
+    (workdir / "inbox").mkdir()
+    (workdir / "inbox" / "a.txt").write_text("a")
+    with Onward(db_url) as ow:
+        view = ow.run("copy every file in inbox/ to archive/")
+    assert view.status is RunStatus.DONE
+    return view.thread_id
+
+
+def test_list_timeline_and_an_empty_inbox_read_the_tables_only(
+    workdir: Path, db_url: str, done_run: str
+) -> None:
+    """Same answers as the API (which opens the whole store), without LangGraph."""
+    with Onward(db_url) as ow:
+        runs = ow.list_runs(50)
+        events = ow.timeline(done_run, kinds=["step_done"])
+    listed, packages = traced("list", "--json", "--db", db_url, cwd=workdir)
+    assert listed.code == 0, listed.stderr
+    assert not heavy(packages)
+    assert [(r["thread_id"], r["status"], r["objective"], r["stalled"]) for r in listed.json()] == [
+        (r.thread_id, r.status.value, r.objective, False) for r in runs
+    ]
+    shown, packages = traced(
+        "timeline", done_run, "--kind", "step_done", "--json", "--db", db_url, cwd=workdir
+    )
+    assert shown.code == 0, shown.stderr
+    assert not heavy(packages)
+    assert shown.json() == [e.model_dump(mode="json") for e in events] != []
+    inbox, packages = traced("inbox", "--json", "--db", db_url, cwd=workdir)
+    assert (inbox.code, inbox.json()) == (0, [])
+    assert not heavy(packages)
+    unknown, packages = traced("timeline", "nope", "--db", db_url, cwd=workdir)
+    assert unknown.code == 2
+    assert "no run with thread id 'nope'" in unknown.stderr
+    assert not heavy(packages)
+
+
+def test_a_waiting_run_is_read_from_its_checkpoint(workdir: Path, db_url: str) -> None:
+    """The inbox's questions live in checkpoints: with a run unfinished, LangGraph reads them."""
+    (workdir / "inbox").mkdir()
+    (workdir / "inbox" / "a.txt").write_text("a")
+    with Onward(db_url) as ow:
+        view = ow.run("copy every file in inbox/ to archive/", policy=RunPolicy(approve_plan=True))
+        pending = ow.inbox()
+    assert view.status is RunStatus.WAITING_FOR_HUMAN
+    inbox, packages = traced("inbox", "--json", "--db", db_url, cwd=workdir)
+    assert inbox.code == 0, inbox.stderr
+    assert (
+        [(i["thread_id"], i["kind"]) for i in inbox.json()]
+        == [(p.thread_id, p.kind.value) for p in pending]
+        != []
+    )
+    assert "langgraph" in packages
+
+
+def test_an_encrypted_store_reads_with_its_key_and_refuses_without(
+    workdir: Path, db_url: str
+) -> None:
+    key = {"ONWARD_AES_KEY": "k" * 32}
+    listed, _ = traced("list", "--json", "--db", db_url, cwd=workdir, env=key)  # creates it
+    assert (listed.code, listed.json()) == (0, [])
+    (workdir / "inbox").mkdir()
+    (workdir / "inbox" / "a.txt").write_text("a")
+    goal = "copy every file in inbox/ to archive/"
+    ran = subprocess.run(
+        [sys.executable, "-m", "onward", "run", goal, "--json", "--db", db_url],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=cli_env(**key),
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    listed, packages = traced("list", "--json", "--db", db_url, cwd=workdir, env=key)
+    assert [r["objective"] for r in listed.json()] == [goal]
+    assert not heavy(packages)
+    refused, _ = traced("list", "--db", db_url, cwd=workdir)
+    assert refused.code == 2
+    assert "is encrypted; set ONWARD_AES_KEY to its key" in refused.stderr
+    wrong, _ = traced("list", "--db", db_url, cwd=workdir, env={"ONWARD_AES_KEY": "w" * 32})
+    assert wrong.code == 2
+    assert "is not the key the store" in wrong.stderr
+
+
+def test_what_the_light_paths_copy_stays_equal_to_its_source() -> None:
+    """The values the table reader and the CLI declare so they need not import the models."""
+    from onward.cli.options import OnExpiry
+    from onward.model.state import RunStatus
+    from onward.policies.run import ExpiryAction
+    from onward.store import tables
+    from onward.store.database import STORE_SCHEMA_VERSION
+
+    assert tables.SCHEMA_VERSION == STORE_SCHEMA_VERSION
+    assert set(tables.FINISHED) == {s.value for s in RunStatus if s.finished}
+    assert [e.value for e in OnExpiry] == [e.value for e in ExpiryAction]
+
+
+def test_each_command_runs_in_an_app_of_its_own_group() -> None:
+    """``onward CMD`` builds only CMD's group; help and unknown words get the whole CLI."""
+    import typer
+
+    from onward import cli
+
+    whole = typer.main.get_command(cli.app)
+    assert isinstance(whole, typer.core.TyperGroup)
+    for name in whole.commands:
+        narrow = typer.main.get_command(cli.for_command([name, "--json"]))
+        assert isinstance(narrow, typer.core.TyperGroup)
+        assert name in narrow.commands
+        assert set(narrow.commands) < set(whole.commands)
+        assert [(p.name, p.opts) for p in narrow.commands[name].params] == [
+            (p.name, p.opts) for p in whole.commands[name].params
+        ]
+    for argv in ([], ["--help"], ["lis"]):
+        assert cli.for_command(argv) is cli.app
