@@ -10,14 +10,17 @@ from __future__ import annotations
 import json
 import sqlite3
 import tempfile
+from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START
 
 from onward.checkpointing.serde import checkpoint_serde
 from onward.graph.build import build_graph
+from onward.graph.routes import Node
 from onward.graph.trace import thread_transitions
 from onward.nodes.deps import NodeDeps
 from onward.store.artifacts import ArtifactStore
@@ -35,9 +38,17 @@ def _builder() -> Any:
     return build_graph(deps)
 
 
+SINCE = datetime.now(UTC)
+"""Only steps saved while this session runs count: a store copied from tests/golden holds
+the transitions of the release that wrote it."""
+NODES = {str(n) for n in Node} | {START, END}
+"""Threads of other graphs (a saver test's own graph) are not onward's runs."""
+
+
 def store_transitions(db: Path) -> set[tuple[str, str]]:
-    """Every transition in the checkpoint histories of one SQLite store (nothing if it is
-    not an onward store, or is encrypted or corrupt: those tests are about that)."""
+    """Every transition of onward's graph in the checkpoint histories of one SQLite store
+    (nothing if it is not an onward store, or is encrypted or corrupt: those tests are
+    about that)."""
     seen: set[tuple[str, str]] = set()
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
@@ -47,7 +58,8 @@ def store_transitions(db: Path) -> set[tuple[str, str]]:
         threads = [t for (t,) in conn.execute("SELECT DISTINCT thread_id FROM checkpoints")]
         graph = _builder().compile(checkpointer=SqliteSaver(conn, serde=checkpoint_serde(None)))
         for thread_id in threads:
-            seen |= thread_transitions(graph, thread_id, limit=HISTORY_LIMIT)
+            taken = thread_transitions(graph, thread_id, limit=HISTORY_LIMIT, since=SINCE)
+            seen |= {(a, b) for a, b in taken if a in NODES and b in NODES}
     except Exception:  # not a store, encrypted, corrupt, or a store of another version
         return set()
     finally:

@@ -12,6 +12,7 @@ into it is skipped. Used by the tests that keep the drawn graph honest.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 from langgraph.constants import TASKS
@@ -24,10 +25,14 @@ Writes = Callable[[Any], Sequence[tuple[str, str, Any]]]
 _BRANCH = "branch:to:"
 
 
-def transitions(history: Iterable[StateSnapshot], writes: Writes) -> set[tuple[str, str]]:
+def transitions(
+    history: Iterable[StateSnapshot], writes: Writes, *, since: datetime | None = None
+) -> set[tuple[str, str]]:
     """``history`` as ``get_state_history`` gives it. Each checkpoint is paired with its
     parent, not its neighbour in time: a resume from a past checkpoint (time travel, a
-    fork) starts a branch whose first checkpoint follows the past one."""
+    fork) starts a branch whose first checkpoint follows the past one. ``since``: only
+    the steps that started from a checkpoint saved from then on (a store copied from an
+    older release holds its graph's transitions, not this one's)."""
     snaps = list(history)
     by_id = {_id(s.config): s for s in snaps}
     seen: set[tuple[str, str]] = set()
@@ -35,6 +40,10 @@ def transitions(history: Iterable[StateSnapshot], writes: Writes) -> set[tuple[s
         older = by_id.get(_id(newer.parent_config)) if newer.parent_config else None
         if older is None or (newer.metadata or {}).get("source") != "loop" or not older.tasks:
             continue
+        if since is not None and (
+            older.created_at is None or datetime.fromisoformat(older.created_at) < since
+        ):
+            continue  # its tasks' writes may be the older release's
         seen |= _step(older, writes(older.config), ended=not newer.next)
     return seen
 
@@ -64,14 +73,14 @@ def _id(config: Any) -> str | None:
 
 
 def thread_transitions(
-    graph: Any, thread_id: str, *, limit: int | None = None
+    graph: Any, thread_id: str, *, limit: int | None = None, since: datetime | None = None
 ) -> set[tuple[str, str]]:
     """The transitions of one thread of a compiled graph with a checkpointer (its last
-    ``limit`` checkpoints)."""
+    ``limit`` checkpoints, those saved from ``since`` on)."""
     config = {"configurable": {"thread_id": thread_id}}
 
     def writes(at: Any) -> Sequence[tuple[str, str, Any]]:
         found = graph.checkpointer.get_tuple(at)
         return list(found.pending_writes or []) if found else []
 
-    return transitions(graph.get_state_history(config, limit=limit), writes)
+    return transitions(graph.get_state_history(config, limit=limit), writes, since=since)
