@@ -123,8 +123,8 @@ def test_an_encrypted_store_reads_with_its_key_and_refuses_without(
     workdir: Path, db_url: str
 ) -> None:
     key = {"ONWARD_AES_KEY": "k" * 32}
-    listed, _ = traced("list", "--json", "--db", db_url, cwd=workdir, env=key)  # creates it
-    assert (listed.code, listed.json()) == (0, [])
+    missing, _ = traced("list", "--json", "--db", db_url, cwd=workdir, env=key)
+    assert missing.code == 2  # reading never creates a store; the run below does
     (workdir / "inbox").mkdir()
     (workdir / "inbox" / "a.txt").write_text("a")
     goal = "copy every file in inbox/ to archive/"
