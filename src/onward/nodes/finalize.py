@@ -24,9 +24,11 @@ def make_finalize_node(deps: NodeDeps) -> Any:
         failure = state.failure
         usage: Usage | None = None
         if failure is None and state.plan.steps:
-            failed = [r for r in state.steps.values() if r.status is StepStatus.FAILED]
-            if failed:
-                rec = failed[0]
+            # Statuses are at hand without decoding the records: decode the first failed.
+            statuses = state.steps.statuses.items()
+            failed = next((sid for sid, st in statuses if st is StepStatus.FAILED), None)
+            if failed is not None:
+                rec = state.steps[failed]
                 why = rec.failure.message if rec.failure else "failed"
                 cls = rec.failure.failure_class if rec.failure else "unknown"
                 failure = RunFailure(
@@ -69,31 +71,39 @@ def execution_report(state: RunState, status: RunStatus, failure: RunFailure | N
     if failure is not None:
         lines.append(f"Reason: {failure.message}")
     if state.plan.steps:
-        n = len(state.plan.steps)
+        # Read from the statuses; decode only the steps a line shows (a long run's
+        # report must not cost a decode of every step and record).
+        index, records = state.plan.index(), state.steps
+        n = len(index)
         by_status: dict[str, int] = {}
-        for s in state.plan.steps:
-            st = state.record(s.id).status.value
+        for sid in index.ids:
+            st = records.status_of(sid).value
             by_status[st] = by_status.get(st, 0) + 1
         lines.append(
             f"Steps: {n} in plan v{state.plan.version} — "
             + ", ".join(f"{v} {k}" for k, v in sorted(by_status.items()))
         )
-        retried = [s.id for s in state.plan.steps if state.record(s.id).attempts > 1]
+        retried = [
+            sid for sid in index.ids if sid in records and records.peek(sid, "attempts", 0) > 1
+        ]
         if retried:
             lines.append(f"Deviations: re-attempted {', '.join(retried)}")
         shown = 0
-        for s in state.plan.steps:
-            rec = state.record(s.id)
-            if rec.status is StepStatus.DONE and shown < 10:
+        for i, sid in enumerate(index.ids):
+            code = records.status_of(sid)
+            if code is StepStatus.DONE and shown < 10:
+                s, rec = index[i], state.record(sid)
                 checks = len(s.checks)
                 lines.append(
                     f"  ✓ {s.id} ({s.tool}): {rec.output.summary if rec.output else ''}"
                     + (f" — {checks} step check(s) passed" if checks else "")
                 )
                 shown += 1
-            elif rec.status is StepStatus.FAILED:
+            elif code is StepStatus.FAILED:
+                s, rec = index[i], state.record(sid)
                 lines.append(f"  ✗ {s.id} ({s.tool}): {rec.failure.message if rec.failure else ''}")
-            elif rec.status is StepStatus.SKIPPED and rec.note:
+            elif code is StepStatus.SKIPPED and (rec := state.record(sid)).note:
+                s = index[i]
                 lines.append(f"  – {s.id} ({s.tool}): {rec.note}")
     if state.artifacts:
         lines.append(
