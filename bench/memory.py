@@ -219,7 +219,30 @@ def store_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
-def arg_onward(size: int) -> int:
+def where_bytes(db: Path) -> dict[str, int]:
+    """Bytes of column values per table of a SQLite file, and of the artifact files."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    try:
+        out: dict[str, int] = {}
+        tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        for (table,) in tables:
+            cols = [c[1] for c in conn.execute(f'PRAGMA table_info("{table}")')]
+            total = sum(
+                conn.execute(f'SELECT coalesce(sum(length("{c}")), 0) FROM "{table}"').fetchone()[0]
+                for c in cols
+            )
+            if total:
+                out[table] = total
+    finally:
+        conn.close()
+    artifacts = db.parent / "artifacts"
+    out["artifact files"] = store_bytes(artifacts) if artifacts.exists() else 0
+    return out
+
+
+def arg_onward(size: int) -> dict[str, Any]:
     from onward import Onward, Plan, PlanStep
 
     steps = [PlanStep(id="big", tool="noop", args={"value": "x" * size})]
@@ -235,7 +258,7 @@ def arg_onward(size: int) -> int:
             view = ow.run(plan=Plan(steps=steps), workdir=tmp)
         if view.status != "done":
             raise SystemExit(f"the big-argument run ended {view.status}")
-        return store_bytes(store)
+        return {"bytes": store_bytes(store), "where": where_bytes(store / "onward.db")}
 
 
 def arg_langgraph(size: int) -> int:
@@ -269,7 +292,7 @@ CHILDREN = {
     "curve-langgraph": lambda a: curve_langgraph(int(a[0]), int(a[1])),
     "csv": lambda a: analyse_csv(a[0]),
     "floor": lambda a: open_only(a[0]),
-    "arg-onward": lambda a: {"bytes": arg_onward(int(a[0]))},
+    "arg-onward": lambda a: arg_onward(int(a[0])),
     "arg-langgraph": lambda a: {"bytes": arg_langgraph(int(a[0]))},
 }
 
@@ -370,8 +393,8 @@ def run_csv(console: Console, size: int) -> dict[str, Any]:
 
 def run_arg(console: Console, size: int) -> dict[str, Any]:
     with console.status(f"a run with a {size / 1e6:.0f} MB argument"):
-        big = child(["arg-onward", str(size)])[0]["bytes"]
-        small = child(["arg-onward", "0"])[0]["bytes"]
+        big_run, small_run = child(["arg-onward", str(size)])[0], child(["arg-onward", "0"])[0]
+        big, small = big_run["bytes"], small_run["bytes"]
         lg_big = child(["arg-langgraph", str(size)])[0]["bytes"]
         lg_small = child(["arg-langgraph", "0"])[0]["bytes"]
     ours, theirs = (big - small) / size, (lg_big - lg_small) / size
@@ -383,6 +406,13 @@ def run_arg(console: Console, size: int) -> dict[str, Any]:
     )
     table.add_row("LangGraph, string in state", f"{lg_big:,}", f"{lg_small:,}", f"{theirs:.2f}")
     console.print(table)
+    where = Table(title="where onward's copies are (bytes of column values, and files)")
+    for col in ("table", "with it", "without", "÷ arg size"):
+        where.add_column(col, justify="right")
+    for name, n in sorted(big_run["where"].items(), key=lambda kv: -kv[1]):
+        m = small_run["where"].get(name, 0)
+        where.add_row(name, f"{n:,}", f"{m:,}", f"{(n - m) / size:.2f}")
+    console.print(where)
     return {
         "bench": "memory.py",
         "measure": f"store growth ÷ size of a {size / 1e6:.0f} MB argument (noop: in + out)",
