@@ -56,15 +56,24 @@ class _Items(Generic[T]):
 
     def get(self, store: dict[Any, Any] | list[Any], key: Any) -> T:
         value = store[key]
-        if type(value) is int:
-            fields = self.decode(self.raw(value))
+        if type(value) is int or type(value) is bytes:
+            fields = self.fields(value)
             value = store[key] = self.kind.model.model_validate(fields)  # one assignment
         return value  # type: ignore[no-any-return]
 
+    def fields(self, value: int | bytes) -> Any:
+        """An encoded item's fields: a slot's through the store's decoder; an item this
+        process encoded itself (``bytes``, see :meth:`LazyMap._settled`) as it was packed."""
+        if type(value) is bytes:
+            return _ENCODER.loads_typed(("msgpack", value))
+        return self.decode(self.raw(value))
+
     def raw(self, value: Any) -> bytes:
-        """An item's encoded bytes (a slot's, or a decoded item encoded again)."""
+        """An item's encoded bytes (a slot's, its own, or a decoded item encoded again)."""
         if type(value) is int:
             return self.body[self.offsets[value] : self.offsets[value + 1]]
+        if type(value) is bytes:
+            return value
         return pack_item(value, self.kind.dump)
 
 
@@ -117,7 +126,14 @@ class LazyMap(Mapping[str, T]):
         if not isinstance(value, self.model):
             value = self.model.model_validate(value)
         self._note(key, value)  # before the write: a summary may need the old item
-        self._values[key] = value
+        # A settled item is kept encoded (its checkpoint bytes, a twentieth of the
+        # object's memory): a long run holds thousands that are rarely read again.
+        self._values[key] = pack_item(value, self.dump) if self._settled(value) else value
+
+    @classmethod
+    def _settled(cls, value: Any) -> bool:
+        """Subclasses: whether an item written now is unlikely to be read again soon."""
+        return False
 
     @classmethod
     def __get_pydantic_core_schema__(
@@ -158,9 +174,9 @@ class LazyMap(Mapping[str, T]):
         of every item's field costs a tenth of decoding them); ``default`` for a field an
         item does not hold, or dumped as its default (``exclude_defaults``)."""
         value = self._values[key]
-        if type(value) is not int:
+        if type(value) is not int and type(value) is not bytes:
             return getattr(value, field, default)
-        return self._items.decode(self._items.raw(value)).get(field, default)
+        return self._items.fields(value).get(field, default)
 
     def ids(self) -> Any:
         """The keys as a real ``dict_keys`` (set operations run in C)."""
@@ -168,7 +184,7 @@ class LazyMap(Mapping[str, T]):
 
     def decoded(self) -> int:
         """How many items have been read (decoded) so far."""
-        return sum(type(v) is not int for v in self._values.values())
+        return sum(type(v) is not int and type(v) is not bytes for v in self._values.values())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({dict(self.items())!r})"
