@@ -77,11 +77,16 @@ def test_report_from_statuses_lists_what_decoding_every_step_listed() -> None:
     fresh = RunState(goal=Goal(objective="o"), plan=plan, steps=records)
     packed = fresh.steps.packed()  # as loaded from a checkpoint: every record a slot
     loaded = fresh.model_copy(update={"steps": StepRecords.unpacked(packed, ormsgpack.unpackb)})
-    for state in (fresh, loaded):
+    once = {sid: r.model_copy(update={"attempts": 1}) for sid, r in records.items()}
+    once["s13"] = record("s13", StepStatus.SKIPPED, note="not needed")  # these never ran
+    once["s14"] = record("s14", StepStatus.SKIPPED)
+    no_retries = fresh.model_copy(update={"steps": StepRecords(once)})
+    for state in (fresh, loaded, no_retries):
         report = execution_report(state, RunStatus.FAILED, None).splitlines()
         assert report[1].startswith("Steps: 16 in plan v1 — ")
         assert [report[1].split(" — ", 1)[1], *report[2:]] == old_report_lines(state)
-    assert "Deviations: re-attempted s3, s11, s12" in report
+        retried = "Deviations: re-attempted s3, s11, s12"
+        assert (retried in report) is (state is not no_retries)
     assert loaded.steps.decoded() < len(ids)
 
 

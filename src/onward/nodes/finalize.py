@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+from itertools import repeat
 from typing import Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
 from onward.model.budget import model_budget_spent
-from onward.model.state import RunFailure, RunFailureKind, RunState, RunStatus, StepStatus, Usage
+from onward.model.state import (
+    RunFailure,
+    RunFailureKind,
+    RunState,
+    RunStatus,
+    StepRecords,
+    StepStatus,
+    Usage,
+)
 from onward.nodes.deps import NodeDeps, thread_of
 from onward.observe.progress import EventKind, emit
 from onward.verification.checks import evaluate
@@ -25,8 +36,12 @@ def make_finalize_node(deps: NodeDeps) -> Any:
         usage: Usage | None = None
         if failure is None and state.plan.steps:
             # Statuses are at hand without decoding the records: decode the first failed.
-            statuses = state.steps.statuses.items()
-            failed = next((sid for sid, st in statuses if st is StepStatus.FAILED), None)
+            statuses = state.steps.statuses
+            failed = (
+                next(sid for sid, st in statuses.items() if st is StepStatus.FAILED)
+                if StepStatus.FAILED in statuses.values()  # a scan in C: usually none
+                else None
+            )
             if failed is not None:
                 rec = state.steps[failed]
                 why = rec.failure.message if rec.failure else "failed"
@@ -75,22 +90,16 @@ def execution_report(state: RunState, status: RunStatus, failure: RunFailure | N
         # report must not cost a decode of every step and record).
         index, records = state.plan.index(), state.steps
         n = len(index)
-        by_status: dict[str, int] = {}
-        for sid in index.ids:
-            st = records.status_of(sid).value
-            by_status[st] = by_status.get(st, 0) + 1
+        codes = list(map(records.statuses.get, index.ids, repeat(StepStatus.PENDING)))
+        by_status = {code.value: k for code, k in Counter(codes).items()}
         lines.append(
             f"Steps: {n} in plan v{state.plan.version} — "
             + ", ".join(f"{v} {k}" for k, v in sorted(by_status.items()))
         )
-        retried = [
-            sid for sid in index.ids if sid in records and records.peek(sid, "attempts", 0) > 1
-        ]
-        if retried:
+        if retried := _retried(records, index.ids):
             lines.append(f"Deviations: re-attempted {', '.join(retried)}")
         shown = 0
-        for i, sid in enumerate(index.ids):
-            code = records.status_of(sid)
+        for i, (sid, code) in enumerate(zip(index.ids, codes, strict=True)):
             if code is StepStatus.DONE and shown < 10:
                 s, rec = index[i], state.record(sid)
                 checks = len(s.checks)
@@ -116,3 +125,16 @@ def execution_report(state: RunState, status: RunStatus, failure: RunFailure | N
     if state.goal and state.goal.acceptance and status is RunStatus.DONE:
         lines.append(f"Acceptance: {len(state.goal.acceptance)} check(s) passed")
     return "\n".join(lines)
+
+
+_RAN = frozenset({StepStatus.RUNNING, StepStatus.PRODUCED, StepStatus.DONE, StepStatus.FAILED})
+
+
+def _retried(records: StepRecords, ids: Sequence[str]) -> list[str]:
+    """The steps with more than one attempt, in plan order. A record that ran has at least
+    one attempt (transitions set them), so when the attempts add up to the number of such
+    records, none has two: no record is read. Else each record's attempts are peeked."""
+    ran = sum(1 for code in records.statuses.values() if code in _RAN)
+    if records.attempts_total == ran:
+        return []
+    return [sid for sid in ids if sid in records and records.peek(sid, "attempts", 0) > 1]
