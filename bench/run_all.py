@@ -31,6 +31,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("overhead.py", ["--steps", "200", "--rounds", "5"], ["--steps", "50", "--rounds", "2"]),
     ("storage.py", [], ["--steps-small", "20", "--steps-large", "100"]),
     ("resume.py", ["--long", "10000", "--rounds", "5"], ["--long", "300", "--rounds", "2"]),
+    ("memory.py", [], ["--steps", "2000", "--csv-mb", "20", "--arg-mb", "5"]),
     ("parallel.py", ["--rounds", "5"], ["--rounds", "2"]),
     ("tokens.py", [], ["--steps", "40", "--late", "40"]),
     (

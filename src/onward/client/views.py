@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
+from pydantic_core import core_schema
 
 from onward.errors import UnknownThreadError
+from onward.model.lazy import wrapper_schema
 from onward.model.state import (
     ArtifactRef,
+    ArtifactRefs,
     Budget,
     Decision,
+    PlanStep,
+    PlanSteps,
     RunFailure,
     RunState,
     RunStatus,
     StepFailure,
+    StepRecord,
+    StepRecords,
     StepStatus,
     Usage,
     Waiting,
@@ -51,6 +59,95 @@ class StepView(BaseModel):
     note: str | None = None
 
 
+class StepViews(Sequence[StepView]):
+    """A view's steps, each built from the plan and its record the first time it is read:
+    a view of a 10,000-step run costs nothing for the steps nobody reads (every drive and
+    every answer returns a view). Immutable; serialised as a list."""
+
+    __slots__ = ("_built", "_plan", "_records")
+
+    def __init__(self, items: Iterable[StepView] = ()) -> None:
+        self._built: list[StepView | None] = list(items)
+        self._plan: PlanSteps | None = None
+        self._records: StepRecords | None = None
+
+    @classmethod
+    def of(cls, plan: PlanSteps, records: StepRecords) -> StepViews:
+        new = cls()
+        new._plan, new._records, new._built = plan, records, [None] * len(plan)
+        return new
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return wrapper_schema(cls, list[StepView], handler)
+
+    @staticmethod
+    def _plain(value: Iterable[StepView]) -> list[StepView]:
+        return list(value)
+
+    def _at(self, i: int) -> StepView:
+        built = self._built[i]
+        if built is None:
+            assert self._plan is not None
+            assert self._records is not None
+            built = self._built[i] = step_view(self._plan[i], self._records)
+        return built
+
+    @overload
+    def __getitem__(self, i: int) -> StepView: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[StepView]: ...
+    def __getitem__(self, i: int | slice) -> StepView | list[StepView]:
+        if isinstance(i, slice):
+            return [self._at(j) for j in range(len(self._built))[i]]
+        return self._at(range(len(self._built))[i])  # negative and out of range as a list
+
+    def __len__(self) -> int:
+        return len(self._built)
+
+    def __iter__(self) -> Iterator[StepView]:
+        return (self._at(i) for i in range(len(self._built)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StepViews | list):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+    def __copy__(self) -> StepViews:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> StepViews:
+        return self
+
+    def __reduce__(self) -> Any:
+        return (type(self), (list(self),))
+
+
+def step_view(step: PlanStep, records: StepRecords) -> StepView:
+    rec = records.get(step.id) or StepRecord(id=step.id)
+    return StepView(
+        id=step.id,
+        tool=step.tool,
+        status=rec.status,
+        attempts=rec.attempts,
+        findings=rec.findings,
+        output=rec.output,
+        error=rec.failure.message if rec.failure else None,
+        failure_class=rec.failure.failure_class if rec.failure else None,
+        failures=[*rec.history, *([rec.failure] if rec.failure else [])],
+        not_before=rec.not_before,
+        replans=rec.replans,
+        note=rec.note,
+    )
+
+
 class RunView(BaseModel):
     """A run as users see it: what ``onward status --json`` prints."""
 
@@ -62,8 +159,10 @@ class RunView(BaseModel):
     workdir: str
     plan_version: int | None = None
     plan_source: str | None = None
-    steps: list[StepView] = []
-    artifacts: dict[str, ArtifactRef] = {}
+    steps: StepViews = Field(default_factory=StepViews)
+    """A sequence of :class:`StepView`, built as they are read (a list is accepted)."""
+    artifacts: ArtifactRefs = Field(default_factory=ArtifactRefs)
+    """A mapping of name → :class:`ArtifactRef`, decoded as read (a dict is accepted)."""
     failure: RunFailure | None = None
     report: str = ""
     driver: str | None = None
@@ -154,26 +253,8 @@ def pending(ow: Onward, thread_id: str) -> list[PendingDecision]:
 def view(store: Store, thread_id: str, run: RunRow, snap: StateSnapshot | RunState) -> RunView:
     """The view of a snapshot, or of a finished run's final state (no questions)."""
     state = snap if isinstance(snap, RunState) else state_of(store, thread_id, snap)
-    steps = []
-    if state.plan.steps:
-        for s in state.plan.steps:
-            rec = state.record(s.id)
-            steps.append(
-                StepView(
-                    id=s.id,
-                    tool=s.tool,
-                    status=rec.status,
-                    attempts=rec.attempts,
-                    findings=rec.findings,
-                    output=rec.output,
-                    error=rec.failure.message if rec.failure else None,
-                    failure_class=rec.failure.failure_class if rec.failure else None,
-                    failures=[*rec.history, *([rec.failure] if rec.failure else [])],
-                    not_before=rec.not_before,
-                    replans=rec.replans,
-                    note=rec.note,
-                )
-            )
+    # Steps and artifacts are read as they are used: the state's collections are immutable.
+    steps = StepViews.of(state.plan.index(), state.steps) if state.plan.steps else StepViews()
     report = ""
     if state.status.finished and state.messages:
         report = state.messages[-1].text
@@ -186,7 +267,7 @@ def view(store: Store, thread_id: str, run: RunRow, snap: StateSnapshot | RunSta
         plan_version=state.plan.version if state.plan.steps else None,
         plan_source=state.plan.source if state.plan.steps else None,
         steps=steps,
-        artifacts=dict(state.artifacts),
+        artifacts=ArtifactRefs.of(state.artifacts),
         failure=state.failure,
         report=report,
         resume_at=state.resume_at,

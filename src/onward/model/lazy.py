@@ -56,15 +56,24 @@ class _Items(Generic[T]):
 
     def get(self, store: dict[Any, Any] | list[Any], key: Any) -> T:
         value = store[key]
-        if type(value) is int:
-            fields = self.decode(self.raw(value))
+        if type(value) is int or type(value) is bytes:
+            fields = self.fields(value)
             value = store[key] = self.kind.model.model_validate(fields)  # one assignment
         return value  # type: ignore[no-any-return]
 
+    def fields(self, value: int | bytes) -> Any:
+        """An encoded item's fields: a slot's through the store's decoder; an item this
+        process encoded itself (``bytes``, see :meth:`LazyMap._settled`) as it was packed."""
+        if type(value) is bytes:
+            return _ENCODER.loads_typed(("msgpack", value))
+        return self.decode(self.raw(value))
+
     def raw(self, value: Any) -> bytes:
-        """An item's encoded bytes (a slot's, or a decoded item encoded again)."""
+        """An item's encoded bytes (a slot's, its own, or a decoded item encoded again)."""
         if type(value) is int:
             return self.body[self.offsets[value] : self.offsets[value + 1]]
+        if type(value) is bytes:
+            return value
         return pack_item(value, self.kind.dump)
 
 
@@ -79,7 +88,7 @@ def _pack(items: _Items[Any], values: Iterable[Any]) -> tuple[bytes, bytes]:
     return b"".join(parts), offsets.tobytes()
 
 
-def _schema(cls: Any, plain: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+def wrapper_schema(cls: Any, plain: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
     """Pydantic accepts one of ``cls`` as is (no item is decoded or validated) or the plain
     form (``plain``: validated, then wrapped), and dumps the plain form."""
     items = handler.generate_schema(plain)
@@ -117,13 +126,20 @@ class LazyMap(Mapping[str, T]):
         if not isinstance(value, self.model):
             value = self.model.model_validate(value)
         self._note(key, value)  # before the write: a summary may need the old item
-        self._values[key] = value
+        # A settled item is kept encoded (its checkpoint bytes, a twentieth of the
+        # object's memory): a long run holds thousands that are rarely read again.
+        self._values[key] = pack_item(value, self.dump) if self._settled(value) else value
+
+    @classmethod
+    def _settled(cls, value: Any) -> bool:
+        """Subclasses: whether an item written now is unlikely to be read again soon."""
+        return False
 
     @classmethod
     def __get_pydantic_core_schema__(
         cls, source: Any, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
-        return _schema(cls, dict[str, cls.model], handler)  # type: ignore[name-defined]
+        return wrapper_schema(cls, dict[str, cls.model], handler)  # type: ignore[name-defined]
 
     @staticmethod
     def _plain(value: Mapping[str, T]) -> dict[str, T]:
@@ -153,13 +169,22 @@ class LazyMap(Mapping[str, T]):
             return default
         return self._items.get(self._values, key)
 
+    def peek(self, key: str, field: str, default: Any = None) -> Any:
+        """One field of an item, read without decoding the item into its model (a scan
+        of every item's field costs a tenth of decoding them); ``default`` for a field an
+        item does not hold, or dumped as its default (``exclude_defaults``)."""
+        value = self._values[key]
+        if type(value) is not int and type(value) is not bytes:
+            return getattr(value, field, default)
+        return self._items.fields(value).get(field, default)
+
     def ids(self) -> Any:
         """The keys as a real ``dict_keys`` (set operations run in C)."""
         return self._values.keys()
 
     def decoded(self) -> int:
         """How many items have been read (decoded) so far."""
-        return sum(type(v) is not int for v in self._values.values())
+        return sum(type(v) is not int and type(v) is not bytes for v in self._values.values())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({dict(self.items())!r})"
@@ -239,7 +264,7 @@ class LazyList(Sequence[T]):
     def __get_pydantic_core_schema__(
         cls, source: Any, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
-        return _schema(cls, list[cls.model], handler)  # type: ignore[name-defined]
+        return wrapper_schema(cls, list[cls.model], handler)  # type: ignore[name-defined]
 
     @staticmethod
     def _plain(value: Iterable[T]) -> list[T]:

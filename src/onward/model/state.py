@@ -231,6 +231,10 @@ class StepRecords(LazyMap[StepRecord]):
         new._open = set(self._open)
         return new
 
+    @classmethod
+    def _settled(cls, value: Any) -> bool:
+        return value.status is StepStatus.DONE or value.status is StepStatus.SKIPPED
+
     def _note(self, key: str, value: Any) -> None:
         old = self.get(key)
         self._attempts_total += value.attempts - (old.attempts if old is not None else 0)

@@ -316,6 +316,7 @@ def _run_tool(
         attempt=attempt,
         workdir=Path(task.workdir),
         confined=task.confine_paths,
+        artifacts=deps.artifacts,
     )
     if spec.side_effect is not SideEffect.PURE and deps.held is not None:
         # An effect must never come before the verdicts it follows: commit what the saver

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+from itertools import repeat
 from typing import Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
 from onward.model.budget import model_budget_spent
-from onward.model.state import RunFailure, RunFailureKind, RunState, RunStatus, StepStatus, Usage
+from onward.model.state import (
+    RunFailure,
+    RunFailureKind,
+    RunState,
+    RunStatus,
+    StepRecords,
+    StepStatus,
+    Usage,
+)
 from onward.nodes.deps import NodeDeps, thread_of
 from onward.observe.kinds import EventKind
 from onward.observe.progress import emit
@@ -25,9 +36,15 @@ def make_finalize_node(deps: NodeDeps) -> Any:
         failure = state.failure
         usage: Usage | None = None
         if failure is None and state.plan.steps:
-            failed = [r for r in state.steps.values() if r.status is StepStatus.FAILED]
-            if failed:
-                rec = failed[0]
+            # Statuses are at hand without decoding the records: decode the first failed.
+            statuses = state.steps.statuses
+            failed = (
+                next(sid for sid, st in statuses.items() if st is StepStatus.FAILED)
+                if StepStatus.FAILED in statuses.values()  # a scan in C: usually none
+                else None
+            )
+            if failed is not None:
+                rec = state.steps[failed]
                 why = rec.failure.message if rec.failure else "failed"
                 cls = rec.failure.failure_class if rec.failure else "unknown"
                 failure = RunFailure(
@@ -70,31 +87,33 @@ def execution_report(state: RunState, status: RunStatus, failure: RunFailure | N
     if failure is not None:
         lines.append(f"Reason: {failure.message}")
     if state.plan.steps:
-        n = len(state.plan.steps)
-        by_status: dict[str, int] = {}
-        for s in state.plan.steps:
-            st = state.record(s.id).status.value
-            by_status[st] = by_status.get(st, 0) + 1
+        # Read from the statuses; decode only the steps a line shows (a long run's
+        # report must not cost a decode of every step and record).
+        index, records = state.plan.index(), state.steps
+        n = len(index)
+        codes = list(map(records.statuses.get, index.ids, repeat(StepStatus.PENDING)))
+        by_status = {code.value: k for code, k in Counter(codes).items()}
         lines.append(
             f"Steps: {n} in plan v{state.plan.version} — "
             + ", ".join(f"{v} {k}" for k, v in sorted(by_status.items()))
         )
-        retried = [s.id for s in state.plan.steps if state.record(s.id).attempts > 1]
-        if retried:
+        if retried := _retried(records, index.ids):
             lines.append(f"Deviations: re-attempted {', '.join(retried)}")
         shown = 0
-        for s in state.plan.steps:
-            rec = state.record(s.id)
-            if rec.status is StepStatus.DONE and shown < 10:
+        for i, (sid, code) in enumerate(zip(index.ids, codes, strict=True)):
+            if code is StepStatus.DONE and shown < 10:
+                s, rec = index[i], state.record(sid)
                 checks = len(s.checks)
                 lines.append(
                     f"  ✓ {s.id} ({s.tool}): {rec.output.summary if rec.output else ''}"
                     + (f" — {checks} step check(s) passed" if checks else "")
                 )
                 shown += 1
-            elif rec.status is StepStatus.FAILED:
+            elif code is StepStatus.FAILED:
+                s, rec = index[i], state.record(sid)
                 lines.append(f"  ✗ {s.id} ({s.tool}): {rec.failure.message if rec.failure else ''}")
-            elif rec.status is StepStatus.SKIPPED and rec.note:
+            elif code is StepStatus.SKIPPED and (rec := state.record(sid)).note:
+                s = index[i]
                 lines.append(f"  – {s.id} ({s.tool}): {rec.note}")
     if state.artifacts:
         lines.append(
@@ -107,3 +126,16 @@ def execution_report(state: RunState, status: RunStatus, failure: RunFailure | N
     if state.goal and state.goal.acceptance and status is RunStatus.DONE:
         lines.append(f"Acceptance: {len(state.goal.acceptance)} check(s) passed")
     return "\n".join(lines)
+
+
+_RAN = frozenset({StepStatus.RUNNING, StepStatus.PRODUCED, StepStatus.DONE, StepStatus.FAILED})
+
+
+def _retried(records: StepRecords, ids: Sequence[str]) -> list[str]:
+    """The steps with more than one attempt, in plan order. A record that ran has at least
+    one attempt (transitions set them), so when the attempts add up to the number of such
+    records, none has two: no record is read. Else each record's attempts are peeked."""
+    ran = sum(1 for code in records.statuses.values() if code in _RAN)
+    if records.attempts_total == ran:
+        return []
+    return [sid for sid in ids if sid in records and records.peek(sid, "attempts", 0) > 1]

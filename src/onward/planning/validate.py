@@ -351,12 +351,6 @@ def _find_cycle(plan: Plan) -> list[str] | None:
     return None
 
 
-def upstream(plan: Plan) -> dict[str, set[str]]:
-    """Step id → every step it transitively depends on (plan must be acyclic)."""
-    bit, ups = _ancestors(plan)
-    return {sid: {other for other, b in bit.items() if ups[sid] & b} for sid in bit}
-
-
 def _ancestors(plan: Plan) -> tuple[dict[str, int], dict[str, int]]:
     """Step id → its transitive dependencies as a bit set (bit n: the n-th distinct id):
     10,000 chained steps take megabytes, not the hundreds a set per step would. Returns

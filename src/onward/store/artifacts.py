@@ -11,7 +11,8 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from onward.errors import ArtifactError, EncryptionKeyError
 from onward.model.state import ArtifactRef
 from onward.observe.per_thread import PerThread
 from onward.settings import settings
+from onward.store import chunks
 
 if TYPE_CHECKING:
     from onward.store.encryption import Cipher
@@ -37,6 +39,8 @@ def summarize(value: Any, limit: int = 120) -> str:
     """A one-line gist for humans: scalars shown, collections counted."""
 
     def gist(v: Any) -> str:
+        if chunks.is_manifest(v):
+            return f"[{v['count']}]"
         if isinstance(v, list):
             return f"[{len(v)}]"
         if isinstance(v, dict):
@@ -44,6 +48,8 @@ def summarize(value: Any, limit: int = 120) -> str:
         text = repr(v)
         return text if len(text) <= 24 else text[:23] + "…"
 
+    if chunks.is_manifest(value):
+        return f"{value['count']} rows in {len(value['chunks'])} chunks"
     if isinstance(value, dict):
         text = ", ".join(f"{k}={gist(v)}" for k, v in value.items() if k != "sha256")
     elif isinstance(value, list):
@@ -160,15 +166,8 @@ class ArtifactStore:
 
     def put(self, name: str, value: Any, *, owner: str | None = None) -> ArtifactRef:
         body = canonical_json(value)
-        digest = hashlib.sha256(body).hexdigest()
         inline = len(body) <= INLINE_LIMIT
-        # Same content is stored once; but a damaged body is rewritten, so re-running a
-        # step repairs its artifact.
-        if not inline and not self._intact(digest):
-            stored = body if self.cipher is None else _SEALED + self.cipher.seal(body)
-            self.write_body(digest, stored)
-        if not inline and owner and not ARTIFACT_REFS.add((digest, owner)) and self.on_put:
-            self.on_put(digest, owner)
+        digest = hashlib.sha256(body).hexdigest() if inline else self._store(body, owner)
         return ArtifactRef(
             name=name,
             uri=URI_PREFIX + digest,
@@ -177,6 +176,41 @@ class ArtifactStore:
             summary=summarize(value),
             body=body.decode() if inline else None,
         )
+
+    def _store(self, body: bytes, owner: str | None) -> str:
+        """Keep ``body`` under its sha256 (once per content) and note who uses it."""
+        digest = hashlib.sha256(body).hexdigest()
+        # Same content is stored once; but a damaged body is rewritten, so re-running a
+        # step repairs its artifact.
+        if not self._intact(digest):
+            stored = body if self.cipher is None else _SEALED + self.cipher.seal(body)
+            self.write_body(digest, stored)
+        if owner and not ARTIFACT_REFS.add((digest, owner)) and self.on_put:
+            self.on_put(digest, owner)
+        return digest
+
+    def put_rows(
+        self, rows: Iterable[Any], *, owner: str | None = None, per_chunk: int = chunks.CHUNK_ROWS
+    ) -> dict[str, Any]:
+        """Store ``rows`` (JSON values) in chunks of ``per_chunk`` as they come; returns
+        the manifest to put in an artifact in their place (see :mod:`onward.store.chunks`)."""
+        listed: list[dict[str, Any]] = []
+        it = iter(rows)
+        while batch := list(islice(it, per_chunk)):
+            body = chunks.encode(batch)
+            listed.append(
+                {"sha256": self._store(body, owner), "size": len(body), "rows": len(batch)}
+            )
+        return chunks.manifest(listed)
+
+    def rows(self, value: Any, name: str = "rows") -> Iterator[Any]:
+        """The rows of a list or of a manifest, streamed one chunk at a time (each
+        chunk's sha256 verified as it is read)."""
+        if not chunks.is_manifest(value):
+            yield from value
+            return
+        for chunk in value["chunks"]:
+            yield from chunks.decode(self._body(name, chunk["sha256"], "a chunk of "))
 
     def _intact(self, digest: str) -> bool:
         stored = self.read_body(digest)
@@ -188,6 +222,9 @@ class ArtifactStore:
             return False
 
     def get(self, ref: ArtifactRef) -> Any:
+        """The artifact's value, its sha256 verified; rows stored in chunks stay a
+        manifest (read them with :meth:`rows`), but every chunk is verified here too, so a
+        damaged chunk is found before a step runs on it, like a damaged body."""
         if ref.body is not None:
             actual = hashlib.sha256(ref.body.encode()).hexdigest()
             if actual != ref.sha256:
@@ -197,11 +234,21 @@ class ArtifactStore:
                     "produces it (fork the run before that step)"
                 )
             return json.loads(ref.body)
-        where = self.location(ref.sha256)
-        stored = self.read_body(ref.sha256)
+        value = json.loads(self._body(ref.name, ref.sha256))
+        for part in value.values() if isinstance(value, dict) else [value]:
+            if chunks.is_manifest(part):
+                for chunk in part["chunks"]:
+                    self._body(ref.name, chunk["sha256"], "a chunk of ")
+        return value
+
+    def _body(self, name: str, sha256: str, what: str = "") -> bytes:
+        """A stored body (decrypted), or an error naming the artifact if it is missing
+        or is not its sha256."""
+        where = self.location(sha256)
+        stored = self.read_body(sha256)
         if stored is None:
             raise ArtifactError(
-                f"artifact {ref.name!r} is missing from the artifact store ({where}); "
+                f"{what}artifact {name!r} is missing from the artifact store ({where}); "
                 "re-run the step that produces it (fork the run before that step)"
             )
         try:
@@ -210,14 +257,15 @@ class ArtifactStore:
             if self.cipher is None:
                 raise
             raise ArtifactError(
-                f"artifact {ref.name!r} was changed at rest: it no longer decrypts with the "
-                f"store's key ({where}; {exc}); restore it, or re-run the step that produces it"
+                f"{what}artifact {name!r} was changed at rest: it no longer decrypts with "
+                f"the store's key ({where}; {exc}); restore it, or re-run the step that "
+                "produces it"
             ) from None
         actual = hashlib.sha256(body).hexdigest()
-        if actual != ref.sha256:
+        if actual != sha256:
             raise ArtifactError(
-                f"artifact {ref.name!r} was changed on disk: sha256 is {actual[:12]}…, "
-                f"expected {ref.sha256[:12]}… ({where}); restore it, or re-run the step "
+                f"{what}artifact {name!r} was changed on disk: sha256 is {actual[:12]}…, "
+                f"expected {sha256[:12]}… ({where}); restore it, or re-run the step "
                 "that produces it"
             )
-        return json.loads(body)
+        return body

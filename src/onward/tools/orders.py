@@ -7,6 +7,7 @@ import codecs
 import csv
 import hashlib
 from collections import Counter
+from collections.abc import Iterator
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -15,6 +16,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from onward.errors import DeterministicToolError
 from onward.model.state import SideEffect
+from onward.store import chunks
 from onward.store.artifacts import atomic_write
 from onward.tools.registry import ToolContext, tool
 from onward.verification.checks import FileExists, Matches, RowCount
@@ -100,7 +102,12 @@ def read_header(path: str) -> list[str]:
 
 @tool(checks=[RowCount(field="rows", min=1)])
 def read_csv(path: str, ctx: ToolContext) -> dict[str, Any]:
-    """Read a CSV into rows (dicts keyed by header); malformed lines are kept aside."""
+    """Read a CSV into rows (dicts keyed by header); malformed lines are kept aside.
+
+    In a run the file is streamed and its rows are stored in chunks as they are read
+    (``rows`` is then a manifest, see :mod:`onward.store.chunks`): a file of any size
+    costs the memory of one chunk. Each stored row is ``[line, *values]``; the header
+    is stored once, in ``columns``."""
     file = ctx.path(path)
     if not file.is_file():
         raise FileNotFoundError(f"input file {path} not found in {ctx.workdir}")
@@ -109,24 +116,48 @@ def read_csv(path: str, ctx: ToolContext) -> dict[str, Any]:
     with file.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         header = [h.strip() for h in next(reader, [])]
-        rows: list[dict[str, Any]] = []
         malformed: list[dict[str, Any]] = []
-        for values in reader:
-            line = reader.line_num
-            if not any(v.strip() for v in values):
-                continue
-            if len(values) != len(header):
-                malformed.append(
-                    {
-                        "line": line,
-                        "fields": len(values),
-                        "expected": len(header),
-                        "raw": ",".join(values),
-                    }
-                )
-                continue
-            rows.append({"_line": line, **dict(zip(header, values, strict=True))})
+
+        def lines() -> Iterator[list[Any]]:
+            for values in reader:
+                line = reader.line_num
+                if not any(v.strip() for v in values):
+                    continue
+                if len(values) != len(header):
+                    malformed.append(
+                        {
+                            "line": line,
+                            "fields": len(values),
+                            "expected": len(header),
+                            "raw": ",".join(values),
+                        }
+                    )
+                    continue
+                yield [line, *values]
+
+        if ctx.artifacts is None:  # called directly: plain rows, as before chunks
+            rows: Any = [_as_row(header, r) for r in lines()]
+        else:
+            rows = ctx.artifacts.put_rows(lines(), owner=ctx.thread_id)
     return {"path": path, "columns": header, "rows": rows, "malformed": malformed}
+
+
+def _as_row(header: list[str], stored: list[Any]) -> dict[str, Any]:
+    return {"_line": stored[0], **dict(zip(header, stored[1:], strict=True))}
+
+
+def table_rows(table: dict[str, Any], ctx: ToolContext | None) -> Iterator[dict[str, Any]]:
+    """A table's rows as dicts keyed by header (plus ``_line``), one at a time: streamed
+    from its chunks, or from the plain list an older run (or a direct call) produced."""
+    rows = table["rows"]
+    if not chunks.is_manifest(rows):
+        yield from rows
+        return
+    if ctx is None or ctx.artifacts is None:
+        raise DeterministicToolError("this table's rows are in an artifact store: run the tool")
+    header = table["columns"]
+    for stored in ctx.artifacts.rows(rows, "table"):
+        yield _as_row(header, stored)
 
 
 @tool
@@ -140,7 +171,7 @@ def validate_fields(table: dict[str, Any], required: list[str] | None = None) ->
     return {
         "fields": fields,
         "missing_optional": [f for f in FIELD_ALIASES if f not in fields],
-        "row_count": len(table["rows"]),
+        "row_count": chunks.row_count(table["rows"]),
         "malformed_rows": table["malformed"],
     }
 
@@ -161,22 +192,29 @@ def _parse_amount(value: str) -> Decimal | None:
 
 
 @tool(checks=[RowCount(field="rules", min=1)])
-def find_anomalies(table: dict[str, Any], validation: dict[str, Any]) -> dict[str, Any]:
-    """Apply the anomaly rules; every rule lists its matching lines and example rows."""
+def find_anomalies(
+    table: dict[str, Any], validation: dict[str, Any], ctx: ToolContext | None = None
+) -> dict[str, Any]:
+    """Apply the anomaly rules; every rule lists its matching lines and example rows.
+
+    Two streamed passes over the rows (order ids first, for duplicates); a rule keeps
+    its matching line numbers and its first few rows, never every matching row."""
     fields: dict[str, str] = validation["fields"]
-    rows: list[dict[str, Any]] = table["rows"]
-    hits: dict[str, list[dict[str, Any]]] = {
-        "missing_required_fields": [],
-        "invalid_value": [],
-        "non_positive_amount": [],
-        "ship_before_order": [],
-        "duplicate_order_id": [],
-    }
-    id_counts = Counter(r[fields["order_id"]].strip() for r in rows)
-    for row in rows:
+    lines: dict[str, list[int]] = {rule: [] for rule in DESCRIPTIONS}
+    examples: dict[str, list[dict[str, Any]]] = {rule: [] for rule in DESCRIPTIONS}
+
+    def hit(rule: str, row: dict[str, Any]) -> None:
+        lines[rule].append(row["_line"])
+        if len(examples[rule]) < EXAMPLES_PER_RULE:
+            examples[rule].append(row)
+
+    id_counts = Counter(r[fields["order_id"]].strip() for r in table_rows(table, ctx))
+    total = 0
+    for row in table_rows(table, ctx):
+        total += 1
         value = {f: str(row[c]).strip() for f, c in fields.items()}
         if any(not value[f] for f in REQUIRED_FIELDS):
-            hits["missing_required_fields"].append(row)
+            hit("missing_required_fields", row)
         amount = _parse_amount(value["amount"]) if value["amount"] else None
         ordered = _parse_time(value["order_time"]) if value["order_time"] else None
         shipped = _parse_time(value["ship_time"]) if value.get("ship_time") else None
@@ -185,28 +223,22 @@ def find_anomalies(table: dict[str, Any], validation: dict[str, Any]) -> dict[st
             bool(value.get("ship_time")) and shipped is None
         )
         if bad_amount or bad_time:
-            hits["invalid_value"].append(row)
+            hit("invalid_value", row)
         if amount is not None and amount <= 0:
-            hits["non_positive_amount"].append(row)
+            hit("non_positive_amount", row)
         if ordered and shipped and _comparable(shipped) < _comparable(ordered):
-            hits["ship_before_order"].append(row)
+            hit("ship_before_order", row)
         if value["order_id"] and id_counts[value["order_id"]] > 1:
-            hits["duplicate_order_id"].append(row)
-    descriptions = {
-        "missing_required_fields": "a required field (order id, amount, order time) is empty",
-        "invalid_value": "amount is not a number or a time cannot be parsed",
-        "non_positive_amount": "amount is zero or negative",
-        "ship_before_order": "ship/delivery time is earlier than the order time",
-        "duplicate_order_id": "the order id appears on more than one row",
-    }
+            hit("duplicate_order_id", row)
+    del id_counts
     rules = []
-    for rule, matched in hits.items():
+    for rule, description in DESCRIPTIONS.items():
         entry: dict[str, Any] = {
             "rule": rule,
-            "description": descriptions[rule],
-            "count": len(matched),
-            "lines": [r["_line"] for r in matched],
-            "examples": matched[:EXAMPLES_PER_RULE],
+            "description": description,
+            "count": len(lines[rule]),
+            "lines": lines[rule],
+            "examples": examples[rule],
         }
         if rule == "ship_before_order" and "ship_time" not in fields:
             entry["skipped"] = "the file has no ship/delivery time column"
@@ -215,10 +247,20 @@ def find_anomalies(table: dict[str, Any], validation: dict[str, Any]) -> dict[st
     return {
         "columns": table["columns"],
         "rules": rules,
-        "total_rows": len(rows),
+        "total_rows": total,
         "anomalous_rows": len(abnormal),
         "anomalous_lines": abnormal,
     }
+
+
+DESCRIPTIONS = {
+    "missing_required_fields": "a required field (order id, amount, order time) is empty",
+    "invalid_value": "amount is not a number or a time cannot be parsed",
+    "non_positive_amount": "amount is zero or negative",
+    "ship_before_order": "ship/delivery time is earlier than the order time",
+    "duplicate_order_id": "the order id appears on more than one row",
+}
+"""The anomaly rules, in the order the report lists them."""
 
 
 def _comparable(t: datetime) -> datetime:
@@ -231,6 +273,7 @@ def aggregate(
     validation: dict[str, Any],
     anomalies: dict[str, Any],
     group_by: str | None = None,
+    ctx: ToolContext | None = None,
 ) -> dict[str, Any]:
     """Count abnormal orders per rule and per a grouping column (customer or region)."""
     fields: dict[str, str] = validation["fields"]
@@ -249,7 +292,7 @@ def aggregate(
     abnormal = set(anomalies["anomalous_lines"])
     by_group: Counter[str] = Counter()
     if column:
-        for row in table["rows"]:
+        for row in table_rows(table, ctx):
             if row["_line"] in abnormal:
                 by_group[str(row[column]).strip() or "(empty)"] += 1
     return {

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, create_model
 
@@ -22,6 +22,9 @@ from onward.policies.run import Deadline
 from onward.settings import settings
 from onward.store.breakers import BreakerPolicy
 from onward.verification.checks import Check
+
+if TYPE_CHECKING:
+    from onward.store.artifacts import ArtifactStore
 
 # Verbs that make a tool dangerous enough to need a human by default (used by approvals).
 DANGEROUS_TAGS = frozenset({"delete", "overwrite", "send", "pay", "publish"})
@@ -43,6 +46,10 @@ class ToolContext:
     """Stable key for this logical effect (set for non-pure tools)."""
     confined: bool = False
     """Paths must stay inside ``workdir`` (the run's policy ``confine_paths``)."""
+    artifacts: ArtifactStore | None = None
+    """The run's artifact store, for a tool whose output is too big for one body: it
+    writes rows in chunks (``put_rows``) and its consumers stream them (``rows``).
+    None when a tool is called directly (then such a tool returns plain lists)."""
 
     def path(self, p: str | os.PathLike[str]) -> Path:
         """Where arg ``p`` is; a confined run refuses one outside ``workdir``

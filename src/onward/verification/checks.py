@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from onward.errors import DeterministicToolError
 from onward.policies import confine
+from onward.store import chunks
 
 _MISSING: Any = object()
 _PATH_TOKEN = re.compile(r"([^.\[\]]+)|\[(-?\d+)\]")
@@ -231,9 +232,10 @@ def _row_count(c: RowCount, out: Any, _ctx: CheckContext) -> list[str]:
     value, missing = _field(out, c.field, "row_count")
     if missing:
         return missing
-    if not isinstance(value, list):
+    count = chunks.row_count(value)  # a list, or rows an artifact stores in chunks
+    if count is None:
         return [f"row_count: {c.field} is not a list of rows"]
-    return c.bound_findings(f"row_count of {c.field}", len(value))
+    return c.bound_findings(f"row_count of {c.field}", count)
 
 
 def _columns_include(c: ColumnsInclude, out: Any, _ctx: CheckContext) -> list[str]:

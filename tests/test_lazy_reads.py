@@ -1,0 +1,108 @@
+"""Reading a long run decodes only what is read: settled step records stay encoded, a
+view builds the steps it is asked for, and finalize's report reads the statuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ormsgpack
+
+from onward import Onward, Plan, PlanStep, RunStatus
+from onward.model.state import (
+    FailureClass,
+    Goal,
+    RunState,
+    StepFailure,
+    StepRecord,
+    StepRecords,
+    StepStatus,
+)
+from onward.nodes.finalize import execution_report
+
+
+def record(sid: str, status: StepStatus, **kw: object) -> StepRecord:
+    return StepRecord(id=sid, status=status, **kw)  # type: ignore[arg-type]
+
+
+def test_settled_records_stay_encoded_until_read() -> None:
+    done = record("a", StepStatus.DONE, attempts=2)
+    running = record("b", StepStatus.RUNNING, attempts=1)
+    recs = StepRecords().merged([{"a": done, "b": running}])
+    assert recs.decoded() == 1  # only the running one is an object
+    assert recs.peek("a", "attempts") == 2
+    assert recs.peek("b", "attempts") == 1
+    assert recs.decoded() == 1  # peeking decoded nothing
+    assert recs["a"] == done
+    assert recs.decoded() == 2
+    again = StepRecords.unpacked(recs.packed(), ormsgpack.unpackb)
+    assert again.peek("a", "attempts") == 2
+    assert again.decoded() == 0
+    assert dict(again) == {"a": done, "b": running}
+
+
+def old_report_lines(state: RunState) -> list[str]:
+    """What the report listed before it read statuses: every step and record decoded."""
+    lines = []
+    by_status: dict[str, int] = {}
+    for s in state.plan.steps:
+        st = state.record(s.id).status.value
+        by_status[st] = by_status.get(st, 0) + 1
+    lines.append(", ".join(f"{v} {k}" for k, v in sorted(by_status.items())))
+    retried = [s.id for s in state.plan.steps if state.record(s.id).attempts > 1]
+    if retried:
+        lines.append(f"Deviations: re-attempted {', '.join(retried)}")
+    shown = 0
+    for s in state.plan.steps:
+        rec = state.record(s.id)
+        if rec.status is StepStatus.DONE and shown < 10:
+            lines.append(f"  ✓ {s.id} ({s.tool}): ")
+            shown += 1
+        elif rec.status is StepStatus.FAILED:
+            lines.append(f"  ✗ {s.id} ({s.tool}): {rec.failure.message if rec.failure else ''}")
+        elif rec.status is StepStatus.SKIPPED and rec.note:
+            lines.append(f"  – {s.id} ({s.tool}): {rec.note}")
+    return lines
+
+
+def test_report_from_statuses_lists_what_decoding_every_step_listed() -> None:
+    ids = [f"s{i}" for i in range(16)]
+    boom = StepFailure(failure_class=FailureClass.DETERMINISTIC, message="boom")
+    records = {sid: record(sid, StepStatus.DONE, attempts=1) for sid in ids[:12]}
+    records["s3"] = record("s3", StepStatus.DONE, attempts=3)
+    records["s11"] = record("s11", StepStatus.DONE, attempts=2)  # the 12th done: not shown
+    records["s12"] = record("s12", StepStatus.FAILED, attempts=2, failure=boom)
+    records["s13"] = record("s13", StepStatus.SKIPPED, note="not needed")
+    records["s14"] = record("s14", StepStatus.SKIPPED)  # skipped without a note: not listed
+    plan = Plan(steps=[PlanStep(id=sid, tool="noop", args={"value": 1}) for sid in ids])
+    fresh = RunState(goal=Goal(objective="o"), plan=plan, steps=records)
+    packed = fresh.steps.packed()  # as loaded from a checkpoint: every record a slot
+    loaded = fresh.model_copy(update={"steps": StepRecords.unpacked(packed, ormsgpack.unpackb)})
+    once = {sid: r.model_copy(update={"attempts": 1}) for sid, r in records.items()}
+    once["s13"] = record("s13", StepStatus.SKIPPED, note="not needed")  # these never ran
+    once["s14"] = record("s14", StepStatus.SKIPPED)
+    no_retries = fresh.model_copy(update={"steps": StepRecords(once)})
+    for state in (fresh, loaded, no_retries):
+        report = execution_report(state, RunStatus.FAILED, None).splitlines()
+        assert report[1].startswith("Steps: 16 in plan v1 — ")
+        assert [report[1].split(" — ", 1)[1], *report[2:]] == old_report_lines(state)
+        retried = "Deviations: re-attempted s3, s11, s12"
+        assert (retried in report) is (state is not no_retries)
+    assert loaded.steps.decoded() < len(ids)
+
+
+def test_a_view_builds_only_the_steps_read(tmp_path: Path) -> None:
+    steps = [
+        PlanStep(id=f"s{i}", tool="noop", args={"value": i}, depends_on=[f"s{i - 1}"] if i else [])
+        for i in range(30)
+    ]
+    with Onward(f"sqlite:///{tmp_path / 'onward.db'}", model=None) as ow:
+        thread_id = ow.run(plan=Plan(steps=steps), workdir=tmp_path).thread_id
+    with Onward(f"sqlite:///{tmp_path / 'onward.db'}", model=None) as ow:
+        view = ow.get(thread_id)
+        last = view.steps[-1]
+        assert last.id == "s29"
+        assert last.status is StepStatus.DONE
+        assert sum(built is not None for built in view.steps._built) == 1
+        dumped = view.model_dump(mode="json")
+        assert [s["id"] for s in dumped["steps"]] == [s.id for s in steps]
+        assert view.steps == [ow.get(thread_id).steps[i] for i in range(30)]
