@@ -34,6 +34,7 @@ from langgraph.checkpoint.serde.jsonplus import (
 )
 from langgraph.checkpoint.serde.jsonplus import _option as _OPTION
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from pydantic import BaseModel
 
 from onward.errors import StoreCorruptError
 from onward.model.lazy import Decode
@@ -208,7 +209,27 @@ def _default(obj: Any) -> Any:
         return ormsgpack.Ext(
             EXT_LAZY, ormsgpack.packb(["plan", [obj.version, obj.source.value, steps]])
         )
+    if isinstance(obj, BaseModel) and obj.model_config.get("frozen"):
+        return _encoded_frozen(obj)
     return _msgpack_default(obj)
+
+
+def _encoded_frozen(obj: BaseModel) -> Any:
+    """LangGraph's encoding of a frozen model, kept by identity: a frozen model cannot
+    change, and the same goal, budget, policy and usage are in every checkpoint of a run
+    (each re-encoded with ``model_dump`` per superstep before)."""
+    hit = _ENCODED.get(id(obj))
+    if hit is not None and hit[0] is obj:  # the entry holds obj: its id is not reused
+        return hit[1]
+    encoded = _msgpack_default(obj)
+    if len(_ENCODED) >= ENCODED_KEPT:
+        _ENCODED.clear()  # a few per run are read again and again; this bounds the rest
+    _ENCODED[id(obj)] = (obj, encoded)
+    return encoded
+
+
+ENCODED_KEPT = 256
+_ENCODED: dict[int, tuple[BaseModel, Any]] = {}
 
 
 def fresh(value: Any) -> Any:
