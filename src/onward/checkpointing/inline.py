@@ -11,7 +11,10 @@ failed call's future carries the exception, and a failed ``put_writes`` is re-ra
 when the loop's executor exits, as LangGraph does with its background tasks.
 
 Only calls to an onward saver are run inline; parallel tasks and any other
-checkpointer still go to the executor.
+checkpointer still go to the executor. A ``put_writes`` that may wait on the disk or the
+network (Postgres, SQLite with ``synchronous=FULL``: the step's one durable commit) stays
+on the executor, where it overlaps the loop's own work until the ``put`` that follows
+waits for it; only a saver whose commits are cheap sets ``inline_writes``.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ _submit = _executor.BackgroundExecutor.submit
 def _ours(fn: Any) -> bool:
     owner = getattr(fn, "__self__", None)
     if isinstance(owner, FlushedReads):  # put_writes, bound to the saver
-        return True
+        return owner.inline_writes
     return getattr(fn, "__func__", None) is _PUT_AFTER_PREVIOUS and isinstance(
         getattr(owner, "checkpointer", None), FlushedReads
     )
