@@ -48,6 +48,9 @@ ms per step
     runs in the same round, which drifts less with the machine's load than a ratio of
     medians. On a busy machine, trust the counts and the CPU ratio.
 
+The child runs any system of ``bench/_systems.py`` (onward, DBOS, LangGraph): this script
+runs onward only; ``overhead.py`` uses the same child and counters for all three.
+
 Run from the repo root::
 
     python bench/commits.py                                   # this checkout only
