@@ -31,7 +31,9 @@ How it is measured
     round. Only the run is timed (opening stores, compiling graphs and launching DBOS are
     not). Reported: median / min / max ms per step, the child's CPU ms per step (all its
     threads; not the Postgres server's), and each ratio as the median over rounds of the
-    two runs' ratio in the same round (neighbouring runs share the machine's load).
+    two runs' ratio in the same round (neighbouring runs share the machine's load). The
+    CPU ratios are reported too (rows of their own): on a busy machine most of every
+    system's wall time is waiting for a core, and CPU shows what an idle one would.
 
 Structural counts (``commits.py``'s counters, on separate runs at ``--count-steps``
 lengths, per step = the slope between them, so start-up drops out)
