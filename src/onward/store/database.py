@@ -229,6 +229,7 @@ class Store:
             conn, serde=checkpoint_serde(self.cipher), held=self.held, to_sql=self._event_statements
         )
         self.saver.is_setup = True  # created under the lock above
+        self.saver.inline_writes = sync == "NORMAL"  # a commit appends to the WAL, no fsync
 
     def _open_postgres(self) -> None:
         import psycopg
