@@ -14,6 +14,9 @@ from onward.store.sql import scratch_schema
 PG_URL = os.environ.get("ONWARD_BENCH_PG") or "postgresql://postgres@127.0.0.1:5432/test"
 """The Postgres the benches use ($ONWARD_BENCH_PG); each run gets a fresh schema in it."""
 
+SYNC_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+"""``PRAGMA synchronous`` answers with a number."""
+
 
 def pg_schema() -> AbstractContextManager[str]:
     """A fresh schema (dropped afterwards); the URL selects it through search_path."""

@@ -3,20 +3,28 @@
 DBOS checkpoints each step's output in its system database (SQLite file or Postgres);
 that is the same guarantee onward's per-step checkpoint gives: a crashed workflow
 resumes after its last completed step. Each run gets a fresh database.
+
+SQLite settings. DBOS opens its system database with SQLAlchemy and, left alone, keeps
+SQLite's defaults: a rollback journal and ``synchronous=FULL``. To compare like with
+like, :func:`launched` gives it onward's settings: ``journal_mode=WAL`` and the
+``synchronous`` asked for (``NORMAL`` or ``FULL``), set by a SQLAlchemy ``connect``
+listener on every connection its engine opens (DBOS's own listener — IMMEDIATE
+transactions, ``busy_timeout``, ``foreign_keys`` — still runs). :func:`live_settings`
+reads them back from a connection of DBOS's own engine. On Postgres DBOS runs at the
+server's defaults, as onward does.
 """
 
 from __future__ import annotations
 
-import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from typing import Any
 
+import sqlalchemy as sa
 from dbos import DBOS
 
-from _common import PG_URL
+from _common import PG_URL, SYNC_NAMES
 
 
 @DBOS.step()
@@ -46,14 +54,45 @@ def growing_chain(n: int, size: int) -> int:
     return len(state)
 
 
+_SYNCHRONOUS: list[str] = []
+"""The ``synchronous`` the listener sets (empty: the listener leaves connections alone)."""
+
+
+def _on_connect(dbapi_conn: Any, record: Any) -> None:
+    import sqlite3
+
+    if _SYNCHRONOUS and isinstance(dbapi_conn, sqlite3.Connection):
+        dbapi_conn.execute("PRAGMA journal_mode=WAL")
+        dbapi_conn.execute(f"PRAGMA synchronous={_SYNCHRONOUS[0]}")
+
+
+sa.event.listen(sa.Engine, "connect", _on_connect)
+
+
 @contextmanager
-def launched(url: str) -> Iterator[None]:
+def launched(url: str, synchronous: str = "NORMAL") -> Iterator[None]:
+    """DBOS launched on ``url``; on SQLite with WAL and this ``synchronous``."""
+    _SYNCHRONOUS[:] = [synchronous] if url.startswith("sqlite") else []
     DBOS(config={"name": "onward-bench", "system_database_url": url, "run_admin_server": False})
     DBOS.launch()
     try:
         yield
     finally:
         DBOS.destroy(destroy_registry=False)
+        _SYNCHRONOUS.clear()
+
+
+def live_settings() -> dict[str, str]:
+    """Durability settings read back from a connection of the launched DBOS's engine."""
+    from dbos._dbos import _get_dbos_instance
+
+    engine = _get_dbos_instance()._sys_db.engine
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            journal = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
+            sync = conn.exec_driver_sql("PRAGMA synchronous").scalar()
+            return {"journal_mode": str(journal), "synchronous": SYNC_NAMES.get(sync, str(sync))}
+        return {"synchronous_commit": str(conn.exec_driver_sql("SHOW synchronous_commit").scalar())}
 
 
 @contextmanager
@@ -70,21 +109,3 @@ def pg_database() -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
-
-
-def timed_noop_chain(url: str, n: int) -> float:
-    with launched(url):
-        start = time.perf_counter()
-        if noop_chain(n) != n * (n - 1) // 2:
-            raise SystemExit("DBOS workflow returned a wrong total")
-        return time.perf_counter() - start
-
-
-def run_sqlite(n: int) -> float:
-    with tempfile.TemporaryDirectory(prefix="onward-bench-dbos-") as tmp:
-        return timed_noop_chain(f"sqlite:///{Path(tmp) / 'dbos.sqlite'}", n)
-
-
-def run_postgres(n: int) -> float:
-    with pg_database() as url:
-        return timed_noop_chain(url, n)

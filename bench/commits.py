@@ -48,6 +48,9 @@ ms per step
     runs in the same round, which drifts less with the machine's load than a ratio of
     medians. On a busy machine, trust the counts and the CPU ratio.
 
+The child runs any system of ``bench/_systems.py`` (onward, DBOS, LangGraph): this script
+runs onward only; ``overhead.py`` uses the same child and counters for all three.
+
 Run from the repo root::
 
     python bench/commits.py                                   # this checkout only
@@ -127,7 +130,8 @@ class CommitLog:
                 hook(conn, index)
             return conn
 
-        sqlite3.connect = connect  # type: ignore[assignment]  # onward calls sqlite3.connect(...)
+        # onward and LangGraph call sqlite3.connect; SQLAlchemy (DBOS) sqlite3.dbapi2.connect.
+        sqlite3.connect = sqlite3.dbapi2.connect = connect  # type: ignore[assignment]
 
     def _statement(self, index: int, sql: str, commits_by_statement: bool) -> None:
         head = sql.lstrip()[:10].upper()
@@ -195,8 +199,8 @@ def child(hook: bool) -> int:
     log = CommitLog()
     if hook:
         log.install()
+    import _systems
     import onward
-    from onward import Onward, Plan, PlanStep
 
     def reply(**fields: Any) -> None:
         sys.stdout.write(PREFIX + json.dumps(fields) + "\n")
@@ -207,39 +211,32 @@ def child(hook: bool) -> int:
         job = json.loads(line)
         if job["op"] == "quit":
             break
-        plan = Plan(
-            steps=[
-                PlanStep(
-                    id=f"s{i}",
-                    tool="noop",
-                    args={"value": i},
-                    depends_on=[f"s{i - 1}"] if i else [],
-                )
-                for i in range(job["steps"])
-            ]
-        )
-        if job.get("open_only"):
-            with Onward(job["db"], model=None):
-                pass
-            reply(ok=True)
-            continue
-        mark = job.get("mark")
-        with Onward(job["db"], model=None) as ow:
+        mark, clocks = job.get("mark"), []
+
+        @contextmanager
+        def window(mark: str | None = mark, clocks: list[Any] = clocks) -> Iterator[Any]:
+            clocks.append(_systems.Clock())
             if mark:
                 os.access(f"{MARK_DIR}/{mark}-start", os.F_OK)
             log.reset()
-            start, cpu_start = time.perf_counter(), time.process_time()
-            view = ow.run(plan=plan, workdir=Path(job["workdir"]))
-            seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-        commits, kinds = log.count, log.kinds
-        if mark:
-            os.access(f"{MARK_DIR}/{mark}-end", os.F_OK)
-        status = getattr(view.status, "value", view.status)
-        done = sum(getattr(s.status, "value", s.status) == "done" for s in view.steps)
-        if status != "done" or done != job["steps"]:
-            reply(error=f"run ended {status} with {done}/{job['steps']} steps done")
+            yield clocks[-1]
+            if mark:
+                os.access(f"{MARK_DIR}/{mark}-end", os.F_OK)
+
+        system = job.get("system", "onward")
+        try:
+            workdir = Path(job["workdir"] or tempfile.gettempdir())
+            settings = _systems.run(system, job["db"], workdir, job["steps"], window)
+        except RuntimeError as exc:
+            reply(error=f"{system}: {exc}")
             return 1
-        reply(seconds=seconds, cpu=cpu, commits=commits if hook else None, kinds=kinds)
+        reply(
+            seconds=clocks[-1].seconds,
+            cpu=clocks[-1].cpu,
+            commits=log.count if hook else None,
+            kinds=log.kinds,
+            settings=settings,
+        )
     return 0
 
 
@@ -325,11 +322,12 @@ class Worker:
         self.proc.stdin.flush()
         return self._read()
 
-    def run(self, db: str, steps: int, mark: str | None = None) -> dict[str, Any]:
+    def run(
+        self, db: str, steps: int, mark: str | None = None, system: str = "onward"
+    ) -> dict[str, Any]:
+        """Run a system (bench/_systems.py) on db: "sqlite" (a new file) or a Postgres URL."""
         with tempfile.TemporaryDirectory(prefix="onward-bench-") as tmp:
-            if db == "sqlite":
-                db = f"sqlite:///{Path(tmp) / 'onward.db'}"
-            return self.ask(op="run", db=db, workdir=tmp, steps=steps, mark=mark)
+            return self.ask(op="run", system=system, db=db, workdir=tmp, steps=steps, mark=mark)
 
     def quit(self) -> None:
         if self.proc.poll() is None:
@@ -362,13 +360,17 @@ def slope(totals: Mapping[int, float]) -> float:
     return (c2 - c1) / (n2 - n1)
 
 
-def count_sqlite(checkout: Checkout, steps: list[int], fsync: bool) -> dict[str, Any]:
+def count_sqlite(
+    checkout: Checkout, steps: list[int], fsync: bool, system: str = "onward"
+) -> dict[str, Any]:
+    """Commits and fsyncs of a system's runs on fresh SQLite files (fsync: ONWARD_FSYNC=1,
+    synchronous=FULL for every system), and the settings read back from its connection."""
     with tempfile.TemporaryDirectory(prefix="onward-bench-strace-") as tmp:
         log = Path(tmp) / "strace.log"
         worker = Worker(checkout, hook=True, fsync=fsync, strace_log=log)
         try:
-            worker.run("sqlite", 2)  # warm-up: first-use costs stay out of the counts
-            replies = {n: worker.run("sqlite", n, mark=f"n{n}") for n in steps}
+            worker.run("sqlite", 2, system=system)  # warm-up: first-use costs stay out
+            replies = {n: worker.run("sqlite", n, mark=f"n{n}", system=system) for n in steps}
         finally:
             worker.quit()
         syncs = fsyncs_by_mark(log)
@@ -385,6 +387,7 @@ def count_sqlite(checkout: Checkout, steps: list[int], fsync: bool) -> dict[str,
         },
         "commits_per_step": slope(commits),
         "fsyncs_per_step": slope(fsyncs),
+        "settings": replies[steps[-1]]["settings"],
     }
 
 
@@ -473,8 +476,10 @@ def wal_of_database(admin: str, dbname: str, start: str, end: str, oid: int) -> 
     return int(row[0]), int(row[1])
 
 
-def count_postgres(worker: Worker, admin: str, dbname: str, steps: list[int]) -> dict[str, Any]:
-    worker.run(fresh_schema(admin, dbname), 2)  # warm-up, as on SQLite
+def count_postgres(
+    worker: Worker, admin: str, dbname: str, steps: list[int], system: str = "onward"
+) -> dict[str, Any]:
+    worker.run(fresh_schema(admin, dbname), 2, system=system)  # warm-up, as on SQLite
     totals: dict[str, dict[int, int]] = {
         k: {}
         for k in (
@@ -488,9 +493,9 @@ def count_postgres(worker: Worker, admin: str, dbname: str, steps: list[int]) ->
     }
     for n in steps:
         url = fresh_schema(admin, dbname)
-        worker.ask(op="run", db=url, workdir="", steps=1, open_only=True)  # migrate first
+        worker.run(url, 1, system=system)  # migrations, outside the window
         before = pg_counters(admin, dbname)
-        worker.run(url, n)
+        settings = worker.run(url, n, system=system)["settings"]
         after = pg_counters(admin, dbname)
         durable, records = wal_of_database(
             admin, dbname, before["insert_lsn"], after["flush_lsn"], after["oid"]
@@ -499,7 +504,8 @@ def count_postgres(worker: Worker, admin: str, dbname: str, steps: list[int]) ->
             totals[key][n] = after[key] - before[key]
         totals["durable_commits"][n] = durable
         totals["wal_records_ours"][n] = records
-    return {"totals": totals, "per_step": {k: slope(v) for k, v in totals.items()}}
+    per_step = {k: slope(v) for k, v in totals.items()}
+    return {"totals": totals, "per_step": per_step, "settings": settings}
 
 
 # -- the run -------------------------------------------------------------------------

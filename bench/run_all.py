@@ -28,7 +28,11 @@ VS_BEFORE = ["--onward-rev", "da5633c", "--onward-src", str(HERE.parent / "src")
 
 BENCHES: list[tuple[str, list[str], list[str]]] = [
     # (script, full-size args, --quick args)
-    ("overhead.py", ["--steps", "200", "--rounds", "5"], ["--steps", "50", "--rounds", "2"]),
+    (
+        "overhead.py",
+        ["--steps", "200", "--rounds", "5"],
+        ["--steps", "50", "--rounds", "2", "--count-steps", "10", "40"],
+    ),
     ("storage.py", [], ["--steps-small", "20", "--steps-large", "100"]),
     ("resume.py", ["--long", "10000", "--rounds", "5"], ["--long", "300", "--rounds", "2"]),
     ("memory.py", [], ["--steps", "2000", "--csv-mb", "20", "--arg-mb", "5"]),

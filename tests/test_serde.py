@@ -3,6 +3,7 @@ never served stale, and never shared with a caller that could change them."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any
 
@@ -14,7 +15,9 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from onward.checkpointing import serde as serde_module
 from onward.checkpointing.serde import (
     CACHE_MIN_BYTES,
+    COMPRESSED,
     EXT_LAZY,
+    ZDICT,
     checkpoint_serde,
     checkpoint_types,
 )
@@ -48,8 +51,13 @@ def records(value: dict[str, Any]) -> dict[str, StepRecord]:
 def big() -> tuple[Any, tuple[str, bytes]]:
     serde = checkpoint_serde(None)
     dumped = serde.dumps_typed(snapshot(2000))
-    assert len(dumped[1]) >= CACHE_MIN_BYTES, "the fixture must be large enough to be cached"
+    assert len(raw(dumped)) >= CACHE_MIN_BYTES, "the fixture must be large enough to be cached"
     return serde, dumped
+
+
+def raw(dumped: tuple[str, bytes]) -> bytes:
+    """The msgpack bytes of a dumped value (inflated when it was stored compressed)."""
+    return serde_module._inflate(dumped[1]) if dumped[0] == COMPRESSED else dumped[1]
 
 
 def test_a_large_blob_read_twice_is_decoded_once(big: tuple[Any, tuple[str, bytes]]) -> None:
@@ -66,7 +74,8 @@ def test_decoded_values_equal_langgraphs_own(big: tuple[Any, tuple[str, bytes]])
         checkpoint_types()
     )
     for _ in range(2):
-        assert records(serde.loads_typed(dumped)) == records(plain.loads_typed(dumped))
+        expected = records(plain.loads_typed(("msgpack", raw(dumped))))
+        assert records(serde.loads_typed(dumped)) == expected
 
 
 def test_changing_a_loaded_value_does_not_change_the_next_load(
@@ -103,7 +112,7 @@ def test_the_cache_keeps_at_most_its_size(
     big: tuple[Any, tuple[str, bytes]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     serde, dumped = big
-    monkeypatch.setattr(serde_module, "CACHE_MAX_BYTES", len(dumped[1]) + 1)
+    monkeypatch.setattr(serde_module, "CACHE_MAX_BYTES", len(raw(dumped)) + 1)
     first = records(serde.loads_typed(dumped))
     other = serde.dumps_typed(snapshot(2000, summary="ko"))
     serde.loads_typed(other)  # pushes the first blob out
@@ -135,3 +144,38 @@ def test_an_unreadable_lazy_collection_is_a_clear_store_error(payload: Any, reas
     with pytest.raises(StoreCorruptError, match=reason) as caught:
         checkpoint_serde(None).loads_typed(("msgpack", blob))
     assert "restore the store from a backup or upgrade onward" in str(caught.value)
+
+
+def test_checkpoints_are_stored_compressed_and_read_back() -> None:
+    serde = checkpoint_serde(None)
+    value = snapshot(50)
+    type_, blob = serde.dumps_typed(value)
+    plain = ormsgpack.packb(value, default=serde_module._default, option=serde_module._OPTION)
+    assert type_ == COMPRESSED
+    assert len(blob) * 3 < len(plain)
+    assert records(serde.loads_typed((type_, blob))) == records(value)
+    # What stores written before compression hold still loads.
+    assert records(serde.loads_typed(("msgpack", plain))) == records(value)
+
+
+def test_small_values_are_not_compressed() -> None:
+    assert checkpoint_serde(None).dumps_typed({"wave": 1})[0] == "msgpack"
+
+
+def test_compressed_checkpoints_round_trip_encrypted() -> None:
+    serde = checkpoint_serde(Cipher(os.urandom(32)))
+    type_, blob = serde.dumps_typed(snapshot(50))
+    assert type_.startswith(COMPRESSED + "+")
+    assert records(serde.loads_typed((type_, blob))) == records(snapshot(50))
+
+
+def test_a_damaged_compressed_checkpoint_is_a_store_error() -> None:
+    type_, blob = checkpoint_serde(None).dumps_typed(snapshot(50))
+    with pytest.raises(StoreCorruptError, match="compressed bytes are damaged"):
+        checkpoint_serde(None).loads_typed((type_, blob[:10] + b"\x00" * 20 + blob[30:]))
+
+
+def test_the_preset_dictionary_is_part_of_the_format() -> None:
+    # Stores hold blobs deflated with it: a change needs a new COMPRESSED type.
+    pinned = "aba1d185c9d8c72ed38c41f00fee32726ccec2037114866ee82dd7756a0cf607"
+    assert hashlib.sha256(ZDICT).hexdigest() == pinned

@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -34,6 +35,7 @@ from langgraph.checkpoint.serde.jsonplus import (
 )
 from langgraph.checkpoint.serde.jsonplus import _option as _OPTION
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from pydantic import BaseModel
 
 from onward.errors import StoreCorruptError
 from onward.model.lazy import Decode
@@ -110,19 +112,31 @@ class OnwardSerializer(JsonPlusSerializer):
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         if obj is None or isinstance(obj, bytes | bytearray):
             return super().dumps_typed(obj)
-        return "msgpack", ormsgpack.packb(obj, default=_default, option=_OPTION)
+        blob = ormsgpack.packb(obj, default=_default, option=_OPTION)
+        if len(blob) >= COMPRESS_MIN_BYTES:
+            squeeze = zlib.compressobj(1, zdict=ZDICT)
+            small = squeeze.compress(blob) + squeeze.flush()
+            if len(small) < len(blob):
+                return COMPRESSED, small
+        return "msgpack", blob
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_, blob = data
-        if type_ != "msgpack":
+        if type_ not in ("msgpack", COMPRESSED):
             return super().loads_typed(data)
-        if len(blob) < CACHE_MIN_BYTES:
-            return self._unpack(blob)
+        compressed = type_ == COMPRESSED
+        # A compressed blob may inflate past the cache's threshold: look it up from a
+        # sixteenth of it (a checkpoint deflates to a quarter or less).
+        if len(blob) < (CACHE_MIN_BYTES // 16 if compressed else CACHE_MIN_BYTES):
+            return self._unpack(_inflate(blob) if compressed else blob)
         key = (self._unpack_ext_hook, bytes(blob))  # a memoryview (some drivers) is unhashable
         value = self._cache.get(key)
         if value is None:
-            value = self._unpack(blob)
-            self._cache.put(key, value, len(blob))
+            raw = _inflate(blob) if compressed else blob
+            value = self._unpack(raw)
+            if len(raw) < CACHE_MIN_BYTES:
+                return value
+            self._cache.put(key, value, len(raw))  # what it costs to decode, not to store
         return fresh(value)
 
     def _unpack(self, blob: bytes) -> Any:
@@ -171,6 +185,52 @@ class OnwardSerializer(JsonPlusSerializer):
         return hook
 
 
+COMPRESSED = "msgpack-z1"
+"""The type of a msgpack blob deflated with :data:`ZDICT` (no ``+`` in it: LangGraph's
+EncryptedSerializer splits the cipher's name off at the first one). Stores written
+before it hold plain ``msgpack`` blobs, which load as before."""
+
+COMPRESS_MIN_BYTES = 256
+"""Smaller blobs (most writes) are kept as they are: zlib's header would eat the gain."""
+
+ZDICT = "".join(
+    (
+        "channel_valueschannel_versionsversions_seenupdated_channels__start____input__",
+        "__pregel_taskslanggraph.typesSendbranch:to:planbranch:to:executebranch:to:verify",
+        "branch:to:gatebranch:to:finalizebranch:to:approvebranch:to:retrybranch:to:replan",
+        "schema_versionworkdirgoalonward.model.stateGoalobjectiveacceptanceconstraints",
+        "inputsjudgemodel_validate_jsonbudgetBudgetmax_stepssteps_usedmax_replans",
+        "max_run_timemax_tokensmax_costtool_modulesmax_concurrencywavewaitingplan_approval",
+        "policyonward.policies.runRunPolicyapprove_toolsbuiltinsfrozensetauto_approve",
+        "approve_allapprove_planconfine_pathsescalate_failuresallow_toolsdeadlineremind_after",
+        "datetimetimedeltaexpire_afteron_expiryExpiryActionrejecttool_deadlinesstarted_at",
+        "fromisoformatresume_atusageUsagecallsinput_tokensoutput_tokenscostbudget_warnings",
+        "statusRunStatusrunningfailureStepFailurefailure_classmessageerror_typehint",
+        "ExecuteTaskApproveTaskNoteTasksteptoolargsvaluedepends_onoutputchecksdescription",
+        "retryrecordStepStatuspendingproducedfaileddoneskippedattemptseffect_keyfindings",
+        "ended_atnotenot_beforereplansstreakattempt_floorhistoryapproval_requiredapproval",
+        "judge_goalmessagesplanstepsartifactsdecisionsapprovalsStepRecordnameuri",
+        "artifact://sha256/sha256sizesummarybodyexecuteverifygateapprovefinalize",
+        "0000000000000000000000000000000",
+    )
+).encode()
+"""zlib's preset dictionary: the names every checkpoint repeats (channels, models, their
+fields, LangGraph's padded versions), so even a small blob compresses (a checkpoint to
+about a quarter). Part of the stored format: changing it needs a new :data:`COMPRESSED`
+type (tests/test_serde.py pins its hash)."""
+
+
+def _inflate(blob: bytes) -> bytes:
+    try:
+        inflate = zlib.decompressobj(zdict=ZDICT)
+        return inflate.decompress(blob) + inflate.flush()
+    except zlib.error as exc:
+        raise StoreCorruptError(
+            f"a checkpoint cannot be read: its compressed bytes are damaged ({exc}). Nothing "
+            "was changed; restore the store from a backup"
+        ) from exc
+
+
 _FAILED = threading.local()
 """Why the lazy-collection hook failed in this thread (ormsgpack hides the hook's error)."""
 
@@ -208,7 +268,27 @@ def _default(obj: Any) -> Any:
         return ormsgpack.Ext(
             EXT_LAZY, ormsgpack.packb(["plan", [obj.version, obj.source.value, steps]])
         )
+    if isinstance(obj, BaseModel) and obj.model_config.get("frozen"):
+        return _encoded_frozen(obj)
     return _msgpack_default(obj)
+
+
+def _encoded_frozen(obj: BaseModel) -> Any:
+    """LangGraph's encoding of a frozen model, kept by identity: a frozen model cannot
+    change, and the same goal, budget, policy and usage are in every checkpoint of a run
+    (each re-encoded with ``model_dump`` per superstep before)."""
+    hit = _ENCODED.get(id(obj))
+    if hit is not None and hit[0] is obj:  # the entry holds obj: its id is not reused
+        return hit[1]
+    encoded = _msgpack_default(obj)
+    if len(_ENCODED) >= ENCODED_KEPT:
+        _ENCODED.clear()  # a few per run are read again and again; this bounds the rest
+    _ENCODED[id(obj)] = (obj, encoded)
+    return encoded
+
+
+ENCODED_KEPT = 256
+_ENCODED: dict[int, tuple[BaseModel, Any]] = {}
 
 
 def fresh(value: Any) -> Any:

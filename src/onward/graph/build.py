@@ -19,6 +19,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import get_runtime
 
+from onward.checkpointing import inline
+from onward.checkpointing.savers import FlushedReads
 from onward.errors import DrainRequested
 from onward.graph.routes import EXITS, Node, path_map
 from onward.graph.schedule import join, make_router, make_scheduler
@@ -114,6 +116,8 @@ def build_graph(deps: NodeDeps) -> StateGraph[Any]:
 def compile_graph(
     deps: NodeDeps, checkpointer: BaseCheckpointSaver[Any] | None = None
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
+    if isinstance(checkpointer, FlushedReads):
+        inline.install()  # its calls run in the calling thread (checkpointing/inline.py)
     return build_graph(deps).compile(checkpointer=checkpointer)
 
 

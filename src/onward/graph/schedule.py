@@ -135,6 +135,10 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         steps = state.steps
         failed: list[tuple[str, StepFailure]] = []
         deferred: set[str] = set()
+        # Pending steps with a record whose dependencies are not settled: whether one is
+        # deferred to a time matters only when nothing can run (read then, below), so the
+        # scan decodes no record of a step that cannot run yet.
+        blocked: list[str] = []
         ready: list[PlanStep] = []
         produced = False
         index = state.plan.index()
@@ -153,14 +157,16 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                 continue
             if status is not None and status is not StepStatus.PENDING:
                 continue  # running
-            if status is not None and (later := steps[sid].not_before) and later > now:
-                deferred.add(sid)
-                continue
             step = index[i]
             for d in step.depends_on:
                 if status_of(d) not in _SETTLED:
+                    if status is not None:
+                        blocked.append(sid)
                     break
             else:
+                if status is not None and (later := steps[sid].not_before) and later > now:
+                    deferred.add(sid)
+                    continue
                 ready.append(step)
         if produced:
             return VERIFY  # a wave's or a person's output: verified before anything else
@@ -198,6 +204,8 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             if len(sends) >= state.max_concurrency:
                 break
         if not sends:
+            if not deferred:
+                deferred = {s for s in blocked if (t := steps[s].not_before) and t > now}
             return WAIT if deferred else FINALIZE
         spent = budget.exhausted(uses)
         warnings = budget.new_warnings(uses, state.budget_warnings)

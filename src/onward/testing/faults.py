@@ -24,7 +24,16 @@ import time
 from onward.settings import settings
 
 
+def _set(name: str) -> bool:
+    """Whether the variable has a value: unset or blank is its default (off), as in
+    settings(). The hot path checks one variable instead of parsing them all; a step
+    passes here several times."""
+    return bool(os.environ.get(name, "").strip())
+
+
 def journal(phase: str, step_id: str, tool: str, attempt: int, thread_id: str) -> None:
+    if not _set("ONWARD_EXECUTION_LOG"):
+        return
     path = settings().execution_log
     if path is None:
         return
@@ -47,6 +56,8 @@ def journal(phase: str, step_id: str, tool: str, attempt: int, thread_id: str) -
 
 
 def fault_delay() -> None:
+    if not _set("ONWARD_FAULT_TOOL_DELAY"):
+        return
     delay = settings().fault_tool_delay.total_seconds()
     if delay > 0:
         time.sleep(delay)
@@ -55,6 +66,8 @@ def fault_delay() -> None:
 def fault_point(name: str, step_id: str) -> None:
     """``ONWARD_FAULT_KILL=after_effect:STEP`` SIGKILLs this process at that point: after
     the effect of STEP happened, before the ledger recorded it (the worst moment)."""
+    if not _set("ONWARD_FAULT_KILL"):
+        return
     target = settings().fault_kill
     if target and target in (f"{name}:{step_id}", f"{name}:*"):
         os.kill(os.getpid(), signal.SIGKILL)
