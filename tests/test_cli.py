@@ -1,5 +1,9 @@
 """The CLI end to end, in real processes: demo, template goals (English and Chinese),
---json output, status/list, exit codes, and bad input that must lose nothing."""
+--json output, status/list, exit codes, and bad input that must lose nothing.
+
+Every command here starts from the real entry point (``python -m onward``), where other
+files fork theirs from a pre-imported zygote (``tests/zygote.py``); with the docs' examples
+(the ``onward`` console script) every command is started for real at least once."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import pytest
 
 from onward import Onward
 from onward.demo import DEMO_GOAL, write_sample_orders
-from tests.conftest import cli_env, onward_cmd
+from tests.conftest import cli_env, cli_runner, onward_cmd
 
 ZH_GOAL = "分析 orders.csv，找出异常订单并生成汇总"
 RULES = (
@@ -22,6 +26,13 @@ RULES = (
     "missing_required_fields",
     "invalid_value",
 )
+
+
+@pytest.fixture
+def run_cli(workdir: Path, db_url: str):  # type: ignore[no-untyped-def]
+    """``python -m onward ARGS`` in a new process, not a fork: this file tests the real
+    entry point."""
+    return cli_runner(workdir, db_url, real=True)
 
 
 def test_demo_runs_offline_and_prints_thread_report_and_counts(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
@@ -263,3 +274,21 @@ def test_every_command_takes_db_and_json(run_cli) -> None:  # type: ignore[no-un
         help_text = run_cli(command, "--help", db=None).stdout
         assert "--db" in help_text
         assert "--json" in help_text
+
+
+def test_commands_the_docs_do_not_run_start_from_the_real_entry_point(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """fork, replay, resolve, respond and sweep (serve: tests/test_serve.py) through
+    ``python -m onward``: each reaches its command and the store (an unknown run is a usage
+    error naming it; a sweep of an empty store applies nothing)."""
+    for args in (
+        ("fork", "nope", "--at", "x", "--json"),
+        ("replay", "nope"),
+        ("resolve", "nope", "--step", "a", "--as", "skip", "--json"),
+        ("respond", "nope", "feedback", "--step", "a", "--json"),
+    ):
+        result = run_cli(*args)
+        assert result.code == 2, (args, result.stdout, result.stderr)
+        assert "no run with thread id 'nope'" in result.stdout + result.stderr, args
+    swept = run_cli("sweep", "--json")
+    assert swept.code == 0, swept.stderr
+    assert swept.json()["rejected"] == []

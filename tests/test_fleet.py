@@ -27,6 +27,7 @@ from onward import Onward
 from onward.model.state import Plan, PlanStep, RunStatus, StepStatus
 from onward.policies.run import Deadline, RunPolicy
 from onward.store.database import Store
+from tests import zygote
 from tests.conftest import cli_env, onward_cmd, postgres_schema, read_jsonl
 
 FAILURE_TOOLS = str(Path(__file__).with_name("failure_tools.py"))
@@ -57,9 +58,11 @@ def effect_plan(path: Path, n: int, pause: float = 0.2) -> None:
     path.write_text(yaml.safe_dump({"goal": f"effects {n}", "steps": steps}))
 
 
-def start_worker(workdir: Path, db: str, *extra: str, **env: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        onward_cmd("worker", "--db", db, "--json", "--poll", "0.05", *extra),
+def start_worker(workdir: Path, db: str, *extra: str, **env: str) -> zygote.Process:
+    """A worker forked from the zygote (``tests/zygote.py``): these tests are about kills,
+    drains and takeovers, not start-up (the 30th run is submitted by a real ``onward``)."""
+    return zygote.spawn(
+        ["worker", "--db", db, "--json", "--poll", "0.05", *extra],
         cwd=workdir,
         env=cli_env(**{**SHORT_LEASE, **env}),
         stdout=subprocess.PIPE,
@@ -289,10 +292,8 @@ def test_worker_adopts_a_run_whose_driver_died(db_url: str, workdir: Path) -> No
         "ONWARD_EXECUTION_LOG": str(workdir / "journal.jsonl"),
         "ONWARD_FAULT_TOOL_DELAY": "0.3",
     }
-    driver = subprocess.Popen(
-        onward_cmd(
-            "run", "--plan", "plan.yaml", "--db", db_url, "--json", "--max-concurrency", "1"
-        ),
+    driver = zygote.spawn(
+        ["run", "--plan", "plan.yaml", "--db", db_url, "--json", "--max-concurrency", "1"],
         cwd=workdir,
         env=cli_env(**env),
         stdout=subprocess.DEVNULL,

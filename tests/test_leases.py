@@ -16,7 +16,8 @@ import pytest
 
 from onward import LeasePolicy, Onward, Plan, PlanStep, RunBusyError
 from onward.store.leases import Leases
-from tests.conftest import cli_env, onward_cmd
+from tests import zygote
+from tests.conftest import cli_env
 
 LEASE = {"ONWARD_LEASE_TTL": "1.0", "ONWARD_HEARTBEAT": "0.2"}
 
@@ -42,11 +43,9 @@ def _starts(journal: Path) -> Counter[str]:
     return Counter(e["step"] for e in lines if e["phase"] == "start")
 
 
-def _resume(
-    db: str, thread_id: str, cwd: Path, env: dict[str, str], *extra: str
-) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        onward_cmd("resume", thread_id, "--db", db, *extra),
+def _resume(db: str, thread_id: str, cwd: Path, env: dict[str, str], *extra: str) -> zygote.Process:
+    return zygote.spawn(
+        ["resume", thread_id, "--db", db, *extra],
         cwd=cwd,
         env=cli_env(**env),
         stdout=subprocess.PIPE,
@@ -94,12 +93,10 @@ def test_resume_after_sigkill_is_refused_until_the_lease_expires_then_takes_over
     driver.send_signal(signal.SIGKILL)
     driver.wait()
 
-    early = subprocess.run(
-        onward_cmd("resume", thread_id, "--db", db),
+    early = zygote.run(
+        ["resume", thread_id, "--db", db],
         cwd=tmp_path,
         env=cli_env(**lease_env),
-        capture_output=True,
-        text=True,
         timeout=60,
     )
     assert early.returncode == 4, early.stderr
@@ -109,12 +106,10 @@ def test_resume_after_sigkill_is_refused_until_the_lease_expires_then_takes_over
         assert lease is not None
         wait = (lease.expires_at - ow.store.leases.clock()).total_seconds()
     time.sleep(max(wait, 0) + 0.2)  # past the dead driver's lease
-    late = subprocess.run(
-        onward_cmd("resume", thread_id, "--db", db, "--json"),
+    late = zygote.run(
+        ["resume", thread_id, "--db", db, "--json"],
         cwd=tmp_path,
         env=cli_env(**lease_env),
-        capture_output=True,
-        text=True,
         timeout=60,
     )
     assert late.returncode == 0, late.stderr
@@ -135,12 +130,10 @@ def test_takeover_flag_waits_for_the_dead_drivers_lease(tmp_path: Path, db_url: 
         Leases(ow.store.connect, LeasePolicy(ttl=1.0, heartbeat=0.2)).acquire(
             thread_id, "dead-host:1:abc"
         )
-    result = subprocess.run(
-        onward_cmd("resume", thread_id, "--takeover", "--db", db, "--json"),
+    result = zygote.run(
+        ["resume", thread_id, "--takeover", "--db", db, "--json"],
         cwd=tmp_path,
         env=cli_env(**LEASE),
-        capture_output=True,
-        text=True,
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
@@ -157,12 +150,10 @@ def test_heartbeat_keeps_a_long_step_leased(tmp_path: Path, db_url: str) -> None
         thread_id = ow.start(plan=_waits(1, 4.0), workdir=tmp_path)
     driver = _resume(db, thread_id, tmp_path, LEASE)
     time.sleep(3.0)  # start-up plus well past the 1 s lease
-    second = subprocess.run(
-        onward_cmd("resume", thread_id, "--db", db),
+    second = zygote.run(
+        ["resume", thread_id, "--db", db],
         cwd=tmp_path,
         env=cli_env(**LEASE),
-        capture_output=True,
-        text=True,
         timeout=60,
     )
     assert driver.wait(timeout=60) == 0
