@@ -317,7 +317,12 @@ def run(
 def serve(path: str) -> None:
     """Import what onward's commands need, then fork a child per request until stdin ends."""
     for name in PRELOAD:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as missing:
+            if missing.name != name:  # a module it imports is missing: a real error
+                raise
+            # A module moved away: children import it themselves (slower, still right).
     if threading.active_count() != 1:  # forking a process with threads copies their locks
         raise RuntimeError(f"threads after the imports: {threading.enumerate()}")
     import gc
