@@ -17,6 +17,8 @@ import pytest
 
 from onward import Onward
 from onward.store.sql import scratch_schema
+from tests.zygote import Process, spawn
+from tests.zygote import run as run_forked
 
 
 @pytest.fixture(autouse=True)
@@ -100,10 +102,11 @@ def onward_cmd(*args: str) -> list[str]:
 
 def start_run(
     workdir: Path, db: str, thread_id: str, tools: str, *extra: str, **env: str
-) -> subprocess.Popen[str]:
-    """``onward run --plan plan.yaml`` in the background (a test may SIGKILL it)."""
-    return subprocess.Popen(
-        onward_cmd(
+) -> Process:
+    """``onward run --plan plan.yaml`` in the background (a test may SIGKILL it), forked
+    from the zygote (``tests/zygote.py``: these tests are about the kill, not start-up)."""
+    return spawn(
+        [
             "run",
             "--plan",
             "plan.yaml",
@@ -115,7 +118,7 @@ def start_run(
             "--thread-id",
             thread_id,
             *extra,
-        ),
+        ],
         cwd=workdir,
         env=cli_env(**env),
         stdout=subprocess.PIPE,
@@ -124,25 +127,35 @@ def start_run(
     )
 
 
-@pytest.fixture
-def run_cli(workdir: Path, db_url: str):  # type: ignore[no-untyped-def]
-    """Run ``onward ARGS`` in a new process with --db pointing at this test's store."""
+def cli_runner(workdir: Path, db_url: str, *, real: bool = False):  # type: ignore[no-untyped-def]
+    """``run(ARGS)``: ``onward ARGS`` in a new process with --db pointing at the test's
+    store; forked from the zygote (``tests/zygote.py``), or with ``real`` started as
+    ``python -m onward`` (tests about the entry point: tests/test_cli.py)."""
 
     def run(
         *args: str, db: str | None = db_url, env: dict[str, str] | None = None, timeout: float = 120
     ) -> CliResult:
         argv = [*args, *(["--db", db] if db else [])]
-        proc = subprocess.run(
-            onward_cmd(*argv),
-            cwd=workdir,
-            capture_output=True,
-            text=True,
-            env=cli_env(**(env or {})),
-            timeout=timeout,
-        )
+        if real:
+            proc = subprocess.run(
+                onward_cmd(*argv),
+                cwd=workdir,
+                capture_output=True,
+                text=True,
+                env=cli_env(**(env or {})),
+                timeout=timeout,
+            )
+        else:
+            proc = run_forked(argv, cwd=workdir, env=cli_env(**(env or {})), timeout=timeout)
         return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
     return run
+
+
+@pytest.fixture
+def run_cli(workdir: Path, db_url: str):  # type: ignore[no-untyped-def]
+    """Run ``onward ARGS`` in a new (forked) process with --db pointing at this test's store."""
+    return cli_runner(workdir, db_url)
 
 
 # -- the drawn graph is the graph that runs ------------------------------------------------

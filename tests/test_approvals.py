@@ -26,7 +26,8 @@ from onward.observe.events import EventKind
 from onward.planning.revise import revision_problems
 from onward.policies.run import Deadline, ExpiryAction, RunPolicy
 from onward.tools.registry import default_registry
-from tests.conftest import cli_env, onward_cmd, start_run
+from tests import zygote
+from tests.conftest import cli_env, start_run
 from tests.hitl_tools import rows
 
 TOOLS = str(Path(__file__).with_name("hitl_tools.py"))
@@ -511,11 +512,9 @@ def test_cancel_killed_mid_compensation_finishes_when_repeated(
     tid = _paid_three(hitl)
 
     def cancel(**env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            onward_cmd("cancel", tid, "--compensate", "--tools", TOOLS, "--db", db_url, "--json"),
+        return zygote.run(
+            ["cancel", tid, "--compensate", "--tools", TOOLS, "--db", db_url, "--json"],
             cwd=workdir,
-            capture_output=True,
-            text=True,
             timeout=120,
             env=cli_env(ONWARD_LEASE_TTL="0.5", ONWARD_HEARTBEAT="0.1", **env),
         )

@@ -1,5 +1,11 @@
 """The CLI end to end, in real processes: demo, template goals (English and Chinese),
---json output, status/list, exit codes, and bad input that must lose nothing."""
+--json output, status/list, exit codes, and bad input that must lose nothing.
+
+The tests that take ``real_cli`` start the real entry point (``python -m onward``): demo,
+run, status, list, resume, and the commands the docs' examples (the ``onward`` console
+script) do not start, so every command is started for real at least once. The others
+fork their processes from the pre-imported zygote (``tests/zygote.py``), as the rest of
+the suite does: they are about what a command does, not how the interpreter starts."""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ import pytest
 
 from onward import Onward
 from onward.demo import DEMO_GOAL, write_sample_orders
-from tests.conftest import cli_env, onward_cmd
+from tests.conftest import cli_env, cli_runner, onward_cmd
 
 ZH_GOAL = "分析 orders.csv，找出异常订单并生成汇总"
 RULES = (
@@ -24,8 +30,14 @@ RULES = (
 )
 
 
-def test_demo_runs_offline_and_prints_thread_report_and_counts(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
-    result = run_cli("demo", "--workdir", "d", "--rows", "120")
+@pytest.fixture
+def real_cli(workdir: Path, db_url: str):  # type: ignore[no-untyped-def]
+    """``python -m onward ARGS`` in a new process, not a fork: the real entry point."""
+    return cli_runner(workdir, db_url, real=True)
+
+
+def test_demo_runs_offline_and_prints_thread_report_and_counts(real_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    result = real_cli("demo", "--workdir", "d", "--rows", "120")
     assert result.code == 0, result.stderr
     expected = write_sample_orders(workdir / "expected.csv", rows=120)
     report = workdir / "d" / "orders-report.md"
@@ -89,7 +101,7 @@ def test_copy_goal_in_chinese_makes_one_step_per_file(run_cli, workdir: Path) ->
     assert sorted(p.name for p in (workdir / "archive").iterdir()) == ["a.txt", "b.txt", "c.txt"]
 
 
-def test_declared_plan_runs_and_status_and_list_report_it(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_declared_plan_runs_and_status_and_list_report_it(real_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     (workdir / "inbox").mkdir()
     (workdir / "inbox" / "a.txt").write_text("hello")
     (workdir / "plan.yaml").write_text(
@@ -106,14 +118,14 @@ def test_declared_plan_runs_and_status_and_list_report_it(run_cli, workdir: Path
         " artifact_field: sha256}\n",
         encoding="utf-8",
     )
-    result = run_cli("run", "--plan", "plan.yaml", "--json")
+    result = real_cli("run", "--plan", "plan.yaml", "--json")
     assert result.code == 0, result.stderr
     status = result.json()
     assert {"thread_id", "status", "steps"} <= status.keys()
     assert status["status"] == "done"
-    shown = run_cli("status", status["thread_id"], "--json").json()
+    shown = real_cli("status", status["thread_id"], "--json").json()
     assert shown["steps"] == status["steps"]
-    listed = run_cli("list", "--json").json()
+    listed = real_cli("list", "--json").json()
     assert [(r["thread_id"], r["status"]) for r in listed] == [(status["thread_id"], "done")]
 
 
@@ -190,8 +202,8 @@ def test_empty_csv_and_missing_column_get_clear_messages(run_cli, workdir: Path)
     assert "金额" in no_amount.stderr  # the accepted aliases are listed
 
 
-def test_resume_of_an_unknown_thread_is_a_usage_error(run_cli) -> None:  # type: ignore[no-untyped-def]
-    result = run_cli("resume", "no-such-thread")
+def test_resume_of_an_unknown_thread_is_a_usage_error(real_cli) -> None:  # type: ignore[no-untyped-def]
+    result = real_cli("resume", "no-such-thread")
     assert result.code == 2
     assert "no run with thread id 'no-such-thread'" in result.stderr
     assert "onward list" in result.stderr
@@ -268,3 +280,25 @@ def test_every_command_takes_db_and_json(run_cli) -> None:  # type: ignore[no-un
         help_text = run_cli(command, "--help", db=None).stdout
         assert "--db" in help_text
         assert "--json" in help_text
+
+
+def test_commands_the_docs_do_not_run_start_from_the_real_entry_point(
+    workdir: Path, sqlite_url: str
+) -> None:
+    """fork, replay, resolve, respond and sweep (serve: tests/test_serve.py) through
+    ``python -m onward``: each reaches its command and the store (an unknown run is a usage
+    error naming it; a sweep of an empty store applies nothing). On one backend: what is
+    tested is the start, and every command runs on both backends elsewhere."""
+    real_cli = cli_runner(workdir, sqlite_url, real=True)
+    for args in (
+        ("fork", "nope", "--at", "x", "--json"),
+        ("replay", "nope"),
+        ("resolve", "nope", "--step", "a", "--as", "skip", "--json"),
+        ("respond", "nope", "feedback", "--step", "a", "--json"),
+    ):
+        result = real_cli(*args)
+        assert result.code == 2, (args, result.stdout, result.stderr)
+        assert "no run with thread id 'nope'" in result.stdout + result.stderr, args
+    swept = real_cli("sweep", "--json")
+    assert swept.code == 0, swept.stderr
+    assert swept.json()["rejected"] == []

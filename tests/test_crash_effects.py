@@ -47,7 +47,8 @@ import pytest
 import yaml
 
 from onward import Onward
-from tests.conftest import cli_env, onward_cmd, read_jsonl
+from tests import zygote
+from tests.conftest import cli_env, read_jsonl
 from tests.httpfake import FakeService, accepted
 
 pytestmark = pytest.mark.crash
@@ -192,8 +193,8 @@ class Case:
             **extra,
         )
 
-    def run_cmd(self, thread_id: str) -> list[str]:
-        return onward_cmd(
+    def run_args(self, thread_id: str) -> list[str]:
+        return [
             "run",
             "--plan",
             "plan.yaml",
@@ -204,16 +205,11 @@ class Case:
             "--json",
             "--auto-approve",
             "http_post",  # approvals are tested in test_approvals
-        )
+        ]
 
     def onward(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            onward_cmd(*args, "--db", self.db, "--json"),
-            cwd=self.wd,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
+        return zygote.run(
+            [*args, "--db", self.db, "--json"], cwd=self.wd, env=self.env(), timeout=120
         )
 
     def journal_lines(self) -> list[dict[str, Any]]:
@@ -266,14 +262,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
     with FakeService(delay=SERVICE_DELAY) as service:
         case = Case.create(tmp_path_factory.mktemp("reference"), service)
         thread_id = str(uuid.uuid4())
-        proc = subprocess.run(
-            case.run_cmd(thread_id),
-            cwd=case.wd,
-            env=case.env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        proc = zygote.run(case.run_args(thread_id), cwd=case.wd, env=case.env(), timeout=120)
         assert proc.returncode == 0, proc.stderr + proc.stdout
         assert len(case.journal_lines()) == JOURNAL_LINES
         outcome = _outcome(case, service, thread_id)
@@ -323,7 +312,9 @@ class KillPoint:
 
 KILL_POINTS = [
     *(KillPoint(line=n) for n in range(1, JOURNAL_LINES + 1)),
-    *(KillPoint(line=n, delay=0.02) for n in range(2, JOURNAL_LINES + 1, 2)),
+    # A few ms after a step's end: in the machinery that follows it (verify, the next
+    # schedule, the commit). Longer would outlast the whole tail of a fast run.
+    *(KillPoint(line=n, delay=0.003) for n in range(2, JOURNAL_LINES + 1, 2)),
     *(KillPoint(line=n, tool_delay=0.2) for n in range(1, JOURNAL_LINES, 2)),
     *(KillPoint(in_flight=s, delay=d) for s in POST_STEPS for d in (0.0, 0.05, 0.15)),
     *(KillPoint(before_effect=s, tool_delay=0.5) for s in POST_STEPS),
@@ -348,8 +339,8 @@ def _start_and_kill(case: Case, service: FakeService, thread_id: str, point: Kil
         service.delay = IN_FLIGHT_DELAY
     stderr = case.root / "run.stderr"
     with stderr.open("wb") as err:
-        proc = subprocess.Popen(
-            case.run_cmd(thread_id),
+        proc = zygote.spawn(
+            case.run_args(thread_id),
             cwd=case.wd,
             env=case.env(**extra),
             stdout=subprocess.DEVNULL,

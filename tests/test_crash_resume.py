@@ -25,7 +25,8 @@ import pytest
 
 from onward import Onward
 from onward.demo import DEMO_GOAL, write_sample_orders
-from tests.conftest import cli_env, onward_cmd, read_jsonl
+from tests import zygote
+from tests.conftest import cli_env, read_jsonl
 
 pytestmark = pytest.mark.crash
 
@@ -98,25 +99,20 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, b
     for name, make in SCENARIOS.items():
         wd = tmp_path_factory.mktemp(f"ref-{name}")
         args = make(wd)
-        proc = subprocess.run(
-            onward_cmd(*args, "--db", f"sqlite:///{wd}/db/o.db"),
-            cwd=wd,
-            env=cli_env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
+        proc = zygote.run(
+            [*args, "--db", f"sqlite:///{wd}/db/o.db"], cwd=wd, env=cli_env(), timeout=120
         )
         assert proc.returncode == 0, proc.stderr
         refs[name] = _outputs(wd, name)
     return refs
 
 
-def _kill_at(cmd: list[str], wd: Path, journal: Path, point: KillPoint) -> bool:
-    """Start the run and SIGKILL it at ``point``; False if it finished first."""
+def _kill_at(args: list[str], wd: Path, journal: Path, point: KillPoint) -> bool:
+    """Start ``onward ARGS`` and SIGKILL it at ``point``; False if it finished first."""
     env = cli_env(ONWARD_EXECUTION_LOG=str(journal), **SHORT_LEASE)
     if point.tool_delay:
         env["ONWARD_FAULT_TOOL_DELAY"] = str(point.tool_delay)
-    proc = subprocess.Popen(cmd, cwd=wd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = zygote.spawn(args, cwd=wd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while len(_journal(journal)) < point.line:
         if proc.poll() is not None:
@@ -154,18 +150,16 @@ def test_sigkill_then_resume_matches_uninterrupted_run(
     db = db_url
     journal = tmp_path / "journal.jsonl"
     thread_id = str(uuid.uuid4())
-    killed = _kill_at(onward_cmd(*args, "--thread-id", thread_id, "--db", db), wd, journal, point)
+    killed = _kill_at([*args, "--thread-id", thread_id, "--db", db], wd, journal, point)
     assert killed, "the run finished before the kill point; the test would prove nothing"
 
     committed = _committed_steps(db, thread_id)
     before = Counter(str(e["step"]) for e in _journal(journal) if e["phase"] == "start")
 
-    resumed = subprocess.run(
-        onward_cmd("resume", thread_id, "--takeover", "--db", db, "--json"),
+    resumed = zygote.run(
+        ["resume", thread_id, "--takeover", "--db", db, "--json"],
         cwd=wd,
         env=cli_env(ONWARD_EXECUTION_LOG=str(journal), **SHORT_LEASE),
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert resumed.returncode == 0, resumed.stderr + resumed.stdout

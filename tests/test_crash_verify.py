@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from onward import Onward
-from tests.conftest import cli_env, onward_cmd, read_jsonl
+from tests import zygote
+from tests.conftest import cli_env, read_jsonl
 
 pytestmark = pytest.mark.crash
 
@@ -48,16 +49,14 @@ def _run(wd: Path, db: str, thread_id: str, journal: Path, kill: str | None) -> 
     env = cli_env(ONWARD_EXECUTION_LOG=str(journal), ONWARD_LEASE_TTL="0.5")
     if kill:
         env["ONWARD_FAULT_KILL"] = kill
-    cmd = onward_cmd("run", "--plan", "plan.yaml", "--db", db, "--thread-id", thread_id)
-    return subprocess.run(
-        cmd, cwd=wd, env=env, capture_output=True, text=True, timeout=120
-    ).returncode
+    args = ["run", "--plan", "plan.yaml", "--db", db, "--thread-id", thread_id]
+    return zygote.run(args, cwd=wd, env=env, timeout=120).returncode
 
 
 def _resume(wd: Path, db: str, thread_id: str, journal: Path) -> subprocess.CompletedProcess[str]:
     env = cli_env(ONWARD_EXECUTION_LOG=str(journal), ONWARD_LEASE_TTL="0.5")
-    cmd = onward_cmd("resume", thread_id, "--db", db, "--json", "--takeover")
-    return subprocess.run(cmd, cwd=wd, env=env, capture_output=True, text=True, timeout=120)
+    args = ["resume", thread_id, "--db", db, "--json", "--takeover"]
+    return zygote.run(args, cwd=wd, env=env, timeout=120)
 
 
 def _outcome(db: str, thread_id: str, wd: Path) -> tuple[object, ...]:

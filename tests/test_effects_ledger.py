@@ -11,7 +11,8 @@ import pytest
 
 from onward import Onward, Plan, PlanStep, ToolContext
 from onward.policies.run import RunPolicy
-from tests.conftest import cli_env, onward_cmd
+from tests import zygote
+from tests.conftest import cli_env
 
 TOOLS = '''
 import json
@@ -75,8 +76,8 @@ def _effects(workdir: Path) -> list[dict[str, str]]:
 def _crash_after_effect(workdir: Path, db: str, tool: str, fault: str = "after_effect") -> str:
     """Run the plan; the process SIGKILLs itself at ``fault`` of step 'pay'."""
     _plan(workdir, tool)
-    proc = subprocess.run(
-        onward_cmd(
+    proc = zygote.run(
+        [
             "run",
             "--plan",
             "plan.yaml",
@@ -88,10 +89,8 @@ def _crash_after_effect(workdir: Path, db: str, tool: str, fault: str = "after_e
             "t-1",
             "--auto-approve",
             tool,
-        ),
+        ],
         cwd=workdir,
-        capture_output=True,
-        text=True,
         timeout=120,
         env=cli_env(
             ONWARD_FAULT_KILL=f"{fault}:pay", ONWARD_LEASE_TTL="0.3", ONWARD_HEARTBEAT="0.1"
@@ -103,11 +102,9 @@ def _crash_after_effect(workdir: Path, db: str, tool: str, fault: str = "after_e
 
 
 def _resume(workdir: Path, db: str, thread_id: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        onward_cmd("resume", thread_id, "--takeover", "--db", db, "--json"),
+    return zygote.run(
+        ["resume", thread_id, "--takeover", "--db", db, "--json"],
         cwd=workdir,
-        capture_output=True,
-        text=True,
         timeout=120,
         env=cli_env(ONWARD_LEASE_TTL="0.3", ONWARD_HEARTBEAT="0.1"),
     )

@@ -9,7 +9,6 @@ import itertools
 import json
 import random
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -24,7 +23,8 @@ from onward.policies.retry import RetryPolicy
 from onward.testing import FakeTime
 from onward.verification.checks import Equals
 from onward.verification.failures import classify, signature
-from tests.conftest import cli_env, onward_cmd, start_run
+from tests import zygote
+from tests.conftest import cli_env, start_run
 from tests.failure_tools import calls
 from tests.httpfake import FakeService
 
@@ -160,11 +160,9 @@ def test_attempt_count_survives_a_sigkill_between_attempts(workdir: Path, db_url
             proc.kill()
     assert len(calls(workdir, "f")) == 1
     time.sleep(0.6)
-    resumed = subprocess.run(
-        onward_cmd("resume", "t-flaky", "--takeover", "--tools", TOOLS, "--db", db_url, "--json"),
+    resumed = zygote.run(
+        ["resume", "t-flaky", "--takeover", "--tools", TOOLS, "--db", db_url, "--json"],
         cwd=workdir,
-        capture_output=True,
-        text=True,
         timeout=120,
         env=cli_env(),
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import threading
 import time
 from collections import Counter
 from datetime import timedelta
@@ -26,6 +27,7 @@ from onward import Onward
 from onward.model.state import Plan, PlanStep, RunStatus, StepStatus
 from onward.policies.run import Deadline, RunPolicy
 from onward.store.database import Store
+from tests import zygote
 from tests.conftest import cli_env, onward_cmd, postgres_schema, read_jsonl
 
 FAILURE_TOOLS = str(Path(__file__).with_name("failure_tools.py"))
@@ -56,9 +58,11 @@ def effect_plan(path: Path, n: int, pause: float = 0.2) -> None:
     path.write_text(yaml.safe_dump({"goal": f"effects {n}", "steps": steps}))
 
 
-def start_worker(workdir: Path, db: str, *extra: str, **env: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        onward_cmd("worker", "--db", db, "--json", "--poll", "0.05", *extra),
+def start_worker(workdir: Path, db: str, *extra: str, **env: str) -> zygote.Process:
+    """A worker forked from the zygote (``tests/zygote.py``): these tests are about kills,
+    drains and takeovers, not start-up (the 30th run is submitted by a real ``onward``)."""
+    return zygote.spawn(
+        ["worker", "--db", db, "--json", "--poll", "0.05", *extra],
         cwd=workdir,
         env=cli_env(**{**SHORT_LEASE, **env}),
         stdout=subprocess.PIPE,
@@ -288,10 +292,8 @@ def test_worker_adopts_a_run_whose_driver_died(db_url: str, workdir: Path) -> No
         "ONWARD_EXECUTION_LOG": str(workdir / "journal.jsonl"),
         "ONWARD_FAULT_TOOL_DELAY": "0.3",
     }
-    driver = subprocess.Popen(
-        onward_cmd(
-            "run", "--plan", "plan.yaml", "--db", db_url, "--json", "--max-concurrency", "1"
-        ),
+    driver = zygote.spawn(
+        ["run", "--plan", "plan.yaml", "--db", db_url, "--json", "--max-concurrency", "1"],
         cwd=workdir,
         env=cli_env(**env),
         stdout=subprocess.DEVNULL,
@@ -405,3 +407,55 @@ def test_a_run_that_finishes_as_a_drain_comes_in_is_done_not_requeued(
     with Onward(db_url, model=None) as ow:
         assert ow.get(tid).status is RunStatus.DONE
         assert ow.store.queue() == []
+
+
+def test_a_deadline_that_passes_during_the_drive_is_applied_not_parked_behind_the_reminder(
+    db_url: str, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a loaded machine the drive that asks the question can end after the question's
+    expiry: the worker must still come back for the expiry (applied by the next drive's
+    sweep), not park the run until its next future deadline, the reminder hours later."""
+    from onward.client.worker import Worker, WorkerPolicy
+
+    plan = Plan(
+        steps=[
+            PlanStep(id="pay", tool="pay", args={"amount": 3, "to": "al"}),
+            PlanStep(id="after", tool="slow", args={"value": 1}),
+        ]
+    )
+    policy = RunPolicy(deadline=Deadline(expire_after=timedelta(seconds=0.2)))
+    with Onward(db_url, model=None, tool_modules=[HITL_TOOLS]) as ow:
+        tid = ow.submit(plan=plan, policy=policy, workdir=workdir)
+    outcomes: list[str] = []
+
+    def on_drive(_tid: str, outcome: str) -> None:
+        outcomes.append(outcome)
+        if outcome == "done":
+            worker.drain()
+
+    worker = Worker(
+        db_url,
+        policy=WorkerPolicy(poll=0.05),
+        model=None,
+        tool_modules=[HITL_TOOLS],
+        on_drive=on_drive,
+    )
+    drive = Onward.drive
+
+    def slow_drive(self: Onward, *args: Any, **kwargs: Any) -> Any:
+        view = drive(self, *args, **kwargs)
+        time.sleep(0.5)  # the machine is busy: the expiry passes before the worker looks
+        return view
+
+    monkeypatch.setattr(Onward, "drive", slow_drive)
+    runner = threading.Thread(target=worker.run, daemon=True)
+    runner.start()
+    runner.join(30)
+    worker.drain()  # (a no-op once the run is done)
+    runner.join(30)
+    assert not runner.is_alive()
+    assert outcomes == ["waiting for a person", "done"]
+    with Onward(db_url, model=None, tool_modules=[HITL_TOOLS]) as ow:
+        steps = {s.id: s.status for s in ow.get(tid).steps}
+        assert steps == {"pay": StepStatus.SKIPPED, "after": StepStatus.DONE}
+        assert ow.store.events.list(tid, ["approval_expired"])

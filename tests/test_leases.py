@@ -14,12 +14,14 @@ import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from onward import LeasePolicy, Onward, Plan, PlanStep, RunBusyError
 from onward.store.leases import Leases, new_owner
-from tests.conftest import cli_env, onward_cmd
+from tests import zygote
+from tests.conftest import cli_env
 
 LEASE = {"ONWARD_LEASE_TTL": "1.0", "ONWARD_HEARTBEAT": "0.2"}
 
@@ -45,11 +47,9 @@ def _starts(journal: Path) -> Counter[str]:
     return Counter(e["step"] for e in lines if e["phase"] == "start")
 
 
-def _resume(
-    db: str, thread_id: str, cwd: Path, env: dict[str, str], *extra: str
-) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        onward_cmd("resume", thread_id, "--db", db, *extra),
+def _resume(db: str, thread_id: str, cwd: Path, env: dict[str, str], *extra: str) -> zygote.Process:
+    return zygote.spawn(
+        ["resume", thread_id, "--db", db, *extra],
         cwd=cwd,
         env=cli_env(**env),
         stdout=subprocess.PIPE,
@@ -168,16 +168,9 @@ def test_a_live_driver_on_this_host_is_not_taken_over(tmp_path: Path, db_url: st
     assert f"{socket.gethostname()}:{os.getpid()}:" in result.stdout + result.stderr
 
 
-def _run_resume(
-    db: str, thread_id: str, cwd: Path, env: dict[str, str]
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        onward_cmd("resume", thread_id, "--db", db, "--json"),
-        cwd=cwd,
-        env=cli_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=60,
+def _run_resume(db: str, thread_id: str, cwd: Path, env: dict[str, str]) -> Any:
+    return zygote.run(
+        ["resume", thread_id, "--db", db, "--json"], cwd=cwd, env=cli_env(**env), timeout=60
     )
 
 
@@ -195,12 +188,10 @@ def test_takeover_flag_waits_for_the_dead_drivers_lease(tmp_path: Path, db_url: 
         Leases(ow.store.connect, LeasePolicy(ttl=1.0, heartbeat=0.2)).acquire(
             thread_id, "dead-host:1:abc"
         )
-    result = subprocess.run(
-        onward_cmd("resume", thread_id, "--takeover", "--db", db, "--json"),
+    result = zygote.run(
+        ["resume", thread_id, "--takeover", "--db", db, "--json"],
         cwd=tmp_path,
         env=cli_env(**LEASE),
-        capture_output=True,
-        text=True,
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
@@ -217,12 +208,10 @@ def test_heartbeat_keeps_a_long_step_leased(tmp_path: Path, db_url: str) -> None
         thread_id = ow.start(plan=_waits(1, 4.0), workdir=tmp_path)
     driver = _resume(db, thread_id, tmp_path, LEASE)
     time.sleep(3.0)  # start-up plus well past the 1 s lease
-    second = subprocess.run(
-        onward_cmd("resume", thread_id, "--db", db),
+    second = zygote.run(
+        ["resume", thread_id, "--db", db],
         cwd=tmp_path,
         env=cli_env(**LEASE),
-        capture_output=True,
-        text=True,
         timeout=60,
     )
     assert driver.wait(timeout=60) == 0

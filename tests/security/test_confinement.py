@@ -29,6 +29,10 @@ from tests.conftest import BACKENDS, postgres_schema
 from tests.security.conftest import TOKENS, auth, start
 from tests.test_serve import serve
 
+# One worker runs this file: its module-scoped `srv` fixture starts a real server,
+# which other workers would start again (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("test_confinement")
+
 SECRET = "TOP-SECRET-42"
 LEAVES = "leaves the run's work directory"
 

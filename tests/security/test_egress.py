@@ -42,6 +42,10 @@ from tests.conftest import BACKENDS, postgres_schema
 from tests.security.conftest import TOKENS, auth, start
 from tests.test_serve import serve
 
+# One worker runs this file: its module-scoped `net` fixture starts a real server,
+# which other workers would start again (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("test_egress")
+
 NO_PROXY = {"no_proxy": "127.0.0.1,localhost", "NO_PROXY": "127.0.0.1,localhost"}
 
 

@@ -36,6 +36,10 @@ from tests.conftest import postgres_schema
 from tests.security.conftest import ATTACKER, TOKENS, VICTIM, auth
 from tests.test_serve import start_server
 
+# One worker runs this file: its module-scoped `world` fixture starts a real server,
+# which other workers would start again (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("test_fuzz")
+
 SCALE = int(os.environ.get("ONWARD_FUZZ_SCALE") or 1)
 BACKEND = os.environ.get("ONWARD_FUZZ_BACKEND") or "sqlite"
 SLOW_PLAN = {"steps": [{"id": "s", "tool": "slow", "args": {"value": 1}}]}

@@ -36,6 +36,7 @@ from langchain_core.language_models import BaseChatModel
 from onward.client import Onward
 from onward.errors import LeaseLostError, OnwardError, RunBusyError
 from onward.observe.kinds import EventKind
+from onward.people.inbox import PendingDecision
 from onward.store.leases import new_owner
 from onward.tools.registry import Registry
 
@@ -176,9 +177,13 @@ class Worker:
             store.requeue(thread_id, now, owner)  # drained: ready for another worker now
             outcome = "drained"
         elif view.pending:
-            deadlines = [t.timestamp() for p in view.pending for t in (p.remind_at, p.expire_at)]
-            future = [t for t in deadlines if t > now]
-            store.requeue(thread_id, min(future) if future else None, owner, for_person=True)
+            due = _next_deadline(ow, thread_id, view.pending)
+            # A deadline that passed during the drive (after its sweep) is due now: the
+            # next claim's sweep applies it. (Dropping it as past parked the run until its
+            # next future deadline, the reminder hours later, when a loaded machine made
+            # the drive outlast a short expiry.)
+            ready = None if due is None else max(due, now + self.policy.poll)
+            store.requeue(thread_id, ready, owner, for_person=True)
             outcome = "waiting for a person"
         elif view.resume_at is not None:
             store.requeue(thread_id, view.resume_at.timestamp(), owner)
@@ -191,3 +196,21 @@ class Worker:
     def _done(self, thread_id: str, outcome: str) -> None:
         if self.on_drive is not None:
             self.on_drive(thread_id, outcome)
+
+
+def _next_deadline(ow: Onward, thread_id: str, pending: Sequence[PendingDecision]) -> float | None:
+    """Epoch seconds of the earliest reminder or expiry of ``pending`` that no sweep has
+    applied yet (it may be past); None when every one is applied (only an answer helps)."""
+    applied = {
+        (e.kind, e.detail.get("interrupt_id"))
+        for e in ow.store.events.list(
+            thread_id, [EventKind.APPROVAL_REMINDER, EventKind.APPROVAL_EXPIRED]
+        )
+    }
+    due = [
+        p.remind_at for p in pending if (EventKind.APPROVAL_REMINDER, p.interrupt_id) not in applied
+    ]
+    due += [
+        p.expire_at for p in pending if (EventKind.APPROVAL_EXPIRED, p.interrupt_id) not in applied
+    ]
+    return min(t.timestamp() for t in due) if due else None

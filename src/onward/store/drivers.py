@@ -16,14 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-def _start_ticks(pid: int) -> str:
-    """The process's start time (field 22 of ``/proc/PID/stat``), or "" if unknown."""
+def _stat(pid: int) -> list[str]:
+    """``/proc/PID/stat`` from field 3 (the state) on, or [] if unknown."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
     except OSError:
-        return ""
+        return []
     # The command name (field 2) is in parentheses and may hold spaces or parentheses.
-    fields = stat[stat.rfind(")") + 2 :].split()
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def _start_ticks(pid: int) -> str:
+    """The process's start time (field 22 of ``/proc/PID/stat``), or "" if unknown."""
+    fields = _stat(pid)
     return fields[19] if len(fields) > 19 else ""
 
 
@@ -63,6 +68,9 @@ def gone_here(driver: str) -> str | None:
         return f"its process {found.pid} on this host has exited"
     except PermissionError:
         pass  # a process of another user holds the pid: compare start times
-    if found.start and (now := _start_ticks(found.pid)) and now != found.start:
+    fields = _stat(found.pid)
+    if fields and fields[0] in ("Z", "X"):  # killed, not yet reaped by its parent
+        return f"its process {found.pid} on this host has exited"
+    if found.start and len(fields) > 19 and fields[19] != found.start:
         return f"its pid {found.pid} on this host now belongs to another process"
     return None
