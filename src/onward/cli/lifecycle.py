@@ -13,7 +13,6 @@ from onward.cli.options import (
     EXIT_FAILED,
     DbOpt,
     JsonOpt,
-    NoContinueOpt,
     ToolsOpt,
     UserOpt,
     edits,
@@ -71,7 +70,12 @@ def fork(
         list[str] | None,
         typer.Option("--edit", help="Change a step's arg: STEP.ARG=VALUE (repeatable)."),
     ] = None,
-    no_continue: NoContinueOpt = False,
+    no_continue: Annotated[
+        bool,
+        typer.Option(
+            "--no-continue", help="Only create the new run; `onward resume NEW` drives it later."
+        ),
+    ] = False,
     db: DbOpt = None,
     as_json: JsonOpt = False,
     tools: ToolsOpt = None,
