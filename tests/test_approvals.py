@@ -137,6 +137,16 @@ def test_approval_round_trip_across_processes(run_cli, workdir: Path) -> None:  
     assert run_cli("inbox", "--json").json() == []
 
 
+def test_a_rejected_payment_is_in_the_headline_of_the_finished_run(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    _write_plan(workdir, [{"id": "a", "tool": "pay", "args": {"amount": 5, "to": "alice"}}])
+    tid = run_cli("run", "--plan", "plan.yaml", "--tools", TOOLS, "--json").json()["thread_id"]
+    rejected = run_cli("reject", tid, "--step", "a", "--reason", "not this month", "--tools", TOOLS)
+    assert rejected.code == 0, rejected.stderr  # the run is done: what was left ran
+    headline = rejected.stdout.splitlines()[0]
+    assert "status done, 1 step skipped" in headline
+    assert rows(workdir, "payments.jsonl") == []
+
+
 def test_sigkill_while_waiting_keeps_the_question(run_cli, workdir: Path, db_url: str) -> None:  # type: ignore[no-untyped-def]
     """The driver waits on an approval while a sibling step still runs; SIGKILL it. A new
     process lists the same question and answering it finishes the run, effect once."""

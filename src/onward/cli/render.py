@@ -30,6 +30,10 @@ def print_view(view: RunView) -> None:
 
     colour = {"done": "green", "failed": "red"}.get(view.status.value, "yellow")
     shown = "stalled" if view.stalled else view.status.value
+    skipped = sum(s.status is StepStatus.SKIPPED for s in view.steps)
+    if skipped:  # done, but not all of it: say so where the eye lands first
+        shown += f", {skipped} step{'s' if skipped > 1 else ''} skipped"
+        colour = "yellow" if colour == "green" else colour
     out.print(
         f"thread [bold]{view.thread_id}[/]  status [{colour}]{shown}[/]  {view.objective}",
         highlight=False,
