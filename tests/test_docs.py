@@ -174,7 +174,7 @@ def test_every_example_on_the_page_runs(page: Path, tmp_path: Path) -> None:
 def test_a_failing_example_fails_its_page(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text(
-        "```bash\nonward list --json\n```\n\n```python\nraise SystemExit(3)\n```\n",
+        "```bash\nonward graph > /dev/null\n```\n\n```python\nraise SystemExit(3)\n```\n",
         encoding="utf-8",
     )
     (tmp_path / "work").mkdir()

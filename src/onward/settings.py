@@ -160,6 +160,12 @@ def settings() -> Settings:
     return Settings.from_env(os.environ)
 
 
+def is_set(name: str) -> bool:
+    """Whether the variable has a value (unset or blank is its default): a cheap test for
+    hot paths that act only when one variable is set, before :func:`settings` parses it."""
+    return bool(os.environ.get(name, "").strip())
+
+
 @dataclass(frozen=True, slots=True)
 class _Variable:
     name: str

@@ -800,7 +800,7 @@ FOUND: list[tuple[str, str, str | None, int, str]] = [
         '{"input": {"goal": "x", "plan": {"steps": []}, '
         '"policy": {"deadline": {"expire_after": "99999999999d"}}}}',
         422,
-        "duration is too long",
+        "is too long; onward takes at most",
     ),
     (
         "POST",

@@ -21,14 +21,13 @@ import os
 import signal
 import time
 
-from onward.settings import settings
+from onward.settings import is_set, settings
 
 
 def _set(name: str) -> bool:
-    """Whether the variable has a value: unset or blank is its default (off), as in
-    settings(). The hot path checks one variable instead of parsing them all; a step
-    passes here several times."""
-    return bool(os.environ.get(name, "").strip())
+    """The hot path checks one variable instead of parsing them all (a step passes here
+    several times); unset or blank is off, as in settings()."""
+    return is_set(name)
 
 
 def journal(phase: str, step_id: str, tool: str, attempt: int, thread_id: str) -> None:
