@@ -136,6 +136,7 @@ def stream(
                 for mode, chunk in ow.graph.stream(
                     run_input,
                     limited,
+                    context=ow.deps,  # the nodes' Runtime[NodeDeps]
                     stream_mode=wanted,
                     durability="sync",
                     interrupt_before=pause_at or None,

@@ -17,7 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.runtime import get_runtime
+from langgraph.runtime import Runtime, get_runtime
 
 from onward.checkpointing import inline
 from onward.checkpointing.savers import FlushedReads
@@ -25,17 +25,17 @@ from onward.errors import DrainRequested
 from onward.graph.routes import EXITS, Node, path_map
 from onward.graph.schedule import join, make_router, make_scheduler
 from onward.model.state import RunState
-from onward.nodes.approve import make_approve_node
+from onward.nodes.approve import approve
 from onward.nodes.deps import NodeDeps, thread_of
-from onward.nodes.escalate import make_escalate_node
-from onward.nodes.execute import make_execute_node
-from onward.nodes.finalize import make_finalize_node
-from onward.nodes.note import make_note_node
-from onward.nodes.plan import make_plan_node
-from onward.nodes.replan import make_replan_node
-from onward.nodes.retry import make_retry_node
-from onward.nodes.verify import make_verify_node
-from onward.nodes.wait import make_wait_node
+from onward.nodes.escalate import escalate
+from onward.nodes.execute import execute
+from onward.nodes.finalize import finalize
+from onward.nodes.note import note
+from onward.nodes.plan import plan
+from onward.nodes.replan import replan
+from onward.nodes.retry import retry
+from onward.nodes.verify import verify
+from onward.nodes.wait import wait
 from onward.observe.progress import EVENT_ROWS
 from onward.store.artifacts import ARTIFACT_REFS
 
@@ -44,24 +44,33 @@ REPRODUCIBLE = frozenset({Node.VERIFY, Node.GATE})
 (checkpointing/savers.py, "one durable commit per plan step")."""
 
 
-def logged(deps: NodeDeps, fn: Any, *, reproducible: bool = False) -> Any:
+def logged(default: NodeDeps, fn: Any, *, reproducible: bool = False) -> Any:
     """Log the events a node emits with its writes: the saver inserts them in the
     transaction that saves the node's writes (``deps.held``), so a step's events are in
     the log exactly when its result is in the checkpoint. Without a saver, the node
     writes them itself before its writes commit (a node killed before them runs again,
-    and the dedupe keys keep the log single)."""
-    takes_config = len(inspect.signature(fn).parameters) > 1
+    and the dedupe keys keep the log single).
 
-    def node(arg: Any, config: RunnableConfig) -> Any:
+    The node's dependencies come from LangGraph's run context (``Runtime[NodeDeps]``, the
+    ``context=`` onward passes to every drive); ``default`` serves a host that runs the
+    graph without onward's context (``langgraph dev``, LangGraph Studio)."""
+    wants = set(inspect.signature(fn).parameters)
+
+    def node(arg: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> Any:
+        if not isinstance(runtime.context, NodeDeps):  # a host without onward's context
+            runtime = runtime.override(context=default)
+        deps = runtime.context
         if deps.draining.is_set():
             raise DrainRequested(getattr(fn, "__name__", "node"))
         thread_id = thread_of(config)
         task_id = _task_id() if deps.held is not None else None
         if deps.held is not None and task_id and reproducible:
             deps.held.mark_reproducible(thread_id, task_id)
+        given = {"config": config, "runtime": runtime}
+        kwargs = {k: v for k, v in given.items() if k in wants}
         with EVENT_ROWS.collecting() as rows, ARTIFACT_REFS.collecting() as refs:
             try:
-                return fn(arg, config) if takes_config else fn(arg)
+                return fn(arg, **kwargs)
             finally:
                 if (rows or refs) and deps.events is not None:
                     if deps.held is not None and task_id:
@@ -82,26 +91,28 @@ def _task_id() -> str | None:
     return info.task_id if info is not None else None
 
 
-def build_graph(deps: NodeDeps) -> StateGraph[Any]:
+def build_graph(deps: NodeDeps, *, hosted: bool = False) -> StateGraph[Any, NodeDeps]:
     """The uncompiled builder (``langgraph dev`` and tests compile it their own way).
 
     Its edges come from the route table (graph/routes.py): each node's conditional edge
     has exactly the exits the node declares, labelled with why a run takes them."""
-    g: StateGraph[Any] = StateGraph(RunState)
-    makers = {
-        Node.PLAN: make_plan_node,
-        Node.APPROVE: make_approve_node,
-        Node.EXECUTE: make_execute_node,
-        Node.VERIFY: make_verify_node,
-        Node.ESCALATE: make_escalate_node,
-        Node.NOTE: make_note_node,
-        Node.RETRY: make_retry_node,
-        Node.REPLAN: make_replan_node,
-        Node.WAIT: make_wait_node,
-        Node.FINALIZE: make_finalize_node,
+    # Hosted (``langgraph dev``): no context schema, so the server neither builds nor
+    # validates a context it cannot give; the nodes then run on ``deps``.
+    g: StateGraph[Any, NodeDeps] = StateGraph(RunState, context_schema=None if hosted else NodeDeps)
+    nodes = {
+        Node.PLAN: plan,
+        Node.APPROVE: approve,
+        Node.EXECUTE: execute,
+        Node.VERIFY: verify,
+        Node.ESCALATE: escalate,
+        Node.NOTE: note,
+        Node.RETRY: retry,
+        Node.REPLAN: replan,
+        Node.WAIT: wait,
+        Node.FINALIZE: finalize,
     }
-    for name, make in makers.items():
-        g.add_node(name.value, logged(deps, make(deps), reproducible=name in REPRODUCIBLE))
+    for name, fn in nodes.items():
+        g.add_node(name.value, logged(deps, fn, reproducible=name in REPRODUCIBLE))
     g.add_node(Node.GATE.value, logged(deps, join, reproducible=True))
     g.add_edge(START, Node.PLAN.value)
     schedule = make_scheduler(deps)

@@ -9,6 +9,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
 from onward.model import budget
 from onward.model.state import (
@@ -40,16 +41,14 @@ from onward.people.approvals import (
 )
 
 
-def make_approve_node(deps: NodeDeps) -> Any:
-    def approve(task: Any, config: RunnableConfig) -> Updates:
-        assert isinstance(task, ApproveTask)
-        if task.kind is WaitKind.PLAN:
-            return ask(task, config, lambda a: _answer_plan(deps, task, a))
-        if task.kind is WaitKind.BUDGET:
-            return ask(task, config, lambda a: _answer_budget(deps, task, a))
-        return ask(task, config, lambda a: _answer_step(deps, task, a))
-
-    return approve
+def approve(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> Updates:
+    deps = runtime.context
+    assert isinstance(task, ApproveTask)
+    if task.kind is WaitKind.PLAN:
+        return ask(task, config, lambda a: _answer_plan(deps, task, a))
+    if task.kind is WaitKind.BUDGET:
+        return ask(task, config, lambda a: _answer_budget(deps, task, a))
+    return ask(task, config, lambda a: _answer_step(deps, task, a))
 
 
 def _answer_step(deps: NodeDeps, task: ApproveTask, answer: Answer) -> Updates:

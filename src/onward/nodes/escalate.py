@@ -10,6 +10,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
 from onward.model.state import (
     ApproveTask,
@@ -32,13 +33,11 @@ from onward.people.approvals import (
 )
 
 
-def make_escalate_node(deps: NodeDeps) -> Any:
-    def escalate(task: Any, config: RunnableConfig) -> Updates:
-        assert isinstance(task, ApproveTask)
-        thread_id = thread_of(config)
-        return ask(task, config, lambda a: _answer_escalation(deps, task, a, thread_id))
-
-    return escalate
+def escalate(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> Updates:
+    deps = runtime.context
+    assert isinstance(task, ApproveTask)
+    thread_id = thread_of(config)
+    return ask(task, config, lambda a: _answer_escalation(deps, task, a, thread_id))
 
 
 def _answer_escalation(

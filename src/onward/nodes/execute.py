@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
 from onward.effects.protocol import perform
 from onward.errors import ArtifactError, OutcomeUnknown
@@ -99,127 +100,123 @@ def _call_with_timeout(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:
         raise TimeoutError(f"tool {spec.name!r} did not finish within {spec.timeout:g}s") from None
 
 
-def make_execute_node(deps: NodeDeps) -> Any:
-    # `task: Any`, not `ExecuteTask`: LangGraph would add the annotated model's fields to the
-    # graph as channels. The Send payload arrives as is.
-    def execute(task: Any, config: RunnableConfig) -> dict[str, Any]:
-        assert isinstance(task, ExecuteTask)
-        step, attempt = task.step, task.record.attempts + 1
-        thread_id = thread_of(config)
-        if task.approval_required:
-            refused = _refuse_unapproved(deps, task, thread_id)
-            if refused is not None:
-                return refused
-        load_tool_modules(task.tool_modules)
-        spec = deps.registry.get(step.tool)
-        service = spec.service_for(step.args) if spec else None
-        caller = f"{thread_id}/{step.id}/{attempt}"
-        if spec is not None and service and deps.breakers is not None:
-            until = deps.breakers.acquire(
-                service, spec.breaker or BreakerPolicy(), thread_id, caller
-            )
-            if until is not None:
-                # Not a failure and not an attempt: the service is resting; try later.
-                emit(
-                    EventKind.STEP_WAITING,
-                    step_id=step.id,
-                    tool=step.tool,
-                    message=f"deferred: the breaker of {service} is open until {until:%H:%M:%S}",
-                )
-                deferred = task.record.model_copy(update={"not_before": until})
-                return {"steps": {step.id: deferred}, "wave": task.wave}
-        started = utcnow()
-        digest = hashlib.sha256(canonical_json(step.args)).hexdigest()[:16]
-        emit(
-            EventKind.STEP_STARTED,
-            step_id=step.id,
-            tool=step.tool,
-            attempt=attempt,
-            detail={"args_digest": digest},
-        )
-        clock = time.monotonic()
-        running = transition(
-            task.record,
-            StepStatus.RUNNING,
-            attempts=attempt,
-            output=None,
-            failure=None,
-            findings=[],
-            started_at=started,
-            not_before=None,
-            history=shelved(task.record),
-        )
-        try:
-            try:
-                with _slot(service, spec.max_concurrent if spec else None):
-                    output, key = _run_tool(deps, task, thread_id, attempt)
-            except BaseException as exc:
-                call = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-                _called_event(step.id, step.tool, attempt, digest, clock, call)
-                raise
-            ref = deps.artifacts.put(step.output or f"step:{step.id}", output, owner=thread_id)
-            _called_event(
-                step.id,
-                step.tool,
-                attempt,
-                digest,
-                clock,
-                {"summary": ref.summary, "effect_key": key},
-            )
-            produced = transition(
-                running,
-                StepStatus.PRODUCED,
-                output=ref,
-                ended_at=utcnow(),
-                effect_key=key,
-            )
-            _breaker_saw(deps, spec, service, True, thread_id, caller)
-            # Saved as produced; the verify node decides done or failed.
-            return {"steps": {step.id: produced}, "wave": task.wave}
-        except OutcomeUnknown as unknown:
-            # Not a failure: the step stays running, and the run waits for a human.
-            _breaker_saw(deps, spec, service, True, thread_id, caller)
+# `task: Any`, not `ExecuteTask`: LangGraph would add the annotated model's fields to the
+# graph as channels. The Send payload arrives as is.
+def execute(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> dict[str, Any]:
+    deps = runtime.context
+    assert isinstance(task, ExecuteTask)
+    step, attempt = task.step, task.record.attempts + 1
+    thread_id = thread_of(config)
+    if task.approval_required:
+        refused = _refuse_unapproved(deps, task, thread_id)
+        if refused is not None:
+            return refused
+    load_tool_modules(task.tool_modules)
+    spec = deps.registry.get(step.tool)
+    service = spec.service_for(step.args) if spec else None
+    caller = f"{thread_id}/{step.id}/{attempt}"
+    if spec is not None and service and deps.breakers is not None:
+        until = deps.breakers.acquire(service, spec.breaker or BreakerPolicy(), thread_id, caller)
+        if until is not None:
+            # Not a failure and not an attempt: the service is resting; try later.
             emit(
                 EventKind.STEP_WAITING,
                 step_id=step.id,
                 tool=step.tool,
-                attempt=attempt,
-                message=str(unknown),
+                message=f"deferred: the breaker of {service} is open until {until:%H:%M:%S}",
             )
-            waiting = Waiting(
-                step_id=step.id,
-                reason=str(unknown),
-                key=unknown.key,
-                args=step.args,
-                started_at=unknown.started_at,
-            )
-            return {
-                "steps": {step.id: running.model_copy(update={"effect_key": unknown.key})},
-                "waiting": {step.id: waiting},
-                "wave": task.wave,
-            }
-        except Exception as exc:
-            failure = classify(exc, tool=step.tool, retry_on=spec.retry_on if spec else ())
-            # Every call settles the breaker (a half-open probe must report back): only a
-            # transient failure counts against the service.
-            transient = failure.failure_class is FailureClass.TRANSIENT
-            _breaker_saw(deps, spec, service, not transient, thread_id, caller)
-            record = transition(running, StepStatus.FAILED, failure=failure, ended_at=utcnow())
-        policy = step.retry or (spec.retry if spec else None) or DEFAULT_RETRY
-        before = task.record.model_copy(update={"attempts": attempt})
-        record = settle(record, before, policy, task.max_replans, step.tool)
+            deferred = task.record.model_copy(update={"not_before": until})
+            return {"steps": {step.id: deferred}, "wave": task.wave}
+    started = utcnow()
+    digest = hashlib.sha256(canonical_json(step.args)).hexdigest()[:16]
+    emit(
+        EventKind.STEP_STARTED,
+        step_id=step.id,
+        tool=step.tool,
+        attempt=attempt,
+        detail={"args_digest": digest},
+    )
+    clock = time.monotonic()
+    running = transition(
+        task.record,
+        StepStatus.RUNNING,
+        attempts=attempt,
+        output=None,
+        failure=None,
+        findings=[],
+        started_at=started,
+        not_before=None,
+        history=shelved(task.record),
+    )
+    try:
+        try:
+            with _slot(service, spec.max_concurrent if spec else None):
+                output, key = _run_tool(deps, task, thread_id, attempt)
+        except BaseException as exc:
+            call = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            _called_event(step.id, step.tool, attempt, digest, clock, call)
+            raise
+        ref = deps.artifacts.put(step.output or f"step:{step.id}", output, owner=thread_id)
+        _called_event(
+            step.id,
+            step.tool,
+            attempt,
+            digest,
+            clock,
+            {"summary": ref.summary, "effect_key": key},
+        )
+        produced = transition(
+            running,
+            StepStatus.PRODUCED,
+            output=ref,
+            ended_at=utcnow(),
+            effect_key=key,
+        )
+        _breaker_saw(deps, spec, service, True, thread_id, caller)
+        # Saved as produced; the verify node decides done or failed.
+        return {"steps": {step.id: produced}, "wave": task.wave}
+    except OutcomeUnknown as unknown:
+        # Not a failure: the step stays running, and the run waits for a human.
+        _breaker_saw(deps, spec, service, True, thread_id, caller)
         emit(
-            EventKind.STEP_FAILED,
+            EventKind.STEP_WAITING,
             step_id=step.id,
             tool=step.tool,
             attempt=attempt,
-            message=record.failure.message if record.failure else "failed",
-            detail={"duration": round(time.monotonic() - clock, 6)}
-            | ({"failure_class": record.failure.failure_class.value} if record.failure else {}),
+            message=str(unknown),
         )
-        return {"steps": {step.id: record}, "wave": task.wave}
-
-    return execute
+        waiting = Waiting(
+            step_id=step.id,
+            reason=str(unknown),
+            key=unknown.key,
+            args=step.args,
+            started_at=unknown.started_at,
+        )
+        return {
+            "steps": {step.id: running.model_copy(update={"effect_key": unknown.key})},
+            "waiting": {step.id: waiting},
+            "wave": task.wave,
+        }
+    except Exception as exc:
+        failure = classify(exc, tool=step.tool, retry_on=spec.retry_on if spec else ())
+        # Every call settles the breaker (a half-open probe must report back): only a
+        # transient failure counts against the service.
+        transient = failure.failure_class is FailureClass.TRANSIENT
+        _breaker_saw(deps, spec, service, not transient, thread_id, caller)
+        record = transition(running, StepStatus.FAILED, failure=failure, ended_at=utcnow())
+    policy = step.retry or (spec.retry if spec else None) or DEFAULT_RETRY
+    before = task.record.model_copy(update={"attempts": attempt})
+    record = settle(record, before, policy, task.max_replans, step.tool)
+    emit(
+        EventKind.STEP_FAILED,
+        step_id=step.id,
+        tool=step.tool,
+        attempt=attempt,
+        message=record.failure.message if record.failure else "failed",
+        detail={"duration": round(time.monotonic() - clock, 6)}
+        | ({"failure_class": record.failure.failure_class.value} if record.failure else {}),
+    )
+    return {"steps": {step.id: record}, "wave": task.wave}
 
 
 def _called_event(

@@ -9,6 +9,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
 from onward.model.budget import model_budget_spent
 from onward.model.state import (
@@ -27,59 +28,53 @@ from onward.verification.checks import evaluate
 from onward.verification.judge import judge_goal
 
 
-def make_finalize_node(deps: NodeDeps) -> Any:
-    def finalize(state: RunState, config: RunnableConfig) -> dict[str, Any]:
-        if state.status is RunStatus.CANCELLED:
-            report = execution_report(state, RunStatus.CANCELLED, state.failure)
-            emit(EventKind.RUN_FINISHED, message=RunStatus.CANCELLED.value)
-            return {"messages": [AIMessage(report)]}
-        failure = state.failure
-        usage: Usage | None = None
-        if failure is None and state.plan.steps:
-            # Statuses are at hand without decoding the records: decode the first failed.
-            statuses = state.steps.statuses
-            failed = (
-                next(sid for sid, st in statuses.items() if st is StepStatus.FAILED)
-                if StepStatus.FAILED in statuses.values()  # a scan in C: usually none
-                else None
+def finalize(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> dict[str, Any]:
+    deps = runtime.context
+    if state.status is RunStatus.CANCELLED:
+        report = execution_report(state, RunStatus.CANCELLED, state.failure)
+        emit(EventKind.RUN_FINISHED, message=RunStatus.CANCELLED.value)
+        return {"messages": [AIMessage(report)]}
+    failure = state.failure
+    usage: Usage | None = None
+    if failure is None and state.plan.steps:
+        # Statuses are at hand without decoding the records: decode the first failed.
+        statuses = state.steps.statuses
+        failed = (
+            next(sid for sid, st in statuses.items() if st is StepStatus.FAILED)
+            if StepStatus.FAILED in statuses.values()  # a scan in C: usually none
+            else None
+        )
+        if failed is not None:
+            rec = state.steps[failed]
+            why = rec.failure.message if rec.failure else "failed"
+            cls = rec.failure.failure_class if rec.failure else "unknown"
+            failure = RunFailure(
+                kind=RunFailureKind.STEP,
+                step_id=rec.id,
+                message=f"step {rec.id!r} failed ({cls}): {why}",
             )
-            if failed is not None:
-                rec = state.steps[failed]
-                why = rec.failure.message if rec.failure else "failed"
-                cls = rec.failure.failure_class if rec.failure else "unknown"
+        else:
+            assert state.goal is not None
+            ctx = deps.check_context(
+                state.workdir, dict(state.artifacts), confined=state.policy.confine_paths
+            )
+            findings = [f for c in state.goal.acceptance for f in evaluate(c, None, ctx)]
+            if findings:
                 failure = RunFailure(
-                    kind=RunFailureKind.STEP,
-                    step_id=rec.id,
-                    message=f"step {rec.id!r} failed ({cls}): {why}",
+                    kind=RunFailureKind.ACCEPTANCE,
+                    message="acceptance checks failed: " + "; ".join(findings),
                 )
-            else:
-                assert state.goal is not None
-                ctx = deps.check_context(
-                    state.workdir, dict(state.artifacts), confined=state.policy.confine_paths
-                )
-                findings = [f for c in state.goal.acceptance for f in evaluate(c, None, ctx)]
-                if findings:
-                    failure = RunFailure(
-                        kind=RunFailureKind.ACCEPTANCE,
-                        message="acceptance checks failed: " + "; ".join(findings),
-                    )
-                elif (
-                    state.goal.judge
-                    and deps.model is not None
-                    and model_budget_spent(state) is None
-                ):
-                    thread_id = thread_of(config)
-                    try:
-                        failure, usage = judge_goal(deps, state, thread_id)
-                    except Exception:
-                        failure = None
-        status = RunStatus.FAILED if failure else RunStatus.DONE
-        report = execution_report(state, status, failure)
-        emit(EventKind.RUN_FINISHED, message=status.value)
-        out = {"status": status, "failure": failure, "messages": [AIMessage(report)]}
-        return out | ({"usage": usage} if usage is not None else {})
-
-    return finalize
+            elif state.goal.judge and deps.model is not None and model_budget_spent(state) is None:
+                thread_id = thread_of(config)
+                try:
+                    failure, usage = judge_goal(deps, state, thread_id)
+                except Exception:
+                    failure = None
+    status = RunStatus.FAILED if failure else RunStatus.DONE
+    report = execution_report(state, status, failure)
+    emit(EventKind.RUN_FINISHED, message=status.value)
+    out = {"status": status, "failure": failure, "messages": [AIMessage(report)]}
+    return out | ({"usage": usage} if usage is not None else {})
 
 
 def execution_report(state: RunState, status: RunStatus, failure: RunFailure | None) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
 from onward.errors import NoTemplateError, PlanningError, PlanValidationError, ToolError
 from onward.llm.planner import plan_with_model
@@ -19,65 +20,63 @@ from onward.planning.validate import validate_plan
 from onward.tools.registry import load_tool_modules
 
 
-def make_plan_node(deps: NodeDeps) -> Any:
-    def plan(state: RunState, config: RunnableConfig) -> dict[str, Any]:
-        assert state.goal is not None, "a run starts with a goal"
-        goal, the_plan = state.goal, state.plan
-        usage = Usage()
-        try:
-            load_tool_modules(state.tool_modules)
-            if not the_plan.steps:
-                try:
-                    goal, the_plan = plan_from_template(
-                        goal.objective,
-                        Path(state.workdir),
-                        list(goal.inputs),
-                        confined=state.policy.confine_paths,
-                    )
-                    goal = goal.model_copy(
-                        update={
-                            "acceptance": [*goal.acceptance, *state.goal.acceptance],
-                            "constraints": state.goal.constraints,
-                            "judge": state.goal.judge,
-                        }
-                    )
-                except NoTemplateError:
-                    if deps.model is None:
-                        raise
-                    thread_id = thread_of(config)
-                    the_plan, usage = plan_with_model(deps, deps.model, state, goal, thread_id)
-            validate_plan(the_plan, deps.registry, goal, allow_tools=state.policy.allow_tools)
-        except (PlanningError, PlanValidationError, ToolError) as exc:
-            usage = getattr(exc, "usage", usage)  # what the model's attempts cost
-            emit(EventKind.PLAN_FAILED, message=str(exc))
-            return {
-                "status": RunStatus.FAILED,
-                "failure": RunFailure(kind=RunFailureKind.PLANNING, message=str(exc)),
-                "usage": usage,
-            }
-        emit(
-            EventKind.PLAN_CREATED,
-            detail={"version": the_plan.version, "source": the_plan.source.value},
-            total_steps=len(the_plan.steps),
-            message=f"{len(the_plan.steps)} steps ({the_plan.source})",
-        )
-        listing = "\n".join(
-            f"{i}. {s.id}: {s.tool}" + (f" ({s.description})" if s.description else "")
-            for i, s in enumerate(the_plan.steps[:20], 1)
-        )
-        more = f"\n… and {len(the_plan.steps) - 20} more" if len(the_plan.steps) > 20 else ""
-        updates: dict[str, Any] = {
-            "status": RunStatus.RUNNING,
-            "usage": usage,
-            "messages": [
-                AIMessage(
-                    f"Plan v{the_plan.version} ({the_plan.source}), {len(the_plan.steps)} steps:\n"
-                    f"{listing}{more}"
+def plan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> dict[str, Any]:
+    deps = runtime.context
+    assert state.goal is not None, "a run starts with a goal"
+    goal, the_plan = state.goal, state.plan
+    usage = Usage()
+    try:
+        load_tool_modules(state.tool_modules)
+        if not the_plan.steps:
+            try:
+                goal, the_plan = plan_from_template(
+                    goal.objective,
+                    Path(state.workdir),
+                    list(goal.inputs),
+                    confined=state.policy.confine_paths,
                 )
-            ],
+                goal = goal.model_copy(
+                    update={
+                        "acceptance": [*goal.acceptance, *state.goal.acceptance],
+                        "constraints": state.goal.constraints,
+                        "judge": state.goal.judge,
+                    }
+                )
+            except NoTemplateError:
+                if deps.model is None:
+                    raise
+                thread_id = thread_of(config)
+                the_plan, usage = plan_with_model(deps, deps.model, state, goal, thread_id)
+        validate_plan(the_plan, deps.registry, goal, allow_tools=state.policy.allow_tools)
+    except (PlanningError, PlanValidationError, ToolError) as exc:
+        usage = getattr(exc, "usage", usage)  # what the model's attempts cost
+        emit(EventKind.PLAN_FAILED, message=str(exc))
+        return {
+            "status": RunStatus.FAILED,
+            "failure": RunFailure(kind=RunFailureKind.PLANNING, message=str(exc)),
+            "usage": usage,
         }
-        if not state.plan.steps:  # a declared plan is already in state; don't store it twice
-            updates |= {"goal": goal, "plan": the_plan}
-        return updates
-
-    return plan
+    emit(
+        EventKind.PLAN_CREATED,
+        detail={"version": the_plan.version, "source": the_plan.source.value},
+        total_steps=len(the_plan.steps),
+        message=f"{len(the_plan.steps)} steps ({the_plan.source})",
+    )
+    listing = "\n".join(
+        f"{i}. {s.id}: {s.tool}" + (f" ({s.description})" if s.description else "")
+        for i, s in enumerate(the_plan.steps[:20], 1)
+    )
+    more = f"\n… and {len(the_plan.steps) - 20} more" if len(the_plan.steps) > 20 else ""
+    updates: dict[str, Any] = {
+        "status": RunStatus.RUNNING,
+        "usage": usage,
+        "messages": [
+            AIMessage(
+                f"Plan v{the_plan.version} ({the_plan.source}), {len(the_plan.steps)} steps:\n"
+                f"{listing}{more}"
+            )
+        ],
+    }
+    if not state.plan.steps:  # a declared plan is already in state; don't store it twice
+        updates |= {"goal": goal, "plan": the_plan}
+    return updates

@@ -10,6 +10,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
 from onward.llm.planner import replan_with_model
 from onward.model import budget
@@ -40,60 +41,56 @@ def has_rule(spec: ToolSpec | None) -> bool:
     return spec is not None and (spec.fix_args is not None or spec.fallback is not None)
 
 
-def make_replan_node(deps: NodeDeps) -> Any:
-    def replan(state: RunState, config: RunnableConfig) -> dict[str, Any]:
-        load_tool_modules(state.tool_modules)
-        steps: dict[str, StepRecord] = {}
-        edits: list[PlanEdit] = []
-        decisions: list[Decision] = []
-        plan = state.plan
-        for sid, rec in state.steps.items():
-            failure = rec.failure
-            if rec.status is not StepStatus.FAILED or failure is None:
-                continue
-            if failure.failure_class not in REPLANNABLE:
-                continue
-            step = plan.step(sid)
-            revised, why = _revise(deps, state, plan, step, rec)
-            if revised is None and deps.model is not None:
-                if edits:
-                    continue  # rules first; the model revises what is left on the next pass
-                return _model_replan(deps, state, sid, thread_of(config))
-            if revised is None:
-                gave_up = failure.model_copy(
-                    update={
-                        "failure_class": FailureClass.NON_CONVERGENT,
-                        "message": f"{why}: {failure.message} (was {failure.failure_class.value})",
-                    }
-                )
-                steps[sid] = rec.model_copy(update={"failure": gave_up})
-                continue
-            plan = plan.with_step(revised)
-            edits.append(PlanEdit(step=revised))
-            steps[sid] = transition(rec, StepStatus.PENDING, replans=rec.replans + 1)
-            decisions.append(
-                Decision(
-                    step_id=sid,
-                    action=DecisionAction.REPLAN,
-                    by="onward-replanner",
-                    at=utcnow(),
-                    reason=f"{why} after {failure.failure_class.value} failure: {failure.message}",
-                )
+def replan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> dict[str, Any]:
+    deps = runtime.context
+    load_tool_modules(state.tool_modules)
+    steps: dict[str, StepRecord] = {}
+    edits: list[PlanEdit] = []
+    decisions: list[Decision] = []
+    plan = state.plan
+    for sid, rec in state.steps.items():
+        failure = rec.failure
+        if rec.status is not StepStatus.FAILED or failure is None:
+            continue
+        if failure.failure_class not in REPLANNABLE:
+            continue
+        step = plan.step(sid)
+        revised, why = _revise(deps, state, plan, step, rec)
+        if revised is None and deps.model is not None:
+            if edits:
+                continue  # rules first; the model revises what is left on the next pass
+            return _model_replan(deps, state, sid, thread_of(config))
+        if revised is None:
+            gave_up = failure.model_copy(
+                update={
+                    "failure_class": FailureClass.NON_CONVERGENT,
+                    "message": f"{why}: {failure.message} (was {failure.failure_class.value})",
+                }
             )
-        updates: dict[str, Any] = {"steps": steps, "decisions": decisions}
-        if edits:
-            emit(
-                EventKind.PLAN_REVISED,
-                detail={"version": state.plan.version + len(edits)},
-                message="; ".join(d.reason for d in decisions),
+            steps[sid] = rec.model_copy(update={"failure": gave_up})
+            continue
+        plan = plan.with_step(revised)
+        edits.append(PlanEdit(step=revised))
+        steps[sid] = transition(rec, StepStatus.PENDING, replans=rec.replans + 1)
+        decisions.append(
+            Decision(
+                step_id=sid,
+                action=DecisionAction.REPLAN,
+                by="onward-replanner",
+                at=utcnow(),
+                reason=f"{why} after {failure.failure_class.value} failure: {failure.message}",
             )
-            updates["plan"] = edits
-            updates["messages"] = [
-                AIMessage("Replanned: " + "; ".join(d.reason for d in decisions))
-            ]
-        return updates
-
-    return replan
+        )
+    updates: dict[str, Any] = {"steps": steps, "decisions": decisions}
+    if edits:
+        emit(
+            EventKind.PLAN_REVISED,
+            detail={"version": state.plan.version + len(edits)},
+            message="; ".join(d.reason for d in decisions),
+        )
+        updates["plan"] = edits
+        updates["messages"] = [AIMessage("Replanned: " + "; ".join(d.reason for d in decisions))]
+    return updates
 
 
 def _model_replan(deps: NodeDeps, state: RunState, sid: str, thread_id: str) -> dict[str, Any]:

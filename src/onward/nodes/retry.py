@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
 from onward.model.state import (
     FailureClass,
@@ -24,44 +25,40 @@ from onward.policies.retry import DEFAULT_RETRY
 from onward.tools.registry import load_tool_modules
 
 
-def make_retry_node(deps: NodeDeps) -> Any:
-    def retry(state: RunState, config: RunnableConfig) -> dict[str, Any]:
-        load_tool_modules(state.tool_modules)
-        now = deps.clock()
-        steps: dict[str, StepRecord] = {}
-        for sid, rec in state.steps.items():
-            if rec.status is not StepStatus.FAILED or rec.failure is None:
-                continue
-            if rec.failure.failure_class is not FailureClass.TRANSIENT:
-                continue
-            step = state.plan.step(sid)
-            spec = deps.registry.get(step.tool)
-            policy = step.retry or (spec.retry if spec else None) or DEFAULT_RETRY
-            failed = rec.attempts - rec.attempt_floor
-            delay = policy.delay(failed, deps.rng)
-            steps[sid] = transition(
-                rec, StepStatus.PENDING, not_before=now + timedelta(seconds=delay)
+def retry(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> dict[str, Any]:
+    deps = runtime.context
+    load_tool_modules(state.tool_modules)
+    now = deps.clock()
+    steps: dict[str, StepRecord] = {}
+    for sid, rec in state.steps.items():
+        if rec.status is not StepStatus.FAILED or rec.failure is None:
+            continue
+        if rec.failure.failure_class is not FailureClass.TRANSIENT:
+            continue
+        step = state.plan.step(sid)
+        spec = deps.registry.get(step.tool)
+        policy = step.retry or (spec.retry if spec else None) or DEFAULT_RETRY
+        failed = rec.attempts - rec.attempt_floor
+        delay = policy.delay(failed, deps.rng)
+        steps[sid] = transition(rec, StepStatus.PENDING, not_before=now + timedelta(seconds=delay))
+        if deps.events is not None:
+            deps.events.record(
+                thread_of(config),
+                EventKind.RETRY_SCHEDULED,
+                {
+                    "step_id": sid,
+                    "attempt": rec.attempts + 1,
+                    "delay": delay,
+                    "cap": policy.cap(failed),
+                    "failure": rec.failure.message,
+                },
+                at=now,
             )
-            if deps.events is not None:
-                deps.events.record(
-                    thread_of(config),
-                    EventKind.RETRY_SCHEDULED,
-                    {
-                        "step_id": sid,
-                        "attempt": rec.attempts + 1,
-                        "delay": delay,
-                        "cap": policy.cap(failed),
-                        "failure": rec.failure.message,
-                    },
-                    at=now,
-                )
-            emit(
-                EventKind.STEP_WAITING,
-                step_id=sid,
-                tool=step.tool,
-                attempt=rec.attempts,
-                message=f"retry {rec.attempts + 1} in {delay:.1f}s: {rec.failure.message[:80]}",
-            )
-        return {"steps": steps}
-
-    return retry
+        emit(
+            EventKind.STEP_WAITING,
+            step_id=sid,
+            tool=step.tool,
+            attempt=rec.attempts,
+            message=f"retry {rec.attempts + 1} in {delay:.1f}s: {rec.failure.message[:80]}",
+        )
+    return {"steps": steps}

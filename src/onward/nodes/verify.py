@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 
 from onward.model import budget, references
 from onward.model.state import (
@@ -79,33 +80,29 @@ def judge_goal(deps: NodeDeps, state: RunState, step: PlanStep) -> Goal | None:
     return state.goal
 
 
-def make_verify_node(deps: NodeDeps) -> Any:
-    def verify(state: RunState, config: RunnableConfig) -> dict[str, Any]:
-        thread_id = thread_of(config)
-        load_tool_modules(state.tool_modules)
-        ids = state.plan.index().ids
-        status_of = state.steps.statuses.get
-        produced = [
-            ids[i] for i in state.open_positions() if status_of(ids[i]) is StepStatus.PRODUCED
-        ]
-        steps: dict[str, StepRecord] = {}
-        artifacts: dict[str, ArtifactRef] = {}
-        usage = Usage()
-        for sid in produced:
-            step = state.plan.step(sid)
-            record, spent = _verify_one(deps, state, step, state.steps[sid], thread_id)
-            usage = add_usage(usage, spent)
-            steps[sid] = record
-            if record.status is StepStatus.DONE and step.output and record.output is not None:
-                artifacts[step.output] = record.output
-        updates: dict[str, Any] = {"steps": steps}
-        if artifacts:
-            updates["artifacts"] = artifacts
-        if usage != Usage():
-            updates["usage"] = usage
-        return updates
-
-    return verify
+def verify(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> dict[str, Any]:
+    deps = runtime.context
+    thread_id = thread_of(config)
+    load_tool_modules(state.tool_modules)
+    ids = state.plan.index().ids
+    status_of = state.steps.statuses.get
+    produced = [ids[i] for i in state.open_positions() if status_of(ids[i]) is StepStatus.PRODUCED]
+    steps: dict[str, StepRecord] = {}
+    artifacts: dict[str, ArtifactRef] = {}
+    usage = Usage()
+    for sid in produced:
+        step = state.plan.step(sid)
+        record, spent = _verify_one(deps, state, step, state.steps[sid], thread_id)
+        usage = add_usage(usage, spent)
+        steps[sid] = record
+        if record.status is StepStatus.DONE and step.output and record.output is not None:
+            artifacts[step.output] = record.output
+    updates: dict[str, Any] = {"steps": steps}
+    if artifacts:
+        updates["artifacts"] = artifacts
+    if usage != Usage():
+        updates["usage"] = usage
+    return updates
 
 
 def _verify_one(

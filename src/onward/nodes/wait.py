@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from langchain_core.messages import AIMessage
+from langgraph.runtime import Runtime
 
 from onward.model.state import (
     RunState,
@@ -42,26 +43,24 @@ def earliest_wait(deps: NodeDeps, state: RunState) -> datetime | None:
     return min(times) if times else None
 
 
-def make_wait_node(deps: NodeDeps) -> Any:
-    def wait(state: RunState) -> dict[str, Any]:
-        load_tool_modules(state.tool_modules)
-        until = earliest_wait(deps, state)
-        if until is None:  # the scheduler saw a deferral that is over by now: look again soon
-            until = deps.clock() + timedelta(seconds=POLL)
-        seconds = (until - deps.clock()).total_seconds()
-        if seconds <= deps.max_wait:
-            if seconds > 0:
-                deps.sleep(seconds)
-            return {}
-        return {
-            "status": RunStatus.SUSPENDED,
-            "resume_at": until,
-            "messages": [
-                AIMessage(
-                    f"Suspended until {until.isoformat(timespec='seconds')} (a retry backoff or "
-                    "an open circuit breaker); `onward resume` goes on then."
-                )
-            ],
-        }
-
-    return wait
+def wait(state: RunState, runtime: Runtime[NodeDeps]) -> dict[str, Any]:
+    deps = runtime.context
+    load_tool_modules(state.tool_modules)
+    until = earliest_wait(deps, state)
+    if until is None:  # the scheduler saw a deferral that is over by now: look again soon
+        until = deps.clock() + timedelta(seconds=POLL)
+    seconds = (until - deps.clock()).total_seconds()
+    if seconds <= deps.max_wait:
+        if seconds > 0:
+            deps.sleep(seconds)
+        return {}
+    return {
+        "status": RunStatus.SUSPENDED,
+        "resume_at": until,
+        "messages": [
+            AIMessage(
+                f"Suspended until {until.isoformat(timespec='seconds')} (a retry backoff or "
+                "an open circuit breaker); `onward resume` goes on then."
+            )
+        ],
+    }

@@ -30,7 +30,7 @@ def make_graph(db: str | None = None) -> Any:
         breakers=store.breakers,
         model=check_model(model_from_env()),
     )
-    return build_graph(deps).compile()
+    return build_graph(deps, hosted=True).compile()
 
 
 graph = make_graph()
