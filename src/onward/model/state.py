@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, TypedDict
 
 from langchain_core.messages import AnyMessage, convert_to_messages
 from langgraph.channels import DeltaChannel
@@ -563,6 +563,34 @@ def append_messages(current: list[AnyMessage], writes: Sequence[Any]) -> list[An
                 batch[i] = m.model_copy(update={"id": f"m{len(result) + i}"})
         result = add_messages(result, batch)
     return list(result)
+
+
+class RunUpdate(TypedDict, total=False):
+    """What a node returns: some of :class:`RunState`'s channels, each as its reducer takes
+    it (a plan edit or a list of them for ``plan``, records by id for ``steps``...)."""
+
+    schema_version: int
+    messages: Sequence[AnyMessage] | AnyMessage
+    workdir: str
+    goal: Goal | None
+    plan: Plan | PlanEdit | list[PlanEdit]
+    steps: Mapping[str, StepRecord]
+    artifacts: Mapping[str, ArtifactRef]
+    budget: Budget
+    tool_modules: list[str]
+    max_concurrency: int
+    wave: int
+    waiting: Mapping[str, Waiting | None]
+    decisions: Sequence[Decision]
+    approvals: Mapping[str, Approval | None]
+    plan_approval: Approval | None
+    policy: RunPolicy
+    started_at: datetime | None
+    resume_at: datetime | None
+    usage: Usage
+    budget_warnings: Sequence[str]
+    status: RunStatus
+    failure: RunFailure | None
 
 
 class RunState(BaseModel):

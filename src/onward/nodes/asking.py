@@ -25,6 +25,7 @@ from onward.model.state import (
     Decision,
     DecisionAction,
     PlanStep,
+    RunUpdate,
     StepStatus,
     transition,
     utcnow,
@@ -38,7 +39,8 @@ from onward.people.approvals import (
     request,
 )
 
-Updates = dict[str, Any]
+Updates = RunUpdate
+"""What approve and escalate return (their answer's updates)."""
 
 
 def ask(

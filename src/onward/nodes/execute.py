@@ -29,6 +29,7 @@ from onward.model import references
 from onward.model.state import (
     ExecuteTask,
     FailureClass,
+    RunUpdate,
     SideEffect,
     StepStatus,
     Waiting,
@@ -102,7 +103,7 @@ def _call_with_timeout(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:
 
 # `task: Any`, not `ExecuteTask`: LangGraph would add the annotated model's fields to the
 # graph as channels. The Send payload arrives as is.
-def execute(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> dict[str, Any]:
+def execute(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> RunUpdate:
     deps = runtime.context
     assert isinstance(task, ExecuteTask)
     step, attempt = task.step, task.record.attempts + 1
@@ -226,7 +227,7 @@ def _called_event(
     emit(EventKind.TOOL_CALLED, step_id=step_id, tool=tool, attempt=attempt, detail=detail)
 
 
-def _refuse_unapproved(deps: NodeDeps, task: ExecuteTask, thread_id: str) -> dict[str, Any] | None:
+def _refuse_unapproved(deps: NodeDeps, task: ExecuteTask, thread_id: str) -> RunUpdate | None:
     """The args about to run must be exactly the approved ones (state may have been edited
     after the approval). If not: run nothing, audit both hashes, and ask again."""
     current = step_hash(task.step, task.inputs)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from itertools import repeat
-from typing import Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
@@ -17,6 +16,7 @@ from onward.model.state import (
     RunFailureKind,
     RunState,
     RunStatus,
+    RunUpdate,
     StepRecords,
     StepStatus,
     Usage,
@@ -28,7 +28,7 @@ from onward.verification.checks import evaluate
 from onward.verification.judge import judge_goal
 
 
-def finalize(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> dict[str, Any]:
+def finalize(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> RunUpdate:
     deps = runtime.context
     if state.status is RunStatus.CANCELLED:
         report = execution_report(state, RunStatus.CANCELLED, state.failure)
@@ -73,8 +73,10 @@ def finalize(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]
     status = RunStatus.FAILED if failure else RunStatus.DONE
     report = execution_report(state, status, failure)
     emit(EventKind.RUN_FINISHED, message=status.value)
-    out = {"status": status, "failure": failure, "messages": [AIMessage(report)]}
-    return out | ({"usage": usage} if usage is not None else {})
+    out: RunUpdate = {"status": status, "failure": failure, "messages": [AIMessage(report)]}
+    if usage is not None:
+        out["usage"] = usage
+    return out
 
 
 def execution_report(state: RunState, status: RunStatus, failure: RunFailure | None) -> str:

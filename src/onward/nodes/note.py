@@ -8,12 +8,12 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from onward.model.state import NoteTask
+from onward.model.state import NoteTask, RunUpdate
 from onward.nodes.deps import NodeDeps, thread_of
 from onward.observe.kinds import EventKind
 
 
-def note(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> dict[str, Any]:
+def note(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> RunUpdate:
     deps = runtime.context
     assert isinstance(task, NoteTask)
     thread_id = thread_of(config)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
@@ -11,7 +10,7 @@ from langgraph.runtime import Runtime
 
 from onward.errors import NoTemplateError, PlanningError, PlanValidationError, ToolError
 from onward.llm.planner import plan_with_model
-from onward.model.state import RunFailure, RunFailureKind, RunState, RunStatus, Usage
+from onward.model.state import RunFailure, RunFailureKind, RunState, RunStatus, RunUpdate, Usage
 from onward.nodes.deps import NodeDeps, thread_of
 from onward.observe.kinds import EventKind
 from onward.observe.progress import emit
@@ -20,7 +19,7 @@ from onward.planning.validate import validate_plan
 from onward.tools.registry import load_tool_modules
 
 
-def plan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> dict[str, Any]:
+def plan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> RunUpdate:
     deps = runtime.context
     assert state.goal is not None, "a run starts with a goal"
     goal, the_plan = state.goal, state.plan
@@ -67,7 +66,7 @@ def plan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) ->
         for i, s in enumerate(the_plan.steps[:20], 1)
     )
     more = f"\n… and {len(the_plan.steps) - 20} more" if len(the_plan.steps) > 20 else ""
-    updates: dict[str, Any] = {
+    updates: RunUpdate = {
         "status": RunStatus.RUNNING,
         "usage": usage,
         "messages": [
@@ -78,5 +77,6 @@ def plan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) ->
         ],
     }
     if not state.plan.steps:  # a declared plan is already in state; don't store it twice
-        updates |= {"goal": goal, "plan": the_plan}
+        updates["goal"] = goal
+        updates["plan"] = the_plan
     return updates

@@ -6,8 +6,6 @@ logged. Without an applicable rule the failure becomes non-convergent and a pers
 
 from __future__ import annotations
 
-from typing import Any
-
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
@@ -22,6 +20,7 @@ from onward.model.state import (
     PlanEdit,
     PlanStep,
     RunState,
+    RunUpdate,
     StepRecord,
     StepStatus,
     Usage,
@@ -41,7 +40,7 @@ def has_rule(spec: ToolSpec | None) -> bool:
     return spec is not None and (spec.fix_args is not None or spec.fallback is not None)
 
 
-def replan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> dict[str, Any]:
+def replan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> RunUpdate:
     deps = runtime.context
     load_tool_modules(state.tool_modules)
     steps: dict[str, StepRecord] = {}
@@ -81,7 +80,7 @@ def replan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) 
                 reason=f"{why} after {failure.failure_class.value} failure: {failure.message}",
             )
         )
-    updates: dict[str, Any] = {"steps": steps, "decisions": decisions}
+    updates: RunUpdate = {"steps": steps, "decisions": decisions}
     if edits:
         emit(
             EventKind.PLAN_REVISED,
@@ -93,7 +92,7 @@ def replan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) 
     return updates
 
 
-def _model_replan(deps: NodeDeps, state: RunState, sid: str, thread_id: str) -> dict[str, Any]:
+def _model_replan(deps: NodeDeps, state: RunState, sid: str, thread_id: str) -> RunUpdate:
     """The model's revision of the not-done steps, applied; if it asks for help or sends
     nothing valid, the failure becomes non-convergent, for a person."""
     assert deps.model is not None

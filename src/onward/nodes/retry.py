@@ -6,7 +6,6 @@ on the step records, so a crash between attempts resets nothing.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
@@ -14,6 +13,7 @@ from langgraph.runtime import Runtime
 from onward.model.state import (
     FailureClass,
     RunState,
+    RunUpdate,
     StepRecord,
     StepStatus,
     transition,
@@ -25,7 +25,7 @@ from onward.policies.retry import DEFAULT_RETRY
 from onward.tools.registry import load_tool_modules
 
 
-def retry(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> dict[str, Any]:
+def retry(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> RunUpdate:
     deps = runtime.context
     load_tool_modules(state.tool_modules)
     now = deps.clock()

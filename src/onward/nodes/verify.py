@@ -28,6 +28,7 @@ from onward.model.state import (
     Goal,
     PlanStep,
     RunState,
+    RunUpdate,
     StepFailure,
     StepRecord,
     StepStatus,
@@ -80,7 +81,7 @@ def judge_goal(deps: NodeDeps, state: RunState, step: PlanStep) -> Goal | None:
     return state.goal
 
 
-def verify(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> dict[str, Any]:
+def verify(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> RunUpdate:
     deps = runtime.context
     thread_id = thread_of(config)
     load_tool_modules(state.tool_modules)
@@ -97,7 +98,7 @@ def verify(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) 
         steps[sid] = record
         if record.status is StepStatus.DONE and step.output and record.output is not None:
             artifacts[step.output] = record.output
-    updates: dict[str, Any] = {"steps": steps}
+    updates: RunUpdate = {"steps": steps}
     if artifacts:
         updates["artifacts"] = artifacts
     if usage != Usage():

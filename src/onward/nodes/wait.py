@@ -6,7 +6,6 @@ are slept here; a longer one suspends the run until then, so the process can sto
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
@@ -14,6 +13,7 @@ from langgraph.runtime import Runtime
 from onward.model.state import (
     RunState,
     RunStatus,
+    RunUpdate,
     StepStatus,
 )
 from onward.nodes.deps import NodeDeps
@@ -43,7 +43,7 @@ def earliest_wait(deps: NodeDeps, state: RunState) -> datetime | None:
     return min(times) if times else None
 
 
-def wait(state: RunState, runtime: Runtime[NodeDeps]) -> dict[str, Any]:
+def wait(state: RunState, runtime: Runtime[NodeDeps]) -> RunUpdate:
     deps = runtime.context
     load_tool_modules(state.tool_modules)
     until = earliest_wait(deps, state)
