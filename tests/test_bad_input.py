@@ -120,7 +120,9 @@ def test_nesting_up_to_the_limit_is_a_valid_plan() -> None:
 
 def test_too_many_steps_values_or_bytes_are_refused(tmp_path: Path) -> None:
     steps = [{"id": f"s{i}", "tool": "noop"} for i in range(MAX_STEPS + 1)]
-    with pytest.raises(PlanValidationError, match="10,001 steps; a plan holds at most 10,000"):
+    with pytest.raises(
+        PlanValidationError, match=f"{MAX_STEPS + 1:,} steps; a plan holds at most {MAX_STEPS:,}"
+    ):
         parse_declared({"steps": steps}, default_registry)
     # A YAML alias bomb: ten lists of ten, seven deep, is 10^7 values once expanded.
     bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"

@@ -4,7 +4,7 @@
 | --- | --- | --- |
 | :data:`MAX_PLAN_BYTES` | 16 MiB | a plan file's size |
 | :data:`MAX_DEPTH` | 100 levels | nesting (the top mapping is level 1), as in a request |
-| :data:`MAX_STEPS` | 10,000 | steps in one plan |
+| :data:`MAX_STEPS` | 20,000 | steps in one plan |
 | :data:`MAX_VALUES` | 1,000,000 | values in a plan; a YAML alias counts at each use |
 
 Past those, serializers and the YAML loader fail deep inside (recursion, "maximum
@@ -28,7 +28,7 @@ from onward.errors import PlanProblem
 
 MAX_PLAN_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 100
-MAX_STEPS = 10_000
+MAX_STEPS = 20_000
 MAX_VALUES = 1_000_000
 INT_RANGE = (-(2**63), 2**63 - 1)
 MAX_PROBLEMS = 20
