@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from onward import Plan, PlanStep
-from onward.store.sql import scratch_schema
 
 PG_URL = os.environ.get("ONWARD_BENCH_PG") or "postgresql://postgres@127.0.0.1:5432/test"
 """The Postgres the benches use ($ONWARD_BENCH_PG); each run gets a fresh schema in it."""
@@ -20,6 +19,10 @@ SYNC_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
 def pg_schema() -> AbstractContextManager[str]:
     """A fresh schema (dropped afterwards); the URL selects it through search_path."""
+    # Imported here: commits.py's child imports this module under older checkouts too,
+    # whose package has no onward.store.
+    from onward.store.sql import scratch_schema
+
     return scratch_schema(PG_URL, "bench")
 
 
