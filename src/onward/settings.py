@@ -188,7 +188,7 @@ def _flag(name: str, raw: str) -> bool:
 
 
 def _duration(name: str, raw: str) -> timedelta:
-    from onward.policies.run import parse_duration  # pydantic and yaml: only when one is set
+    from onward.policies.durations import parse_duration  # pydantic and yaml: only when one is set
 
     try:
         return parse_duration(raw, negative_ok=True)  # __post_init__ says which may not be

@@ -107,7 +107,7 @@ def prune(
 ) -> None:
     """Remove finished runs (checkpoints, events, ledger rows, artifacts no kept run uses);
     never anything a waiting or resumable run needs. Then VACUUM and report what was freed."""
-    from onward.policies.run import parse_duration
+    from onward.policies.durations import parse_duration
 
     with errors(as_json), open_store(db, None) as ow:
         report = ow.prune(parse_duration(older_than), keep_last=keep_last, dry_run=dry_run)

@@ -133,7 +133,7 @@ def open_tables(db: str | None) -> Tables:
 
 def duration(text: str | None, option: str = "") -> timedelta | None:
     """An optional duration option (2h, 1d); ``option`` names it in the error."""
-    from onward.policies.run import parse_duration
+    from onward.policies.durations import parse_duration
 
     if not text:
         return None

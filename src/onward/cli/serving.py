@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated
 
@@ -40,7 +41,9 @@ def worker(
     Ctrl-C: then finish the current superstep, requeue, release leases and exit."""
     from onward.client.worker import Worker, WorkerPolicy
 
-    policy = WorkerPolicy(concurrency=concurrency, poll=poll, exit_when_idle=exit_when_idle)
+    policy = WorkerPolicy(
+        concurrency=concurrency, poll=timedelta(seconds=poll), exit_when_idle=exit_when_idle
+    )
 
     def log(thread_id: str, outcome: str) -> None:
         if as_json:

@@ -3,7 +3,6 @@ the compiled graph, the clock) and hands each call to the module of its topic.""
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -26,7 +25,9 @@ from onward.nodes.deps import NodeDeps
 from onward.observe.progress import ProgressEvent
 from onward.observe.timeline import Summary, TimelineEvent
 from onward.people.inbox import PendingDecision
+from onward.policies.durations import as_duration
 from onward.policies.run import RunPolicy
+from onward.settings import settings
 from onward.store.database import RunRow, Store
 from onward.tools.registry import (
     Registry,
@@ -51,12 +52,13 @@ class Onward:
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
         model: BaseChatModel | Literal["env"] | None = "env",
-        max_wait: float | None = None,
+        max_wait: timedelta | float | None = None,
     ) -> None:
         """``model``: the chat model for goals outside the templates, replanning and
         judging; by default from the environment (OPENAI_API_KEY...), None for none.
         ``max_wait``: longest in-process wait for a retry or breaker before the run is
-        suspended instead ($ONWARD_MAX_WAIT, 60 s; workers use 0 and requeue)."""
+        suspended instead (a timedelta, or seconds; $ONWARD_MAX_WAIT, 60 s; workers use 0 and
+        requeue)."""
         self.tool_modules = normalize_tool_refs([*tool_modules_from_env(), *tool_modules])
         load_tool_modules(self.tool_modules)
         self.registry = registry or default_registry
@@ -73,9 +75,9 @@ class Onward:
             breakers=self.store.breakers,
             sleep=sleep,
             rng=rng or random.Random(),
-            max_wait=max_wait
-            if max_wait is not None
-            else float(os.environ.get("ONWARD_MAX_WAIT") or 60.0),
+            max_wait=settings().max_wait
+            if max_wait is None
+            else as_duration(max_wait, "max_wait"),
             model=check_model(model_from_env() if model == "env" else model),
         )
         self.graph = compile_graph(self.deps, checkpointer=self.store.saver)

@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
@@ -37,6 +38,7 @@ from onward.client import Onward
 from onward.errors import LeaseLostError, OnwardError, RunBusyError
 from onward.observe.kinds import EventKind
 from onward.people.inbox import PendingDecision
+from onward.policies.durations import fix_durations
 from onward.store.leases import new_owner
 from onward.tools.registry import Registry
 
@@ -47,16 +49,21 @@ class WorkerPolicy:
 
     concurrency: int = 1
     """Runs driven at once, each on its own thread with its own store connections."""
-    poll: float = 1.0
-    """Seconds between claim attempts while nothing is ready."""
+    poll: timedelta = timedelta(seconds=1)
+    """Time between claim attempts while nothing is ready."""
     exit_when_idle: bool = False
     """Stop once no queued run can become ready without a person (batch jobs, benches):
     runs waiting for an answer or a person's deadline are left to other workers."""
-    max_wait: float = 0.0
+    max_wait: timedelta = timedelta(0)
     """Longest in-process wait for a retry or breaker; longer waits suspend the run and
     requeue it for then, so a slot never sleeps on one run while others are ready."""
-    error_backoff: float = 30.0
-    """Seconds before a run whose drive failed with an onward error is tried again."""
+    error_backoff: timedelta = timedelta(seconds=30)
+    """How long before a run whose drive failed with an onward error is tried again."""
+
+    def __post_init__(self) -> None:
+        fix_durations(self, "poll", "max_wait", "error_backoff")
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
 
 
 @dataclass
@@ -124,7 +131,7 @@ class Worker:
                 if self._stop.is_set():
                     ow.deps.draining.set()
             owner = new_owner()
-            hold = ow.store.leases.policy.ttl
+            hold = ow.store.leases.policy.ttl.total_seconds()
             while not self._stop.is_set():
                 with self._lock:
                     self._busy += 1
@@ -137,7 +144,7 @@ class Worker:
                         idle = self._busy == 0
                     if self.policy.exit_when_idle and idle and not ow.store.pending_work():
                         return
-                    self._stop.wait(self.policy.poll)
+                    self._stop.wait(self.policy.poll.total_seconds())
                     continue
                 try:
                     self._drive(ow, thread_id, owner)
@@ -161,7 +168,7 @@ class Worker:
             return
         except OnwardError as exc:
             store.events.record(thread_id, EventKind.WORKER_ERROR, {"error": str(exc)[:500]})
-            store.requeue(thread_id, time.time() + self.policy.error_backoff, owner)
+            store.requeue(thread_id, time.time() + self.policy.error_backoff.total_seconds(), owner)
             self.report.errors.append((thread_id, str(exc)))
             self._done(thread_id, "error")
             return
@@ -182,7 +189,7 @@ class Worker:
             # next claim's sweep applies it. (Dropping it as past parked the run until its
             # next future deadline, the reminder hours later, when a loaded machine made
             # the drive outlast a short expiry.)
-            ready = None if due is None else max(due, now + self.policy.poll)
+            ready = None if due is None else max(due, now + self.policy.poll.total_seconds())
             store.requeue(thread_id, ready, owner, for_person=True)
             outcome = "waiting for a person"
         elif view.resume_at is not None:
@@ -190,7 +197,7 @@ class Worker:
             outcome = f"suspended until {view.resume_at.isoformat()}"
         else:
             # Stopped without a reason the view shows: look again shortly, not in a loop.
-            store.requeue(thread_id, now + self.policy.poll, owner)
+            store.requeue(thread_id, now + self.policy.poll.total_seconds(), owner)
         self._done(thread_id, outcome)
 
     def _done(self, thread_id: str, outcome: str) -> None:

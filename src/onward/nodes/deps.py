@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +52,9 @@ class NodeDeps:
     draining: threading.Event = field(default_factory=threading.Event)
     """Set when the process must stop (a worker's SIGTERM): nodes not yet started raise
     :class:`~onward.errors.DrainRequested`, so the drive ends on a saved superstep."""
-    max_wait: float = 60.0
-    """Longest in-process wait (seconds) for a retry or a breaker; a longer one suspends the
-    run until then ($ONWARD_MAX_WAIT)."""
+    max_wait: timedelta = timedelta(seconds=60)
+    """Longest in-process wait for a retry or a breaker; a longer one suspends the run until
+    then ($ONWARD_MAX_WAIT)."""
 
     def check_context(
         self, workdir: str, refs: dict[str, ArtifactRef], *, confined: bool

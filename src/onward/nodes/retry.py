@@ -5,8 +5,6 @@ on the step records, so a crash between attempts resets nothing.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
@@ -40,7 +38,7 @@ def retry(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -
         policy = step.retry or (spec.retry if spec else None) or DEFAULT_RETRY
         failed = rec.attempts - rec.attempt_floor
         delay = policy.delay(failed, deps.rng)
-        steps[sid] = transition(rec, StepStatus.PENDING, not_before=now + timedelta(seconds=delay))
+        steps[sid] = transition(rec, StepStatus.PENDING, not_before=now + delay)
         if deps.events is not None:
             deps.events.record(
                 thread_of(config),
@@ -48,8 +46,8 @@ def retry(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -
                 {
                     "step_id": sid,
                     "attempt": rec.attempts + 1,
-                    "delay": delay,
-                    "cap": policy.cap(failed),
+                    "delay": delay.total_seconds(),
+                    "cap": policy.cap(failed).total_seconds(),
                     "failure": rec.failure.message,
                 },
                 at=now,
@@ -59,6 +57,7 @@ def retry(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -
             step_id=sid,
             tool=step.tool,
             attempt=rec.attempts,
-            message=f"retry {rec.attempts + 1} in {delay:.1f}s: {rec.failure.message[:80]}",
+            message=f"retry {rec.attempts + 1} in {delay.total_seconds():.1f}s: "
+            f"{rec.failure.message[:80]}",
         )
     return {"steps": steps}

@@ -50,7 +50,7 @@ def wait(state: RunState, runtime: Runtime[NodeDeps]) -> RunUpdate:
     if until is None:  # the scheduler saw a deferral that is over by now: look again soon
         until = deps.clock() + timedelta(seconds=POLL)
     seconds = (until - deps.clock()).total_seconds()
-    if seconds <= deps.max_wait:
+    if seconds <= deps.max_wait.total_seconds():
         if seconds > 0:
             deps.sleep(seconds)
         return {}

@@ -295,7 +295,7 @@ def edited_budget(current: Budget, answer: Answer) -> Budget:
     assert answer.args is not None
     changes = dict(answer.args)
     if isinstance(changes.get("max_run_time"), str):
-        from onward.policies.run import parse_duration
+        from onward.policies.durations import parse_duration
 
         try:
             changes["max_run_time"] = parse_duration(changes["max_run_time"])

@@ -8,7 +8,6 @@ file, and a resumed run keeps the rules it started with.
 
 from __future__ import annotations
 
-import math
 from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -18,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from onward.errors import UsageError, validation_message
+from onward.policies.durations import MAX_DURATION, parse_duration
 
 DEFAULT_REMIND_AFTER = timedelta(hours=6)
 DEFAULT_EXPIRE_AFTER = timedelta(hours=24)
@@ -123,35 +123,6 @@ def load_policy_file(path: str | Path) -> RunPolicy:
         raise UsageError(f"policy file {path}: {validation_message(exc)}") from None
     except UsageError as exc:
         raise UsageError(f"policy file {path}: {exc}") from None
-
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-MAX_DURATION = timedelta(days=36500)
-"""The longest duration onward takes (100 years): a deadline past it would overflow the
-dates it is added to."""
-
-
-def parse_duration(text: str, *, negative_ok: bool = False) -> timedelta:
-    """``90s``, ``30m``, ``6h``, ``1d``, ``2w`` (or a number of seconds), at most
-    :data:`MAX_DURATION`. Infinite, NaN and (unless ``negative_ok``: a caller that says
-    why itself) negative durations are a :class:`UsageError`."""
-    t = str(text).strip().lower()
-    try:
-        number, unit = (t[:-1], _UNITS[t[-1]]) if t and t[-1] in _UNITS else (t, 1)
-        seconds = float(number) * unit
-    except ValueError:
-        raise UsageError(f"{text!r} is not a duration; write e.g. 90s, 30m, 6h, 1d or 2w") from None
-    if math.isnan(seconds) or math.isinf(seconds):
-        raise UsageError(f"{text!r} is not a duration; write a finite one, e.g. 90s, 6h or 2w")
-    if seconds < 0 and not negative_ok:
-        raise UsageError(f"duration {text!r} is negative; write one of 0 or more, e.g. 6h")
-    if abs(seconds) > MAX_DURATION.total_seconds():
-        raise UsageError(
-            f"duration {text!r} is too long; onward takes at most {MAX_DURATION.days}d (100 years)"
-        )
-    return timedelta(seconds=seconds)
 
 
 def with_durations(data: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from onward.client import views
@@ -46,8 +45,8 @@ class Recovery:
         self._clients, self._pool, self._drive = clients, pool, drive
         self.enabled = enabled
         ttl = LeasePolicy.from_env().ttl
-        self.every = every if every is not None else max(1.0, ttl / 2)
-        self._grace = timedelta(seconds=ttl)
+        self.every = every if every is not None else max(1.0, ttl.total_seconds() / 2)
+        self._grace = ttl
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()

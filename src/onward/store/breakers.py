@@ -18,6 +18,7 @@ from enum import StrEnum
 
 from onward.observe.events import EventLog
 from onward.observe.kinds import EventKind
+from onward.policies.durations import fix_durations
 from onward.store.connection import SharedConnection
 from onward.store.sql import Db
 
@@ -47,10 +48,17 @@ class BreakerPolicy:
     """How many recent calls the failure rate looks at."""
     consecutive: int = 5
     """Open after this many failures in a row, whatever the rate."""
-    cooldown: float = 30.0
-    """Seconds the breaker stays open before one half-open probe call is let through."""
-    probe_timeout: float = 120.0
-    """Seconds after which a probe that never reported back is presumed lost."""
+    cooldown: timedelta = timedelta(seconds=30)
+    """How long the breaker stays open before one half-open probe call is let through."""
+    probe_timeout: timedelta = timedelta(minutes=2)
+    """After this long, a probe that never reported back is presumed lost."""
+
+    def __post_init__(self) -> None:
+        fix_durations(self, "cooldown", "probe_timeout")
+        if not 0 < self.failure_rate <= 1:
+            raise ValueError("failure_rate must be above 0 and at most 1")
+        if self.min_calls < 1 or self.window < 1 or self.consecutive < 1:
+            raise ValueError("min_calls, window and consecutive must be at least 1")
 
 
 class BreakerState(StrEnum):
@@ -189,13 +197,13 @@ class Breakers:
 
 def _blocked_until(row: BreakerRow, policy: BreakerPolicy, now: datetime) -> datetime | None:
     if row.state is BreakerState.OPEN and row.opened_at is not None:
-        reopen = row.opened_at + timedelta(seconds=policy.cooldown)
+        reopen = row.opened_at + policy.cooldown
         return reopen if now < reopen else None
     if row.state is BreakerState.HALF_OPEN and row.probe_at is not None:
         # One probe at a time; look again after a cooldown (the probe usually reports back
         # long before it would be presumed lost).
-        lost = row.probe_at + timedelta(seconds=policy.probe_timeout)
-        return min(lost, now + timedelta(seconds=policy.cooldown)) if now < lost else None
+        lost = row.probe_at + policy.probe_timeout
+        return min(lost, now + policy.cooldown) if now < lost else None
     return None
 
 

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from onward.errors import RunBusyError, StoreError
 from onward.model.clock import utcnow
 from onward.observe.kinds import EventKind
+from onward.policies.durations import fix_durations
 from onward.settings import DEFAULT_HEARTBEAT as DEFAULT_BEAT
 from onward.settings import DEFAULT_LEASE_TTL, settings
 from onward.store.drivers import gone_here, new_driver_id
@@ -46,28 +47,29 @@ CREATE INDEX IF NOT EXISTS onward_events_kind ON onward_events (thread_id, kind,
 """
 
 
-DEFAULT_TTL = DEFAULT_LEASE_TTL.total_seconds()
-DEFAULT_HEARTBEAT = DEFAULT_BEAT.total_seconds()
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LeasePolicy:
     """How long a driver's claim on a run lasts without a heartbeat."""
 
-    ttl: float = DEFAULT_TTL
-    """Seconds a lease stays live after its last heartbeat."""
-    heartbeat: float = DEFAULT_HEARTBEAT
-    """Seconds between heartbeats; keep well under ``ttl``."""
+    ttl: timedelta = DEFAULT_LEASE_TTL
+    """How long a lease stays live after its last heartbeat."""
+    heartbeat: timedelta = DEFAULT_BEAT
+    """Time between heartbeats; keep well under ``ttl``."""
+
+    def __post_init__(self) -> None:
+        fix_durations(self, "ttl", "heartbeat")
+        if self.heartbeat >= self.ttl:
+            raise ValueError("heartbeat must be shorter than ttl")
 
     @classmethod
     def from_env(cls) -> LeasePolicy:
         """``ONWARD_LEASE_TTL`` and ``ONWARD_HEARTBEAT`` (see :mod:`onward.settings`)."""
         s = settings()
-        return cls(ttl=s.lease_ttl.total_seconds(), heartbeat=s.heartbeat.total_seconds())
+        return cls(ttl=s.lease_ttl, heartbeat=s.heartbeat)
 
     def stale(self, heartbeat_at: datetime, now: datetime) -> bool:
         """A heartbeat older than two intervals means the driver is stuck or dead."""
-        return (now - heartbeat_at).total_seconds() > 2 * self.heartbeat
+        return now - heartbeat_at > 2 * self.heartbeat
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +150,7 @@ class Leases:
             if dead is None:
                 age = (now - previous.heartbeat_at).total_seconds()
                 raise RunBusyError(thread_id, previous.owner, age, previous.expires_at)
-        expires = now + timedelta(seconds=self.policy.ttl)
+        expires = now + self.policy.ttl
         conn.execute(
             "INSERT INTO onward_leases VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO "
             "UPDATE SET owner = excluded.owner, acquired_at = excluded.acquired_at, "
@@ -178,7 +180,7 @@ class Leases:
                 "WHERE thread_id = ? AND owner = ?",
                 (
                     now.isoformat(),
-                    (now + timedelta(seconds=self.policy.ttl)).isoformat(),
+                    (now + self.policy.ttl).isoformat(),
                     thread_id,
                     owner,
                 ),
@@ -215,7 +217,7 @@ class Leases:
 
 
 class Heartbeat:
-    """Renews a lease every ``policy.heartbeat`` seconds until stopped."""
+    """Renews a lease every ``policy.heartbeat`` until stopped."""
 
     def __init__(self, leases: Leases, thread_id: str, owner: str) -> None:
         self.leases, self.thread_id, self.owner = leases, thread_id, owner
@@ -232,7 +234,7 @@ class Heartbeat:
         self._thread.join()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.leases.policy.heartbeat):
+        while not self._stop.wait(self.leases.policy.heartbeat.total_seconds()):
             try:
                 if not self.leases.renew(self.thread_id, self.owner):
                     self.lost.set()
