@@ -4,7 +4,6 @@ LangGraph Server API. Both import their machinery only when started."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 from datetime import timedelta
 from pathlib import Path
@@ -140,7 +139,7 @@ def serve(
     from onward.serve.listen import bind
 
     with errors(False):
-        env = ServeLimits.from_env(dict(os.environ))
+        env = ServeLimits.from_env()
         slots = run_slots or env.run_slots
         limits = ServeLimits(
             max_body=max_body or env.max_body,

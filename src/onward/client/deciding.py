@@ -45,11 +45,12 @@ class SweepReport:
 def whoami() -> str:
     """Who is deciding: $ONWARD_USER, else login@host."""
     import getpass
-    import os
     import socket
 
-    if os.environ.get("ONWARD_USER"):
-        return os.environ["ONWARD_USER"]
+    from onward.settings import settings
+
+    if settings().user:
+        return settings().user or ""
     try:
         user = getpass.getuser()
     except Exception:  # no login name in some containers

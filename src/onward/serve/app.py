@@ -18,7 +18,6 @@ FastAPI dependencies (:mod:`onward.serve.context`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
@@ -43,8 +42,7 @@ from onward.serve.drives import drive
 from onward.serve.limits import BodyLimit, RunPool, ServeLimits
 from onward.serve.recovery import Recovery
 from onward.serve.routes import ROUTERS, info
-
-CORS_ENV = "ONWARD_CORS_ORIGINS"
+from onward.settings import settings
 
 
 def create_app(
@@ -72,9 +70,9 @@ def create_app(
     ``recover``: finish runs whose driver died (a crashed server) once their lease expires;
     False leaves them to ``onward worker`` processes."""
     api_tokens = auth.tokens_from_env()
-    limits = limits or ServeLimits.from_env(dict(os.environ))
+    limits = limits or ServeLimits.from_env()
     if cors_origins is None:
-        cors_origins = [o.strip() for o in os.environ.get(CORS_ENV, "").split(",") if o.strip()]
+        cors_origins = list(settings().cors_origins)
     clients = Clients(lambda: Onward(db, tool_modules=tool_modules, model=model))
     with clients.use() as probe:  # open the store now: a bad URL or key fails at start-up
         graph_json = probe.graph.get_graph().to_json()

@@ -20,6 +20,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from onward.errors import RequestLimitError, UsageError
+from onward.settings import settings
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 DEFAULT_RUN_SLOTS = 8
@@ -51,21 +52,14 @@ class ServeLimits:
             )
 
     @classmethod
-    def from_env(cls, env: dict[str, str]) -> ServeLimits:
-        def number(name: str, default: int) -> int:
-            raw = env.get(name)
-            if not raw:
-                return default
-            try:
-                return int(raw)
-            except ValueError:
-                raise UsageError(f"{name}={raw!r} is not a whole number") from None
-
-        slots = number("ONWARD_RUN_SLOTS", DEFAULT_RUN_SLOTS)
+    def from_env(cls) -> ServeLimits:
+        """$ONWARD_MAX_BODY, $ONWARD_RUN_SLOTS and $ONWARD_USER_RUNS (read by settings)."""
+        s = settings()
+        slots = s.run_slots or DEFAULT_RUN_SLOTS
         return cls(
-            max_body=number("ONWARD_MAX_BODY", DEFAULT_MAX_BODY),
+            max_body=s.max_body or DEFAULT_MAX_BODY,
             run_slots=slots,
-            user_runs=number("ONWARD_USER_RUNS", min(DEFAULT_USER_RUNS, slots)),
+            user_runs=s.user_runs or min(DEFAULT_USER_RUNS, slots),
         )
 
 
