@@ -105,3 +105,25 @@ def test_a_checkpoint_whose_retry_policy_held_float_seconds_loads_as_timedeltas(
     assert loaded.retry.initial_delay == timedelta(seconds=2.5)
     assert loaded.retry.max_delay == timedelta(seconds=40)
     assert loaded.retry.cap(10) == timedelta(seconds=40)
+
+
+def test_a_tool_timeout_is_a_timedelta_and_a_bad_one_is_refused() -> None:
+    from onward import Registry, tool
+
+    registry = Registry()
+
+    @tool(timeout=0.5, registry=registry)
+    def quick() -> dict[str, int]:
+        return {}
+
+    @tool(timeout=timedelta(minutes=2), registry=registry)
+    def slow() -> dict[str, int]:
+        return {}
+
+    assert quick.timeout == timedelta(milliseconds=500)
+    assert slow.timeout == timedelta(minutes=2)
+    with pytest.raises(ValueError, match="timeout"):
+
+        @tool(timeout=-1, registry=registry)
+        def never() -> dict[str, int]:
+            return {}

@@ -93,12 +93,13 @@ _POOL = _DaemonPool()
 def _call_with_timeout(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:
     if spec.timeout is None:
         return _call(spec, args, ctx)
+    seconds = spec.timeout.total_seconds()
     future = _POOL.submit(_call, spec, args, ctx)
     try:
-        return future.result(timeout=spec.timeout)
+        return future.result(timeout=seconds)
     except concurrent.futures.TimeoutError:
         future.cancel()
-        raise TimeoutError(f"tool {spec.name!r} did not finish within {spec.timeout:g}s") from None
+        raise TimeoutError(f"tool {spec.name!r} did not finish within {seconds:g}s") from None
 
 
 # `task: Any`, not `ExecuteTask`: LangGraph would add the annotated model's fields to the

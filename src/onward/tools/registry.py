@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_type_hints, overload
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 from onward.errors import ToolLoadError
 from onward.model.state import SideEffect, StepFailure
 from onward.policies import confine
+from onward.policies.durations import as_duration
 from onward.policies.retry import RetryPolicy
 from onward.policies.run import Deadline
 from onward.settings import settings
@@ -97,8 +99,8 @@ class ToolSpec:
     """One line for humans and planners."""
     side_effect: SideEffect = SideEffect.PURE
     """pure: safe to re-run; idempotent: re-running with the same key is safe; unsafe: neither."""
-    timeout: float | None = 300.0
-    """Seconds before the call is abandoned and the step fails as transient."""
+    timeout: timedelta | None = timedelta(minutes=5)
+    """How long before the call is abandoned and the step fails as transient (None: never)."""
     checks: tuple[Check, ...] = ()
     """Default checks applied to every step that uses this tool."""
     tags: frozenset[str] = field(default_factory=frozenset)
@@ -205,7 +207,7 @@ def tool(
     *,
     name: str | None = None,
     side_effect: SideEffect | str = SideEffect.PURE,
-    timeout: float | None = 300.0,
+    timeout: timedelta | float | None = 300.0,
     checks: Iterable[Check] = (),
     tags: Iterable[str] = (),
     description: str | None = None,
@@ -227,7 +229,7 @@ def tool(
     *,
     name: str | None = None,
     side_effect: SideEffect | str = SideEffect.PURE,
-    timeout: float | None = 300.0,
+    timeout: timedelta | float | None = 300.0,
     checks: Iterable[Check] = (),
     tags: Iterable[str] = (),
     description: str | None = None,
@@ -260,7 +262,7 @@ def tool(
             args_model=model,
             description=description if description is not None else (doc[0] if doc else ""),
             side_effect=SideEffect(side_effect),
-            timeout=timeout,
+            timeout=None if timeout is None else as_duration(timeout, "timeout"),
             checks=tuple(checks),
             tags=frozenset(tags),
             wants_context=wants_context,
