@@ -43,6 +43,13 @@ class PendingDecision(BaseModel):
     token: str | None = None
     """Resume token for the user who listed it (only when ONWARD_SECRET is set)."""
 
+    def _repr_html_(self) -> str:
+        """How Jupyter shows the question (args and texts escaped); answer it with
+        ``onward.notebook.answer_form``."""
+        from onward.notebook.html import question_html
+
+        return question_html(self)
+
     @classmethod
     def from_interrupt(
         cls, thread_id: str, interrupt_id: str, value: Any, objective: str = ""
