@@ -93,6 +93,9 @@ def test_langgraph_dev_reads_steps_as_json_and_resumes_under_strict_msgpack(
 ) -> None:
     url, log = langgraph_dev
     client = get_sync_client(url=url, api_key=None)
+    (assistant,) = client.assistants.search(graph_id="onward")
+    drawn = client.assistants.get_graph(assistant["assistant_id"])
+    assert {"plan", "execute", "verify", "approve", "finalize"} <= {n["id"] for n in drawn["nodes"]}
     tid = client.threads.create()["thread_id"]
     run_input = {
         "goal": {"objective": "note, then pay bo"},

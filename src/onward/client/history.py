@@ -15,9 +15,7 @@ if TYPE_CHECKING:
     from onward.client.facade import Onward
 
 
-def events(
-    ow: Onward, thread_id: str, step: str | None, kinds: Sequence[str]
-) -> Timeline:
+def events(ow: Onward, thread_id: str, step: str | None, kinds: Sequence[str]) -> Timeline:
     row(ow.store, thread_id)
     return timeline(ow.store.events.list(thread_id), step=step, kinds=set(kinds) or None)
 

@@ -40,7 +40,7 @@ _COLOURS = {
     "planning": "#0969da",
 }
 _TABLE = 'style="border-collapse:collapse;margin:0.3em 0"'
-_CELL = 'style="border:1px solid #d0d7de;padding:2px 6px;text-align:left;vertical-align:top"'
+_CELL = 'style="border:1px solid #d0d7de;padding:2px 6px;text-align:left"'
 
 
 def text(value: Any, limit: int = MAX_TEXT) -> str:
