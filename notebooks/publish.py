@@ -14,6 +14,7 @@ kernel (which nbmake does).
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -62,10 +63,22 @@ def output(out: Any) -> str:
         html = "\n".join(line for line in "".join(data["text/html"]).splitlines() if line.strip())
         return f'<div class="onward-output" markdown="0">\n{html}\n</div>\n'
     if "text/markdown" in data:
-        return "".join(data["text/markdown"]).rstrip("\n") + "\n"
+        return flat("".join(data["text/markdown"])).rstrip("\n") + "\n"
     if "text/plain" in data:
         return fence("text", "".join(data["text/plain"]))
     return ""
+
+
+def flat(markdown: str) -> str:
+    """An output's Markdown with its headings made bold lines: on the page they are a
+    report's headings, not the page's (they stay out of its table of contents)."""
+    out, in_fence = [], False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            in_fence = not in_fence
+        heading = re.match(r"#{1,6} +(.*)", line)
+        out.append(f"**{heading.group(1).strip()}**" if heading and not in_fence else line)
+    return "\n".join(out) + "\n"
 
 
 def render(notebook: Path) -> str:
