@@ -18,6 +18,7 @@ import pytest
 from onward import Onward, Plan, PlanStep, RunStatus, RunView
 from onward.notebook import Diagram, ProgressBar, answer_form
 from onward.notebook import html as nb_html
+from onward.people.inbox import Questions
 from tests.conftest import cli_env
 from tests.hitl_tools import rows
 
@@ -163,6 +164,20 @@ def test_a_step_a_question_a_timeline_and_a_summary_show_as_tables(
     assert values["steps done"] == f"{summary.steps_done} of 3" == "1 of 3"
     assert values["failures"] == "deterministic: 1"
     assert values["status"] == summary.status
+
+
+def test_an_inbox_shows_each_question_under_its_run(
+    mixed_run: tuple[Onward, RunView],
+) -> None:
+    ow, view = mixed_run
+    inbox = ow.inbox()
+    assert inbox == view.pending
+    shown = parse(inbox._repr_html_()).one("div", **{"class": "onward-questions"})
+    (run,) = shown.all("p", **{"class": "onward-question-run"})
+    assert run.text() == f"run {view.thread_id}: three kinds of step"
+    (question,) = shown.all("div", **{"class": "onward-question"})
+    assert question.attrs["data-interrupt-id"] == view.pending[0].interrupt_id
+    assert "no question is waiting" in parse(Questions()._repr_html_()).text()
 
 
 def test_a_long_run_shows_its_first_rows_and_counts_the_rest(db_url: str, workdir: Path) -> None:

@@ -26,7 +26,7 @@ from onward.nodes.deps import NodeDeps
 from onward.notebook.diagram import Diagram
 from onward.observe.progress import ProgressEvent
 from onward.observe.timeline import Summary, Timeline
-from onward.people.inbox import PendingDecision
+from onward.people.inbox import Questions
 from onward.policies.run import RunPolicy
 from onward.store.database import RunRow, Store
 from onward.tools.registry import (
@@ -254,14 +254,14 @@ class Onward:
 
     # -- deciding ---------------------------------------------------------
 
-    def pending(self, thread_id: str) -> list[PendingDecision]:
-        """The questions one run waits on, oldest first."""
-        return views.pending(self, thread_id)
+    def pending(self, thread_id: str) -> Questions:
+        """The questions one run waits on, oldest first (a list; a table in Jupyter)."""
+        return Questions(views.pending(self, thread_id))
 
-    def inbox(self, *, user: str | None = None) -> list[PendingDecision]:
+    def inbox(self, *, user: str | None = None) -> Questions:
         """Every pending decision across all runs of the store, oldest first. With
         ``ONWARD_SECRET`` set, each carries a resume token minted for ``user``."""
-        return deciding.inbox(self, user)
+        return Questions(deciding.inbox(self, user))
 
     def decide(
         self,

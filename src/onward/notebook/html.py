@@ -159,6 +159,21 @@ def question_html(q: PendingDecision) -> str:
     return "".join(parts)
 
 
+def questions_html(questions: Sequence[PendingDecision]) -> str:
+    """Questions of any runs (an inbox), each under its run's thread id and goal."""
+    if not questions:
+        return '<div class="onward-questions"><p>no question is waiting</p></div>'
+    parts = ['<div class="onward-questions">']
+    for q in questions[:MAX_ROWS]:
+        parts.append(
+            f'<p class="onward-question-run">run <code>{text(q.thread_id)}</code>: '
+            f"{text(q.objective, 200)}</p>{question_html(q)}"
+        )
+    parts.append(more(min(len(questions), MAX_ROWS), len(questions)))
+    parts.append("</div>")
+    return "".join(parts)
+
+
 # -- a run -----------------------------------------------------------------------
 
 

@@ -78,3 +78,13 @@ class PendingDecision(BaseModel):
             errors=meta.get("errors") or [],
             objective=objective,
         )
+
+
+class Questions(list[PendingDecision]):
+    """Questions, oldest first (``Onward.pending``, ``Onward.inbox``): a list, shown by
+    Jupyter with each question's run."""
+
+    def _repr_html_(self) -> str:
+        from onward.notebook.html import questions_html
+
+        return questions_html(self)
