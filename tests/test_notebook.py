@@ -192,6 +192,15 @@ def test_a_long_run_shows_its_first_rows_and_counts_the_rest(db_url: str, workdi
     assert view.step_counts() == {"done": nb_html.MAX_ROWS + 7}
 
 
+def test_a_run_paused_before_a_node_says_where(db_url: str, workdir: Path) -> None:
+    plan = Plan(steps=[PlanStep(id="a", tool="noop")])
+    with Onward(db_url, model=None) as ow:
+        view = ow.run("step through", plan=plan, workdir=workdir, interrupt_before=["verify"])
+    run = parse(view._repr_html_())
+    assert view.paused_before == ["verify"]
+    assert "paused before verify; a resume goes on" in run.text()
+
+
 def test_the_graph_is_a_mermaid_block(db_url: str) -> None:
     with Onward(db_url, model=None) as ow:
         diagram = ow.diagram()

@@ -200,6 +200,15 @@ def run_html(view: RunView) -> str:
         )
     if view.resume_at is not None:
         parts.append(f"<p>goes on at {when(view.resume_at)}</p>")
+    if view.stalled:
+        parts.append(
+            f'<p class="onward-stalled"><strong>stalled</strong>: its driver '
+            f"<code>{text(view.driver)}</code> sent no heartbeat since "
+            f"{when(view.heartbeat_at)}</p>"
+        )
+    if view.paused_before:
+        nodes = ", ".join(f"<code>{text(n)}</code>" for n in view.paused_before)
+        parts.append(f"<p>paused before {nodes}; a resume goes on</p>")
     if shown:
         rows = (
             (
