@@ -9,7 +9,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -252,69 +251,6 @@ def test_web_page_starts_a_run_and_approves_it_in_a_real_browser(
         browser.close()
     assert [p["amount"] for p in payments(workdir)] == [5]
     assert (shots / "web-done.png").stat().st_size > 5_000
-
-
-def test_langgraph_dev_serves_the_graph_offline(sqlite_url: str, workdir: Path) -> None:
-    """``langgraph dev`` (LangGraph's own server, in-memory) loads langgraph.json's graph:
-    a thread runs to the approval interrupt and resumes via langgraph_sdk; the effect
-    goes through onward's ledger in ONWARD_DB."""
-    langgraph = shutil.which("langgraph", path=str(Path(sys.executable).parent))
-    assert langgraph, "langgraph-cli[inmem] is part of the dev extra"
-    port = free_port()
-    env = cli_env(
-        ONWARD_DB=sqlite_url,
-        ONWARD_TOOLS=HITL_TOOLS,
-        LANGGRAPH_CLI_NO_ANALYTICS="1",
-        LANGGRAPH_NO_VERSION_CHECK="true",
-    )
-    proc = subprocess.Popen(
-        [
-            langgraph,
-            "dev",
-            "--no-browser",
-            "--no-reload",
-            "--port",
-            str(port),
-            "--config",
-            str(ROOT / "langgraph.json"),
-        ],
-        cwd=workdir,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else "died"
-            assert time.monotonic() < deadline, "langgraph dev did not start"
-            time.sleep(0.25)
-        client = get_sync_client(url=url, api_key=None)
-        tid = client.threads.create()["thread_id"]
-        run_input = {
-            "goal": {"objective": "pay bo"},
-            "plan": {"steps": PAY_PLAN["steps"][:1]},
-            "workdir": str(workdir),
-            "tool_modules": [HITL_TOOLS],
-        }
-        waiting = client.runs.wait(tid, "onward", input=run_input)
-        assert waiting["__interrupt__"][0]["value"]["action_requests"][0]["name"] == "pay"
-        assert payments(workdir) == []
-        done = client.runs.wait(
-            tid, "onward", command={"resume": {"decisions": [{"type": "approve"}]}}
-        )
-        assert done["status"] == "done"
-        assert [p["amount"] for p in payments(workdir)] == [5]
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def test_resume_needs_a_token_when_onward_secret_is_set(db_url: str, workdir: Path) -> None:

@@ -22,9 +22,10 @@ from onward.graph.build import compile_graph
 from onward.llm.models import check_model, model_from_env
 from onward.model.state import Budget, DecisionAction, Plan, RunState, utcnow
 from onward.nodes.deps import NodeDeps
+from onward.notebook.diagram import Diagram
 from onward.observe.progress import ProgressEvent
-from onward.observe.timeline import Summary, TimelineEvent
-from onward.people.inbox import PendingDecision
+from onward.observe.timeline import Summary, Timeline
+from onward.people.inbox import Questions
 from onward.policies.durations import as_duration
 from onward.policies.run import RunPolicy
 from onward.settings import settings
@@ -255,14 +256,14 @@ class Onward:
 
     # -- deciding ---------------------------------------------------------
 
-    def pending(self, thread_id: str) -> list[PendingDecision]:
-        """The questions one run waits on, oldest first."""
-        return views.pending(self, thread_id)
+    def pending(self, thread_id: str) -> Questions:
+        """The questions one run waits on, oldest first (a list; a table in Jupyter)."""
+        return Questions(views.pending(self, thread_id))
 
-    def inbox(self, *, user: str | None = None) -> list[PendingDecision]:
+    def inbox(self, *, user: str | None = None) -> Questions:
         """Every pending decision across all runs of the store, oldest first. With
         ``ONWARD_SECRET`` set, each carries a resume token minted for ``user``."""
-        return deciding.inbox(self, user)
+        return Questions(deciding.inbox(self, user))
 
     def decide(
         self,
@@ -395,8 +396,9 @@ class Onward:
 
     def timeline(
         self, thread_id: str, *, step: str | None = None, kinds: Sequence[str] = ()
-    ) -> list[TimelineEvent]:
-        """The run's event log, in order (filtered by step and/or event kinds)."""
+    ) -> Timeline:
+        """The run's event log, in order (filtered by step and/or event kinds): a list of
+        :class:`~onward.observe.timeline.TimelineEvent` that Jupyter shows as a table."""
         return history.events(self, thread_id, step, kinds)
 
     def summary(self, thread_id: str) -> Summary:
@@ -436,6 +438,11 @@ class Onward:
         checkpoint says it finished, no question is pending and no live lease holds it;
         then the database is vacuumed."""
         return lifecycle.prune(self, older_than, keep_last=keep_last, dry_run=dry_run)
+
+    def diagram(self) -> Diagram:
+        """The graph as Mermaid: Jupyter (JupyterLab 4.1+) draws it inline, offline;
+        ``str()`` of it is the Mermaid text (what ``onward graph`` prints)."""
+        return Diagram(self.graph.get_graph().draw_mermaid())
 
     def report_html(self, thread_id: str) -> str:
         """The run as one self-contained HTML page."""

@@ -9,15 +9,13 @@ from onward.client.views import config, row
 from onward.errors import UsageError
 from onward.model.state import RunState, RunStatus, migrate, utcnow
 from onward.observe.report import render_html
-from onward.observe.timeline import Summary, TimelineEvent, summarise, timeline
+from onward.observe.timeline import Summary, Timeline, summarise, timeline
 
 if TYPE_CHECKING:
     from onward.client.facade import Onward
 
 
-def events(
-    ow: Onward, thread_id: str, step: str | None, kinds: Sequence[str]
-) -> list[TimelineEvent]:
+def events(ow: Onward, thread_id: str, step: str | None, kinds: Sequence[str]) -> Timeline:
     row(ow.store, thread_id)
     return timeline(ow.store.events.list(thread_id), step=step, kinds=set(kinds) or None)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, overload
@@ -58,6 +59,12 @@ class StepView(BaseModel):
     replans: int = 0
     note: str | None = None
 
+    def _repr_html_(self) -> str:
+        """How Jupyter shows a step (its fields, failures and findings; escaped)."""
+        from onward.notebook.html import step_html
+
+        return step_html(self)
+
 
 class StepViews(Sequence[StepView]):
     """A view's steps, each built from the plan and its record the first time it is read:
@@ -106,6 +113,16 @@ class StepViews(Sequence[StepView]):
 
     def __len__(self) -> int:
         return len(self._built)
+
+    def counts(self) -> dict[str, int]:
+        """Steps per status (in :class:`StepStatus` order), without building a view of
+        each (a record's status is read without decoding it)."""
+        if self._plan is not None and self._records is not None:
+            records = self._records
+            found = Counter(records.status_of(i) for i in self._plan.ids)
+        else:
+            found = Counter(s.status for s in self)
+        return {s.value: found[s] for s in StepStatus if found[s]}
 
     def __iter__(self) -> Iterator[StepView]:
         return (self._at(i) for i in range(len(self._built)))
@@ -190,6 +207,17 @@ class RunView(BaseModel):
 
     def artifact_value(self, ow: Onward, name: str) -> Any:
         return ow.store.artifacts.get(self.artifacts[name])
+
+    def step_counts(self) -> dict[str, int]:
+        """Steps per status, e.g. ``{"done": 3, "failed": 1}``."""
+        return self.steps.counts()
+
+    def _repr_html_(self) -> str:
+        """How Jupyter shows a run: status, steps (the first 50), questions, the report.
+        Every value is escaped (run data is untrusted)."""
+        from onward.notebook.html import run_html
+
+        return run_html(self)
 
 
 def config(thread_id: str) -> RunnableConfig:

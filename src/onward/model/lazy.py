@@ -198,6 +198,12 @@ class LazyMap(Mapping[str, T]):
     def __reduce__(self) -> Any:
         return (type(self), (dict(self.items()),))
 
+    def model_dump(self, **how: Any) -> dict[str, Any]:
+        """The items' plain fields, by key. Not pydantic's: the duck-typed hook that
+        serializers outside onward's own call (LangGraph's msgpack, ``langgraph dev``'s JSON),
+        so the collection reads there as a JSON object instead of null or a pickle."""
+        return {key: self[key].model_dump(**how) for key in self._values}  # type: ignore[attr-defined]
+
     # -- versions --------------------------------------------------------------
 
     def merged(self, writes: Iterable[Mapping[str, T]]) -> Any:
@@ -309,6 +315,10 @@ class LazyList(Sequence[T]):
 
     def __reduce__(self) -> Any:
         return (type(self), (list(self),))
+
+    def model_dump(self, **how: Any) -> list[Any]:
+        """The items' plain fields, in order (see :meth:`LazyMap.model_dump`)."""
+        return [item.model_dump(**how) for item in self]  # type: ignore[attr-defined]
 
     @property
     def ids(self) -> Sequence[str]:

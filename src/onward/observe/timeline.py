@@ -32,10 +32,19 @@ class TimelineEvent(BaseModel):
     detail: dict[str, Any] = {}
 
 
+class Timeline(list[TimelineEvent]):
+    """A run's events in order: a list, shown by Jupyter as a table (the first 50)."""
+
+    def _repr_html_(self) -> str:
+        from onward.notebook.html import timeline_html
+
+        return timeline_html(self)
+
+
 def timeline(
     events: list[Event], *, step: str | None = None, kinds: set[str] | None = None
-) -> list[TimelineEvent]:
-    out = []
+) -> Timeline:
+    out = Timeline()
     for e in sorted(events, key=lambda e: (e.at, e.id)):
         sid = e.detail.get("step_id")
         if step is not None and sid != step:
@@ -94,6 +103,12 @@ class Summary(BaseModel):
     cost: float
     cost_by_step: dict[str, float]
     cost_by_tool: dict[str, float]
+
+    def _repr_html_(self) -> str:
+        """How Jupyter shows the summary: the numbers as a table."""
+        from onward.notebook.html import summary_html
+
+        return summary_html(self)
 
 
 def _covered(spans: list[tuple[datetime, datetime]]) -> float:

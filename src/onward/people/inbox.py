@@ -43,6 +43,13 @@ class PendingDecision(BaseModel):
     token: str | None = None
     """Resume token for the user who listed it (only when ONWARD_SECRET is set)."""
 
+    def _repr_html_(self) -> str:
+        """How Jupyter shows the question (args and texts escaped); answer it with
+        ``onward.notebook.answer_form``."""
+        from onward.notebook.html import question_html
+
+        return question_html(self)
+
     @classmethod
     def from_interrupt(
         cls, thread_id: str, interrupt_id: str, value: Any, objective: str = ""
@@ -71,3 +78,13 @@ class PendingDecision(BaseModel):
             errors=meta.get("errors") or [],
             objective=objective,
         )
+
+
+class Questions(list[PendingDecision]):
+    """Questions, oldest first (``Onward.pending``, ``Onward.inbox``): a list, shown by
+    Jupyter with each question's run."""
+
+    def _repr_html_(self) -> str:
+        from onward.notebook.html import questions_html
+
+        return questions_html(self)
