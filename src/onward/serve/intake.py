@@ -225,14 +225,21 @@ def resume_value(value: Any, who: str, pending_ids: list[str]) -> Any:
 
 def check_tokens(ow: Onward, thread_id: str, value: Any, who: str) -> None:
     """With ONWARD_SECRET, each answer carries a resume token minted for this user
-    (``onward inbox`` and ``GET /onward/runs/{id}`` hand them out)."""
+    (``onward inbox`` and ``GET /onward/runs/{id}`` hand them out): for a wave's batch, the
+    batch token, or a question's own token when the answer names that one step."""
     key = resume_tokens.secret()
     if not key:
         return
-    pending = [p.interrupt_id for p in ow.pending(thread_id)]
-    answers = by_interrupt(value, pending) or {pending[0] if pending else "": value}
+    pending = ow.pending(thread_id)
+    ids = list(dict.fromkeys(p.interrupt_id for p in pending))
+    answers = by_interrupt(value, ids) or {ids[0] if ids else "": value}
     for iid, answer in answers.items():
         token = answer.get("token") if isinstance(answer, dict) else None
+        targets = answer.get("targets") if isinstance(answer, dict) else None
+        subject = iid
+        group = [p for p in pending if p.interrupt_id == iid]
+        if isinstance(targets, list) and len(targets) == 1 and len(group) > 1:
+            subject = f"{iid}:{targets[0]}"
         resume_tokens.verify(
-            key, token, thread_id=thread_id, interrupt_id=iid, user=who, now=ow.clock()
+            key, token, thread_id=thread_id, interrupt_id=subject, user=who, now=ow.clock()
         )
