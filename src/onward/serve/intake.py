@@ -14,11 +14,12 @@ from fastapi import HTTPException
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
-from onward.client import Onward, views
+from onward.client import Onward, deciding, views
 from onward.errors import StoreError, UsageError, refuse_unknown
 from onward.model.owners import client_update, message_text
 from onward.observe.kinds import EventKind
 from onward.people import resume_tokens
+from onward.people.approvals import parse_answers
 from onward.planning.validate import parse_declared
 from onward.policies.confine import check_inputs
 from onward.serve.context import Serving
@@ -202,7 +203,26 @@ def command_of(
     if resume is not None:
         check_tokens(ow, thread_id, resume, who)
         resume = resume_value(resume, who, pending)
+        check_answers(ow, thread_id, resume)
     return Command(resume=resume, update=update)
+
+
+def check_answers(ow: Onward, thread_id: str, resume: Any) -> None:
+    """Refuse, with a 422 that says why, an answer the run would refuse: the wrong number
+    of decisions for a wave's questions, decisions for steps not asked, an invalid edit.
+    Nothing changes then; a valid answer goes to the graph."""
+    pending = ow.pending(thread_id)
+    ids = list(dict.fromkeys(p.interrupt_id for p in pending))
+    if not ids:
+        return
+    answers = by_interrupt(resume, ids) or {ids[0]: resume}
+    if len(ids) > 1 and not by_interrupt(resume, ids):
+        return  # LangGraph itself asks for the interrupt id (several questions)
+    for iid, value in answers.items():
+        group = [p for p in pending if p.interrupt_id == iid]
+        pairs = parse_answers(value, [(deciding.target_id(p), p.kind) for p in group])
+        for i, answer in pairs:
+            deciding.preflight(ow, thread_id, group[i], answer)
 
 
 def by_interrupt(value: Any, pending_ids: list[str]) -> dict[str, Any] | None:
