@@ -41,6 +41,7 @@ from onward.people.approvals import (
     batch_request,
     parse_answers,
 )
+from onward.testing import faults as diagnostics
 
 Updates = RunUpdate
 """What approve and escalate return (their answer's updates)."""
@@ -135,6 +136,8 @@ def ask(
             done[i] = updates
     merged = merge_updates([done[i] for i in range(len(tasks))])
     merged["wave"] = wave
+    # Every answer applied, none of it committed yet: the worst moment for a kill.
+    diagnostics.fault_point("after_answers", target_of_task(tasks[0]))
     return merged
 
 
