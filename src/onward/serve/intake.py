@@ -182,11 +182,9 @@ def command_of(
 ) -> Command[Any]:
     """A request's ``command``: answers to the run's questions, an edit of its state."""
     refuse_unknown(raw, ("resume", "update", "goto"), "command")
-    if raw.get("goto"):
-        raise UsageError(
-            "command.goto is not supported: a run goes where its state routes it; "
-            "answer its question with command.resume, or cancel it"
-        )
+    if raw.get("goto") is not None:
+        resolve_to_end(ow, thread_id, raw, who)
+        return ENDED
     if raw.get("resume") is None and raw.get("update") is None:
         raise UsageError(
             "command needs resume (an answer to the run's question) or update "
@@ -223,6 +221,34 @@ def check_answers(ow: Onward, thread_id: str, resume: Any) -> None:
         pairs = parse_answers(value, [(deciding.target_id(p), p.kind) for p in group])
         for i, answer in pairs:
             deciding.preflight(ow, thread_id, group[i], answer)
+
+
+ENDED: Command[Any] = Command(goto="__end__")
+"""The command of a request that ended its run (see :func:`resolve_to_end`): the drive runs
+nothing and reports the final state (compared by identity)."""
+
+RESOLVED = "marked as resolved"
+"""The reason a run ended by ``command.goto = "__end__"`` carries (agent-chat-ui's "Mark as
+Resolved"): status ``cancelled``, decision ``cancel``."""
+
+
+def resolve_to_end(ow: Onward, thread_id: str, raw: dict[str, Any], who: str) -> None:
+    """``goto: "__end__"``: the person ends the run here, as resolved; nothing runs after
+    it (no pending question, step or effect). Any other target is refused: a run goes
+    where its state routes it."""
+    goto = raw["goto"]
+    if goto != "__end__":
+        raise UsageError(
+            f'command.goto {str(goto)[:80]!r} is not supported: only "__end__" (end the run '
+            "as resolved) is; a run goes where its state routes it"
+        )
+    if raw.get("resume") is not None or raw.get("update") is not None:
+        raise UsageError('command.goto "__end__" ends the run: send it without resume or update')
+    if ow.store.get_run(thread_id) is None:
+        raise UsageError("the thread has no run yet: start one with an input")
+    from onward.client.lifecycle import cancel
+
+    cancel(ow, thread_id, compensate=False, reason=RESOLVED, by=who)
 
 
 def by_interrupt(value: Any, pending_ids: list[str]) -> dict[str, Any] | None:
