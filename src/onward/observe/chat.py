@@ -137,6 +137,12 @@ def _anomalies(value: dict[str, Any], state: RunState, value_of: ValueOf) -> lis
     return out
 
 
+def _example_id(row: Any, id_column: str | None) -> str:
+    if isinstance(row, dict) and id_column and row.get(id_column):
+        return str(row[id_column])
+    return f"line {row.get('_line') if isinstance(row, dict) else '?'}"
+
+
 def _written(value: dict[str, Any], state: RunState, value_of: ValueOf) -> list[str]:
     path = value.get("path")
     return [f"Report written to `{path}`.", ""] if isinstance(path, str) else []
