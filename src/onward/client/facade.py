@@ -291,6 +291,22 @@ class Onward:
             check_token=True,
         )
 
+    def follow_up(
+        self,
+        thread_id: str,
+        text: str,
+        *,
+        checkpoint_id: str | None = None,
+        on_event: Callable[[ProgressEvent], None] | None = None,
+    ) -> RunView:
+        """The thread's next goal, as a chat's next message: planned as a new version of the
+        plan after the done steps (kept, and referenceable), then driven. At a past
+        ``checkpoint_id`` it forks the thread from there (an edited earlier message)."""
+        from onward.client.following import follow_up
+
+        follow_up(self, thread_id, text, checkpoint_id=checkpoint_id)
+        return self.drive(thread_id, on_event)  # the update is the thread's newest checkpoint
+
     def approve(
         self,
         thread_id: str,

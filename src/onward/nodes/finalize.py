@@ -23,7 +23,7 @@ from onward.model.state import (
     Usage,
 )
 from onward.nodes.deps import NodeDeps, thread_of
-from onward.observe.chat import markdown_report, report_marker, reported
+from onward.observe.chat import REPORT_KEY, markdown_report, report_marker, reported
 from onward.observe.kinds import EventKind
 from onward.observe.progress import emit
 from onward.verification.checks import evaluate
@@ -95,8 +95,8 @@ def final_message(
         except Exception:  # a result that cannot be read is left out of the message
             return None
 
-    text = markdown_report(state, status, failure, value_of)
     marker = report_marker(state, reported(state.messages))
+    text = markdown_report(state, status, failure, value_of, marker[REPORT_KEY])
     return AIMessage(text, additional_kwargs=marker)
 
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
-from onward.model.state import RunFailure, RunState, RunStatus, StepStatus
+from onward.model import references
+from onward.model.state import PlanStep, RunFailure, RunState, RunStatus, StepStatus
 
 STEP_MESSAGE_PREFIX = "onward-"
 """Ids of the derived step messages start with this (the server streams them in the
@@ -48,34 +49,40 @@ def _cell(text: Any, limit: int = 120) -> str:
 
 
 def markdown_report(
-    state: RunState, status: RunStatus, failure: RunFailure | None, value_of: ValueOf
+    state: RunState,
+    status: RunStatus,
+    failure: RunFailure | None,
+    value_of: ValueOf,
+    ids: Sequence[str] | None = None,
 ) -> str:
+    """The goal's final message: headline, reason, the actual result, the steps as a table
+    (``ids``: the steps this goal settled; all of the plan's by default)."""
     objective = state.goal.objective if state.goal else ""
     out = [f"**Run {status.value}**: {_cell(objective, 300)}", ""]
     if failure is not None:
         out += [f"**Reason:** {_cell(failure.message, 600)}", ""]
-    out += _result(state, value_of)
-    if state.plan.steps:
-        index = state.plan.index()
+    index = state.plan.index()
+    mine = [s for s in (index.ids if ids is None else ids) if s in index.position]
+    out += _result(state, value_of, mine)
+    if mine:
         statuses = state.steps.statuses
         counts: dict[str, int] = {}
-        for sid in index.ids:
+        for sid in mine:
             st = statuses.get(sid, StepStatus.PENDING)
             counts[st.value] = counts.get(st.value, 0) + 1
         tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-        out += [f"**Steps** ({len(index)} in plan v{state.plan.version}: {tally})", ""]
+        out += [f"**Steps** ({len(mine)} of plan v{state.plan.version}: {tally})", ""]
         out += ["| step | tool | status | result |", "|---|---|---|---|"]
-        shown = 0
-        for i, sid in enumerate(index.ids):
+        for sid in mine[:MAX_STEP_ROWS]:
             st = statuses.get(sid, StepStatus.PENDING)
-            if shown >= MAX_STEP_ROWS:
-                break
             rec = state.record(sid)
             what = _outcome(rec.output.summary if rec.output else "", rec, st)
-            out.append(f"| {sid} | {index[i].tool} | {_MARK.get(st, st.value)} | {_cell(what)} |")
-            shown += 1
-        if len(index) > shown:
-            out.append(f"\n…and {len(index) - shown} more steps (`onward show` lists them all).")
+            tool = index[index.position[sid]].tool
+            out.append(f"| {sid} | {tool} | {_MARK.get(st, st.value)} | {_cell(what)} |")
+        if len(mine) > MAX_STEP_ROWS:
+            out.append(
+                f"\n…and {len(mine) - MAX_STEP_ROWS} more steps (`onward show` lists them all)."
+            )
         out.append("")
     if state.goal and state.goal.acceptance and status is RunStatus.DONE:
         out.append(f"Acceptance: {len(state.goal.acceptance)} check(s) passed.")
@@ -90,10 +97,12 @@ def _outcome(summary: str, rec: Any, st: StepStatus) -> str:
     return summary
 
 
-def _result(state: RunState, value_of: ValueOf) -> list[str]:
+def _result(state: RunState, value_of: ValueOf, ids: Sequence[str]) -> list[str]:
     """The actual result, for the tools whose output onward knows how to show."""
     out: list[str] = []
-    for step in state.plan.steps:
+    index = state.plan.index()
+    for sid in ids:
+        step = index[index.position[sid]]
         if state.steps.statuses.get(step.id) is not StepStatus.DONE or not step.output:
             continue
         view = _RESULTS.get(step.tool)
@@ -101,15 +110,16 @@ def _result(state: RunState, value_of: ValueOf) -> list[str]:
             continue
         value = value_of(step.output)
         if isinstance(value, dict):
-            out += view(value, state, value_of)
+            out += view(value, step, value_of)
     return out
 
 
-def _anomalies(value: dict[str, Any], state: RunState, value_of: ValueOf) -> list[str]:
+def _anomalies(value: dict[str, Any], step: PlanStep, value_of: ValueOf) -> list[str]:
     rules = value.get("rules")
     if not isinstance(rules, list):
         return []
-    validation = value_of("validation") if "validation" in state.artifacts else None
+    ref = references.parse(step.args.get("validation"))
+    validation = value_of(ref[0]) if ref else None
     fields = validation.get("fields", {}) if isinstance(validation, dict) else {}
     id_column = fields.get("order_id")
     total, abnormal = value.get("total_rows"), value.get("anomalous_rows")
@@ -143,12 +153,12 @@ def _example_id(row: Any, id_column: str | None) -> str:
     return f"line {row.get('_line') if isinstance(row, dict) else '?'}"
 
 
-def _written(value: dict[str, Any], state: RunState, value_of: ValueOf) -> list[str]:
+def _written(value: dict[str, Any], step: PlanStep, value_of: ValueOf) -> list[str]:
     path = value.get("path")
     return [f"Report written to `{path}`.", ""] if isinstance(path, str) else []
 
 
-_RESULTS: dict[str, Callable[[dict[str, Any], RunState, ValueOf], list[str]]] = {
+_RESULTS: dict[str, Callable[[dict[str, Any], PlanStep, ValueOf], list[str]]] = {
     "find_anomalies": _anomalies,
     "render_report": _written,
 }
