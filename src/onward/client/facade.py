@@ -105,6 +105,7 @@ class Onward:
         judge: bool = False,
         acceptance: Sequence[Check] = (),
         constraints: Mapping[str, str] | None = None,
+        fail_fast: bool = True,
     ) -> str:
         """Create a run (nothing executes yet) and return its thread id.
 
@@ -112,7 +113,9 @@ class Onward:
         one, the goal is planned by the template rules when the run starts.
         ``policy``: which tools need approval or may run at all, and wait deadlines.
         ``acceptance`` and ``constraints``: the goal's own checks and constraints (a plan
-        file carries its own; these add to them).
+        file carries its own; these add to them). ``fail_fast=False``: a goal no planner
+        handles is no error here; the run fails at planning, its final message saying why
+        and what to do (what a chat shows).
         """
         return starting.start(
             self,
@@ -127,6 +130,7 @@ class Onward:
             judge=judge,
             acceptance=acceptance,
             constraints=constraints,
+            fail_fast=fail_fast,
         )
 
     def submit(self, goal: str | None = None, **start: Any) -> str:

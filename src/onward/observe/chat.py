@@ -19,7 +19,14 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from onward.model import references
-from onward.model.state import PlanStep, RunFailure, RunState, RunStatus, StepStatus
+from onward.model.state import (
+    PlanStep,
+    RunFailure,
+    RunFailureKind,
+    RunState,
+    RunStatus,
+    StepStatus,
+)
 
 STEP_MESSAGE_PREFIX = "onward-"
 """Ids of the derived step messages start with this (the server streams them in the
@@ -37,6 +44,16 @@ MAX_EXAMPLES = 3
 """Example order ids per rule in the result table."""
 _SETTLED = (StepStatus.DONE, StepStatus.FAILED, StepStatus.SKIPPED)
 _MARK = {StepStatus.DONE: "✓ done", StepStatus.FAILED: "✗ failed", StepStatus.SKIPPED: "– skipped"}
+
+NO_PLAN_HELP = (
+    "**What you can do:** ask for a goal the built-in templates handle, e.g. "
+    "*Analyze orders.csv, find abnormal orders and give me a summary* or "
+    "*copy every file in inbox/ to archive/*; send a declared plan (`input.plan`, "
+    "steps with tools and args); or ask whoever runs this server to configure a model "
+    "(`OPENAI_API_KEY`, optionally `OPENAI_BASE_URL` and `ONWARD_MODEL`) so any goal can "
+    "be planned."
+)
+"""What a chat user is told when no planner could handle the goal."""
 
 ValueOf = Callable[[str], Any]
 """Reads an artifact's value by name (None when it cannot be read)."""
@@ -61,6 +78,8 @@ def markdown_report(
     out = [f"**Run {status.value}**: {_cell(objective, 300)}", ""]
     if failure is not None:
         out += [f"**Reason:** {_cell(failure.message, 600)}", ""]
+        if failure.kind is RunFailureKind.PLANNING and not state.plan.steps:
+            out += [NO_PLAN_HELP, ""]
     index = state.plan.index()
     mine = [s for s in (index.ids if ids is None else ids) if s in index.position]
     out += _result(state, value_of, mine)

@@ -15,7 +15,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
 from onward.client import Onward, deciding, views
-from onward.errors import StoreError, UsageError, refuse_unknown
+from onward.errors import NoTemplateError, StoreError, UsageError, refuse_unknown
 from onward.model.owners import client_update, message_text
 from onward.observe.kinds import EventKind
 from onward.people import resume_tokens
@@ -91,17 +91,8 @@ def prepare(
                     409, f"thread {thread_id} has a run in progress; wait for it to finish"
                 ) from None
         elif body.get("input") not in (None, {}):
-            raise HTTPException(
-                409,
-                f"thread {thread_id} already has a run; answer it with command.resume, "
-                "or start a new thread"
-                + (
-                    " (an input at a checkpoint is not applied: edit the state there "
-                    "with POST /threads/{id}/state, then run from the new checkpoint)"
-                    if checkpoint_id
-                    else ""
-                ),
-            )
+            command = next_message(ow, thread_id, body["input"], checkpoint_id, who)
+            checkpoint_id = None  # a follow-up (or its fork) is the thread's newest checkpoint
         ow.store.threads.merge_metadata(thread_id, dict(ours))  # once the run is accepted
         run_id = str(uuid.uuid4())
         ow.store.threads.add_run(
@@ -113,6 +104,91 @@ def prepare(
             from_checkpoint=checkpoint_id or latest_checkpoint(ow, thread_id),
         )
         return run_id, command, checkpoint_id
+
+
+FOLLOW_UP_FIELDS = ("messages", "goal")
+
+
+def next_message(
+    ow: Onward, thread_id: str, data: Any, checkpoint_id: str | None, who: str
+) -> Command[Any] | None:
+    """A human message on a thread that already has a run (the conversation model):
+
+    * waiting for a person: it answers the question as a ``respond`` decision (feedback);
+    * finished: it is the thread's next goal (a new plan version; done steps kept);
+    * with a ``checkpoint_id`` of a finished goal in the thread's past (an edited earlier
+      message): the next goal from there, a fork of the thread.
+
+    A goal no planner handles gets an assistant message saying why and what to do. A run
+    in progress is a 409; fields a follow-up cannot take are a 422."""
+    if not isinstance(data, dict):
+        raise UsageError('a follow-up input is {"messages": [...]} (or {"goal": "..."})')
+    extra = sorted(set(data) - set(FOLLOW_UP_FIELDS))
+    if extra:
+        raise UsageError(
+            f"input.{extra[0]} is not taken by a follow-up on thread {thread_id} (it already "
+            "has a run): send only messages, or start a new thread"
+        )
+    text = goal_text(data)
+    if not text:
+        raise UsageError("a follow-up needs a human message (or goal) with text")
+    pending = [] if checkpoint_id else ow.pending(thread_id)
+    if pending:
+        iid = pending[0].interrupt_id
+        group = [p for p in pending if p.interrupt_id == iid]
+        cannot = [p for p in group if "respond" not in p.allowed]
+        if cannot:
+            kinds = ", ".join(sorted({p.kind.value for p in cannot}))
+            raise UsageError(
+                f"the question waiting on thread {thread_id} ({kinds}) takes a decision, not a "
+                f"message: answer it with command.resume ({', '.join(cannot[0].allowed)})"
+            )
+        value = {"decisions": [{"type": "respond", "message": text} for _ in group]}
+        check_tokens(ow, thread_id, value, who)
+        return Command(resume={iid: resume_value(value, who, [])})
+    from onward.client.following import follow_up
+
+    try:
+        follow_up(ow, thread_id, text, checkpoint_id=checkpoint_id)
+    except NoTemplateError as exc:
+        tell_no_plan(ow, thread_id, text, str(exc), checkpoint_id)
+        return ENDED
+    return None
+
+
+def tell_no_plan(
+    ow: Onward, thread_id: str, text: str, why: str, checkpoint_id: str | None
+) -> None:
+    """The thread's answer to a goal no planner handles: the message and why, the run
+    left as it was (finished)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from onward.observe.chat import NO_PLAN_HELP
+
+    at = views.config(thread_id)
+    if checkpoint_id:
+        at["configurable"] |= {"checkpoint_id": checkpoint_id, "checkpoint_ns": ""}
+    reply = AIMessage(f"I cannot plan this goal: {why}\n\n{NO_PLAN_HELP}")
+    ow.graph.update_state(at, {"messages": [HumanMessage(text), reply]}, as_node="finalize")
+
+
+def goal_text(data: dict[str, Any]) -> str | None:
+    """The goal a run input states: ``goal``, else the last human message's text."""
+    goal = data.get("goal")
+    if goal is None and data.get("messages"):
+        messages = data["messages"]
+        if not isinstance(messages, list):
+            raise UsageError("input.messages must be a list of messages")
+        humans = [
+            m
+            for m in messages
+            if isinstance(m, dict) and m.get("type", m.get("role")) in ("human", "user")
+        ]
+        if humans:
+            goal = message_text(humans[-1].get("content"), "the last human message") or None
+    if goal is not None and not isinstance(goal, str):
+        raise UsageError("input.goal must be a string")
+    return goal
 
 
 def latest_checkpoint(ow: Onward, thread_id: str) -> str | None:
@@ -130,20 +206,7 @@ def start_run(ctx: Serving, ow: Onward, thread_id: str, data: Any, who: str) -> 
     if not isinstance(data, dict):
         raise UsageError('a run\'s input is {"goal": "...", "plan": {...}} or {"messages": [...]}')
     refuse_unknown(data, START_FIELDS, "input")
-    goal = data.get("goal")
-    if goal is None and data.get("messages"):
-        messages = data["messages"]
-        if not isinstance(messages, list):
-            raise UsageError("input.messages must be a list of messages")
-        humans = [
-            m
-            for m in messages
-            if isinstance(m, dict) and m.get("type", m.get("role")) in ("human", "user")
-        ]
-        if humans:
-            goal = message_text(humans[-1].get("content"), "the last human message") or None
-    if goal is not None and not isinstance(goal, str):
-        raise UsageError("input.goal must be a string")
+    goal = goal_text(data)
     run_policy = tightened_policy(ctx.policy, data.get("policy"))
     run_budget = tightened_budget(ctx.budget, data.get("budget"))
     raw_inputs = data.get("inputs") or []
@@ -173,6 +236,7 @@ def start_run(ctx: Serving, ow: Onward, thread_id: str, data: Any, who: str) -> 
         max_concurrency=concurrency,
         acceptance=declared_goal.acceptance if declared_goal else (),
         constraints=declared_goal.constraints if declared_goal else None,
+        fail_fast=False,  # no planner for the goal: the thread's message says so
     )
     ow.store.events.record(thread_id, EventKind.API_RUN_STARTED, {"by": who})
 
@@ -182,7 +246,7 @@ def command_of(
 ) -> Command[Any]:
     """A request's ``command``: answers to the run's questions, an edit of its state."""
     refuse_unknown(raw, ("resume", "update", "goto"), "command")
-    if raw.get("goto") is not None:
+    if raw.get("goto") not in (None, [], ""):  # RemoteGraph always sends goto: []
         resolve_to_end(ow, thread_id, raw, who)
         return ENDED
     if raw.get("resume") is None and raw.get("update") is None:
