@@ -489,6 +489,20 @@ def test_deadline_reminds_once_then_rejects_at_expiry(hitl: Onward, clock: Clock
     assert expired.detail["applied"] == "reject"
 
 
+def test_an_expired_wave_has_every_question_rejected_by_one_sweep(
+    hitl: Onward, clock: Clock, workdir: Path
+) -> None:
+    tid = _start(hitl, PAY_A, PAY_B)
+    asked = clock.now
+    hitl.drive(tid)
+    report = hitl.sweep(asked + timedelta(hours=24))
+    assert ([i.step_id for i in report.rejected], report.errors) == (["a", "b"], [])
+    view = hitl.get(tid)
+    assert view.status == "done"
+    assert {s.id: s.status for s in view.steps} == {"a": "skipped", "b": "skipped"}
+    assert rows(workdir, "payments.jsonl") == []
+
+
 def test_deadline_can_suspend_the_run_and_an_answer_still_resumes_it(
     hitl: Onward, clock: Clock, workdir: Path
 ) -> None:

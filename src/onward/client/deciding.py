@@ -272,8 +272,10 @@ def sweep(
     report = SweepReport(now=now)
     items = ow.inbox() if thread_ids is None else [p for tid in thread_ids for p in ow.pending(tid)]
     for item in items:
+        # By interrupt and step: a wave's questions share one interrupt id.
         seen = {
-            (e.kind, e.detail.get("interrupt_id")) for e in ow.store.events.list(item.thread_id)
+            (e.kind, e.detail.get("interrupt_id"), e.detail.get("step_id"))
+            for e in ow.store.events.list(item.thread_id)
         }
         detail = {
             "interrupt_id": item.interrupt_id,
@@ -281,10 +283,11 @@ def sweep(
             "kind": item.kind.value,
             "asked_at": item.asked_at.isoformat(),
         }
-        if now >= item.remind_at and (EventKind.APPROVAL_REMINDER, item.interrupt_id) not in seen:
+        key = (item.interrupt_id, item.step_id)
+        if now >= item.remind_at and (EventKind.APPROVAL_REMINDER, *key) not in seen:
             ow.store.events.record(item.thread_id, EventKind.APPROVAL_REMINDER, detail, at=now)
             report.reminded.append(item)
-        if now < item.expire_at or (EventKind.APPROVAL_EXPIRED, item.interrupt_id) in seen:
+        if now < item.expire_at or (EventKind.APPROVAL_EXPIRED, *key) in seen:
             continue
         expired = detail | {"applied": item.on_expiry.value}
         if item.on_expiry is ExpiryAction.SUSPEND:
@@ -303,7 +306,8 @@ def sweep(
                 item.thread_id,
                 answer,
                 step=target_id(item),
-                interrupt_id=item.interrupt_id,
+                # A wave's interrupt id changes as its questions are answered one by one.
+                interrupt_id=item.interrupt_id if len(item.batch) <= 1 else None,
                 by="onward-sweep",
                 token=None,
                 continue_run=continue_runs,

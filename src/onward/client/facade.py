@@ -278,10 +278,12 @@ class Onward:
         continue_run: bool = True,
         on_event: Callable[[ProgressEvent], None] | None = None,
     ) -> RunView:
-        """Answer one pending question of a run, in any of the accepted shapes (see
+        """Answer a run's pending question, in any of the accepted shapes (see
         :mod:`onward.people.approvals`). Which one: ``interrupt_id``, or ``step``, or the only
-        one. The answer is checked before anything changes; then the run continues in
-        this process, or with ``continue_run=False`` stops right after recording it."""
+        one. A wave's questions are one interrupt: a list of N decisions answers them in
+        order; with ``step`` one decision answers that step only. The answer is checked
+        before anything changes; then the run continues in this process, or with
+        ``continue_run=False`` stops right after recording it."""
         return deciding.decide(
             self,
             thread_id,
