@@ -490,7 +490,8 @@ def test_a_check_on_an_arg_the_step_lacks_is_refused_at_validation() -> None:
     )
     [problem] = step_problems(step, "steps[0] (c)", default_registry)
     assert "steps[0] (c).checks[0]" in str(problem)
-    assert "no arg 'target'" in str(problem) and "dst, src" in str(problem)
+    assert "no arg 'target'" in str(problem)
+    assert "dst, src" in str(problem)
 
 
 def test_editing_dst_of_a_copy_at_approval_is_verified_at_the_new_path(
@@ -508,9 +509,7 @@ def test_editing_dst_of_a_copy_at_approval_is_verified_at_the_new_path(
             policy=RunPolicy(approve_tools=frozenset({"copy_file"})),
         )
         [question] = ow.drive(tid).pending
-        assert ow.state(tid).plan.step(question.step_id).checks == [
-            FileExists(path="${args.dst}")
-        ]
+        assert ow.state(tid).plan.step(question.step_id).checks == [FileExists(path="${args.dst}")]
         moved = {**question.args, "dst": "elsewhere/a.txt"}
         view = ow.approve(tid, question.step_id, args=moved)
         step = next(s for s in view.steps if s.id == question.step_id)

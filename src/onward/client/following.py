@@ -46,6 +46,13 @@ def follow_up(
     follows runs it. Returns the checkpoint id the update made (a fork when
     ``checkpoint_id`` is a past one). A goal no planner handles raises NoTemplateError."""
     state, _next = ow.state_at(thread_id, checkpoint_id)
+    if not state.status.finished and checkpoint_id:
+        raise UsageError(
+            f"checkpoint {checkpoint_id} of thread {thread_id} is not where a goal finished "
+            f"(the run was {state.status.value} there): an edited message forks the thread "
+            "from the end of the goal before it; the first message cannot be edited yet, "
+            "start a new thread for it"
+        )
     if not state.status.finished:
         raise UsageError(
             f"run {thread_id} is {state.status.value}: a new goal starts once it finished "
