@@ -188,6 +188,12 @@ def test_a_follow_up_message_is_the_next_goal_and_an_edited_one_forks(
     humans = [m["content"] for m in edited["messages"] if m["type"] == "human"]
     assert humans == [COPY, "copy every file in inbox/ to other/"]
     assert (workdir / "other" / "a.txt").exists()
+    # Where no goal had finished (the first message): refused, saying what works.
+    first_checkpoint = client.threads.get_history(tid, limit=500)[-1]["checkpoint"]
+    edit_first = lambda: client.runs.wait(  # noqa: E731
+        tid, "onward", input=human("x"), checkpoint_id=first_checkpoint["checkpoint_id"]
+    )
+    assert status_of(edit_first) == 422
 
 
 def test_a_message_on_a_waiting_thread_answers_as_feedback(
