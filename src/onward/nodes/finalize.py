@@ -97,6 +97,8 @@ def final_message(
 
     marker = report_marker(state, reported(state.messages))
     text = markdown_report(state, status, failure, value_of, marker[REPORT_KEY])
+    if state.plan.steps and (retried := _retried(state.steps, state.plan.index().ids)):
+        text += f"\nDeviations: re-attempted {', '.join(retried)}.\n"
     return AIMessage(text, additional_kwargs=marker)
 
 
