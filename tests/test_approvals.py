@@ -296,21 +296,105 @@ def test_respond_records_the_feedback_for_replanning(hitl: Onward, workdir: Path
     assert any("pay bob instead" in m.text for m in hitl.state(tid).messages)
 
 
+PAY_B = PlanStep(id="b", tool="pay", args={"amount": 7, "to": "bob"})
+
+
+def test_a_wave_of_approvals_is_one_interrupt_with_n_action_requests(hitl: Onward) -> None:
+    tid = _start(hitl, PAY_A, PAY_B)
+    view = hitl.drive(tid)
+    [interrupt] = hitl.graph.get_state(hitl._config(tid)).interrupts
+    value = interrupt.value
+    assert [a["name"] for a in value["action_requests"]] == ["pay", "pay"]
+    assert [a["args"]["to"] for a in value["action_requests"]] == ["alice", "bob"]
+    assert [c["action_name"] for c in value["review_configs"]] == ["pay", "pay"]
+    assert [q["step_id"] for q in value["onward"]["questions"]] == ["a", "b"]
+    assert [(p.step_id, p.interrupt_id, p.batch) for p in view.pending] == [
+        ("a", interrupt.id, ["a", "b"]),
+        ("b", interrupt.id, ["a", "b"]),
+    ]
+
+
+def test_n_unkeyed_decisions_answer_the_wave_in_order(hitl: Onward, workdir: Path) -> None:
+    tid = _start(hitl, PAY_A, PAY_B)
+    hitl.drive(tid)
+    # What agent-chat-ui sends: one unkeyed {"decisions": [...]}, one per action request.
+    list(
+        hitl.stream(
+            tid,
+            command=Command(
+                resume={
+                    "decisions": [
+                        {"type": "approve"},
+                        {"type": "reject", "message": "not bob"},
+                    ]
+                }
+            ),
+        )
+    )
+    view = hitl.get(tid)
+    assert view.status == "done"
+    assert [p["to"] for p in rows(workdir, "payments.jsonl")] == ["alice"]
+    assert {d.step_id: d.action for d in view.decisions} == {"a": "approve", "b": "reject"}
+    assert len({d.interrupt_id for d in view.decisions}) == 1
+
+
+def test_the_python_api_answers_a_wave_with_a_list_of_decisions(
+    hitl: Onward, workdir: Path
+) -> None:
+    tid = _start(hitl, PAY_A, PAY_B)
+    [a, _b] = hitl.drive(tid).pending
+    edit_b = {
+        "type": "edit",
+        "edited_action": {"name": "pay", "args": {"amount": 1, "to": "carol"}},
+    }
+    view = hitl.decide(tid, [{"type": "approve"}, edit_b], interrupt_id=a.interrupt_id)
+    assert view.status == "done"
+    assert sorted(p["to"] for p in rows(workdir, "payments.jsonl")) == ["alice", "carol"]
+
+
 @pytest.mark.parametrize("order", [("a", "b"), ("b", "a")], ids=["a-first", "b-first"])
-def test_two_parallel_approvals_are_answered_by_interrupt_id_in_either_order(
+def test_one_step_of_a_wave_is_answered_by_name_and_the_others_stay_asked(
     hitl: Onward, workdir: Path, order: tuple[str, str]
 ) -> None:
-    pay_b = PlanStep(id="b", tool="pay", args={"amount": 7, "to": "bob"})
-    tid = _start(hitl, PAY_A, pay_b)
-    pending = {p.step_id: p.interrupt_id for p in hitl.drive(tid).pending}
-    assert set(pending) == {"a", "b"}
+    tid = _start(hitl, PAY_A, PAY_B)
+    hitl.drive(tid)
     first, second = order
-    view = hitl.decide(tid, {"type": "approve"}, interrupt_id=pending[first])
+    view = hitl.decide(tid, {"type": "approve"}, step=first)
     assert view.status == "waiting_for_human"
-    assert [p.interrupt_id for p in view.pending] == [pending[second]]
-    view = hitl.decide(tid, {"type": "approve"}, interrupt_id=pending[second])
+    assert [(p.step_id, p.batch) for p in view.pending] == [(second, [second])]
+    assert rows(workdir, "payments.jsonl") == []  # nothing runs before the wave is answered
+    view = hitl.decide(tid, {"type": "approve"}, step=second)
     assert view.status == "done"
     assert sorted(p["to"] for p in rows(workdir, "payments.jsonl")) == ["alice", "bob"]
+
+
+def test_a_wrong_number_of_decisions_is_refused_and_changes_nothing(
+    hitl: Onward, workdir: Path
+) -> None:
+    tid = _start(hitl, PAY_A, PAY_B)
+    before = hitl.drive(tid).pending
+    with pytest.raises(AnswerError, match="asks about 2 actions"):
+        hitl.decide(tid, [{"type": "approve"}] * 3, interrupt_id=before[0].interrupt_id)
+    assert hitl.get(tid).pending == before
+    # Sent straight to the graph: the question is asked again, with why.
+    list(hitl.stream(tid, command=Command(resume={"decisions": [{"type": "approve"}]})))
+    again = hitl.get(tid).pending
+    assert [p.step_id for p in again] == ["a", "b"]
+    assert "asks about 2 actions (a, b)" in again[0].errors[0]
+    assert rows(workdir, "payments.jsonl") == []
+
+
+def test_decisions_for_steps_not_asked_are_refused(hitl: Onward, workdir: Path) -> None:
+    tid = _start(
+        hitl, PAY_A, PlanStep(id="c", tool="pay", args={"amount": 9, "to": "eve"}, depends_on=["a"])
+    )
+    hitl.drive(tid)
+    value = {"decisions": [{"type": "approve"}], "targets": ["c"]}
+    list(hitl.stream(tid, command=Command(resume=value)))
+    [again] = hitl.get(tid).pending
+    assert again.step_id == "a"
+    assert "not asked: 'c'" in again.errors[0]
+    assert rows(workdir, "payments.jsonl") == []
 
 
 def test_a_run_waiting_on_several_questions_needs_to_be_told_which(hitl: Onward) -> None:
@@ -373,6 +457,12 @@ def test_a_token_is_for_one_decision_only(hitl: Onward, monkeypatch: pytest.Monk
     tokens = {i.step_id: i.token for i in hitl.inbox(user="alice")}
     with pytest.raises(TokenError, match="does not match"):
         hitl.approve(tid, "a", by="alice", token=tokens["b"])
+    # a and b are one batch: its batch token answers both at once, a step's token does not
+    [item, _] = hitl.inbox(user="alice")
+    both = [{"type": "approve"}, {"type": "approve"}]
+    with pytest.raises(TokenError, match="does not match"):
+        hitl.decide(tid, both, by="alice", token=tokens["a"])
+    assert hitl.decide(tid, both, by="alice", token=item.batch_token).status == "done"
 
 
 # ----------------------------------------------------------------------------- deadlines
@@ -397,6 +487,20 @@ def test_deadline_reminds_once_then_rejects_at_expiry(hitl: Onward, clock: Clock
     assert view.decisions[-1].by == "onward-sweep"
     [expired] = hitl.store.events.list(tid, [EventKind.APPROVAL_EXPIRED])
     assert expired.detail["applied"] == "reject"
+
+
+def test_an_expired_wave_has_every_question_rejected_by_one_sweep(
+    hitl: Onward, clock: Clock, workdir: Path
+) -> None:
+    tid = _start(hitl, PAY_A, PAY_B)
+    asked = clock.now
+    hitl.drive(tid)
+    report = hitl.sweep(asked + timedelta(hours=24))
+    assert ([i.step_id for i in report.rejected], report.errors) == (["a", "b"], [])
+    view = hitl.get(tid)
+    assert view.status == "done"
+    assert {s.id: s.status for s in view.steps} == {"a": "skipped", "b": "skipped"}
+    assert rows(workdir, "payments.jsonl") == []
 
 
 def test_deadline_can_suspend_the_run_and_an_answer_still_resumes_it(

@@ -463,3 +463,56 @@ def test_equals_needs_an_expected_value_or_an_artifact() -> None:
     with pytest.raises(ValidationError, match="give the expected `value`"):
         Equals(field="x")
     assert Equals(field="x", value=None).value is None  # an explicit null is fine
+
+
+# ----------------------------------------------------------------------------- ${args.x}
+
+
+def test_a_check_refers_to_the_args_the_step_ran_with() -> None:
+    from onward.verification.checks import arg_names, with_args
+
+    check = Matches(path="${args.dir}/${args.name}.md", pattern="x")
+    assert arg_names(check) == {"dir", "name"}
+    assert with_args(check, {"dir": "out", "name": "r"}) == Matches(path="out/r.md", pattern="x")
+    assert with_args(FileExists(path="${args.dst}"), {"dst": "b.txt"}) == FileExists(path="b.txt")
+
+
+def test_a_check_on_an_arg_the_step_lacks_is_refused_at_validation() -> None:
+    from onward.model.state import PlanStep
+    from onward.planning.validate import step_problems
+    from onward.tools.registry import default_registry
+
+    step = PlanStep(
+        id="c",
+        tool="copy_file",
+        args={"src": "a.txt", "dst": "b.txt"},
+        checks=[FileExists(path="${args.target}")],
+    )
+    [problem] = step_problems(step, "steps[0] (c)", default_registry)
+    assert "steps[0] (c).checks[0]" in str(problem)
+    assert "no arg 'target'" in str(problem)
+    assert "dst, src" in str(problem)
+
+
+def test_editing_dst_of_a_copy_at_approval_is_verified_at_the_new_path(
+    db_url: str, workdir: Path
+) -> None:
+    from onward import Onward
+    from onward.policies.run import RunPolicy
+
+    (workdir / "inbox").mkdir()
+    (workdir / "inbox" / "a.txt").write_text("A")
+    with Onward(db_url) as ow:
+        tid = ow.start(
+            "copy every file in inbox/ to archive/",
+            workdir=workdir,
+            policy=RunPolicy(approve_tools=frozenset({"copy_file"})),
+        )
+        [question] = ow.drive(tid).pending
+        assert ow.state(tid).plan.step(question.step_id).checks == [FileExists(path="${args.dst}")]
+        moved = {**question.args, "dst": "elsewhere/a.txt"}
+        view = ow.approve(tid, question.step_id, args=moved)
+        step = next(s for s in view.steps if s.id == question.step_id)
+        assert step.status == "done", step
+    assert (workdir / "elsewhere" / "a.txt").read_text() == "A"
+    assert not (workdir / "archive" / "a.txt").exists()

@@ -66,7 +66,7 @@ DEFAULT_HEARTBEAT = timedelta(seconds=10)
 
 FAULT_POINTS = frozenset(
     {"after_effect", "after_record", "after_compensate", "after_compensation_record"}
-    | {"before_verify", "inside_verify"}
+    | {"before_verify", "inside_verify", "after_answers"}
 )
 """Where ``ONWARD_FAULT_KILL`` can kill (see :mod:`onward.testing.faults`)."""
 

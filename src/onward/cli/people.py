@@ -53,6 +53,9 @@ TokenOpt = Annotated[
 InterruptOpt = Annotated[
     str | None, typer.Option("--interrupt-id", help="Which question, by interrupt id.")
 ]
+AllOpt = Annotated[
+    bool, typer.Option("--all", help="Answer every question of the waiting wave at once.")
+]
 
 
 def _answer(
@@ -156,6 +159,7 @@ def approve(
     user: UserOpt = None,
     no_continue: NoContinueOpt = False,
     interrupt_id: InterruptOpt = None,
+    every: AllOpt = False,
     db: DbOpt = None,
     as_json: JsonOpt = False,
     tools: ToolsOpt = None,
@@ -164,8 +168,24 @@ def approve(
     how = _how(as_json, no_continue, token, user, interrupt_id)
     with errors(as_json), open_store(db, tools) as ow:
         changes, replaced = edits(edit, args_file)
-        call = partial(ow.approve, thread_id, step, edit=changes, args=replaced, reason=reason)
+        if every:
+            if step or changes or replaced:
+                raise UsageError("--all approves every question as asked: no --step or edits")
+            call = _for_all(ow, thread_id, {"type": "approve", "message": reason})
+        else:
+            call = partial(ow.approve, thread_id, step, edit=changes, args=replaced, reason=reason)
         _answer(ow, thread_id, call, **how)
+
+
+def _for_all(ow: Onward, thread_id: str, one: dict[str, Any]) -> Callable[..., RunView]:
+    """A call that gives ``one`` decision to every question of the waiting wave, in order."""
+    from onward.client.deciding import answering
+
+    def call(**how: Any) -> RunView:
+        group, _ = answering(ow, thread_id, None, how.get("interrupt_id"), 2)
+        return ow.decide(thread_id, [dict(one) for _ in group], **how)
+
+    return call
 
 
 @commands.command()
@@ -177,6 +197,7 @@ def reject(
     user: UserOpt = None,
     no_continue: NoContinueOpt = False,
     interrupt_id: InterruptOpt = None,
+    every: AllOpt = False,
     db: DbOpt = None,
     as_json: JsonOpt = False,
     tools: ToolsOpt = None,
@@ -184,7 +205,14 @@ def reject(
     """Reject a waiting step: it and the steps that depend on it are skipped."""
     how = _how(as_json, no_continue, token, user, interrupt_id)
     with errors(as_json), open_store(db, tools) as ow:
-        _answer(ow, thread_id, partial(ow.reject, thread_id, step, reason=reason), **how)
+        if every and step:
+            raise UsageError("--all rejects every question of the wave: no --step")
+        call = (
+            _for_all(ow, thread_id, {"type": "reject", "message": reason})
+            if every
+            else partial(ow.reject, thread_id, step, reason=reason)
+        )
+        _answer(ow, thread_id, call, **how)
 
 
 @commands.command()

@@ -139,7 +139,9 @@ def finish(view: RunView, as_json: bool, extra: Callable[[RunView], None] | None
         if extra:
             extra(view)
         elif view.report and view.status is RunStatus.DONE:
-            out.print(view.report, highlight=False)
+            from rich.markdown import Markdown
+
+            out.print(Markdown(view.report))  # the chat's Markdown report, rendered
     raise typer.Exit(exit_code(view))
 
 

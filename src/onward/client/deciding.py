@@ -10,17 +10,18 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.types import Command
 
-from onward.errors import OnwardError, UsageError
+from onward.errors import AnswerError, OnwardError, UsageError
 from onward.model.state import DecisionAction, RunStatus, WaitKind
 from onward.observe.kinds import EventKind
 from onward.observe.progress import ProgressEvent
 from onward.people import resume_tokens
 from onward.people.approvals import (
+    Answer,
     AnswerType,
     edited_budget,
     edited_plan,
     edited_step,
-    parse_answer,
+    parse_answers,
 )
 from onward.people.inbox import PendingDecision
 from onward.policies.run import ExpiryAction
@@ -65,16 +66,35 @@ def inbox(ow: Onward, user: str | None) -> list[PendingDecision]:
     for row in ow.store.unfinished_runs():
         items += ow.pending(row.thread_id)
     if key:
-        expires = ow.clock() + resume_tokens.ttl()
-        items = [
-            p.model_copy(
-                update={
-                    "token": resume_tokens.mint(key, p.thread_id, p.interrupt_id, user, expires)
-                }
-            )
-            for p in items
-        ]
+        items = with_tokens(ow, items, user)
     return sorted(items, key=lambda p: p.asked_at)
+
+
+def token_subject(p: PendingDecision, whole: bool) -> str:
+    """What a resume token is for: a lone question, one question of a wave's batch, or
+    (``whole``) every question of the batch at once."""
+    return p.interrupt_id if whole or len(p.batch) <= 1 else f"{p.interrupt_id}:{target_id(p)}"
+
+
+def with_tokens(ow: Onward, items: list[PendingDecision], user: str) -> list[PendingDecision]:
+    """The items with resume tokens minted for ``user``: each for its own question, and
+    for a batch also one that answers all of it."""
+    key = resume_tokens.secret()
+    assert key is not None
+    expires = ow.clock() + resume_tokens.ttl()
+
+    def mint(p: PendingDecision, whole: bool) -> str:
+        return resume_tokens.mint(key, p.thread_id, token_subject(p, whole), user, expires)
+
+    return [
+        p.model_copy(
+            update={
+                "token": mint(p, False),
+                "batch_token": mint(p, True) if len(p.batch) > 1 else None,
+            }
+        )
+        for p in items
+    ]
 
 
 def decide(
@@ -92,22 +112,25 @@ def decide(
 ) -> RunView:
     """:meth:`Onward.decide`; ``check_token=False`` is for onward's own answers (a sweep
     applying a deadline's default), which no user's token covers."""
-    target = pick(ow, thread_id, step, interrupt_id)
+    decisions = answer if isinstance(answer, list) else answer.get("decisions", [answer])
+    if not isinstance(decisions, list):
+        raise AnswerError('"decisions" must be a list of decision objects')
+    group, answered = answering(ow, thread_id, step, interrupt_id, len(decisions))
+    iid = group[0].interrupt_id
     by = by or whoami()
     key = resume_tokens.secret()
     if key and check_token:
+        subject = token_subject(answered[0], whole=len(answered) == len(group) > 1)
         resume_tokens.verify(
-            key,
-            token,
-            thread_id=thread_id,
-            interrupt_id=target.interrupt_id,
-            user=by,
-            now=ow.clock(),
+            key, token, thread_id=thread_id, interrupt_id=subject, user=by, now=ow.clock()
         )
-    decisions = answer if isinstance(answer, list) else answer.get("decisions", [answer])
-    value = {"decisions": decisions, "by": by, "interrupt_id": target.interrupt_id}
-    preflight(ow, thread_id, target, value)
-    command: Command[Any] = Command(resume={target.interrupt_id: value})
+    value: dict[str, Any] = {"decisions": decisions, "by": by, "interrupt_id": iid}
+    if len(answered) < len(group):  # some questions of a batch: name them
+        value["targets"] = [target_id(p) for p in answered]
+    pairs = parse_answers(value, [(target_id(p), p.kind) for p in group])
+    for i, parsed in pairs:
+        preflight(ow, thread_id, group[i], parsed)
+    command: Command[Any] = Command(resume={iid: value})
     return ow.drive(
         thread_id,
         on_event,
@@ -115,6 +138,43 @@ def decide(
         stop_after_answer=not continue_run,
         wake=True,  # a queued run: a worker drives it on
     )
+
+
+def target_id(p: PendingDecision) -> str:
+    return p.step_id or "plan"
+
+
+def answering(
+    ow: Onward, thread_id: str, step: str | None, interrupt_id: str | None, count: int
+) -> tuple[list[PendingDecision], list[PendingDecision]]:
+    """(every question of the interrupt an answer is for, the ones its ``count``
+    decisions answer): named by ``step`` or ``interrupt_id``, or the only interrupt."""
+    pending = ow.pending(thread_id)
+    if step is not None or (interrupt_id is not None and count == 1):
+        one = pick(ow, thread_id, step, interrupt_id) if step is not None else None
+        iid = one.interrupt_id if one else interrupt_id
+        group = [p for p in pending if p.interrupt_id == iid]
+        if one is not None or len(group) == 1:
+            if count != 1:
+                raise AnswerError(f"one step is named: send one decision (got {count})")
+            return group, [one or group[0]]
+    if not pending:
+        pick(ow, thread_id, step, interrupt_id)  # raises: not waiting
+    ids = list(dict.fromkeys(p.interrupt_id for p in pending))
+    if interrupt_id is not None:
+        if interrupt_id not in ids:
+            pick(ow, thread_id, step, interrupt_id)  # raises: names what is waiting
+        ids = [interrupt_id]
+    group = [p for p in pending if p.interrupt_id == ids[0]]
+    if len(ids) > 1 or (count == 1 and len(group) > 1):
+        listing = ", ".join(
+            f"{target_id(p)} ({p.kind.value}, id {p.interrupt_id})" for p in pending
+        )
+        raise UsageError(
+            f"run {thread_id} waits on {len(pending)} decisions ({listing}); name one with "
+            f"--step (or the interrupt id), or send {len(group)} decisions in that order"
+        )
+    return group, group
 
 
 def pick(ow: Onward, thread_id: str, step: str | None, interrupt_id: str | None) -> PendingDecision:
@@ -148,9 +208,8 @@ def pick(ow: Onward, thread_id: str, step: str | None, interrupt_id: str | None)
     return chosen[0]
 
 
-def preflight(ow: Onward, thread_id: str, target: PendingDecision, value: dict[str, Any]) -> None:
+def preflight(ow: Onward, thread_id: str, target: PendingDecision, answer: Answer) -> None:
     """Refuse an answer the node would refuse, before resuming: same checks, clear error."""
-    answer = parse_answer(value, target.kind)
     if answer.type is not AnswerType.EDIT:
         return
     state = ow.state(thread_id)
@@ -214,8 +273,10 @@ def sweep(
     report = SweepReport(now=now)
     items = ow.inbox() if thread_ids is None else [p for tid in thread_ids for p in ow.pending(tid)]
     for item in items:
+        # By interrupt and step: a wave's questions share one interrupt id.
         seen = {
-            (e.kind, e.detail.get("interrupt_id")) for e in ow.store.events.list(item.thread_id)
+            (e.kind, e.detail.get("interrupt_id"), e.detail.get("step_id"))
+            for e in ow.store.events.list(item.thread_id)
         }
         detail = {
             "interrupt_id": item.interrupt_id,
@@ -223,10 +284,11 @@ def sweep(
             "kind": item.kind.value,
             "asked_at": item.asked_at.isoformat(),
         }
-        if now >= item.remind_at and (EventKind.APPROVAL_REMINDER, item.interrupt_id) not in seen:
+        key = (item.interrupt_id, item.step_id)
+        if now >= item.remind_at and (EventKind.APPROVAL_REMINDER, *key) not in seen:
             ow.store.events.record(item.thread_id, EventKind.APPROVAL_REMINDER, detail, at=now)
             report.reminded.append(item)
-        if now < item.expire_at or (EventKind.APPROVAL_EXPIRED, item.interrupt_id) in seen:
+        if now < item.expire_at or (EventKind.APPROVAL_EXPIRED, *key) in seen:
             continue
         expired = detail | {"applied": item.on_expiry.value}
         if item.on_expiry is ExpiryAction.SUSPEND:
@@ -244,8 +306,9 @@ def sweep(
                 ow,
                 item.thread_id,
                 answer,
-                step=None,
-                interrupt_id=item.interrupt_id,
+                step=target_id(item),
+                # A wave's interrupt id changes as its questions are answered one by one.
+                interrupt_id=item.interrupt_id if len(item.batch) <= 1 else None,
                 by="onward-sweep",
                 token=None,
                 continue_run=continue_runs,

@@ -108,6 +108,7 @@ class Onward:
         judge: bool = False,
         acceptance: Sequence[Check] = (),
         constraints: Mapping[str, str] | None = None,
+        fail_fast: bool = True,
     ) -> str:
         """Create a run (nothing executes yet) and return its thread id.
 
@@ -115,7 +116,9 @@ class Onward:
         one, the goal is planned by the template rules when the run starts.
         ``policy``: which tools need approval or may run at all, and wait deadlines.
         ``acceptance`` and ``constraints``: the goal's own checks and constraints (a plan
-        file carries its own; these add to them).
+        file carries its own; these add to them). ``fail_fast=False``: a goal no planner
+        handles is no error here; the run fails at planning, its final message saying why
+        and what to do (what a chat shows).
         """
         return starting.start(
             self,
@@ -130,6 +133,7 @@ class Onward:
             judge=judge,
             acceptance=acceptance,
             constraints=constraints,
+            fail_fast=fail_fast,
         )
 
     def submit(self, goal: str | None = None, **start: Any) -> str:
@@ -277,10 +281,12 @@ class Onward:
         continue_run: bool = True,
         on_event: Callable[[ProgressEvent], None] | None = None,
     ) -> RunView:
-        """Answer one pending question of a run, in any of the accepted shapes (see
+        """Answer a run's pending question, in any of the accepted shapes (see
         :mod:`onward.people.approvals`). Which one: ``interrupt_id``, or ``step``, or the only
-        one. The answer is checked before anything changes; then the run continues in
-        this process, or with ``continue_run=False`` stops right after recording it."""
+        one. A wave's questions are one interrupt: a list of N decisions answers them in
+        order; with ``step`` one decision answers that step only. The answer is checked
+        before anything changes; then the run continues in this process, or with
+        ``continue_run=False`` stops right after recording it."""
         return deciding.decide(
             self,
             thread_id,
@@ -293,6 +299,22 @@ class Onward:
             on_event=on_event,
             check_token=True,
         )
+
+    def follow_up(
+        self,
+        thread_id: str,
+        text: str,
+        *,
+        checkpoint_id: str | None = None,
+        on_event: Callable[[ProgressEvent], None] | None = None,
+    ) -> RunView:
+        """The thread's next goal, as a chat's next message: planned as a new version of the
+        plan after the done steps (kept, and referenceable), then driven. At a past
+        ``checkpoint_id`` it forks the thread from there (an edited earlier message)."""
+        from onward.client.following import follow_up
+
+        follow_up(self, thread_id, text, checkpoint_id=checkpoint_id)
+        return self.drive(thread_id, on_event)  # the update is the thread's newest checkpoint
 
     def approve(
         self,

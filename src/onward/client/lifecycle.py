@@ -27,6 +27,7 @@ from onward.model.state import (
     StepStatus,
     utcnow,
 )
+from onward.observe.chat import report_marker, reported
 from onward.observe.kinds import EventKind
 from onward.planning.validate import step_problems
 from onward.store.leases import new_owner
@@ -133,7 +134,12 @@ def mark_cancelled(ow: Onward, thread_id: str, state: RunState, by: str, reason:
                     reason=reason,
                 )
             ],
-            "messages": [AIMessage(f"Run {why}.")],
+            "messages": [
+                AIMessage(
+                    f"**Run cancelled**: {why}.",
+                    additional_kwargs=report_marker(state, reported(state.messages)),
+                )
+            ],
         },
         as_node=FINALIZE,
     )

@@ -48,6 +48,7 @@ def start(
     judge: bool,
     acceptance: Sequence[Check],
     constraints: Mapping[str, str] | None,
+    fail_fast: bool = True,
 ) -> str:
     policy = policy or RunPolicy()
     # ``judge``: a model reviews every step's output (when a model is configured).
@@ -103,7 +104,7 @@ def start(
                 confined=policy.confine_paths,
             )
         except NoTemplateError:
-            if ow.deps.model is None:
+            if ow.deps.model is None and fail_fast:
                 raise
     thread_id = thread_id or str(uuid.uuid4())
     if ow.store.get_run(thread_id) is not None:

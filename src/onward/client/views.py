@@ -267,10 +267,11 @@ def state(ow: Onward, thread_id: str) -> RunState:
 def pending_of(thread_id: str, run: RunRow, snap: StateSnapshot) -> list[PendingDecision]:
     """The questions a snapshot's interrupts ask, oldest first."""
     found = [
-        PendingDecision.from_interrupt(thread_id, i.id, i.value, run.objective)
+        p
         for i in snap.interrupts
+        for p in PendingDecision.of_interrupt(thread_id, i.id, i.value, run.objective)
     ]
-    return sorted((p for p in found if p is not None), key=lambda p: p.asked_at)
+    return sorted(found, key=lambda p: p.asked_at)  # stable: a batch keeps its order
 
 
 def pending(ow: Onward, thread_id: str) -> list[PendingDecision]:

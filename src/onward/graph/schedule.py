@@ -29,6 +29,7 @@ from onward.model import budget
 from onward.model.state import (
     PLAN_TARGET,
     ApproveTask,
+    AskBatch,
     ExecuteTask,
     NoteTask,
     Plan,
@@ -95,9 +96,9 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             **extra,
         )
 
-    def escalation(state: RunState, step: PlanStep, waiting: Waiting) -> Send:
+    def escalation(state: RunState, step: PlanStep, waiting: Waiting) -> ApproveTask:
         inputs = inputs_of(state, step)
-        task = ask(
+        return ask(
             state,
             WaitKind.ESCALATION,
             step,
@@ -105,7 +106,6 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             waiting=waiting,
             inputs=inputs,
         )
-        return Send(ESCALATE, task)
 
     def schedule(state: RunState) -> list[Send] | str:
         if state.status is RunStatus.SUSPENDED:
@@ -124,12 +124,12 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                 return [Send(APPROVE, task)]
         if state.waiting:
             # An unknown outcome: stop and ask before anything else runs.
-            asks = []
+            asks: list[ApproveTask] = []
             for w in state.waiting.values():
                 if w is None:
                     continue
                 asks.append(escalation(state, state.plan.step(w.step_id), w))
-            return _wave(asks)
+            return _wave([Send(ESCALATE, a) for a in asks])
         # Only the steps not done or skipped (a long run's resume decodes only these):
         # failures, steps deferred to a time, and ready steps, in plan order.
         steps = state.steps
@@ -173,6 +173,7 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         if failed:
             return _route_failures(state, failed)
         sends: list[Send] = []
+        questions: list[ApproveTask] = []
         for step in ready:
             spec = deps.registry.get(step.tool)
             if _breaker_open(spec, step):
@@ -182,8 +183,9 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             required = needs_approval(step, spec, policy)
             approval = state.approvals.get(step.id) if required else None
             if required and approval is None:
-                task = ask(state, WaitKind.APPROVAL, step, step_hash(step, inputs), inputs=inputs)
-                sends.append(Send(APPROVE, task))
+                questions.append(
+                    ask(state, WaitKind.APPROVAL, step, step_hash(step, inputs), inputs=inputs)
+                )
             else:
                 sends.append(
                     Send(
@@ -201,8 +203,10 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                         ),
                     )
                 )
-            if len(sends) >= state.max_concurrency:
+            if len(sends) + len(questions) >= state.max_concurrency:
                 break
+        if questions:  # the wave's questions: one interrupt, asked with its executes
+            sends.insert(0, _one_interrupt(APPROVE, questions))
         if not sends:
             if not deferred:
                 deferred = {s for s in blocked if (t := steps[s].not_before) and t > now}
@@ -248,7 +252,7 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         is open: replan needs a rule or a model, a person needs a policy that lets the run
         ask one (else the run fails: finalize). People first: their questions go out at
         once; then retry before replan."""
-        asks: list[Send] = []
+        asks: list[ApproveTask] = []
         routes: set[Node] = set()
         for sid, failure in failed:
             step = state.plan.step(sid)
@@ -265,7 +269,9 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             else:
                 routes.add(route)
         if asks:
-            return _wave(asks)
+            # Escalations stay one interrupt each (answered by step or interrupt id): a
+            # wave of them joins at the gate, which old checkpoints' pending tasks need.
+            return _wave([Send(ESCALATE, a) for a in asks])
         return RETRY if RETRY in routes else REPLAN
 
     def _open(state: RunState, step: PlanStep, route: Node) -> bool:
@@ -276,6 +282,14 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         return True
 
     return schedule
+
+
+def _one_interrupt(node: str, questions: list[ApproveTask]) -> Send:
+    """The questions of one wave as one task, so they are ONE interrupt (a single
+    question keeps the single-question payload older checkpoints hold)."""
+    if len(questions) == 1:
+        return Send(node, questions[0])
+    return Send(node, AskBatch(questions=questions))
 
 
 def _wave(sends: list[Send]) -> list[Send]:

@@ -415,6 +415,15 @@ class ApproveTask(_Frozen):
     wave: int = 1
 
 
+class AskBatch(_Frozen):
+    """The payload of one ``Send`` to approve (or escalate) that asks about several steps at
+    once: every question of one wave is ONE interrupt with N action requests (langchain's
+    human-in-the-loop batched shape), answered by N decisions in order."""
+
+    questions: list[ApproveTask]
+    wave: int = 1
+
+
 class Usage(_Frozen):
     """Model usage of a run: summed over every call (plan, replan, judge)."""
 
@@ -707,6 +716,7 @@ CHECKPOINT_TYPES: tuple[type[Any], ...] = (
     Approval,
     PlanEdit,
     ApproveTask,
+    AskBatch,
     NoteTask,
     Usage,
     RunPolicy,

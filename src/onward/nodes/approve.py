@@ -16,6 +16,7 @@ from onward.model.state import (
     PLAN_TARGET,
     Approval,
     ApproveTask,
+    AskBatch,
     DecisionAction,
     FailureClass,
     PlanEdit,
@@ -43,12 +44,16 @@ from onward.people.approvals import (
 
 def approve(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> Updates:
     deps = runtime.context
-    assert isinstance(task, ApproveTask)
+    assert isinstance(task, ApproveTask | AskBatch)
+    return ask(task, config, lambda t, a: _answer(deps, t, a))
+
+
+def _answer(deps: NodeDeps, task: ApproveTask, answer: Answer) -> Updates | None:
     if task.kind is WaitKind.PLAN:
-        return ask(task, config, lambda a: _answer_plan(deps, task, a))
+        return _answer_plan(deps, task, answer)
     if task.kind is WaitKind.BUDGET:
-        return ask(task, config, lambda a: _answer_budget(deps, task, a))
-    return ask(task, config, lambda a: _answer_step(deps, task, a))
+        return _answer_budget(deps, task, answer)
+    return _answer_step(deps, task, answer)
 
 
 def _answer_step(deps: NodeDeps, task: ApproveTask, answer: Answer) -> Updates:

@@ -22,8 +22,10 @@ from onward.model.state import (
     PLAN_TARGET,
     Approval,
     ApproveTask,
+    AskBatch,
     Decision,
     DecisionAction,
+    PlanEdit,
     PlanStep,
     RunUpdate,
     StepStatus,
@@ -35,70 +37,144 @@ from onward.observe.kinds import EventKind
 from onward.observe.progress import emit
 from onward.people.approvals import (
     Answer,
-    parse_answer,
-    request,
+    asked_of,
+    batch_request,
+    parse_answers,
 )
+from onward.testing import faults as diagnostics
 
 Updates = RunUpdate
 """What approve and escalate return (their answer's updates)."""
 
 
+def questions_of(task: Any) -> tuple[list[ApproveTask], int]:
+    """The questions a Send carries (one, or a wave's batch) and the wave's size."""
+    if isinstance(task, AskBatch):
+        return list(task.questions), task.wave
+    assert isinstance(task, ApproveTask)
+    return [task], task.wave
+
+
 def ask(
-    task: ApproveTask, config: RunnableConfig, apply: Callable[[Answer], Updates | None]
+    task: ApproveTask | AskBatch,
+    config: RunnableConfig,
+    apply: Callable[[ApproveTask, Answer], Updates | None],
 ) -> Updates:
-    """Ask until an answer applies; ``apply(answer) -> updates | None`` (None: ask again,
-    e.g. feedback on a plan). Feedback answers along the way are kept for the log."""
+    """Ask until every question has an answer that applies; ``apply(question, answer) ->
+    updates | None`` (None: ask again, e.g. feedback on a plan). All questions go out as ONE
+    interrupt; an answer may settle some of them (``targets``), and the rest are asked
+    again. Nothing is written before the node returns, so a crash while answering loses the
+    answers (ask again) or keeps them all: never half a batch, never one twice."""
+    tasks, wave = questions_of(task)
     thread_id = thread_of(config)
-    target = task.step.id if task.step else PLAN_TARGET
-    ask_key = f"{task.kind.value}:{target}:{task.asked_at.isoformat()}"
-    emit(
-        EventKind.APPROVAL_REQUESTED,
-        step_id=target,
-        tool=task.step.tool if task.step else None,
-        message=f"waiting for a person ({task.kind.value})",
-        detail={"ask_key": ask_key, "wait_kind": task.kind.value, "args_hash": task.args_hash},
-    )
-    errors: list[str] | None = None
-    earlier: list[Decision] = []
-    while True:
-        raw = interrupt(request(task, thread_id, errors))
+    keys = [_ask_key(t) for t in tasks]
+    for t, key in zip(tasks, keys, strict=True):
+        emit(
+            EventKind.APPROVAL_REQUESTED,
+            step_id=target_of_task(t),
+            tool=t.step.tool if t.step else None,
+            message=f"waiting for a person ({t.kind.value})",
+            detail={"ask_key": key, "wait_kind": t.kind.value, "args_hash": t.args_hash},
+        )
+    done: dict[int, Updates] = {}
+    earlier: dict[int, list[Decision]] = {}
+    errors: dict[int, list[str]] = {}
+    general: list[str] | None = None
+    while len(done) < len(tasks):
+        open_ = [i for i in range(len(tasks)) if i not in done]
+        asked = [tasks[i] for i in open_]
+        raw = interrupt(
+            batch_request(
+                asked,
+                thread_id,
+                {j: errors[i] for j, i in enumerate(open_) if i in errors},
+                general,
+            )
+        )
+        general, errors = None, {}
         try:
-            answer = parse_answer(raw, task.kind)
-            updates = apply(answer)
+            pairs = parse_answers(raw, [asked_of(t) for t in asked])
         except AnswerError as exc:
-            errors = [str(exc)]
-            continue
-        except Exception as exc:  # never jam the question: say what failed and ask again
-            errors = [
-                f"the answer could not be applied ({type(exc).__name__}: {exc}); "
-                "choose another decision"
-            ]
+            general = [str(exc)]
             continue
         iid = raw.get("interrupt_id") if isinstance(raw, dict) else None
-        if updates is None:
-            earlier.append(decision(task, answer, DecisionAction.RESPOND))
-            errors = None
-            continue
-        updates["decisions"] = [
-            d.model_copy(update={"interrupt_id": iid})
-            for d in [*earlier, *updates.get("decisions", [])]
-        ]
-        final = updates["decisions"][-1] if updates["decisions"] else None
-        emit(
-            EventKind.APPROVAL_DECIDED,
-            step_id=target,
-            tool=task.step.tool if task.step else None,
-            message=answer.message,
-            detail={
-                "ask_key": ask_key,
-                "action": final.action.value if final else answer.type.value,
-                "by": answer.by or "unknown",
-                "interrupt_id": iid,
-                "args_hash": final.args_hash if final else None,
-            },
-        )
-        updates["wave"] = task.wave
-        return updates
+        for j, answer in pairs:
+            i = open_[j]
+            t = tasks[i]
+            try:
+                updates = apply(t, answer)
+            except AnswerError as exc:
+                errors[i] = [str(exc)]
+                continue
+            except Exception as exc:  # never jam the question: say what failed, ask again
+                errors[i] = [
+                    f"the answer could not be applied ({type(exc).__name__}: {exc}); "
+                    "choose another decision"
+                ]
+                continue
+            if updates is None:
+                earlier.setdefault(i, []).append(decision(t, answer, DecisionAction.RESPOND))
+                continue
+            updates["decisions"] = [
+                d.model_copy(update={"interrupt_id": iid})
+                for d in [*earlier.pop(i, []), *updates.get("decisions", [])]
+            ]
+            final = updates["decisions"][-1] if updates["decisions"] else None
+            emit(
+                EventKind.APPROVAL_DECIDED,
+                step_id=target_of_task(t),
+                tool=t.step.tool if t.step else None,
+                message=answer.message,
+                detail={
+                    "ask_key": keys[i],
+                    "action": final.action.value if final else answer.type.value,
+                    "by": answer.by or "unknown",
+                    "interrupt_id": iid,
+                    "args_hash": final.args_hash if final else None,
+                },
+            )
+            done[i] = updates
+    merged = merge_updates([done[i] for i in range(len(tasks))])
+    merged["wave"] = wave
+    # Every answer applied, none of it committed yet: the worst moment for a kill.
+    diagnostics.fault_point("after_answers", target_of_task(tasks[0]))
+    return merged
+
+
+def _ask_key(task: ApproveTask) -> str:
+    return f"{task.kind.value}:{target_of_task(task)}:{task.asked_at.isoformat()}"
+
+
+def target_of_task(task: ApproveTask) -> str:
+    return task.step.id if task.step else PLAN_TARGET
+
+
+_KEYED = ("steps", "approvals", "waiting", "artifacts")
+_LISTED = ("decisions", "messages")
+
+
+def merge_updates(parts: list[Updates]) -> Updates:
+    """The answers of one batch as one node update: keyed channels merged, lists
+    concatenated, plan edits collected (the plan reducer applies them in order); for
+    the rest (status, failure, budget) the last answer that sets one wins."""
+    if len(parts) == 1:
+        return parts[0]
+    merged: dict[str, Any] = {}
+    edits: list[Any] = []
+    for part in parts:
+        value: Any
+        for key, value in part.items():
+            if key in _KEYED:
+                merged[key] = {**merged.get(key, {}), **value}
+            elif key in _LISTED:
+                merged[key] = [*merged.get(key, []), *value]
+            elif key == "plan":
+                edits.extend(value if isinstance(value, list) else [value])
+            else:
+                merged[key] = value
+    if edits:
+        merged["plan"] = edits if all(isinstance(e, PlanEdit) for e in edits) else edits[-1]
+    return merged  # type: ignore[return-value]
 
 
 def decision(

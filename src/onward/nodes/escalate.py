@@ -14,6 +14,7 @@ from langgraph.runtime import Runtime
 
 from onward.model.state import (
     ApproveTask,
+    AskBatch,
     DecisionAction,
     PlanEdit,
     RunFailure,
@@ -35,9 +36,9 @@ from onward.people.approvals import (
 
 def escalate(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> Updates:
     deps = runtime.context
-    assert isinstance(task, ApproveTask)
+    assert isinstance(task, ApproveTask | AskBatch)
     thread_id = thread_of(config)
-    return ask(task, config, lambda a: _answer_escalation(deps, task, a, thread_id))
+    return ask(task, config, lambda t, a: _answer_escalation(deps, t, a, thread_id))
 
 
 def _answer_escalation(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from itertools import repeat
+from typing import Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
@@ -22,6 +23,7 @@ from onward.model.state import (
     Usage,
 )
 from onward.nodes.deps import NodeDeps, thread_of
+from onward.observe.chat import REPORT_KEY, markdown_report, report_marker, reported
 from onward.observe.kinds import EventKind
 from onward.observe.progress import emit
 from onward.verification.checks import evaluate
@@ -31,9 +33,8 @@ from onward.verification.judge import judge_goal
 def finalize(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> RunUpdate:
     deps = runtime.context
     if state.status is RunStatus.CANCELLED:
-        report = execution_report(state, RunStatus.CANCELLED, state.failure)
         emit(EventKind.RUN_FINISHED, message=RunStatus.CANCELLED.value)
-        return {"messages": [AIMessage(report)]}
+        return {"messages": [final_message(deps, state, RunStatus.CANCELLED, state.failure)]}
     failure = state.failure
     usage: Usage | None = None
     if failure is None and state.plan.steps:
@@ -71,15 +72,38 @@ def finalize(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]
                 except Exception:
                     failure = None
     status = RunStatus.FAILED if failure else RunStatus.DONE
-    report = execution_report(state, status, failure)
     emit(EventKind.RUN_FINISHED, message=status.value)
-    out: RunUpdate = {"status": status, "failure": failure, "messages": [AIMessage(report)]}
+    message = final_message(deps, state, status, failure)
+    out: RunUpdate = {"status": status, "failure": failure, "messages": [message]}
     if usage is not None:
         out["usage"] = usage
     return out
 
 
+def final_message(
+    deps: NodeDeps, state: RunState, status: RunStatus, failure: RunFailure | None
+) -> AIMessage:
+    """The goal's last chat message: the report in Markdown with the actual result, marked
+    with the steps it reports (onward.observe.chat)."""
+
+    def value_of(name: str) -> Any:
+        ref = state.artifacts.get(name)
+        if ref is None:
+            return None
+        try:
+            return deps.artifacts.get(ref)
+        except Exception:  # a result that cannot be read is left out of the message
+            return None
+
+    marker = report_marker(state, reported(state.messages))
+    text = markdown_report(state, status, failure, value_of, marker[REPORT_KEY])
+    if state.plan.steps and (retried := _retried(state.steps, state.plan.index().ids)):
+        text += f"\nDeviations: re-attempted {', '.join(retried)}.\n"
+    return AIMessage(text, additional_kwargs=marker)
+
+
 def execution_report(state: RunState, status: RunStatus, failure: RunFailure | None) -> str:
+    """The plain-text report (a terminal's; the chat gets :func:`final_message`)."""
     lines = [f"Run {status.value}: {state.goal.objective if state.goal else ''}"]
     if failure is not None:
         lines.append(f"Reason: {failure.message}")

@@ -42,7 +42,7 @@ from onward.observe.progress import emit
 from onward.policies.retry import DEFAULT_RETRY
 from onward.testing import faults as diagnostics
 from onward.tools.registry import load_tool_modules
-from onward.verification.checks import artifact_names, evaluate
+from onward.verification.checks import artifact_names, evaluate, with_args
 from onward.verification.failures import settle
 from onward.verification.judge import judge_step
 
@@ -53,7 +53,8 @@ def check_step(deps: NodeDeps, task: ExecuteTask, produced: StepRecord, output: 
     assert produced.output is not None
     step = task.step
     spec = deps.registry.get(step.tool)
-    checks = [*(spec.checks if spec else ()), *step.checks]
+    # The step's own checks follow its args as they ran (an approved edit of a path too).
+    checks = [*(spec.checks if spec else ()), *(with_args(c, step.args) for c in step.checks)]
     visible: dict[str, ArtifactRef] = dict(task.inputs)
     if step.output:
         visible[step.output] = produced.output
@@ -173,6 +174,6 @@ def pending_checks(deps: NodeDeps, state: RunState) -> dict[str, list[dict[str, 
         if state.status_of(step.id) is not StepStatus.PRODUCED:
             continue
         spec = deps.registry.get(step.tool)
-        checks = [*(spec.checks if spec else ()), *step.checks]
+        checks = [*(spec.checks if spec else ()), *(with_args(c, step.args) for c in step.checks)]
         out[step.id] = [c.model_dump(mode="json") for c in checks]
     return out

@@ -7,10 +7,17 @@ renders as approve / edit / reject buttons::
      "review_configs": [{"action_name": TOOL, "allowed_decisions": [...]}],
      "onward": {kind, step_id, args_hash, asked_at, remind_at, expire_at, ...}}
 
+Every question of one wave (parallel steps awaiting approval together) is ONE interrupt
+with N action requests and N review configs; ``onward.questions`` then holds each one's
+metadata, in the same order.
+
 Answers: ``{"decisions": [{"type": "approve"} | {"type": "edit", "edited_action":
-{"name", "args"}} | {"type": "reject", "message"} | {"type": "respond", "message"}]}``,
-the older HumanResponse list (``accept | edit | response | ignore``), or for
-escalations onward's own ``retry | skip | done (with result) | abort``.
+{"name", "args"}} | {"type": "reject", "message"} | {"type": "respond", "message"}]}``
+with one decision per action request, in order (what agent-chat-ui sends), the older
+HumanResponse list (``accept | edit | response | ignore``), or for escalations onward's
+own ``retry | skip | done (with result) | abort``. onward's extension ``"targets": [step
+id, ...]`` answers only some questions of a batch (the CLI's ``--step``); the others stay
+asked.
 
 An approval is bound to :func:`args_hash`: the tool, the step's args exactly as
 written, and the sha256 of every input artifact they reference. Execute recomputes
@@ -119,6 +126,97 @@ def needs_approval(step: PlanStep, spec: ToolSpec | None, policy: RunPolicy) -> 
     if policy.approve_all or step.tool in policy.approve_tools:
         return True
     return spec is not None and spec.requires_approval
+
+
+MAX_BATCH = 256
+"""Most decisions one answer may carry (a wave never asks more: max_concurrency is lower)."""
+
+
+def batch_request(
+    tasks: list[ApproveTask],
+    thread_id: str,
+    errors: Mapping[int, list[str]] | None = None,
+    general: list[str] | None = None,
+) -> dict[str, Any]:
+    """The interrupt payload for the questions of one wave: one action request and one
+    review config per question, in order (a single question keeps its flat metadata)."""
+    errors = errors or {}
+    parts = [
+        request(t, thread_id, [*(general or []), *errors.get(i, [])] or None)
+        for i, t in enumerate(tasks)
+    ]
+    if len(parts) == 1:
+        return parts[0]
+    metas = [p["onward"] for p in parts]
+    return {
+        "action_requests": [p["action_requests"][0] for p in parts],
+        "review_configs": [p["review_configs"][0] for p in parts],
+        "onward": {
+            "kind": metas[0]["kind"],
+            "thread_id": thread_id,
+            "step_ids": [m["step_id"] for m in metas],
+            "questions": metas,
+        },
+    }
+
+
+def asked_of(task: ApproveTask) -> tuple[str, WaitKind]:
+    """What :func:`parse_answers` needs of a question: its target (step id or ``plan``)
+    and its kind."""
+    return (task.step.id if task.step else "plan", task.kind)
+
+
+def parse_answers(raw: Any, questions: list[tuple[str, WaitKind]]) -> list[tuple[int, Answer]]:
+    """An answer to a batch of questions → (index of the question, its answer) pairs.
+
+    Unkeyed, the decisions answer every question in order (so there must be exactly one
+    per question); with ``targets`` they answer the named steps only. Anything else is an
+    :class:`AnswerError` naming what was asked."""
+    by: str | None = None
+    targets: Any = None
+    if isinstance(raw, dict) and "decisions" in raw:
+        decisions, by, targets = raw["decisions"], raw.get("by"), raw.get("targets")
+    elif isinstance(raw, list):
+        decisions = raw
+    elif isinstance(raw, dict) and "type" in raw:
+        decisions, by = [raw], raw.get("by")
+    else:
+        raise AnswerError(
+            'an answer is {"decisions": [{"type": "approve" | "edit" | "reject" | "respond", '
+            f"...}}]}} (or a HumanResponse list); got {str(raw)[:200]!r}"
+        )
+    asked = [target for target, _ in questions]
+    if not isinstance(decisions, list) or not all(isinstance(d, dict) for d in decisions):
+        raise AnswerError('"decisions" must be a list of decision objects')
+    if len(decisions) > MAX_BATCH:
+        raise AnswerError(f"at most {MAX_BATCH} decisions per answer; got {len(decisions)}")
+    if targets is None:
+        n = len(questions)
+        if len(decisions) != n:
+            what = (
+                "one action: send exactly one decision"
+                if n == 1
+                else f"{n} actions ({', '.join(asked)}): send {n} decisions "
+                'in that order, or name the ones you answer with "targets"'
+            )
+            raise AnswerError(f"this question asks about {what} (got {len(decisions)})")
+        indexes = list(range(n))
+    else:
+        if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+            raise AnswerError('"targets" must be a list of step ids')
+        if len(set(targets)) != len(targets) or len(targets) != len(decisions):
+            raise AnswerError('"targets" names each answered step once, one per decision')
+        unknown = [t for t in targets if t not in asked]
+        if unknown:
+            raise AnswerError(
+                f"not asked: {', '.join(map(repr, unknown))}; this question asks about "
+                + ", ".join(asked)
+            )
+        indexes = [asked.index(t) for t in targets]
+    return [
+        (i, parse_answer({"decisions": [d], "by": by}, questions[i][1]))
+        for i, d in zip(indexes, decisions, strict=True)
+    ]
 
 
 def request(task: ApproveTask, thread_id: str, errors: list[str] | None = None) -> dict[str, Any]:

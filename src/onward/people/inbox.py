@@ -42,6 +42,12 @@ class PendingDecision(BaseModel):
     objective: str = ""
     token: str | None = None
     """Resume token for the user who listed it (only when ONWARD_SECRET is set)."""
+    batch_token: str | None = None
+    """For a question of a batch: the token that answers the whole batch at once."""
+
+    batch: list[str] = []
+    """Every question asked in the same interrupt (step ids, ``plan`` for the plan), in the
+    order its N decisions answer them; one entry for a lone question."""
 
     def _repr_html_(self) -> str:
         """How Jupyter shows the question (args and texts escaped); answer it with
@@ -51,33 +57,39 @@ class PendingDecision(BaseModel):
         return question_html(self)
 
     @classmethod
-    def from_interrupt(
+    def of_interrupt(
         cls, thread_id: str, interrupt_id: str, value: Any, objective: str = ""
-    ) -> PendingDecision | None:
-        """None for an interrupt that is not one of onward's questions."""
+    ) -> list[PendingDecision]:
+        """One per question an interrupt asks (a wave's questions are one interrupt); none
+        for an interrupt that is not onward's."""
         if not isinstance(value, dict) or "onward" not in value:
-            return None
-        meta = value["onward"]
-        [action] = value["action_requests"]
-        return cls(
-            thread_id=thread_id,
-            interrupt_id=interrupt_id,
-            kind=WaitKind(meta["kind"]),
-            step_id=meta.get("step_id"),
-            tool=action["name"],
-            args=action["args"],
-            description=action["description"],
-            allowed=meta["allowed"],
-            args_hash=meta["args_hash"],
-            asked_at=datetime.fromisoformat(meta["asked_at"]),
-            remind_at=datetime.fromisoformat(meta["remind_at"]),
-            expire_at=datetime.fromisoformat(meta["expire_at"]),
-            on_expiry=ExpiryAction(meta["on_expiry"]),
-            reason=meta.get("reason"),
-            key=meta.get("key"),
-            errors=meta.get("errors") or [],
-            objective=objective,
-        )
+            return []
+        metas = value["onward"].get("questions") or [value["onward"]]
+        actions = value["action_requests"]
+        batch = [m.get("step_id") or "plan" for m in metas]
+        return [
+            cls(
+                thread_id=thread_id,
+                interrupt_id=interrupt_id,
+                kind=WaitKind(meta["kind"]),
+                step_id=meta.get("step_id"),
+                tool=action["name"],
+                args=action["args"],
+                description=action["description"],
+                allowed=meta["allowed"],
+                args_hash=meta["args_hash"],
+                asked_at=datetime.fromisoformat(meta["asked_at"]),
+                remind_at=datetime.fromisoformat(meta["remind_at"]),
+                expire_at=datetime.fromisoformat(meta["expire_at"]),
+                on_expiry=ExpiryAction(meta["on_expiry"]),
+                reason=meta.get("reason"),
+                key=meta.get("key"),
+                errors=meta.get("errors") or [],
+                objective=objective,
+                batch=batch,
+            )
+            for meta, action in zip(metas, actions, strict=True)
+        ]
 
 
 class Questions(list[PendingDecision]):

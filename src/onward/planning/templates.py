@@ -140,7 +140,7 @@ def _orders_plan(objective: str, csv_path: str, place: _Locator) -> tuple[Goal, 
             },
             depends_on=["validate", "detect", "aggregate"],
             output="report",
-            checks=_report_checks(report),
+            checks=_report_checks("${args.path}"),  # follows an edited path
             description=f"write {report}",
         ),
     ]
@@ -174,7 +174,7 @@ def _copy_plan(objective: str, src: str, dst: str, place: _Locator) -> tuple[Goa
                 id=step_id,
                 tool="copy_file",
                 args={"src": f"{src}/{name}", "dst": target},
-                checks=[FileExists(path=target)],
+                checks=[FileExists(path="${args.dst}")],  # follows an approved edit of dst
                 description=f"copy {name}",
             )
         )

@@ -18,7 +18,7 @@ from onward.model import references
 from onward.model.state import Goal, Plan, PlanSource, PlanStep, PlanSteps
 from onward.planning.limits import Cleaner, clean_value, step_count_problem
 from onward.tools.registry import Registry
-from onward.verification.checks import CHECK_KINDS, artifact_names
+from onward.verification.checks import CHECK_KINDS, arg_names, artifact_names
 
 
 def _loc(parts: tuple[int | str, ...]) -> str:
@@ -280,6 +280,18 @@ def step_problems(
                 "Register your own with @onward.tool and pass --tools (or ONWARD_TOOLS)",
             )
         ]
+    problems = [
+        PlanProblem(
+            f"{where}.checks[{j}]",
+            f"refers to ${{args.{name}}}, but the step has no arg {name!r} (its args: "
+            f"{', '.join(sorted(step.args)) or 'none'})",
+        )
+        for j, c in enumerate(step.checks)
+        for name in sorted(arg_names(c))
+        if name not in step.args
+    ]
+    if problems:
+        return problems
     referenced = {loc.split(".")[1].split("[")[0] for loc, _, _ in references.walk(step.args)}
     try:
         spec.args_model.model_validate(step.args)

@@ -14,12 +14,13 @@ from typing import Any
 from langgraph.types import Command, StreamMode
 
 from onward.errors import OnwardError, UsageError
+from onward.observe.chat import STEP_MESSAGE_PREFIX
 from onward.serve.clients import Clients
 from onward.serve.context import Serving
 from onward.serve.feed import DONE, Feed
-from onward.serve.intake import prepare
+from onward.serve.intake import ENDED, prepare
 from onward.serve.requests import pause_before
-from onward.serve.wire import chunk, jsonable
+from onward.serve.wire import chat_values, chunk, jsonable
 from onward.store.runs import ApiRunStatus
 
 GRAPH_MODES: dict[str, StreamMode] = {
@@ -74,6 +75,23 @@ def launch(
     return run_id, out
 
 
+def stream_step_messages(out: Feed, values: Any, seen: set[str] | None) -> set[str]:
+    """The ``messages`` mode's share of the conversation model: each step's tool call and
+    result as soon as a values chunk shows it settled (the graph streams the messages its
+    nodes write; the step messages are derived, onward.observe.chat). The first chunk
+    only records what the thread already showed."""
+    messages = chat_values(values).get("messages") or []
+    ids = {m.get("id") for m in messages if isinstance(m, dict)}
+    if seen is None:
+        return {i for i in ids if i}
+    for m in messages:
+        mid = m.get("id") if isinstance(m, dict) else None
+        if mid and mid not in seen and str(mid).startswith(STEP_MESSAGE_PREFIX):
+            seen.add(mid)
+            out.put(("messages", [m, {"langgraph_node": "verify"}]))
+    return seen
+
+
 def drive(
     clients: Clients,
     thread_id: str,
@@ -93,8 +111,19 @@ def drive(
     wanted = {GRAPH_MODES[m] for m in modes if m in GRAPH_MODES}
     status = ApiRunStatus.SUCCESS
     with clients.use() as ow:
+        if command is ENDED:  # ended by the request itself ("Mark as Resolved")
+            try:
+                if "values" in wanted:
+                    snap = ow.graph.get_state(ow._config(thread_id))
+                    out.put(chunk("values", snap.values))
+            finally:
+                ow.store.threads.set_run_status(run_id, status)
+                ow.store.threads.touch(thread_id)
+                out.put(DONE)
+            return
         try:
             last: Any = None
+            seen: set[str] | None = None
             for mode, data in ow.stream_modes(
                 thread_id,
                 graph_modes,
@@ -105,6 +134,8 @@ def drive(
             ):
                 if mode == "values":
                     last = data
+                    if "messages" in wanted:
+                        seen = stream_step_messages(out, data, seen)
                 if mode in wanted:
                     out.put(chunk(mode, data))
             if ow.pending(thread_id):
@@ -117,7 +148,7 @@ def drive(
                         (
                             "values",
                             {
-                                **jsonable(snap.values),
+                                **chat_values(snap.values),
                                 "__interrupt__": [jsonable(i) for i in snap.interrupts],
                             },
                         )

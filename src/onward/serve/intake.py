@@ -14,11 +14,12 @@ from fastapi import HTTPException
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
-from onward.client import Onward, views
-from onward.errors import StoreError, UsageError, refuse_unknown
+from onward.client import Onward, deciding, views
+from onward.errors import NoTemplateError, StoreError, UsageError, refuse_unknown
 from onward.model.owners import client_update, message_text
 from onward.observe.kinds import EventKind
 from onward.people import resume_tokens
+from onward.people.approvals import parse_answers
 from onward.planning.validate import parse_declared
 from onward.policies.confine import check_inputs
 from onward.serve.context import Serving
@@ -90,17 +91,8 @@ def prepare(
                     409, f"thread {thread_id} has a run in progress; wait for it to finish"
                 ) from None
         elif body.get("input") not in (None, {}):
-            raise HTTPException(
-                409,
-                f"thread {thread_id} already has a run; answer it with command.resume, "
-                "or start a new thread"
-                + (
-                    " (an input at a checkpoint is not applied: edit the state there "
-                    "with POST /threads/{id}/state, then run from the new checkpoint)"
-                    if checkpoint_id
-                    else ""
-                ),
-            )
+            command = next_message(ow, thread_id, body["input"], checkpoint_id, who)
+            checkpoint_id = None  # a follow-up (or its fork) is the thread's newest checkpoint
         ow.store.threads.merge_metadata(thread_id, dict(ours))  # once the run is accepted
         run_id = str(uuid.uuid4())
         ow.store.threads.add_run(
@@ -112,6 +104,91 @@ def prepare(
             from_checkpoint=checkpoint_id or latest_checkpoint(ow, thread_id),
         )
         return run_id, command, checkpoint_id
+
+
+FOLLOW_UP_FIELDS = ("messages", "goal")
+
+
+def next_message(
+    ow: Onward, thread_id: str, data: Any, checkpoint_id: str | None, who: str
+) -> Command[Any] | None:
+    """A human message on a thread that already has a run (the conversation model):
+
+    * waiting for a person: it answers the question as a ``respond`` decision (feedback);
+    * finished: it is the thread's next goal (a new plan version; done steps kept);
+    * with a ``checkpoint_id`` of a finished goal in the thread's past (an edited earlier
+      message): the next goal from there, a fork of the thread.
+
+    A goal no planner handles gets an assistant message saying why and what to do. A run
+    in progress is a 409; fields a follow-up cannot take are a 422."""
+    if not isinstance(data, dict):
+        raise UsageError('a follow-up input is {"messages": [...]} (or {"goal": "..."})')
+    extra = sorted(set(data) - set(FOLLOW_UP_FIELDS))
+    if extra:
+        raise UsageError(
+            f"input.{extra[0]} is not taken by a follow-up on thread {thread_id} (it already "
+            "has a run): send only messages, or start a new thread"
+        )
+    text = goal_text(data)
+    if not text:
+        raise UsageError("a follow-up needs a human message (or goal) with text")
+    pending = [] if checkpoint_id else ow.pending(thread_id)
+    if pending:
+        iid = pending[0].interrupt_id
+        group = [p for p in pending if p.interrupt_id == iid]
+        cannot = [p for p in group if "respond" not in p.allowed]
+        if cannot:
+            kinds = ", ".join(sorted({p.kind.value for p in cannot}))
+            raise UsageError(
+                f"the question waiting on thread {thread_id} ({kinds}) takes a decision, not a "
+                f"message: answer it with command.resume ({', '.join(cannot[0].allowed)})"
+            )
+        value = {"decisions": [{"type": "respond", "message": text} for _ in group]}
+        check_tokens(ow, thread_id, value, who)
+        return Command(resume={iid: resume_value(value, who, [])})
+    from onward.client.following import follow_up
+
+    try:
+        follow_up(ow, thread_id, text, checkpoint_id=checkpoint_id)
+    except NoTemplateError as exc:
+        tell_no_plan(ow, thread_id, text, str(exc), checkpoint_id)
+        return ENDED
+    return None
+
+
+def tell_no_plan(
+    ow: Onward, thread_id: str, text: str, why: str, checkpoint_id: str | None
+) -> None:
+    """The thread's answer to a goal no planner handles: the message and why, the run
+    left as it was (finished)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from onward.observe.chat import NO_PLAN_HELP
+
+    at = views.config(thread_id)
+    if checkpoint_id:
+        at["configurable"] |= {"checkpoint_id": checkpoint_id, "checkpoint_ns": ""}
+    reply = AIMessage(f"I cannot plan this goal: {why}\n\n{NO_PLAN_HELP}")
+    ow.graph.update_state(at, {"messages": [HumanMessage(text), reply]}, as_node="finalize")
+
+
+def goal_text(data: dict[str, Any]) -> str | None:
+    """The goal a run input states: ``goal``, else the last human message's text."""
+    goal = data.get("goal")
+    if goal is None and data.get("messages"):
+        messages = data["messages"]
+        if not isinstance(messages, list):
+            raise UsageError("input.messages must be a list of messages")
+        humans = [
+            m
+            for m in messages
+            if isinstance(m, dict) and m.get("type", m.get("role")) in ("human", "user")
+        ]
+        if humans:
+            goal = message_text(humans[-1].get("content"), "the last human message") or None
+    if goal is not None and not isinstance(goal, str):
+        raise UsageError("input.goal must be a string")
+    return goal
 
 
 def latest_checkpoint(ow: Onward, thread_id: str) -> str | None:
@@ -129,20 +206,7 @@ def start_run(ctx: Serving, ow: Onward, thread_id: str, data: Any, who: str) -> 
     if not isinstance(data, dict):
         raise UsageError('a run\'s input is {"goal": "...", "plan": {...}} or {"messages": [...]}')
     refuse_unknown(data, START_FIELDS, "input")
-    goal = data.get("goal")
-    if goal is None and data.get("messages"):
-        messages = data["messages"]
-        if not isinstance(messages, list):
-            raise UsageError("input.messages must be a list of messages")
-        humans = [
-            m
-            for m in messages
-            if isinstance(m, dict) and m.get("type", m.get("role")) in ("human", "user")
-        ]
-        if humans:
-            goal = message_text(humans[-1].get("content"), "the last human message") or None
-    if goal is not None and not isinstance(goal, str):
-        raise UsageError("input.goal must be a string")
+    goal = goal_text(data)
     run_policy = tightened_policy(ctx.policy, data.get("policy"))
     run_budget = tightened_budget(ctx.budget, data.get("budget"))
     raw_inputs = data.get("inputs") or []
@@ -172,6 +236,7 @@ def start_run(ctx: Serving, ow: Onward, thread_id: str, data: Any, who: str) -> 
         max_concurrency=concurrency,
         acceptance=declared_goal.acceptance if declared_goal else (),
         constraints=declared_goal.constraints if declared_goal else None,
+        fail_fast=False,  # no planner for the goal: the thread's message says so
     )
     ow.store.events.record(thread_id, EventKind.API_RUN_STARTED, {"by": who})
 
@@ -181,11 +246,9 @@ def command_of(
 ) -> Command[Any]:
     """A request's ``command``: answers to the run's questions, an edit of its state."""
     refuse_unknown(raw, ("resume", "update", "goto"), "command")
-    if raw.get("goto"):
-        raise UsageError(
-            "command.goto is not supported: a run goes where its state routes it; "
-            "answer its question with command.resume, or cancel it"
-        )
+    if raw.get("goto") not in (None, [], ""):  # RemoteGraph always sends goto: []
+        resolve_to_end(ow, thread_id, raw, who)
+        return ENDED
     if raw.get("resume") is None and raw.get("update") is None:
         raise UsageError(
             "command needs resume (an answer to the run's question) or update "
@@ -202,7 +265,54 @@ def command_of(
     if resume is not None:
         check_tokens(ow, thread_id, resume, who)
         resume = resume_value(resume, who, pending)
+        check_answers(ow, thread_id, resume)
     return Command(resume=resume, update=update)
+
+
+def check_answers(ow: Onward, thread_id: str, resume: Any) -> None:
+    """Refuse, with a 422 that says why, an answer the run would refuse: the wrong number
+    of decisions for a wave's questions, decisions for steps not asked, an invalid edit.
+    Nothing changes then; a valid answer goes to the graph."""
+    pending = ow.pending(thread_id)
+    ids = list(dict.fromkeys(p.interrupt_id for p in pending))
+    if not ids:
+        return
+    answers = by_interrupt(resume, ids) or {ids[0]: resume}
+    if len(ids) > 1 and not by_interrupt(resume, ids):
+        return  # LangGraph itself asks for the interrupt id (several questions)
+    for iid, value in answers.items():
+        group = [p for p in pending if p.interrupt_id == iid]
+        pairs = parse_answers(value, [(deciding.target_id(p), p.kind) for p in group])
+        for i, answer in pairs:
+            deciding.preflight(ow, thread_id, group[i], answer)
+
+
+ENDED: Command[Any] = Command(goto="__end__")
+"""The command of a request that ended its run (see :func:`resolve_to_end`): the drive runs
+nothing and reports the final state (compared by identity)."""
+
+RESOLVED = "marked as resolved"
+"""The reason a run ended by ``command.goto = "__end__"`` carries (agent-chat-ui's "Mark as
+Resolved"): status ``cancelled``, decision ``cancel``."""
+
+
+def resolve_to_end(ow: Onward, thread_id: str, raw: dict[str, Any], who: str) -> None:
+    """``goto: "__end__"``: the person ends the run here, as resolved; nothing runs after
+    it (no pending question, step or effect). Any other target is refused: a run goes
+    where its state routes it."""
+    goto = raw["goto"]
+    if goto != "__end__":
+        raise UsageError(
+            f'command.goto {str(goto)[:80]!r} is not supported: only "__end__" (end the run '
+            "as resolved) is; a run goes where its state routes it"
+        )
+    if raw.get("resume") is not None or raw.get("update") is not None:
+        raise UsageError('command.goto "__end__" ends the run: send it without resume or update')
+    if ow.store.get_run(thread_id) is None:
+        raise UsageError("the thread has no run yet: start one with an input")
+    from onward.client.lifecycle import cancel
+
+    cancel(ow, thread_id, compensate=False, reason=RESOLVED, by=who)
 
 
 def by_interrupt(value: Any, pending_ids: list[str]) -> dict[str, Any] | None:
@@ -225,14 +335,21 @@ def resume_value(value: Any, who: str, pending_ids: list[str]) -> Any:
 
 def check_tokens(ow: Onward, thread_id: str, value: Any, who: str) -> None:
     """With ONWARD_SECRET, each answer carries a resume token minted for this user
-    (``onward inbox`` and ``GET /onward/runs/{id}`` hand them out)."""
+    (``onward inbox`` and ``GET /onward/runs/{id}`` hand them out): for a wave's batch, the
+    batch token, or a question's own token when the answer names that one step."""
     key = resume_tokens.secret()
     if not key:
         return
-    pending = [p.interrupt_id for p in ow.pending(thread_id)]
-    answers = by_interrupt(value, pending) or {pending[0] if pending else "": value}
+    pending = ow.pending(thread_id)
+    ids = list(dict.fromkeys(p.interrupt_id for p in pending))
+    answers = by_interrupt(value, ids) or {ids[0] if ids else "": value}
     for iid, answer in answers.items():
         token = answer.get("token") if isinstance(answer, dict) else None
+        targets = answer.get("targets") if isinstance(answer, dict) else None
+        subject = iid
+        group = [p for p in pending if p.interrupt_id == iid]
+        if isinstance(targets, list) and len(targets) == 1 and len(group) > 1:
+            subject = f"{iid}:{targets[0]}"
         resume_tokens.verify(
-            key, token, thread_id=thread_id, interrupt_id=iid, user=who, now=ow.clock()
+            key, token, thread_id=thread_id, interrupt_id=subject, user=who, now=ow.clock()
         )

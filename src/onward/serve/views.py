@@ -13,7 +13,7 @@ from langchain_core.runnables import RunnableConfig
 
 from onward.client import Onward
 from onward.model.state import RunStatus
-from onward.serve.wire import ASSISTANT_ID, EPOCH, GRAPH_ID, jsonable, thread_state
+from onward.serve.wire import ASSISTANT_ID, EPOCH, GRAPH_ID, chat_values, jsonable, thread_state
 from onward.store.runs import ApiRunRow, ThreadRow
 
 
@@ -57,7 +57,7 @@ def thread_json(ow: Onward, thread_id: str, row: ThreadRow | None) -> dict[str, 
     interrupts: dict[str, Any] = {}
     if run is not None:
         snap = ow.graph.get_state(ow._config(thread_id))
-        values = jsonable(snap.values) if snap.values else None
+        values = chat_values(snap.values) if snap.values else None
         for task in snap.tasks:
             if task.interrupts:
                 interrupts[task.id] = [jsonable(i) for i in task.interrupts]

@@ -48,6 +48,28 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+def chat_values(values: Any) -> Any:
+    """A state's values as the API shows them: JSON, with ``messages`` the conversation
+    (every settled step as a tool call and its result, onward.observe.chat)."""
+    if not values:
+        return {}
+    from onward.model.state import RunState, migrate
+    from onward.observe.chat import conversation
+
+    try:
+        state = (
+            values
+            if isinstance(values, RunState)
+            else RunState.model_validate(migrate(dict(values)))
+        )
+    except Exception:  # not a whole state (a partial chunk): shown as it is
+        return jsonable(values)
+    out = jsonable(values)
+    if isinstance(out, dict):
+        out["messages"] = jsonable(conversation(state))
+    return out
+
+
 def checkpoint_of(config: Any) -> dict[str, Any] | None:
     if not config:
         return None
@@ -77,7 +99,7 @@ def thread_state(snap: StateSnapshot) -> dict[str, Any]:
         for t in snap.tasks
     ]
     return {
-        "values": jsonable(snap.values) if snap.values else {},
+        "values": chat_values(snap.values),
         "next": list(snap.next),
         "tasks": tasks,
         "metadata": jsonable(snap.metadata) if snap.metadata else {},
@@ -108,4 +130,6 @@ def assistant() -> dict[str, Any]:
 def chunk(mode: str, data: Any) -> tuple[str, Any]:
     """A graph stream chunk → (SSE event name, JSON data). The graph's ``messages`` mode
     answers the API's ``messages-tuple`` and is named ``messages`` on the wire."""
+    if mode == "values":
+        return mode, chat_values(data)
     return mode, jsonable(data)  # a messages chunk (message, metadata) becomes a list

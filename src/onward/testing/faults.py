@@ -11,7 +11,9 @@ record and the checkpoint. ``after_compensate:STEP`` kills between a compensatio
 its ledger record, ``after_compensation_record:STEP`` right after that record.
 ``before_verify:STEP`` kills when the verify node starts on STEP (execute's writes are
 committed, the verdict is not); ``inside_verify:STEP`` after its checks ran, before
-verify's writes.
+verify's writes. ``after_answers:STEP`` kills when approve / escalate has applied every
+answer of a question (STEP: its first step, ``plan`` for the plan) and nothing of them is
+committed yet.
 """
 
 from __future__ import annotations

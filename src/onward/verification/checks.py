@@ -190,6 +190,48 @@ class CheckContext:
         return confine.glob(self.workdir, directory, pattern, confined=self.confined)
 
 
+_ARG = re.compile(r"\$\{args\.([A-Za-z_][\w-]*)\}")
+"""``${args.NAME}`` in a check's text: the value of the step's arg NAME as it ran."""
+
+
+def arg_names(check: Check) -> set[str]:
+    """The step args a check refers to (``${args.NAME}``), so validation can make sure the
+    step has them."""
+    return {m for v in _strings(check.model_dump()) for m in _ARG.findall(v)}
+
+
+def with_args(check: Check, args: dict[str, Any]) -> Check:
+    """The check with every ``${args.NAME}`` replaced by that arg's value in ``args`` (the
+    args that ran, an approved edit included), so a check follows an edited path. A
+    reference to an arg the args lack stays as written (validation refuses such plans)."""
+    if not arg_names(check):
+        return check
+
+    def sub(value: Any) -> Any:
+        if isinstance(value, str):
+            whole = _ARG.fullmatch(value)
+            if whole and whole.group(1) in args:
+                return args[whole.group(1)]
+            return _ARG.sub(lambda m: str(args.get(m.group(1), m.group(0))), value)
+        if isinstance(value, dict):
+            return {k: sub(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [sub(v) for v in value]
+        return value
+
+    return type(check).model_validate(sub(check.model_dump()))
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
 def artifact_names(check: Check) -> list[str]:
     """Artifacts a check reads, so plan validation can make sure they are produced upstream."""
     return [check.artifact] if isinstance(check, Equals) and check.artifact else []

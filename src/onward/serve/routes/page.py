@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
+from onward.client.deciding import with_tokens
 from onward.model.state import RunStatus
 from onward.people import resume_tokens
 from onward.serve.context import Ctx, Who
@@ -46,18 +47,7 @@ def onward_run(thread_id: str, ctx: Ctx, who: Who) -> Any:
         visible(ow, thread_id, who, ctx.tokens)
         key = resume_tokens.secret()
         view = ow.get(thread_id)
-        pending = [
-            p.model_copy(
-                update={
-                    "token": resume_tokens.mint(
-                        key, thread_id, p.interrupt_id, who, ow.clock() + resume_tokens.ttl()
-                    )
-                }
-            )
-            if key
-            else p
-            for p in ow.pending(thread_id)
-        ]
+        pending = with_tokens(ow, ow.pending(thread_id), who) if key else ow.pending(thread_id)
         return {
             "view": view.model_dump(mode="json"),
             "pending": [p.model_dump(mode="json") for p in pending],

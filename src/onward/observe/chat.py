@@ -1,0 +1,251 @@
+"""The run as a chat conversation: what chat frontends (agent-chat-ui, ``useStream``,
+assistant-ui) render.
+
+* :func:`markdown_report` is the final assistant message of a goal: a headline, the steps
+  as a table, and the actual result (for the order template the anomalies per rule with
+  their counts and example order ids, and where the report was written).
+* :func:`conversation` is the thread's ``messages`` value as the server shows it: the
+  state's own messages (the human goals, the plan, notes, the final reports) with every
+  settled step as an ``AIMessage`` carrying a tool call (name, args, id) followed by a
+  ``ToolMessage`` with its result summary, each pair placed before the report of the goal
+  it served. It is derived when read, so checkpoints carry no per-step chat messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+
+from onward.model import references
+from onward.model.state import (
+    PlanStep,
+    RunFailure,
+    RunFailureKind,
+    RunState,
+    RunStatus,
+    StepStatus,
+)
+
+STEP_MESSAGE_PREFIX = "onward-"
+"""Ids of the derived step messages start with this (the server streams them in the
+``messages`` mode as they appear; the state's own messages stream from the graph)."""
+REPORT_KEY = "onward_steps"
+"""``additional_kwargs`` key of a final report message: the step ids whose outcome it
+reports (those settled during its goal), so :func:`conversation` puts their tool calls
+before it."""
+MAX_STEP_ROWS = 50
+"""Steps listed in a report's table (the rest are counted)."""
+MAX_STEP_MESSAGES = 200
+"""Tool-call pairs shown per goal; more are summed up in one message (a long run's chat
+stays readable and its values small)."""
+MAX_EXAMPLES = 3
+"""Example order ids per rule in the result table."""
+_SETTLED = (StepStatus.DONE, StepStatus.FAILED, StepStatus.SKIPPED)
+_MARK = {StepStatus.DONE: "✓ done", StepStatus.FAILED: "✗ failed", StepStatus.SKIPPED: "– skipped"}
+
+NO_PLAN_HELP = (
+    "**What you can do:** ask for a goal the built-in templates handle, e.g. "
+    "*Analyze orders.csv, find abnormal orders and give me a summary* or "
+    "*copy every file in inbox/ to archive/*; send a declared plan (`input.plan`, "
+    "steps with tools and args); or ask whoever runs this server to configure a model "
+    "(`OPENAI_API_KEY`, optionally `OPENAI_BASE_URL` and `ONWARD_MODEL`) so any goal can "
+    "be planned."
+)
+"""What a chat user is told when no planner could handle the goal."""
+
+ValueOf = Callable[[str], Any]
+"""Reads an artifact's value by name (None when it cannot be read)."""
+
+
+def _cell(text: Any, limit: int = 120) -> str:
+    """Text fit for one Markdown table cell."""
+    s = " ".join(str(text).split()).replace("|", "\\|")
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def markdown_report(
+    state: RunState,
+    status: RunStatus,
+    failure: RunFailure | None,
+    value_of: ValueOf,
+    ids: Sequence[str] | None = None,
+) -> str:
+    """The goal's final message: headline, reason, the actual result, the steps as a table
+    (``ids``: the steps this goal settled; all of the plan's by default)."""
+    objective = state.goal.objective if state.goal else ""
+    out = [f"**Run {status.value}**: {_cell(objective, 300)}", ""]
+    if failure is not None:
+        out += [f"**Reason:** {_cell(failure.message, 600)}", ""]
+        if failure.kind is RunFailureKind.PLANNING and not state.plan.steps:
+            out += [NO_PLAN_HELP, ""]
+    index = state.plan.index()
+    mine = [s for s in (index.ids if ids is None else ids) if s in index.position]
+    out += _result(state, value_of, mine)
+    if mine:
+        statuses = state.steps.statuses
+        counts: dict[str, int] = {}
+        for sid in mine:
+            st = statuses.get(sid, StepStatus.PENDING)
+            counts[st.value] = counts.get(st.value, 0) + 1
+        tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        out += [f"**Steps** ({len(mine)} of plan v{state.plan.version}: {tally})", ""]
+        out += ["| step | tool | status | result |", "|---|---|---|---|"]
+        for sid in mine[:MAX_STEP_ROWS]:
+            st = statuses.get(sid, StepStatus.PENDING)
+            rec = state.record(sid)
+            what = _outcome(rec.output.summary if rec.output else "", rec, st)
+            tool = index[index.position[sid]].tool
+            out.append(f"| {sid} | {tool} | {_MARK.get(st, st.value)} | {_cell(what)} |")
+        if len(mine) > MAX_STEP_ROWS:
+            out.append(
+                f"\n…and {len(mine) - MAX_STEP_ROWS} more steps (`onward show` lists them all)."
+            )
+        out.append("")
+    if state.goal and state.goal.acceptance and status is RunStatus.DONE:
+        out.append(f"Acceptance: {len(state.goal.acceptance)} check(s) passed.")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _outcome(summary: str, rec: Any, st: StepStatus) -> str:
+    if st is StepStatus.FAILED and rec.failure is not None:
+        return str(rec.failure.message)
+    if st is StepStatus.SKIPPED:
+        return str(rec.note or "skipped")
+    return summary
+
+
+def _result(state: RunState, value_of: ValueOf, ids: Sequence[str]) -> list[str]:
+    """The actual result, for the tools whose output onward knows how to show."""
+    out: list[str] = []
+    index = state.plan.index()
+    for sid in ids:
+        step = index[index.position[sid]]
+        if state.steps.statuses.get(step.id) is not StepStatus.DONE or not step.output:
+            continue
+        view = _RESULTS.get(step.tool)
+        if view is None:
+            continue
+        value = value_of(step.output)
+        if isinstance(value, dict):
+            out += view(value, step, value_of)
+    return out
+
+
+def _anomalies(value: dict[str, Any], step: PlanStep, value_of: ValueOf) -> list[str]:
+    rules = value.get("rules")
+    if not isinstance(rules, list):
+        return []
+    ref = references.parse(step.args.get("validation"))
+    validation = value_of(ref[0]) if ref else None
+    fields = validation.get("fields", {}) if isinstance(validation, dict) else {}
+    id_column = fields.get("order_id")
+    total, abnormal = value.get("total_rows"), value.get("anomalous_rows")
+    out = [f"**{abnormal} of {total} orders are abnormal.**", ""]
+    out += ["| rule | count | example order ids |", "|---|---:|---|"]
+    for r in rules:
+        if not isinstance(r, dict):
+            continue
+        examples = r.get("examples") or []
+        ids = list(
+            dict.fromkeys(
+                str(
+                    e.get(id_column) if id_column and e.get(id_column) else f"line {e.get('_line')}"
+                )
+                for e in examples
+                if isinstance(e, dict)
+            )
+        )[:MAX_EXAMPLES]
+        note = f" ({r['skipped']})" if r.get("skipped") else ""
+        shown = ", ".join(ids) + (" …" if int(r.get("count", 0)) > len(ids) and ids else "")
+        out.append(
+            f"| {_cell(r.get('rule'))}{_cell(note)} | {r.get('count', 0)} | {_cell(shown) or '—'} |"
+        )
+    out.append("")
+    return out
+
+
+def _example_id(row: Any, id_column: str | None) -> str:
+    if isinstance(row, dict) and id_column and row.get(id_column):
+        return str(row[id_column])
+    return f"line {row.get('_line') if isinstance(row, dict) else '?'}"
+
+
+def _written(value: dict[str, Any], step: PlanStep, value_of: ValueOf) -> list[str]:
+    path = value.get("path")
+    return [f"Report written to `{path}`.", ""] if isinstance(path, str) else []
+
+
+_RESULTS: dict[str, Callable[[dict[str, Any], PlanStep, ValueOf], list[str]]] = {
+    "find_anomalies": _anomalies,
+    "render_report": _written,
+}
+
+
+def report_marker(state: RunState, before: Sequence[str] = ()) -> dict[str, Any]:
+    """``additional_kwargs`` for a goal's final report: the steps it settled (those not
+    already reported by an earlier goal's report, ``before``)."""
+    seen = set(before)
+    statuses = state.steps.statuses
+    ids = [s for s in state.plan.index().ids if statuses.get(s) in _SETTLED and s not in seen]
+    return {REPORT_KEY: ids}
+
+
+def reported(messages: Sequence[AnyMessage]) -> list[str]:
+    """Every step id the reports among ``messages`` already cover."""
+    return [
+        sid
+        for m in messages
+        if isinstance(m, AIMessage)
+        for sid in (m.additional_kwargs.get(REPORT_KEY) or [])
+    ]
+
+
+def step_messages(state: RunState, ids: Sequence[str]) -> Iterator[AnyMessage]:
+    """The tool-call pair of each step in ``ids`` that is settled (at most
+    :data:`MAX_STEP_MESSAGES`, then one message counting the rest)."""
+    index = state.plan.index()
+    statuses = state.steps.statuses
+    settled = [sid for sid in ids if sid in index.position and statuses.get(sid) in _SETTLED]
+    for shown, sid in enumerate(settled):
+        if shown >= MAX_STEP_MESSAGES:
+            yield AIMessage(
+                f"…and {len(settled) - shown} more steps (see the report).",
+                id=f"onward-steps-more-{sid}",
+            )
+            return
+        step = index[index.position[sid]]
+        rec = state.record(sid)
+        st = statuses[sid]
+        call_id = f"call-{sid}"
+        yield AIMessage(
+            step.description or "",
+            id=f"onward-step-{sid}",
+            tool_calls=[{"name": step.tool, "args": step.args, "id": call_id, "type": "tool_call"}],
+        )
+        text = _outcome(rec.output.summary if rec.output else "", rec, st) or st.value
+        yield ToolMessage(
+            text,
+            tool_call_id=call_id,
+            name=step.tool,
+            id=f"onward-result-{sid}",
+            status="success" if st is StepStatus.DONE else "error",
+        )
+
+
+def conversation(state: RunState) -> list[AnyMessage]:
+    """The thread's messages as a chat: each goal's steps as tool calls before its report,
+    the steps of the goal still running at the end."""
+    out: list[AnyMessage] = []
+    covered: set[str] = set()
+    for m in state.messages:
+        ids = m.additional_kwargs.get(REPORT_KEY) if isinstance(m, AIMessage) else None
+        if ids:
+            out.extend(step_messages(state, ids))
+            covered.update(ids)
+        out.append(m)
+    if state.plan.steps:
+        rest = [s for s in state.plan.index().ids if s not in covered]
+        out.extend(step_messages(state, rest))
+    return out
