@@ -29,12 +29,15 @@ from typing import Any
 import ormsgpack
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import (
+    EXT_CONSTRUCTOR_POS_ARGS,
     EXT_DELTA_SNAPSHOT,
+    EXT_PYDANTIC_V2,
     JsonPlusSerializer,
     _msgpack_default,
 )
 from langgraph.checkpoint.serde.jsonplus import _option as _OPTION
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.types import Send
 from pydantic import BaseModel
 
 from onward.errors import StoreCorruptError
@@ -268,19 +271,44 @@ def _default(obj: Any) -> Any:
         return ormsgpack.Ext(
             EXT_LAZY, ormsgpack.packb(["plan", [obj.version, obj.source.value, steps]])
         )
-    if isinstance(obj, BaseModel) and obj.model_config.get("frozen"):
-        return _encoded_frozen(obj)
+    if kind is Send:  # as LangGraph's, with its payload encoded here (below)
+        args = (obj.node, obj.arg) if obj.timeout is None else (obj.node, obj.arg, obj.timeout)
+        return ormsgpack.Ext(
+            EXT_CONSTRUCTOR_POS_ARGS,
+            ormsgpack.packb(("langgraph.types", "Send", args), default=_default, option=_OPTION),
+        )
+    if isinstance(obj, BaseModel) and kind.__module__.startswith("onward."):
+        if obj.model_config.get("frozen"):
+            return _encoded_frozen(obj)
+        return _encoded_model(obj)
     return _msgpack_default(obj)
 
 
+def _encoded_model(obj: BaseModel) -> Any:
+    """LangGraph's encoding of a model (module, class, fields), without the fields at
+    their defaults: LangGraph decodes it with ``cls(**fields)``, which fills them in (and
+    checkpoints written with every field load as before). Most of a step record's and a
+    task's fields are at their defaults; writing them cost a fifth of every checkpoint.
+    The lazy collections' items are stored the same way (model/lazy.py)."""
+    fields = obj.model_dump(exclude_defaults=True)
+    return ormsgpack.Ext(
+        EXT_PYDANTIC_V2,
+        ormsgpack.packb(
+            (type(obj).__module__, type(obj).__name__, fields, "model_validate_json"),
+            default=_default,
+            option=_OPTION,
+        ),
+    )
+
+
 def _encoded_frozen(obj: BaseModel) -> Any:
-    """LangGraph's encoding of a frozen model, kept by identity: a frozen model cannot
+    """:func:`_encoded_model` of a frozen model, kept by identity: a frozen model cannot
     change, and the same goal, budget, policy and usage are in every checkpoint of a run
     (each re-encoded with ``model_dump`` per superstep before)."""
     hit = _ENCODED.get(id(obj))
     if hit is not None and hit[0] is obj:  # the entry holds obj: its id is not reused
         return hit[1]
-    encoded = _msgpack_default(obj)
+    encoded = _encoded_model(obj)
     if len(_ENCODED) >= ENCODED_KEPT:
         _ENCODED.clear()  # a few per run are read again and again; this bounds the rest
     _ENCODED[id(obj)] = (obj, encoded)
