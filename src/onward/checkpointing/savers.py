@@ -305,7 +305,10 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
     ) -> RunnableConfig:
         conf = config["configurable"]
         type_, blob = self.serde.dumps_typed(checkpoint)
-        meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False)
+        # Compact JSON (a fifth of a checkpoint row was the metadata's spaces and counters).
+        meta = json.dumps(
+            get_checkpoint_metadata(config, metadata), ensure_ascii=False, separators=(",", ":")
+        )
         row = (
             str(conf["thread_id"]),
             conf["checkpoint_ns"],

@@ -277,7 +277,7 @@ def _default(obj: Any) -> Any:
             EXT_CONSTRUCTOR_POS_ARGS,
             ormsgpack.packb(("langgraph.types", "Send", args), default=_default, option=_OPTION),
         )
-    if isinstance(obj, BaseModel) and kind.__module__.startswith("onward."):
+    if kind in _allowed_models():
         if obj.model_config.get("frozen"):
             return _encoded_frozen(obj)
         return _encoded_model(obj)
@@ -285,12 +285,20 @@ def _default(obj: Any) -> Any:
 
 
 def _encoded_model(obj: BaseModel) -> Any:
-    """LangGraph's encoding of a model (module, class, fields), without the fields at
-    their defaults: LangGraph decodes it with ``cls(**fields)``, which fills them in (and
-    checkpoints written with every field load as before). Most of a step record's and a
-    task's fields are at their defaults; writing them cost a fifth of every checkpoint.
-    The lazy collections' items are stored the same way (model/lazy.py)."""
-    fields = obj.model_dump(exclude_defaults=True)
+    """LangGraph's encoding of a model (module, class, fields), with two differences.
+    Fields at their defaults are left out: LangGraph decodes a model with
+    ``cls(**fields)``, which fills them in (most of a step record's and a task's fields
+    are at their defaults; they were a fifth of every checkpoint). And a field's value is
+    encoded as it is, not as ``model_dump`` turns it into dicts: a nested model of the
+    allowlist is an encoded model of its own, so it decodes as its class even with its
+    discriminator left out (a check's ``check``), and a frozen one is encoded once
+    (:func:`_encoded_frozen`). Checkpoints written with every field load as before."""
+    fields = {
+        name: value
+        for name, default in _defaults(type(obj))
+        if (value := getattr(obj, name)) is not default
+        and (default is _REQUIRED or type(value) is not type(default) or value != default)
+    }
     return ormsgpack.Ext(
         EXT_PYDANTIC_V2,
         ormsgpack.packb(
@@ -299,6 +307,42 @@ def _encoded_model(obj: BaseModel) -> Any:
             option=_OPTION,
         ),
     )
+
+
+_REQUIRED = object()
+"""The default of a field that has none (always written)."""
+_DEFAULTS: dict[type[BaseModel], tuple[tuple[str, Any], ...]] = {}
+
+
+def _defaults(cls: type[BaseModel]) -> tuple[tuple[str, Any], ...]:
+    """(field name, its default) of a model class; a factory's default is what it makes
+    (``[]``, ``{}``); a field without a plain default is :data:`_REQUIRED`."""
+    found = _DEFAULTS.get(cls)
+    if found is None:
+        pairs = []
+        for name, field in cls.model_fields.items():
+            default: Any = _REQUIRED
+            if field.default_factory is not None:
+                if not field.default_factory_takes_validated_data:
+                    default = field.default_factory()  # type: ignore[call-arg]
+            elif not field.is_required():
+                default = field.default
+            pairs.append((name, default))
+        found = _DEFAULTS[cls] = tuple(pairs)
+    return found
+
+
+_ALLOWED: frozenset[type[Any]] = frozenset()
+
+
+def _allowed_models() -> frozenset[type[Any]]:
+    """The onward models on the checkpoint allowlist (others keep LangGraph's encoding)."""
+    global _ALLOWED
+    if not _ALLOWED:
+        _ALLOWED = frozenset(
+            t for t in checkpoint_types() if isinstance(t, type) and issubclass(t, BaseModel)
+        )
+    return _ALLOWED
 
 
 def _encoded_frozen(obj: BaseModel) -> Any:
