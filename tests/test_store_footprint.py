@@ -5,6 +5,7 @@ saved, and stores written the old way still loading."""
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -13,7 +14,16 @@ from langgraph.types import Send
 from onward import Onward, Plan, PlanStep, RunStatus
 from onward.checkpointing.savers import OnwardSqliteSaver
 from onward.checkpointing.serde import checkpoint_serde
-from onward.model.state import ArtifactRef, ExecuteTask, Goal, StepRecord, StepStatus
+from onward.model.state import (
+    ApproveTask,
+    ArtifactRef,
+    ExecuteTask,
+    Goal,
+    StepRecord,
+    StepStatus,
+    WaitKind,
+)
+from onward.policies.run import Deadline
 from onward.verification.checks import FileExists, RowCount
 
 
@@ -45,6 +55,25 @@ def test_a_task_with_defaults_and_checks_reads_back_equal_and_typed() -> None:
     # still comes back as its own class.
     assert [type(c) for c in task.step.checks] == [FileExists, RowCount]
     assert type(back["goal"].acceptance[0]) is FileExists
+
+
+def test_a_question_about_the_plan_reads_back_with_its_plan() -> None:
+    # A plan inside a task is kept as plain values: LangGraph decodes a model's fields
+    # with its own hook, which knows none of onward's lazy collections.
+    serde = checkpoint_serde(None)
+    plan = Plan(steps=[_task().step, PlanStep(id="s2", tool="noop", depends_on=["s1"])])
+    task = ApproveTask(
+        kind=WaitKind.PLAN,
+        plan=plan,
+        args_hash="h",
+        asked_at=datetime(2026, 1, 2, tzinfo=UTC),
+        deadline=Deadline(),
+    )
+    back = serde.loads_typed(serde.dumps_typed([Send("approve", task)]))[0].arg
+    assert back == task
+    assert back.plan is not None
+    assert [s.id for s in back.plan.steps] == ["s1", "s2"]
+    assert [type(c) for c in back.plan.steps[0].checks] == [FileExists, RowCount]
 
 
 def test_fields_at_their_defaults_are_not_written() -> None:

@@ -292,9 +292,10 @@ def _encoded_model(obj: BaseModel) -> Any:
     encoded as it is, not as ``model_dump`` turns it into dicts: a nested model of the
     allowlist is an encoded model of its own, so it decodes as its class even with its
     discriminator left out (a check's ``check``), and a frozen one is encoded once
-    (:func:`_encoded_frozen`). Checkpoints written with every field load as before."""
+    (:func:`_encoded_frozen`); only onward's lazy collections (a plan in a question)
+    become plain values as before. Checkpoints written with every field load as before."""
     fields = {
-        name: value
+        name: value if type(value) not in _LAZY_TYPES else obj.model_dump(include={name})[name]
         for name, default in _defaults(type(obj))
         if (value := getattr(obj, name)) is not default
         and (default is _REQUIRED or type(value) is not type(default) or value != default)
@@ -309,6 +310,9 @@ def _encoded_model(obj: BaseModel) -> Any:
     )
 
 
+_LAZY_TYPES: frozenset[type[Any]] = frozenset({Plan, PlanSteps, *_LAZY_NAMES})
+"""Values kept as plain dicts and lists inside a model, as ``model_dump`` makes them:
+LangGraph decodes a model's fields with its own hook, which knows no onward collection."""
 _REQUIRED = object()
 """The default of a field that has none (always written)."""
 _DEFAULTS: dict[type[BaseModel], tuple[tuple[str, Any], ...]] = {}

@@ -144,6 +144,7 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         index = state.plan.index()
         ids = index.ids
         status_of = steps.statuses.get  # read without decoding records or steps
+        blockers = index.blockers
         for i in state.open_positions():
             sid = ids[i]
             status = status_of(sid)
@@ -157,9 +158,15 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                 continue
             if status is not None and status is not StepStatus.PENDING:
                 continue  # running
+            hint = blockers.get(i)
+            if hint is not None and status_of(hint) not in _SETTLED:
+                if status is not None:
+                    blocked.append(sid)
+                continue  # still waiting for the dependency it waited for last time
             step = index[i]
             for d in step.depends_on:
                 if status_of(d) not in _SETTLED:
+                    blockers[i] = d
                     if status is not None:
                         blocked.append(sid)
                     break
