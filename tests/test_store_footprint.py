@@ -124,3 +124,43 @@ def test_a_new_sqlite_store_keys_its_writes_once_and_runs(tmp_path: Path) -> Non
     assert "WITHOUT ROWID" in sql.upper()
     assert indexes == []  # the key is the table: no second copy of it
     assert rows > 0
+
+
+def _wave_writes(db: Path) -> list[bytes]:
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute("SELECT value FROM writes WHERE channel = 'wave'").fetchall()
+    finally:
+        conn.close()
+    return [r[0] for r in rows]
+
+
+def test_a_chain_writes_its_wave_size_once_and_waves_still_join(tmp_path: Path) -> None:
+    chain = tmp_path / "chain" / "onward.db"
+    steps = [PlanStep(id="s0", tool="noop", args={"value": 0})]
+    steps += [
+        PlanStep(id=f"s{i}", tool="noop", args={"value": i}, depends_on=[f"s{i - 1}"])
+        for i in range(1, 6)
+    ]
+    with Onward(f"sqlite:///{chain}") as ow:
+        assert ow.run(plan=Plan(steps=steps), workdir=str(tmp_path)).status == RunStatus.DONE
+    # Only the run's input sets it: every lone step finds the state saying 1 already.
+    assert len(_wave_writes(chain)) == 1
+
+    # Waves of 2, then a lone step, then 2 again: each change of size is written, and
+    # every step ends done (a lone step after a wave goes to verify, not to the gate).
+    waves = tmp_path / "waves" / "onward.db"
+    plan = Plan(
+        steps=[
+            PlanStep(id="a", tool="noop", args={"value": 1}),
+            PlanStep(id="b", tool="noop", args={"value": 2}),
+            PlanStep(id="c", tool="noop", args={"value": 3}, depends_on=["a", "b"]),
+            PlanStep(id="d", tool="noop", args={"value": 4}, depends_on=["c"]),
+            PlanStep(id="e", tool="noop", args={"value": 5}, depends_on=["c"]),
+        ]
+    )
+    with Onward(f"sqlite:///{waves}") as ow:
+        view = ow.run(plan=plan, workdir=str(tmp_path))
+    assert view.status == RunStatus.DONE
+    assert {s.id: s.status for s in view.steps} == dict.fromkeys("abcde", StepStatus.DONE)
+    assert len(_wave_writes(waves)) > 1

@@ -242,7 +242,7 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             )
             # A step that jumps past 80 % straight to 100 % still gives its warnings.
             return _wave([Send(APPROVE, question), *notes])
-        return _wave([*sends, *notes])
+        return _wave([*sends, *notes], state.wave)
 
     def _breaker_open(spec: ToolSpec | None, step: PlanStep) -> bool:
         service = spec.service_for(step.args) if spec else None
@@ -285,11 +285,16 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
     return schedule
 
 
-def _wave(sends: list[Send]) -> list[Send]:
-    """Tell each task how many siblings it has, so its routing knows whether to join."""
-    if len(sends) > 1:
-        for send in sends:
-            send.arg = send.arg.model_copy(update={"wave": len(sends)})
+def _wave(sends: list[Send], current: int | None = None) -> list[Send]:
+    """Tell each task how many siblings it has, so its routing knows whether to join; and
+    an execute task whether the run's ``wave`` (``current``) already says so."""
+    n = len(sends)
+    for send in sends:
+        update: dict[str, Any] = {"wave": n} if n > 1 else {}
+        if current == n and isinstance(send.arg, ExecuteTask):
+            update["wave_in_state"] = True
+        if update:
+            send.arg = send.arg.model_copy(update=update)
     return sends
 
 

@@ -460,6 +460,9 @@ class ExecuteTask(_Frozen):
     tool_modules: list[str] = Field(default_factory=list)
     wave: int = 1
     """How many steps were sent together with this one (including it)."""
+    wave_in_state: bool = False
+    """The run's ``wave`` was already ``wave`` when this task was sent, so execute leaves
+    it unwritten (tasks of older checkpoints write it, as they did)."""
     approval_required: bool = False
     approval: Approval | None = None
     """The approval execute checks the step's current args hash against."""
