@@ -29,12 +29,15 @@ from typing import Any
 import ormsgpack
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import (
+    EXT_CONSTRUCTOR_POS_ARGS,
     EXT_DELTA_SNAPSHOT,
+    EXT_PYDANTIC_V2,
     JsonPlusSerializer,
     _msgpack_default,
 )
 from langgraph.checkpoint.serde.jsonplus import _option as _OPTION
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.types import Send
 from pydantic import BaseModel
 
 from onward.errors import StoreCorruptError
@@ -268,19 +271,92 @@ def _default(obj: Any) -> Any:
         return ormsgpack.Ext(
             EXT_LAZY, ormsgpack.packb(["plan", [obj.version, obj.source.value, steps]])
         )
-    if isinstance(obj, BaseModel) and obj.model_config.get("frozen"):
-        return _encoded_frozen(obj)
+    if kind is Send:  # as LangGraph's, with its payload encoded here (below)
+        args = (obj.node, obj.arg) if obj.timeout is None else (obj.node, obj.arg, obj.timeout)
+        return ormsgpack.Ext(
+            EXT_CONSTRUCTOR_POS_ARGS,
+            ormsgpack.packb(("langgraph.types", "Send", args), default=_default, option=_OPTION),
+        )
+    if kind in _allowed_models():
+        if obj.model_config.get("frozen"):
+            return _encoded_frozen(obj)
+        return _encoded_model(obj)
     return _msgpack_default(obj)
 
 
+def _encoded_model(obj: BaseModel) -> Any:
+    """LangGraph's encoding of a model (module, class, fields), with two differences.
+    Fields at their defaults are left out: LangGraph decodes a model with
+    ``cls(**fields)``, which fills them in (most of a step record's and a task's fields
+    are at their defaults; they were a fifth of every checkpoint). And a field's value is
+    encoded as it is, not as ``model_dump`` turns it into dicts: a nested model of the
+    allowlist is an encoded model of its own, so it decodes as its class even with its
+    discriminator left out (a check's ``check``), and a frozen one is encoded once
+    (:func:`_encoded_frozen`); only onward's lazy collections (a plan in a question)
+    become plain values as before. Checkpoints written with every field load as before."""
+    fields = {
+        name: value if type(value) not in _LAZY_TYPES else obj.model_dump(include={name})[name]
+        for name, default in _defaults(type(obj))
+        if (value := getattr(obj, name)) is not default
+        and (default is _REQUIRED or type(value) is not type(default) or value != default)
+    }
+    return ormsgpack.Ext(
+        EXT_PYDANTIC_V2,
+        ormsgpack.packb(
+            (type(obj).__module__, type(obj).__name__, fields, "model_validate_json"),
+            default=_default,
+            option=_OPTION,
+        ),
+    )
+
+
+_LAZY_TYPES: frozenset[type[Any]] = frozenset({Plan, PlanSteps, *_LAZY_NAMES})
+"""Values kept as plain dicts and lists inside a model, as ``model_dump`` makes them:
+LangGraph decodes a model's fields with its own hook, which knows no onward collection."""
+_REQUIRED = object()
+"""The default of a field that has none (always written)."""
+_DEFAULTS: dict[type[BaseModel], tuple[tuple[str, Any], ...]] = {}
+
+
+def _defaults(cls: type[BaseModel]) -> tuple[tuple[str, Any], ...]:
+    """(field name, its default) of a model class; a factory's default is what it makes
+    (``[]``, ``{}``); a field without a plain default is :data:`_REQUIRED`."""
+    found = _DEFAULTS.get(cls)
+    if found is None:
+        pairs = []
+        for name, field in cls.model_fields.items():
+            default: Any = _REQUIRED
+            if field.default_factory is not None:
+                if not field.default_factory_takes_validated_data:
+                    default = field.default_factory()  # type: ignore[call-arg]
+            elif not field.is_required():
+                default = field.default
+            pairs.append((name, default))
+        found = _DEFAULTS[cls] = tuple(pairs)
+    return found
+
+
+_ALLOWED: frozenset[type[Any]] = frozenset()
+
+
+def _allowed_models() -> frozenset[type[Any]]:
+    """The onward models on the checkpoint allowlist (others keep LangGraph's encoding)."""
+    global _ALLOWED
+    if not _ALLOWED:
+        _ALLOWED = frozenset(
+            t for t in checkpoint_types() if isinstance(t, type) and issubclass(t, BaseModel)
+        )
+    return _ALLOWED
+
+
 def _encoded_frozen(obj: BaseModel) -> Any:
-    """LangGraph's encoding of a frozen model, kept by identity: a frozen model cannot
+    """:func:`_encoded_model` of a frozen model, kept by identity: a frozen model cannot
     change, and the same goal, budget, policy and usage are in every checkpoint of a run
     (each re-encoded with ``model_dump`` per superstep before)."""
     hit = _ENCODED.get(id(obj))
     if hit is not None and hit[0] is obj:  # the entry holds obj: its id is not reused
         return hit[1]
-    encoded = _msgpack_default(obj)
+    encoded = _encoded_model(obj)
     if len(_ENCODED) >= ENCODED_KEPT:
         _ENCODED.clear()  # a few per run are read again and again; this bounds the rest
     _ENCODED[id(obj)] = (obj, encoded)

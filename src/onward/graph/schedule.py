@@ -144,6 +144,7 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         index = state.plan.index()
         ids = index.ids
         status_of = steps.statuses.get  # read without decoding records or steps
+        blockers = index.blockers
         for i in state.open_positions():
             sid = ids[i]
             status = status_of(sid)
@@ -157,9 +158,15 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                 continue
             if status is not None and status is not StepStatus.PENDING:
                 continue  # running
+            hint = blockers.get(i)
+            if hint is not None and status_of(hint) not in _SETTLED:
+                if status is not None:
+                    blocked.append(sid)
+                continue  # still waiting for the dependency it waited for last time
             step = index[i]
             for d in step.depends_on:
                 if status_of(d) not in _SETTLED:
+                    blockers[i] = d
                     if status is not None:
                         blocked.append(sid)
                     break
@@ -239,7 +246,7 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             )
             # A step that jumps past 80 % straight to 100 % still gives its warnings.
             return _wave([Send(APPROVE, question), *notes])
-        return _wave([*sends, *notes])
+        return _wave([*sends, *notes], state.wave)
 
     def _breaker_open(spec: ToolSpec | None, step: PlanStep) -> bool:
         service = spec.service_for(step.args) if spec else None
@@ -292,11 +299,16 @@ def _one_interrupt(node: str, questions: list[ApproveTask]) -> Send:
     return Send(node, AskBatch(questions=questions))
 
 
-def _wave(sends: list[Send]) -> list[Send]:
-    """Tell each task how many siblings it has, so its routing knows whether to join."""
-    if len(sends) > 1:
-        for send in sends:
-            send.arg = send.arg.model_copy(update={"wave": len(sends)})
+def _wave(sends: list[Send], current: int | None = None) -> list[Send]:
+    """Tell each task how many siblings it has, so its routing knows whether to join; and
+    an execute task whether the run's ``wave`` (``current``) already says so."""
+    n = len(sends)
+    for send in sends:
+        update: dict[str, Any] = {"wave": n} if n > 1 else {}
+        if current == n and isinstance(send.arg, ExecuteTask):
+            update["wave_in_state"] = True
+        if update:
+            send.arg = send.arg.model_copy(update=update)
     return sends
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import cached_property
 from typing import Annotated, Any, ClassVar, TypedDict
 
 from langchain_core.messages import AnyMessage, convert_to_messages
@@ -127,6 +128,14 @@ class PlanSteps(LazyList[PlanStep]):
     plan's index (``ids``, ``position``, ``children``, ``by_id``)."""
 
     model = PlanStep
+
+    @cached_property
+    def blockers(self) -> dict[int, str]:
+        """Position → a dependency the scheduler last found not settled. The scheduler
+        looks at that one first: while it is unsettled the step stays blocked, with no
+        look at the step itself (a chain's scan was most of a no-op step's bookkeeping).
+        A hint only: whether it holds is read from the statuses every time."""
+        return {}
 
 
 class Plan(_Frozen):
@@ -460,6 +469,9 @@ class ExecuteTask(_Frozen):
     tool_modules: list[str] = Field(default_factory=list)
     wave: int = 1
     """How many steps were sent together with this one (including it)."""
+    wave_in_state: bool = False
+    """The run's ``wave`` was already ``wave`` when this task was sent, so execute leaves
+    it unwritten (tasks of older checkpoints write it, as they did)."""
     approval_required: bool = False
     approval: Approval | None = None
     """The approval execute checks the step's current args hash against."""

@@ -105,8 +105,17 @@ def _call_with_timeout(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:
 # `task: Any`, not `ExecuteTask`: LangGraph would add the annotated model's fields to the
 # graph as channels. The Send payload arrives as is.
 def execute(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> RunUpdate:
-    deps = runtime.context
     assert isinstance(task, ExecuteTask)
+    update = _execute(task, config, runtime)
+    if task.wave_in_state:
+        # The state holds this wave's size already: the write would change nothing, and
+        # cost a write row per step (the routing after execute reads the same value).
+        update.pop("wave", None)
+    return update
+
+
+def _execute(task: ExecuteTask, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> RunUpdate:
+    deps = runtime.context
     step, attempt = task.step, task.record.attempts + 1
     thread_id = thread_of(config)
     if task.approval_required:

@@ -55,6 +55,21 @@ it was asked to).
 Tables are created with IF NOT EXISTS, so opening an older store brings it up to date
 under the schema lock."""
 
+_SQLITE_SAVER_TABLES = """
+CREATE TABLE IF NOT EXISTS writes (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    task_path TEXT NOT NULL DEFAULT '',
+    idx INTEGER NOT NULL,
+    channel TEXT NOT NULL,
+    type TEXT,
+    value BLOB,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+) WITHOUT ROWID;
+"""
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS onward_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS onward_runs (
@@ -315,6 +330,7 @@ class Store:
             return
         if sqlite_conn is not None:
             sqlite_conn.execute("PRAGMA journal_mode=WAL")
+            sqlite_conn.executescript(_SQLITE_SAVER_TABLES)
             SqliteSaver(sqlite_conn).setup()
             serial = "INTEGER PRIMARY KEY AUTOINCREMENT"
         else:

@@ -1,0 +1,166 @@
+"""What a step costs the store (issue 19): models without their defaults, short channel
+versions, and the SQLite writes table keyed once — each reading back exactly what was
+saved, and stores written the old way still loading."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.types import Send
+
+from onward import Onward, Plan, PlanStep, RunStatus
+from onward.checkpointing.savers import OnwardSqliteSaver
+from onward.checkpointing.serde import checkpoint_serde
+from onward.model.state import (
+    ApproveTask,
+    ArtifactRef,
+    ExecuteTask,
+    Goal,
+    StepRecord,
+    StepStatus,
+    WaitKind,
+)
+from onward.policies.run import Deadline
+from onward.verification.checks import FileExists, RowCount
+
+
+def _task() -> ExecuteTask:
+    step = PlanStep(
+        id="s1",
+        tool="noop",
+        args={"value": 1},
+        checks=[FileExists(path="out.csv"), RowCount(min=1)],
+    )
+    ref = ArtifactRef(name="step:s0", uri="artifact://x", sha256="0" * 64, size=2)
+    return ExecuteTask(
+        step=step,
+        record=StepRecord(id="s1", status=StepStatus.PENDING),
+        inputs={"s0": ref},
+        workdir="/w",
+        wave=3,
+    )
+
+
+def test_a_task_with_defaults_and_checks_reads_back_equal_and_typed() -> None:
+    serde = checkpoint_serde(None)
+    goal = Goal(objective="o", acceptance=[FileExists(path="report.md")])
+    value = {"__pregel_tasks": [Send("execute", _task())], "goal": goal}
+    back = serde.loads_typed(serde.dumps_typed(value))
+    assert back == value
+    task = back["__pregel_tasks"][0].arg
+    # The checks' discriminator is at its default, so it is not written: each check
+    # still comes back as its own class.
+    assert [type(c) for c in task.step.checks] == [FileExists, RowCount]
+    assert type(back["goal"].acceptance[0]) is FileExists
+
+
+def test_a_question_about_the_plan_reads_back_with_its_plan() -> None:
+    # A plan inside a task is kept as plain values: LangGraph decodes a model's fields
+    # with its own hook, which knows none of onward's lazy collections.
+    serde = checkpoint_serde(None)
+    plan = Plan(steps=[_task().step, PlanStep(id="s2", tool="noop", depends_on=["s1"])])
+    task = ApproveTask(
+        kind=WaitKind.PLAN,
+        plan=plan,
+        args_hash="h",
+        asked_at=datetime(2026, 1, 2, tzinfo=UTC),
+        deadline=Deadline(),
+    )
+    back = serde.loads_typed(serde.dumps_typed([Send("approve", task)]))[0].arg
+    assert back == task
+    assert back.plan is not None
+    assert [s.id for s in back.plan.steps] == ["s1", "s2"]
+    assert [type(c) for c in back.plan.steps[0].checks] == [FileExists, RowCount]
+
+
+def test_fields_at_their_defaults_are_not_written() -> None:
+    ours = checkpoint_serde(None).dumps_typed(_task())
+    full = JsonPlusSerializer().dumps_typed(_task())
+    assert b"approval_required" not in ours[1]
+    assert b"approval_required" in full[1]
+    assert len(ours[1]) < len(full[1])
+
+
+def test_models_written_with_every_field_still_read() -> None:
+    full = JsonPlusSerializer().dumps_typed({"task": _task()})
+    assert checkpoint_serde(None).loads_typed(full) == {"task": _task()}
+
+
+def test_sqlite_versions_count_up_and_order_after_older_suffixed_ones() -> None:
+    saver = OnwardSqliteSaver.__new__(OnwardSqliteSaver)  # get_next_version reads no state
+    first = saver.get_next_version(None, None)
+    assert first == f"{1:032}"
+    assert saver.get_next_version(first, None) > first
+    older = f"{103:032}.0.23017743097189647"  # LangGraph's own format, in older stores
+    assert saver.get_next_version(older, None) > older
+    assert saver.get_next_version(older, None) == f"{104:032}"
+
+
+def test_a_new_sqlite_store_keys_its_writes_once_and_runs(tmp_path: Path) -> None:
+    db = tmp_path / "store" / "onward.db"
+    plan = Plan(
+        steps=[
+            PlanStep(id=f"s{i}", tool="noop", args={"value": i}, depends_on=[f"s{i - 1}"])
+            if i
+            else PlanStep(id="s0", tool="noop", args={"value": 0})
+            for i in range(3)
+        ]
+    )
+    with Onward(f"sqlite:///{db}") as ow:
+        view = ow.run(plan=plan, workdir=str(tmp_path))
+    assert view.status == RunStatus.DONE
+    conn = sqlite3.connect(db)
+    try:
+        (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'writes'").fetchone()
+        indexes = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'writes'"
+        ).fetchall()
+        rows = conn.execute("SELECT count(*) FROM writes").fetchone()[0]
+    finally:
+        conn.close()
+    assert "WITHOUT ROWID" in sql.upper()
+    assert indexes == []  # the key is the table: no second copy of it
+    assert rows > 0
+
+
+def _wave_writes(db: Path) -> list[bytes]:
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute("SELECT value FROM writes WHERE channel = 'wave'").fetchall()
+    finally:
+        conn.close()
+    return [r[0] for r in rows]
+
+
+def test_a_chain_writes_its_wave_size_once_and_waves_still_join(tmp_path: Path) -> None:
+    chain = tmp_path / "chain" / "onward.db"
+    steps = [PlanStep(id="s0", tool="noop", args={"value": 0})]
+    steps += [
+        PlanStep(id=f"s{i}", tool="noop", args={"value": i}, depends_on=[f"s{i - 1}"])
+        for i in range(1, 6)
+    ]
+    with Onward(f"sqlite:///{chain}") as ow:
+        assert ow.run(plan=Plan(steps=steps), workdir=str(tmp_path)).status == RunStatus.DONE
+    # Only the run's input sets it: every lone step finds the state saying 1 already.
+    assert len(_wave_writes(chain)) == 1
+
+    # Waves of 2, then a lone step, then 2 again: each change of size is written, and
+    # every step ends done (a lone step after a wave goes to verify, not to the gate).
+    waves = tmp_path / "waves" / "onward.db"
+    plan = Plan(
+        steps=[
+            PlanStep(id="a", tool="noop", args={"value": 1}),
+            PlanStep(id="b", tool="noop", args={"value": 2}),
+            PlanStep(id="c", tool="noop", args={"value": 3}, depends_on=["a", "b"]),
+            PlanStep(id="d", tool="noop", args={"value": 4}, depends_on=["c"]),
+            PlanStep(id="e", tool="noop", args={"value": 5}, depends_on=["c"]),
+        ]
+    )
+    with Onward(f"sqlite:///{waves}") as ow:
+        view = ow.run(plan=plan, workdir=str(tmp_path))
+    assert view.status == RunStatus.DONE
+    assert {s.id: s.status for s in view.steps} == dict.fromkeys("abcde", StepStatus.DONE)
+    assert len(_wave_writes(waves)) > 1
