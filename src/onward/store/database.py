@@ -34,9 +34,11 @@ from onward.model.state import RunStatus, utcnow
 from onward.observe.events import EventLog, LogRow
 from onward.observe.kinds import EventKind
 from onward.settings import DEFAULT_DB, settings
+from onward.store import reserve
 from onward.store.artifacts import ArtifactStore, fsync_enabled
 from onward.store.breakers import BREAKER_SCHEMA, Breakers
 from onward.store.connection import SharedConnection
+from onward.store.drivers import drive_ended
 from onward.store.encryption import KEY_CHECK, Cipher, check_key, open_text, seal_text
 from onward.store.leases import LEASE_SCHEMA, LeasePolicy, Leases
 from onward.store.runs import RUN_COLUMNS_9, THREAD_SCHEMA, Threads
@@ -258,6 +260,7 @@ class Store:
             except BaseException:
                 conn.close()
                 raise
+        reserve.keep(self.path)  # room to release a lease on a full disk
         self.conn = conn
         self.saver = OnwardSqliteSaver(
             conn, serde=checkpoint_serde(self.cipher), held=self.held, to_sql=self._event_statements
@@ -487,6 +490,25 @@ class Store:
                 "SELECT sha256 FROM onward_artifact_refs WHERE thread_id = ?", (thread_id,)
             ).fetchall()
         return {r[0] for r in rows}
+
+    # -- leases -------------------------------------------------------------
+
+    def release_lease(self, thread_id: str, owner: str) -> None:
+        """Let go of ``owner``'s lease, even on a full disk: a failed release spends the
+        SQLite reserve (store/reserve.py) and tries again. If it still fails, this process
+        knows the drive ended, so its own next drive takes the run over at once (and once
+        the process exits, any other on this host does: store/drivers.py)."""
+        try:
+            self.leases.release(thread_id, owner)
+        except StoreError:
+            if not (self.backend is Backend.SQLITE and reserve.spend(self.path)):
+                drive_ended(owner)
+                raise
+            try:
+                self.leases.release(thread_id, owner)
+            except StoreError:
+                drive_ended(owner)
+                raise
 
     # -- the work queue -----------------------------------------------------
 

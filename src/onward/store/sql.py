@@ -103,8 +103,7 @@ class Cursor(Protocol):
 FULL_HINT = (
     "Free space on that disk (or `onward prune --older-than 30d` old runs), then "
     "`onward resume` the run: what was saved before is intact, and the step whose save "
-    "failed runs again (if the run is busy, its lease could not be released: wait "
-    "ONWARD_LEASE_TTL, 30 s by default)"
+    "failed runs again"
 )
 
 
