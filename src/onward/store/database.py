@@ -225,6 +225,9 @@ class Store:
                 SharedConnection(self.connect), cipher=self.cipher, on_put=self.use_artifact
             )
         self.leases = Leases(self.connect, LeasePolicy.from_env())
+        self._claims: dict[str, tuple[str, float]] = {}
+        """Queue claims this store's worker holds: thread id → (claimer, hold seconds)."""
+        self.leases.on_renew = self._renew_claim
         self.ledger = Ledger(self.connect, self.cipher)
         self.events = EventLog(self.connect, self.cipher)
         self.breakers = Breakers(self.connect, self.events, utcnow)
@@ -576,7 +579,22 @@ class Store:
                 "for_person = 0 WHERE thread_id = ?",
                 (now + hold, owner, now, row[0]),
             )
+            self._claims[str(row[0])] = (owner, hold)
             return str(row[0])
+
+    def _renew_claim(self, conn: Db, thread_id: str, _lease_owner: str) -> None:
+        """With each heartbeat of a drive's lease: a claim of this store's worker on that
+        run holds for another ``hold`` seconds. Else a step longer than the hold would
+        let another worker claim the run mid-drive (it finds the lease live, calls the
+        run busy and requeues it: the first worker's own requeue or park is then lost)."""
+        claim = self._claims.get(thread_id)
+        if claim is None:
+            return
+        claimer, hold = claim
+        conn.execute(
+            "UPDATE onward_queue SET ready_at = ? WHERE thread_id = ? AND claimed_by = ?",
+            (time.time() + hold, thread_id, claimer),
+        )
 
     def requeue(
         self, thread_id: str, ready_at: float | None, owner: str, *, for_person: bool = False
@@ -584,6 +602,7 @@ class Store:
         """After ``owner``'s drive: claimable again at ``ready_at`` (None: parked until
         woken); ``for_person``: only a person's deadline makes it ready. False when the
         claim is no longer ``owner``'s (an answer woke the run meanwhile: it stays ready)."""
+        self._claims.pop(thread_id, None)
         with self.db.use() as db:
             cur = db.execute(
                 "UPDATE onward_queue SET ready_at = ?, claimed_by = NULL, claimed_at = NULL, "
@@ -593,6 +612,7 @@ class Store:
             return cur.rowcount == 1
 
     def dequeue(self, thread_id: str) -> None:
+        self._claims.pop(thread_id, None)
         with self.db.use() as db:
             db.execute("DELETE FROM onward_queue WHERE thread_id = ?", (thread_id,))
 
