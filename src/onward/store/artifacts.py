@@ -54,8 +54,8 @@ def _count(n: int, noun: str) -> str:
 
 
 def _gist(v: Any) -> str:
-    if chunks.is_manifest(v):
-        return _count(int(v["count"]), "row")
+    if chunks.is_manifest(v):  # a long list stored in chunks: still a list
+        return _count(int(v["count"]), "item")
     if isinstance(v, list):
         return _count(len(v), "item")
     if isinstance(v, dict):
