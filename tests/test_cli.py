@@ -42,7 +42,11 @@ def test_demo_runs_offline_and_prints_thread_report_and_counts(real_cli, workdir
     expected = write_sample_orders(workdir / "expected.csv", rows=120)
     report = workdir / "d" / "orders-report.md"
     assert report.is_file()
-    assert "thread id:" in result.stdout
+    # The thread id is said before the run (stderr, to resume a killed run) and once in
+    # the result (its headline), not again under the counts.
+    [thread] = [ln.split()[-1] for ln in result.stderr.splitlines() if ln.startswith("thread id:")]
+    assert result.stdout.count(thread) == 1
+    assert result.stdout.startswith(f"thread {thread}  status done")
     assert str(report) in result.stdout
     for rule in RULES:
         line = next(ln for ln in result.stdout.splitlines() if rule in ln)
