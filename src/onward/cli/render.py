@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -58,7 +58,7 @@ class Col:
     label: bool = False
     """A head cell shows its header before it on a card (``step a``); a line below
     always does, unless the column's header is empty."""
-    justify: str = "left"
+    justify: JustifyMethod = "left"
 
 
 def _widths(header: str, cells: Sequence[str], whole: bool) -> tuple[int, int]:
@@ -89,15 +89,10 @@ def print_rows(
     console = console or out
     if fits(cols, rows, console.width):
         table = Table(show_edge=False, pad_edge=False)
-        for col in cols:
+        for i, col in enumerate(cols):
+            whole = max((cell_len(r[i]) for r in rows), default=0) if col.whole else None
             table.add_column(
-                col.header,
-                no_wrap=col.whole,
-                overflow="fold",
-                justify=col.justify,  # type: ignore[arg-type]
-                min_width=max(cell_len(r[cols.index(col)]) for r in rows)
-                if col.whole and rows
-                else None,
+                col.header, no_wrap=col.whole, overflow="fold", justify=col.justify, min_width=whole
             )
         for r in rows:
             table.add_row(*(Text(c) for c in r))
@@ -108,11 +103,12 @@ def print_rows(
         for col, cell in zip(cols, r, strict=True):
             if not col.head or not cell:
                 continue
-            if head:
+            first = not head
+            if not first:
                 head.append("  ")
             if col.label:
                 head.append(f"{col.header} ", style="dim")
-            head.append(cell, style="bold" if col.whole and not head.plain.strip() else "")
+            head.append(cell, style="bold" if first else "")
         console.print(head, overflow="fold")
         for col, cell in zip(cols, r, strict=True):
             if col.head or not cell:

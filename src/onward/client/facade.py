@@ -42,7 +42,11 @@ from onward.verification.checks import Check
 
 
 class Onward:
-    """One open store plus the compiled graph. Not thread-safe; one per thread or process."""
+    """One open store plus the compiled graph. Not thread-safe; one per thread or process.
+
+    A store that is not at ``db`` yet is created by the first call that writes (``start``,
+    ``submit``…); a call that only reads (``list_runs``, ``get``, ``inbox``…) raises
+    :class:`StoreError` or :class:`UnknownThreadError` instead, and creates nothing."""
 
     def __init__(
         self,
