@@ -10,7 +10,6 @@ import resource
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -283,11 +282,13 @@ def test_a_full_database_on_the_store_connections_is_a_store_error(sqlite_url: s
 
 
 def _resume(db: str, thread: str, cwd: Path, **kw: Any) -> subprocess.CompletedProcess[str]:
-    # A full disk cannot take the lease's release either: a short lease, waited out below.
+    # The default lease TTL (30 s): a resume after a failed one must not wait it out. The
+    # failed drive released its lease (the store's reserve gave it room), or its process
+    # exited, which on this host lets its lease go at once.
     return subprocess.run(
-        onward_cmd("resume", thread, "--db", db),
+        onward_cmd("resume", thread, "--db", db, "--no-wait"),
         cwd=cwd,
-        env=cli_env(ONWARD_LEASE_TTL="1"),
+        env=cli_env(),
         capture_output=True,
         text=True,
         timeout=300,
@@ -328,10 +329,92 @@ def test_the_disk_filling_up_during_a_run_exits_2_and_resume_finishes_it(
     assert "Traceback" not in result.stderr
     assert "the disk is full" in result.stderr or "the disk may be full" in result.stderr
     filler.unlink()
-    time.sleep(1.2)  # the lease the failed drive could not release expires
     done = _resume(db, thread, workdir)
     assert done.returncode == 0, done
     assert len(list(workdir.glob("o*.txt"))) == 40
+
+
+def _lease_rows(db: str, thread: str) -> list[tuple[Any, ...]]:
+    import sqlite3
+
+    path = sqlite_path(db)
+    with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True) as conn:
+        leases = conn.execute(
+            "SELECT owner FROM onward_leases WHERE thread_id = ?", (thread,)
+        ).fetchall()
+        events = conn.execute(
+            "SELECT kind FROM onward_events WHERE thread_id = ? AND kind LIKE 'lease%' ORDER BY id",
+            (thread,),
+        ).fetchall()
+    return [*leases, *events]
+
+
+def test_a_drive_the_full_disk_ended_releases_its_lease_and_resume_goes_on_at_once(
+    tiny_fs: Path, workdir: Path
+) -> None:
+    """The release itself needs room on a full disk: the store's reserve makes it. The
+    lease row is gone when the failed process exits (the default 30 s TTL is never waited
+    for), and the next resume acquires the lease; it takes nothing over."""
+    db = f"sqlite:///{tiny_fs / 'onward.db'}"
+    plan = write_plan(workdir / "fill.json", _steps(40, 4_000))
+    with Onward(db) as ow:
+        thread = ow.start(plan=str(plan))
+    free = os.statvfs(tiny_fs)
+    filler = tiny_fs / "filler"
+    filler.write_bytes(b"\0" * (free.f_bavail * free.f_frsize - 96_000))
+    failed = subprocess.run(
+        onward_cmd("resume", thread, "--db", db),
+        cwd=workdir,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert failed.returncode == 2, failed
+    assert "the disk is full" in failed.stderr
+    assert "Traceback" not in failed.stderr
+    assert _lease_rows(db, thread) == [("lease_acquired",), ("lease_released",)]
+    filler.unlink()
+    done = subprocess.run(
+        onward_cmd("resume", thread, "--db", db, "--no-wait"),
+        cwd=workdir,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done
+    assert len(list(workdir.glob("o*.txt"))) == 40
+    kinds = [k for (k,) in _lease_rows(db, thread)]
+    assert "lease_taken_over" not in kinds
+    assert kinds.count("lease_released") == 2
+
+
+def test_a_release_that_fails_even_so_lets_this_process_take_the_run_over_at_once(
+    sqlite_url: str, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No reserve helps (a per-file size limit, or Postgres): the drive that could not let
+    go is known to have ended, so the same process's next drive takes its lease over at
+    once, logged like any takeover, instead of refusing the run as busy for the TTL."""
+    from onward.store.leases import Leases
+
+    plan = write_plan(workdir / "two.json", _steps(2, 10))
+    with Onward(sqlite_url) as ow:
+        thread = ow.start(plan=str(plan))
+        release = Leases.release
+
+        def full(self: Leases, thread_id: str, owner: str) -> None:
+            raise StoreError("the database cannot grow: the disk is full")
+
+        monkeypatch.setattr(Leases, "release", full)
+        with pytest.raises(StoreError, match="disk is full"):
+            ow.resume(thread)
+        assert ow.store.leases.get(thread) is not None  # the row could not be deleted
+        monkeypatch.setattr(Leases, "release", release)
+        assert ow.resume(thread).status == "done"
+        kinds = [k for _, k, _ in ow.store.leases.events(thread)]
+    assert kinds.count("lease_taken_over") == 1
+    assert "its drive in this process ended" in str(ow.store.leases.events(thread))
 
 
 def test_a_file_size_limit_during_a_run_exits_2_and_resume_finishes_it(
@@ -350,7 +433,6 @@ def test_a_file_size_limit_during_a_run_exits_2_and_resume_finishes_it(
     assert result.returncode == 2, result
     assert "Traceback" not in result.stderr
     assert "nothing of this save was written" in result.stderr
-    time.sleep(1.2)
     done = _resume(sqlite_url, thread, workdir)
     assert done.returncode == 0, done
     assert len(list(workdir.glob("o*.txt"))) == 40
@@ -486,6 +568,57 @@ def test_a_reading_command_on_an_empty_postgres_schema_creates_nothing(workdir: 
         refused(CliResult(result.returncode, result.stdout, result.stderr), "no store at ")
         with psycopg.connect(url) as conn:
             assert conn.execute("SELECT to_regclass('onward_meta')").fetchone() == (None,)
+
+
+def _tables(url: str) -> int:
+    """How many tables the store at ``url`` holds (0: none, or no file at all)."""
+    if url.startswith("sqlite"):
+        path = sqlite_path(url)
+        if not path.exists():
+            return 0
+        import sqlite3
+
+        with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True) as conn:
+            return int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return int(
+            conn.execute(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"
+            ).fetchone()[0]
+        )
+
+
+@pytest.fixture
+def no_store(db_url: str, tmp_path: Path) -> str:
+    """A URL where no store is: a SQLite file in directories that do not exist, or an
+    empty Postgres schema."""
+    if db_url.startswith("sqlite"):
+        return f"sqlite:///{tmp_path / 'nodir' / 'sub' / 'x.db'}"
+    return db_url
+
+
+def test_the_python_api_reading_a_missing_store_creates_nothing(
+    no_store: str, tmp_path: Path
+) -> None:
+    """Onward(url) followed only by reads: clear errors, and no file, directory or table."""
+    from onward.errors import UnknownThreadError
+
+    with Onward(no_store) as ow:
+        for read in (ow.list_runs, ow.inbox, ow.stalled_threads):
+            with pytest.raises(StoreError, match=r"no store at .*nothing was created"):
+                read()
+        for on_thread in (ow.get, ow.state, ow.pending, ow.history, ow.timeline, ow.summary):
+            with pytest.raises(UnknownThreadError, match=r"no run with thread id 't1'.*no store"):
+                on_thread("t1")
+        with pytest.raises(UnknownThreadError):
+            ow.resume("t1")
+    assert not (tmp_path / "nodir").exists()
+    assert _tables(no_store) == 0
+    with Onward(no_store) as ow:  # the first write makes the store, as before
+        tid = ow.start(plan=Plan(steps=[PlanStep(id="a", tool="noop")]))
+        assert [r.thread_id for r in ow.list_runs()] == [tid]
 
 
 # -- 8. serve on a taken port ----------------------------------------------------------------

@@ -42,7 +42,11 @@ def test_demo_runs_offline_and_prints_thread_report_and_counts(real_cli, workdir
     expected = write_sample_orders(workdir / "expected.csv", rows=120)
     report = workdir / "d" / "orders-report.md"
     assert report.is_file()
-    assert "thread id:" in result.stdout
+    # The thread id is said before the run (stderr, to resume a killed run) and once in
+    # the result (its headline), not again under the counts.
+    [thread] = [ln.split()[-1] for ln in result.stderr.splitlines() if ln.startswith("thread id:")]
+    assert result.stdout.count(thread) == 1
+    assert result.stdout.startswith(f"thread {thread}  status done")
     assert str(report) in result.stdout
     for rule in RULES:
         line = next(ln for ln in result.stdout.splitlines() if rule in ln)
@@ -169,7 +173,9 @@ def test_missing_input_file_is_a_usage_error(run_cli) -> None:  # type: ignore[n
     result = run_cli("run", DEMO_GOAL, "--input", "orders.csv")
     assert result.code == 2
     assert "orders.csv not found" in result.stderr
-    assert run_cli("list", "--json").json() == []
+    listed = run_cli("list", "--json")  # nothing was written: not even a store
+    assert listed.code == 2
+    assert "nothing was created" in listed.json()["message"]
 
 
 def test_csv_with_malformed_rows_is_reported_not_a_crash(run_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
@@ -290,6 +296,8 @@ def test_commands_the_docs_do_not_run_start_from_the_real_entry_point(
     error naming it; a sweep of an empty store applies nothing). On one backend: what is
     tested is the start, and every command runs on both backends elsewhere."""
     real_cli = cli_runner(workdir, sqlite_url, real=True)
+    with Onward(sqlite_url) as ow:
+        assert ow.store.list_runs() == []  # a store, without the run: unknown thread errors
     for args in (
         ("fork", "nope", "--at", "x", "--json"),
         ("replay", "nope"),

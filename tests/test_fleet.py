@@ -459,3 +459,46 @@ def test_a_deadline_that_passes_during_the_drive_is_applied_not_parked_behind_th
         steps = {s.id: s.status for s in ow.get(tid).steps}
         assert steps == {"pay": StepStatus.SKIPPED, "after": StepStatus.DONE}
         assert ow.store.events.list(tid, ["approval_expired"])
+
+
+def test_a_claim_held_through_a_step_longer_than_the_lease_ttl_is_not_stolen(
+    db_url: str, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's queue claim is renewed with its lease heartbeat: while one worker drives
+    a step that outlasts the claim's hold (the lease TTL), a second worker polling the
+    queue never claims the run, so it never finds it busy and requeues it behind the
+    first worker's back. One drive, one lease holder, no takeover."""
+    from onward.client.worker import Worker, WorkerPolicy
+
+    monkeypatch.setenv("ONWARD_LEASE_TTL", "0.6")
+    monkeypatch.setenv("ONWARD_HEARTBEAT", "0.1")
+    # The step lasts four holds: without the renewal the claim lapses three times over.
+    plan = Plan(steps=[PlanStep(id="long", tool="wait", args={"seconds": 2.4})])
+    with Onward(db_url, model=None) as ow:
+        tid = ow.submit(plan=plan, workdir=workdir)
+    outcomes: list[tuple[str, str]] = []
+    workers = [
+        Worker(
+            db_url,
+            policy=WorkerPolicy(exit_when_idle=True, poll=0.02),
+            model=None,
+            on_drive=lambda t, outcome, name=name: outcomes.append((name, outcome)),
+        )
+        for name in ("first", "second")
+    ]
+    threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
+    threads[0].start()
+    with Onward(db_url, model=None) as ow:  # the first worker holds the run: now the second
+        while not any(e[1] == "lease_acquired" for e in ow.store.leases.events(tid)):
+            time.sleep(0.01)
+    threads[1].start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    assert [o for _, o in outcomes] == ["done"], outcomes
+    with Onward(db_url, model=None) as ow:
+        events = ow.store.leases.events(tid)
+        assert ow.get(tid).status is RunStatus.DONE
+        assert ow.store.queue() == []
+    assert assert_one_driver_at_a_time(events) == 0
+    assert [k for _, k, _ in events].count("lease_acquired") == 1

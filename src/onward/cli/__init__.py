@@ -19,6 +19,7 @@ import typer
 from typer.main import get_command_name
 
 from onward.cli import inspecting, lifecycle, people, running, serving
+from onward.cli.helptext import Group
 from onward.cli.render import err
 
 GROUPS = (running, people, inspecting, lifecycle, serving)
@@ -28,6 +29,7 @@ SETTINGS: dict[str, Any] = {
     "no_args_is_help": True,
     "add_completion": False,
     "pretty_exceptions_enable": False,
+    "cls": Group,  # help as sentences: placeholders, not type tags
 }
 
 app = typer.Typer(**SETTINGS)

@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from textwrap import shorten
 from typing import Annotated
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from onward.cli.options import DbOpt, JsonOpt, errors, open_store, open_tables
-from onward.cli.render import dump, err, out, print_view, view_json
+from onward.cli.render import Col, clip, dump, err, out, print_rows, print_view, say, view_json
 
 commands = typer.Typer()
 
@@ -24,7 +23,7 @@ def status(thread_id: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
     with errors(as_json), open_store(db, None, existing=True) as ow:
         view = ow.get(thread_id)
     if as_json:
-        print(view_json(view))
+        say(view_json(view))
     else:
         print_view(view)
 
@@ -33,7 +32,7 @@ def status(thread_id: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
 def list_runs(
     db: DbOpt = None,
     as_json: JsonOpt = False,
-    limit: Annotated[int, typer.Option(min=1)] = 50,
+    limit: Annotated[int, typer.Option(min=1, help="Show at most this many runs.")] = 50,
 ) -> None:
     """List runs, newest first."""
     with errors(as_json), open_tables(db) as tables:
@@ -54,18 +53,18 @@ def list_runs(
             ]
         )
         return
-    table = Table(show_edge=False)
-    table.add_column("thread id", no_wrap=True, min_width=36)  # copyable for resume/status
-    for col in ("status", "created", "goal"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(
-            r.thread_id,
-            "stalled" if r.thread_id in stalled else r.status,
-            r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            r.objective[:60],
-        )
-    out.print(table)
+    print_rows(
+        (Col("thread id", whole=True), Col("status"), Col("created"), Col("goal", head=False)),
+        [
+            (
+                r.thread_id,
+                "stalled" if r.thread_id in stalled else r.status,
+                r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                shorten(r.objective, 120, placeholder=" …") or r.objective[:120],
+            )
+            for r in rows
+        ],
+    )
 
 
 @commands.command("timeline")
@@ -84,20 +83,30 @@ def timeline_cmd(
     if as_json:
         dump([e.model_dump(mode="json") for e in events])
         return
-    table = Table(show_edge=False)
-    for col in ("#", "time", "event", "step", "try", "detail"):
-        table.add_column(col)
+    rows = []
     for e in events:
         detail = {k: v for k, v in e.detail.items() if k not in ("step_id", "attempt")}
-        table.add_row(
-            str(e.id),
-            e.at.strftime("%H:%M:%S.%f")[:-3],
-            Text(e.kind),
-            Text(e.step_id or ""),
-            str(e.attempt or ""),
-            Text(json.dumps(detail, ensure_ascii=False, default=str)[:120]),
+        rows.append(
+            (
+                str(e.id),
+                e.at.strftime("%H:%M:%S.%f")[:-3],
+                e.kind,
+                e.step_id or "",
+                str(e.attempt or ""),
+                clip(json.dumps(detail, ensure_ascii=False, default=str), 300),
+            )
         )
-    out.print(table)
+    print_rows(
+        (
+            Col("#", justify="right"),
+            Col("time"),
+            Col("event", whole=True),
+            Col("step", whole=True, label=True),
+            Col("try", label=True),
+            Col("detail", head=False),
+        ),
+        rows,
+    )
 
 
 @commands.command()
@@ -132,7 +141,9 @@ def summary(thread_id: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
 @commands.command()
 def history(
     thread_id: str,
-    limit: Annotated[int | None, typer.Option(min=1)] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Show at most this many saved states.")
+    ] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -142,24 +153,27 @@ def history(
     if as_json:
         dump(rows)
         return
-    table = Table(show_edge=False)
-    for col in ("checkpoint", "step", "node", "next", "status", "time"):
-        table.add_column(col, no_wrap=col == "checkpoint")
-    for r in rows:
-        table.add_row(
-            *(
-                Text(x)
-                for x in (
-                    r["checkpoint_id"],
-                    str(r["step"]),
-                    str(r["node"]),
-                    ",".join(r["next"]),
-                    r["status"],
-                    str(r["created_at"])[:23],
-                )
+    print_rows(
+        (
+            Col("checkpoint", whole=True),
+            Col("step", label=True),
+            Col("node", whole=True),
+            Col("next", label=True),
+            Col("status"),
+            Col("time"),
+        ),
+        [
+            (
+                r["checkpoint_id"],
+                str(r["step"]),
+                str(r["node"]),
+                ",".join(r["next"]),
+                r["status"],
+                str(r["created_at"])[:19].replace("T", " "),
             )
-        )
-    out.print(table)
+            for r in rows
+        ],
+    )
 
 
 @commands.command()
@@ -267,4 +281,4 @@ def graph(
     """Print the graph as a Mermaid diagram (the exact compiled graph, as Studio shows it)."""
     from onward.graph.build import flow_mermaid, mermaid
 
-    print(flow_mermaid() if flow else mermaid(), end="")
+    say(flow_mermaid() if flow else mermaid(), end="")

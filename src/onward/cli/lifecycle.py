@@ -19,7 +19,7 @@ from onward.cli.options import (
     errors,
     open_store,
 )
-from onward.cli.render import dump, err, out, print_view, view_json
+from onward.cli.render import dump, err, out, print_view, say, view_json
 from onward.cli.running import drive, finish
 
 commands = typer.Typer()
@@ -112,7 +112,7 @@ def prune(
     with errors(as_json), open_store(db, None) as ow:
         report = ow.prune(parse_duration(older_than), keep_last=keep_last, dry_run=dry_run)
     if as_json:
-        print(report.model_dump_json(indent=2))
+        say(report.model_dump_json(indent=2))
         return
     freed = "" if dry_run else f" ({report.rows} rows, {report.artifact_bytes} artifact bytes)"
     out.print(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
-from onward.cli.render import err
+from onward.cli.render import err, say
 from onward.errors import OnwardError, UsageError, printable
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def errors(as_json: bool) -> Iterator[None]:
         code = exc.exit_code  # each error knows it (onward.errors)
         message = printable(str(exc))  # it may quote bad input, lone surrogates included
         if as_json:
-            print(json.dumps({"error": type(exc).__name__, "message": message}))
+            say(json.dumps({"error": type(exc).__name__, "message": message}))
         else:
             # Text, not markup: messages quote user input such as regexes with [brackets].
             err.print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from onward.cli.options import (
     EXIT_DONE,
@@ -26,7 +25,7 @@ from onward.cli.options import (
     open_store,
     open_tables,
 )
-from onward.cli.render import dump, err, out, print_view, view_json
+from onward.cli.render import Col, clip, dump, err, out, print_rows, print_view, say, view_json
 from onward.cli.running import drive, finish
 from onward.errors import UsageError
 
@@ -85,7 +84,7 @@ def _answer(
     view = drive(ow, thread_id, as_json or no_continue, go=go)
     if no_continue:
         if as_json:
-            print(view_json(view))
+            say(view_json(view))
         else:
             print_view(view)
             err.print(f"recorded; continue with `onward resume {thread_id}`", highlight=False)
@@ -124,21 +123,29 @@ def inbox(
     if not items:
         out.print("nothing is waiting for a decision")
         return
-    table = Table(show_edge=False)
-    table.add_column("thread id", no_wrap=True, min_width=36)
-    for col in ("step", "kind", "tool", "args", "waiting since", "deadline"):
-        table.add_column(col)
-    for i in items:
-        table.add_row(
-            i.thread_id,
-            i.step_id or "plan",
-            i.kind.value,
-            i.tool,
-            json.dumps(i.args, ensure_ascii=False)[:80],
-            i.asked_at.strftime("%Y-%m-%d %H:%M"),
-            f"{i.expire_at.strftime('%Y-%m-%d %H:%M')} → {i.on_expiry.value}",
-        )
-    out.print(table)
+    print_rows(
+        (
+            Col("thread id", whole=True),
+            Col("step", whole=True, label=True),
+            Col("kind"),
+            Col("tool", whole=True),
+            Col("args", head=False),
+            Col("waiting since", head=False),
+            Col("deadline", head=False),
+        ),
+        [
+            (
+                i.thread_id,
+                i.step_id or "plan",
+                i.kind.value,
+                i.tool,
+                clip(json.dumps(i.args, ensure_ascii=False), 300),
+                i.asked_at.strftime("%Y-%m-%d %H:%M"),
+                f"{i.expire_at.strftime('%Y-%m-%d %H:%M')} → {i.on_expiry.value}",
+            )
+            for i in items
+        ],
+    )
     for i in items:
         if i.token:
             out.print(f"token {i.thread_id} {i.step_id or 'plan'}: {i.token}", highlight=False)
@@ -266,7 +273,7 @@ def resolve(
             thread_id, step, action.value, result=result, reason=reason, token=token, by=user
         )
     if as_json:
-        print(view_json(view))
+        say(view_json(view))
     else:
         print_view(view)
         err.print(f"decided; continue with `onward resume {thread_id}`", highlight=False)
@@ -304,7 +311,7 @@ def sweep(
         {"thread_id": x.thread_id, "step_id": x.step_id, "error": e} for x, e in report.errors
     ]
     if as_json:
-        print(json.dumps({"now": report.now.isoformat(), **found, "errors": failed}, indent=2))
+        say(json.dumps({"now": report.now.isoformat(), **found, "errors": failed}, indent=2))
         return
     for e in failed:
         err.print(

@@ -1,12 +1,23 @@
-"""Printing for people and for machines: the two consoles, a run's view, JSON dumps."""
+"""Printing for people and for machines: the two consoles, a run's view, JSON dumps.
+
+Streams: stdout carries a command's result (the view, a table, JSON), stderr its progress,
+hints and errors; every write is flushed as it is made, so the two stay in order when both
+go to one pipe or file. Tables fit the terminal: a table whose columns cannot all get room
+becomes one card per row (see :func:`print_rows`); ids are never wrapped or cut, other
+cells wrap at spaces or fold, and nothing is cut to an ellipsis.
+"""
 
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -16,9 +27,101 @@ if TYPE_CHECKING:
 out = Console()
 err = Console(stderr=True)  # progress, hints and errors: stdout stays the command's result
 
+COMFORT = 12
+"""A wrapping column narrower than this (or its longest word) makes a table a card list."""
+GAP = 3
+"""Columns of a table without edges are apart by a pad, the rule and a pad."""
+
+
+def say(text: str, end: str = "\n") -> None:
+    """Plain result text on stdout, flushed (print() alone is buffered in a pipe, so a
+    later stderr line would overtake it)."""
+    sys.stdout.write(text + end)
+    sys.stdout.flush()
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` up to ``limit`` characters, saying how much more there is (never a bare
+    ellipsis that looks like a cut cell)."""
+    return text if len(text) <= limit else f"{text[:limit]} …(+{len(text) - limit} chars)"
+
+
+@dataclass(frozen=True, slots=True)
+class Col:
+    """A column of :func:`print_rows`."""
+
+    header: str
+    whole: bool = False
+    """An id people copy: never wrapped, folded or cut."""
+    head: bool = True
+    """On a card's first line; else on a line of its own below it."""
+    label: bool = False
+    """A head cell shows its header before it on a card (``step a``); a line below
+    always does, unless the column's header is empty."""
+    justify: JustifyMethod = "left"
+
+
+def _widths(header: str, cells: Sequence[str], whole: bool) -> tuple[int, int]:
+    """(narrowest without cutting a word, natural one-line width) of a column."""
+    lines = [header, *(line for c in cells for line in c.splitlines() or [""])]
+    natural = max(cell_len(x) for x in lines)
+    if whole:
+        return natural, natural
+    words = [w for x in lines for w in x.split()] or [""]
+    return max(cell_len(w) for w in words), natural
+
+
+def fits(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int) -> bool:
+    """A table of ``rows`` fits ``width``: every column gets its longest word (an id its
+    whole text) and a wrapping column at least COMFORT characters where it has them."""
+    need = GAP * (len(cols) - 1)
+    for i, col in enumerate(cols):
+        narrow, natural = _widths(col.header, [r[i] for r in rows], col.whole)
+        need += max(narrow, min(natural, COMFORT))
+    return need <= width
+
+
+def print_rows(
+    cols: Sequence[Col], rows: Sequence[Sequence[str]], console: Console | None = None
+) -> None:
+    """Rows as a table when it fits the console, else as cards: the head cells on one
+    line, each other cell on a line below. Ids stay whole either way."""
+    console = console or out
+    if fits(cols, rows, console.width):
+        table = Table(show_edge=False, pad_edge=False)
+        for i, col in enumerate(cols):
+            whole = max((cell_len(r[i]) for r in rows), default=0) if col.whole else None
+            table.add_column(
+                col.header, no_wrap=col.whole, overflow="fold", justify=col.justify, min_width=whole
+            )
+        for r in rows:
+            table.add_row(*(Text(c) for c in r))
+        console.print(table)
+        return
+    for r in rows:
+        head = Text()
+        for col, cell in zip(cols, r, strict=True):
+            if not col.head or not cell:
+                continue
+            first = not head
+            if not first:
+                head.append("  ")
+            if col.label:
+                head.append(f"{col.header} ", style="dim")
+            head.append(cell, style="bold" if first else "")
+        console.print(head, overflow="fold")
+        for col, cell in zip(cols, r, strict=True):
+            if col.head or not cell:
+                continue
+            line = Text("  ")
+            if col.header:
+                line.append(f"{col.header}: ", style="dim")
+            line.append(cell)
+            console.print(line, overflow="fold")
+
 
 def dump(data: Any) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    say(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
 def view_json(view: RunView) -> str:
@@ -34,20 +137,34 @@ def print_view(view: RunView) -> None:
     if skipped:  # done, but not all of it: say so where the eye lands first
         shown += f", {skipped} step{'s' if skipped > 1 else ''} skipped"
         colour = "yellow" if colour == "green" else colour
+    # Text, not markup: the objective and messages are user text ([brackets] included).
     out.print(
-        f"thread [bold]{view.thread_id}[/]  status [{colour}]{shown}[/]  {view.objective}",
-        highlight=False,
+        Text.assemble(
+            "thread ", (view.thread_id, "bold"), "  status ", (shown, colour), "  ", view.objective
+        )
     )
     if view.driver:
         out.print(f"driver {view.driver}, last heartbeat {view.heartbeat_at}", highlight=False)
     if view.steps:
-        table = Table(show_edge=False, pad_edge=False)
-        for col in ("step", "tool", "status", "attempts", "detail"):
-            table.add_column(col)
-        for s in view.steps:
-            detail = s.error or (s.output.summary if s.output else "")
-            table.add_row(s.id, s.tool, s.status.value, str(s.attempts), detail[:160])
-        out.print(table)
+        print_rows(
+            (
+                Col("step", whole=True),
+                Col("tool"),
+                Col("status"),
+                Col("attempts", label=True),
+                Col("detail", head=False),
+            ),
+            [
+                (
+                    s.id,
+                    s.tool,
+                    s.status.value,
+                    str(s.attempts),
+                    clip(s.error or s.note or (s.output.summary if s.output else ""), 300),
+                )
+                for s in view.steps
+            ],
+        )
         count = Counter(s.status for s in view.steps)
         remaining = (
             count[StepStatus.PENDING] + count[StepStatus.RUNNING] + count[StepStatus.PRODUCED]
@@ -57,6 +174,11 @@ def print_view(view: RunView) -> None:
             f"{count[StepStatus.SKIPPED]} · remaining {remaining}",
             highlight=False,
         )
+    if view.artifacts:  # what the run made (the report's last lines; the table has the rest)
+        out.print(
+            Text.assemble(("artifacts: ", "dim"), ", ".join(sorted(view.artifacts))),
+            overflow="fold",
+        )
     if view.paused_before:
         out.print(
             f"paused before {', '.join(view.paused_before)}: `onward resume {view.thread_id}` "
@@ -65,7 +187,7 @@ def print_view(view: RunView) -> None:
             markup=False,
         )
     if view.failure:
-        out.print(f"[red]reason:[/] {view.failure.message}", highlight=False)
+        out.print(Text.assemble(("reason: ", "red"), view.failure.message))
     if view.usage.calls:
         u = view.usage
         out.print(
@@ -83,7 +205,7 @@ def print_view(view: RunView) -> None:
         what = p.reason or f"approve {p.tool}?"
         out.print(Text.assemble(("waiting: ", "yellow"), f"{p.step_id or 'plan'}: {what}"))
         out.print(
-            f"  args {json.dumps(p.args, ensure_ascii=False)[:300]}"
+            f"  args {clip(json.dumps(p.args, ensure_ascii=False), 300)}"
             + (f"  key {p.key}" if p.key else "")
             + f"\n  answer: onward approve|reject|respond {view.thread_id} --step "
             f"{p.step_id or 'plan'}  (deadline {p.expire_at:%Y-%m-%d %H:%M} → {p.on_expiry})",

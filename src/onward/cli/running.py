@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from onward.cli.options import (
     DbOpt,
@@ -23,7 +24,7 @@ from onward.cli.options import (
     exit_code,
     open_store,
 )
-from onward.cli.render import err, out, print_view, view_json
+from onward.cli.render import err, out, print_view, say, view_json
 from onward.errors import UsageError
 
 if TYPE_CHECKING:
@@ -129,19 +130,15 @@ def drive(
 
 
 def finish(view: RunView, as_json: bool, extra: Callable[[RunView], None] | None = None) -> None:
-    """Print a driven run (its report once done, or ``extra``) and exit with its code."""
-    from onward.model.state import RunStatus
-
+    """Print a driven run (and ``extra``) and exit with its code."""
     if as_json:
-        print(view_json(view))
+        say(view_json(view))
     else:
+        # The view says each thing once: the execution report (the chat's final message)
+        # repeats the step table and artifacts, so it is not printed after it.
         print_view(view)
         if extra:
             extra(view)
-        elif view.report and view.status is RunStatus.DONE:
-            from rich.markdown import Markdown
-
-            out.print(Markdown(view.report))  # the chat's Markdown report, rendered
     raise typer.Exit(exit_code(view))
 
 
@@ -153,8 +150,12 @@ def run(
         list[str] | None, typer.Option("--input", help="Input file (repeatable).")
     ] = None,
     workdir: Annotated[Path | None, typer.Option(help="Work directory (default: cwd).")] = None,
-    max_concurrency: Annotated[int | None, typer.Option(min=1)] = None,
-    thread_id: Annotated[str | None, typer.Option("--thread-id")] = None,
+    max_concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Steps run at once in a parallel wave.")
+    ] = None,
+    thread_id: Annotated[
+        str | None, typer.Option("--thread-id", help="The run's id (default: a new UUID).")
+    ] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
     tools: ToolsOpt = None,
@@ -299,9 +300,9 @@ def submit(**o: Any) -> None:
             )
         tid = _start(ow.submit, o)
     if o["as_json"]:
-        print(json.dumps({"thread_id": tid, "queued": True}))
+        say(json.dumps({"thread_id": tid, "queued": True}))
     else:
-        print(tid)
+        say(tid)
 
 
 submit.__signature__ = inspect.signature(run, eval_str=True)  # type: ignore[attr-defined]
@@ -355,7 +356,7 @@ def demo(
     workdir: Annotated[Path, typer.Option(help="Where to write orders.csv and the report.")] = Path(
         "onward-demo"
     ),
-    rows: Annotated[int, typer.Option(min=10)] = 200,
+    rows: Annotated[int, typer.Option(min=10, help="Orders in the sample file.")] = 200,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -382,7 +383,7 @@ def demo(
 
     def counts(v: RunView) -> None:
         report = Path(v.workdir) / "orders-report.md"
-        out.print(f"\nthread id: [bold]{v.thread_id}[/]\nreport:    {report}", highlight=False)
+        out.print(Text.assemble(("report: ", "dim"), str(report)), overflow="fold")
         table = Table(title="abnormal orders per rule", show_edge=False)
         table.add_column("rule")
         table.add_column("count", justify="right")

@@ -187,7 +187,7 @@ def stream(
         raise
     finally:
         ow.store.drop_held(thread_id)
-        ow.store.leases.release(thread_id, owner)
+        ow.store.release_lease(thread_id, owner)  # whatever ended the drive, a full disk too
 
 
 def drive(

@@ -12,12 +12,14 @@ from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StreamMode
 
 from onward.client import deciding, driving, history, lifecycle, starting, views
 from onward.client.deciding import SweepReport
 from onward.client.lifecycle import CancelReport, PruneReport
 from onward.client.views import RunView
+from onward.errors import UnknownThreadError
 from onward.graph.build import compile_graph
 from onward.llm.models import check_model, model_from_env
 from onward.model.state import Budget, DecisionAction, Plan, RunState, utcnow
@@ -29,7 +31,8 @@ from onward.people.inbox import Questions
 from onward.policies.durations import as_duration
 from onward.policies.run import RunPolicy
 from onward.settings import settings
-from onward.store.database import RunRow, Store
+from onward.store.database import RunRow, Store, default_url
+from onward.store.sql import redact, require_store, store_exists
 from onward.tools.registry import (
     Registry,
     default_registry,
@@ -41,7 +44,11 @@ from onward.verification.checks import Check
 
 
 class Onward:
-    """One open store plus the compiled graph. Not thread-safe; one per thread or process."""
+    """One open store plus the compiled graph. Not thread-safe; one per thread or process.
+
+    A store that is not at ``db`` yet is created by the first call that writes (``start``,
+    ``submit``…); a call that only reads (``list_runs``, ``get``, ``inbox``…) raises
+    :class:`StoreError` or :class:`UnknownThreadError` instead, and creates nothing."""
 
     def __init__(
         self,
@@ -63,28 +70,72 @@ class Onward:
         self.tool_modules = normalize_tool_refs([*tool_modules_from_env(), *tool_modules])
         load_tool_modules(self.tool_modules)
         self.registry = registry or default_registry
-        self.store = Store(db)
+        self.url = db or default_url()
         self.clock, self.sleep = clock, sleep
-        self.store.breakers.clock = clock
-        self.deps = NodeDeps(
-            registry=self.registry,
-            artifacts=self.store.artifacts,
-            ledger=self.store.ledger,
-            events=self.store.events,
-            held=self.store.held,
-            clock=clock,
-            breakers=self.store.breakers,
-            sleep=sleep,
-            rng=rng or random.Random(),
-            max_wait=settings().max_wait
-            if max_wait is None
-            else as_duration(max_wait, "max_wait"),
-            model=check_model(model_from_env() if model == "env" else model),
+        self._rng = rng or random.Random()
+        self._max_wait = (
+            settings().max_wait if max_wait is None else as_duration(max_wait, "max_wait")
         )
-        self.graph = compile_graph(self.deps, checkpointer=self.store.saver)
+        self._model = check_model(model_from_env() if model == "env" else model)
+        self._store: Store | None = None
+        self._deps: NodeDeps | None = None
+        self._graph: CompiledStateGraph[Any, Any, Any, Any] | None = None
+        # A store that is not there yet is made by the first call that writes (start,
+        # submit...), never by one that only reads: Onward(url).list_runs() creates nothing.
+        if store_exists(self.url):
+            self._open()
+
+    def _open(self) -> Store:
+        if self._store is None:
+            store = Store(self.url)
+            store.breakers.clock = self.clock
+            self._deps = NodeDeps(
+                registry=self.registry,
+                artifacts=store.artifacts,
+                ledger=store.ledger,
+                events=store.events,
+                held=store.held,
+                clock=self.clock,
+                breakers=store.breakers,
+                sleep=self.sleep,
+                rng=self._rng,
+                max_wait=self._max_wait,
+                model=self._model,
+            )
+            self._graph = compile_graph(self._deps, checkpointer=store.saver)
+            self._store = store
+        return self._store
+
+    @property
+    def store(self) -> Store:
+        """The open store (opened, and created if need be, on first use)."""
+        return self._store or self._open()
+
+    @property
+    def deps(self) -> NodeDeps:
+        self._open()
+        assert self._deps is not None
+        return self._deps
+
+    @property
+    def graph(self) -> CompiledStateGraph[Any, Any, Any, Any]:
+        self._open()
+        assert self._graph is not None
+        return self._graph
+
+    def _existing(self, thread_id: str | None = None) -> None:
+        """Before a call that reads (or drives a given run): a store that is not there is
+        an error, and is not created. ``thread_id``: the run asked for, which cannot be in
+        a store that does not exist."""
+        if self._store is not None or store_exists(self.url):
+            return
+        if thread_id is not None:
+            raise UnknownThreadError(thread_id, f"{redact(self.url)} (no store is there)")
+        require_store(self.url)  # raises the StoreError that says so
 
     def close(self) -> None:
-        self.store.close()
+        if self._store is not None:
+            self._store.close()
 
     def __enter__(self) -> Onward:
         return self
@@ -166,6 +217,7 @@ class Onward:
         of stepping through a run; the view's ``paused_before`` says where, and a later
         drive goes on.
         """
+        self._existing(thread_id)
         for _mode, chunk in driving.stream(
             self,
             thread_id,
@@ -194,6 +246,7 @@ class Onward:
         ``messages``, ``custom``, ``debug``...): yields ``(mode, chunk)`` as the graph
         emits them (the server streams these). ``checkpoint_id`` resumes from a past
         checkpoint of the thread (time travel: a new branch of the same thread)."""
+        self._existing(thread_id)
         yield from driving.stream(
             self,
             thread_id,
@@ -221,6 +274,7 @@ class Onward:
         """:meth:`stream` to the end, passing each event to ``on_event``; returns the view
         of where the run stopped. ``wake``: put a queued run back in line for workers.
         ``interrupt_before``: pause before these nodes (see :meth:`stream`)."""
+        self._existing(thread_id)
         return driving.drive(
             self,
             thread_id,
@@ -262,11 +316,13 @@ class Onward:
 
     def pending(self, thread_id: str) -> Questions:
         """The questions one run waits on, oldest first (a list; a table in Jupyter)."""
+        self._existing(thread_id)
         return Questions(views.pending(self, thread_id))
 
     def inbox(self, *, user: str | None = None) -> Questions:
         """Every pending decision across all runs of the store, oldest first. With
         ``ONWARD_SECRET`` set, each carries a resume token minted for ``user``."""
+        self._existing()
         return Questions(deciding.inbox(self, user))
 
     def decide(
@@ -287,6 +343,7 @@ class Onward:
         order; with ``step`` one decision answers that step only. The answer is checked
         before anything changes; then the run continues in this process, or with
         ``continue_run=False`` stops right after recording it."""
+        self._existing(thread_id)
         return deciding.decide(
             self,
             thread_id,
@@ -328,6 +385,7 @@ class Onward:
     ) -> RunView:
         """Approve a pending step (or plan, or escalation: run it again). ``edit`` changes
         some args, ``args`` replaces them all; the run then executes exactly those."""
+        self._existing(thread_id)
         return deciding.approve(self, thread_id, step, edit=edit, args=args, reason=reason, how=how)
 
     def reject(
@@ -359,6 +417,7 @@ class Onward:
         ``skip``: leave it out (and the steps that depend on it). By default only records
         the decision; drive the run on with :meth:`resume`.
         """
+        self._existing(thread_id)
         return deciding.resolve(
             self,
             thread_id,
@@ -383,6 +442,7 @@ class Onward:
         next superstep and this waits for it; a dead driver's lease is waited out. With
         ``compensate``, completed effects are undone newest first, each at most once; call
         again after a crash (or a failed compensation) to finish the job."""
+        self._existing(thread_id)
         return lifecycle.cancel(self, thread_id, compensate=compensate, reason=reason, by=by)
 
     def sweep(
@@ -406,12 +466,15 @@ class Onward:
         """The run's current typed state (the latest checkpoint). A run with pending
         questions reads as ``waiting_for_human`` (``suspended`` once a deadline suspended
         it): the interrupt is the state's truth, whatever the status channel last held."""
+        self._existing(thread_id)
         return views.state(self, thread_id)
 
     def get(self, thread_id: str) -> RunView:
+        self._existing(thread_id)
         return views.get(self, thread_id)
 
     def list_runs(self, limit: int = 100) -> list[RunRow]:
+        self._existing()
         return self.store.list_runs(limit)
 
     # -- looking back -----------------------------------------------------
@@ -421,21 +484,25 @@ class Onward:
     ) -> Timeline:
         """The run's event log, in order (filtered by step and/or event kinds): a list of
         :class:`~onward.observe.timeline.TimelineEvent` that Jupyter shows as a table."""
+        self._existing(thread_id)
         return history.events(self, thread_id, step, kinds)
 
     def summary(self, thread_id: str) -> Summary:
         """Totals computed from the event log: time busy and waiting, retries, failures by
         class, human interventions, tokens and cost (by step and tool)."""
+        self._existing(thread_id)
         return history.summary(self, thread_id)
 
     def history(self, thread_id: str, limit: int | None = None) -> list[dict[str, Any]]:
         """LangGraph's checkpoints of the run, newest first: id, node, step, status, time."""
+        self._existing(thread_id)
         return history.checkpoints(self, thread_id, limit)
 
     def state_at(
         self, thread_id: str, checkpoint_id: str | None = None
     ) -> tuple[RunState, list[str]]:
         """The run's state at a checkpoint (the latest without one), and what runs next."""
+        self._existing(thread_id)
         return history.state_at(self, thread_id, checkpoint_id)
 
     def fork(
@@ -449,6 +516,7 @@ class Onward:
         """A new run that continues from a past state of this one, with step args changed
         (``{"step.arg": value}``). The original run and its history stay as they are.
         Effects of the fork are its own (the ledger keys by thread)."""
+        self._existing(thread_id)
         return lifecycle.fork(self, thread_id, checkpoint_id, edits, new_thread_id=new_thread_id)
 
     def prune(
@@ -468,8 +536,10 @@ class Onward:
 
     def report_html(self, thread_id: str) -> str:
         """The run as one self-contained HTML page."""
+        self._existing(thread_id)
         return history.report_html(self, thread_id)
 
     def stalled_threads(self) -> set[str]:
         """Unfinished runs whose driver's heartbeat is stale."""
+        self._existing()
         return views.stalled_threads(self.store)

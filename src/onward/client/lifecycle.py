@@ -98,7 +98,7 @@ def cancel(
             load_tool_modules(state.tool_modules)
             done = compensate_run(thread_id, ow.store.ledger, ow.registry, ow.store.events)
     finally:
-        ow.store.leases.release(thread_id, owner)
+        ow.store.release_lease(thread_id, owner)
     return CancelReport(view=ow.get(thread_id), compensations=done)
 
 

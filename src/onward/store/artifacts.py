@@ -36,27 +36,59 @@ def canonical_json(value: Any) -> bytes:
 
 
 def summarize(value: Any, limit: int = 120) -> str:
-    """A one-line gist for humans: scalars shown, collections counted."""
-
-    def gist(v: Any) -> str:
-        if chunks.is_manifest(v):
-            return f"[{v['count']}]"
-        if isinstance(v, list):
-            return f"[{len(v)}]"
-        if isinstance(v, dict):
-            return f"{{{len(v)}}}"
-        text = repr(v)
-        return text if len(text) <= 24 else text[:23] + "…"
-
+    """A one-line gist for humans: scalars shown, collections counted (``6 items``,
+    ``3 keys``). Text is shortened inside its quotes and the line ends at a whole item
+    (``… +2 more``), so a summary never ends mid-quote."""
     if chunks.is_manifest(value):
         return f"{value['count']} rows in {len(value['chunks'])} chunks"
     if isinstance(value, dict):
-        text = ", ".join(f"{k}={gist(v)}" for k, v in value.items() if k != "sha256")
-    elif isinstance(value, list):
-        text = f"{len(value)} items"
-    else:
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+        parts = [f"{k}={_gist(v)}" for k, v in value.items() if k != "sha256"]
+        return _joined(parts, limit) if parts else "no keys"
+    if isinstance(value, list):
+        return _count(len(value), "item")
+    return _scalar(value, limit)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _gist(v: Any) -> str:
+    if chunks.is_manifest(v):  # a long list stored in chunks: still a list
+        return _count(int(v["count"]), "item")
+    if isinstance(v, list):
+        return _count(len(v), "item")
+    if isinstance(v, dict):
+        return _count(len(v), "key")
+    return _scalar(v, 32)
+
+
+def _scalar(v: Any, width: int) -> str:
+    """``repr`` of a scalar in at most ``width`` characters; a string keeps both quotes."""
+    text = repr(v)
+    if len(text) <= width:
+        return text
+    if isinstance(v, str):
+        quote = text[0]
+        return f"{quote}{text[1 : width - 2]}…{quote}"
+    return text[: width - 1] + "…"
+
+
+def _joined(parts: list[str], limit: int) -> str:
+    """``parts`` joined by commas: as many whole ones as fit in ``limit``, then how many
+    more there are."""
+    text = ", ".join(parts)
+    if len(text) <= limit:
+        return text
+    shown: list[str] = []
+    for part in parts:
+        more = f", … +{len(parts) - len(shown) - 1} more"
+        if len(", ".join([*shown, part])) + len(more) > limit:
+            break
+        shown.append(part)
+    if not shown:
+        return _count(len(parts), "key")
+    return ", ".join(shown) + f", … +{len(parts) - len(shown)} more"
 
 
 def fsync_enabled() -> bool:

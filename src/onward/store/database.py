@@ -34,9 +34,11 @@ from onward.model.state import RunStatus, utcnow
 from onward.observe.events import EventLog, LogRow
 from onward.observe.kinds import EventKind
 from onward.settings import DEFAULT_DB, settings
+from onward.store import reserve
 from onward.store.artifacts import ArtifactStore, fsync_enabled
 from onward.store.breakers import BREAKER_SCHEMA, Breakers
 from onward.store.connection import SharedConnection
+from onward.store.drivers import drive_ended
 from onward.store.encryption import KEY_CHECK, Cipher, check_key, open_text, seal_text
 from onward.store.leases import LEASE_SCHEMA, LeasePolicy, Leases
 from onward.store.runs import RUN_COLUMNS_9, THREAD_SCHEMA, Threads
@@ -238,6 +240,9 @@ class Store:
                 SharedConnection(self.connect), cipher=self.cipher, on_put=self.use_artifact
             )
         self.leases = Leases(self.connect, LeasePolicy.from_env())
+        self._claims: dict[str, tuple[str, float]] = {}
+        """Queue claims this store's worker holds: thread id → (claimer, hold seconds)."""
+        self.leases.on_renew = self._renew_claim
         self.ledger = Ledger(self.connect, self.cipher)
         self.events = EventLog(self.connect, self.cipher)
         self.breakers = Breakers(self.connect, self.events, utcnow)
@@ -273,6 +278,7 @@ class Store:
             except BaseException:
                 conn.close()
                 raise
+        reserve.keep(self.path)  # room to release a lease on a full disk
         self.conn = conn
         self.saver = OnwardSqliteSaver(
             conn, serde=checkpoint_serde(self.cipher), held=self.held, to_sql=self._event_statements
@@ -504,6 +510,25 @@ class Store:
             ).fetchall()
         return {r[0] for r in rows}
 
+    # -- leases -------------------------------------------------------------
+
+    def release_lease(self, thread_id: str, owner: str) -> None:
+        """Let go of ``owner``'s lease, even on a full disk: a failed release spends the
+        SQLite reserve (store/reserve.py) and tries again. If it still fails, this process
+        knows the drive ended, so its own next drive takes the run over at once (and once
+        the process exits, any other on this host does: store/drivers.py)."""
+        try:
+            self.leases.release(thread_id, owner)
+        except StoreError:
+            if not (self.backend is Backend.SQLITE and reserve.spend(self.path)):
+                drive_ended(owner)
+                raise
+            try:
+                self.leases.release(thread_id, owner)
+            except StoreError:
+                drive_ended(owner)
+                raise
+
     # -- the work queue -----------------------------------------------------
 
     def enqueue(self, thread_id: str, ready_at: float | None = None) -> None:
@@ -570,7 +595,22 @@ class Store:
                 "for_person = 0 WHERE thread_id = ?",
                 (now + hold, owner, now, row[0]),
             )
+            self._claims[str(row[0])] = (owner, hold)
             return str(row[0])
+
+    def _renew_claim(self, conn: Db, thread_id: str, _lease_owner: str) -> None:
+        """With each heartbeat of a drive's lease: a claim of this store's worker on that
+        run holds for another ``hold`` seconds. Else a step longer than the hold would
+        let another worker claim the run mid-drive (it finds the lease live, calls the
+        run busy and requeues it: the first worker's own requeue or park is then lost)."""
+        claim = self._claims.get(thread_id)
+        if claim is None:
+            return
+        claimer, hold = claim
+        conn.execute(
+            "UPDATE onward_queue SET ready_at = ? WHERE thread_id = ? AND claimed_by = ?",
+            (time.time() + hold, thread_id, claimer),
+        )
 
     def requeue(
         self, thread_id: str, ready_at: float | None, owner: str, *, for_person: bool = False
@@ -578,6 +618,7 @@ class Store:
         """After ``owner``'s drive: claimable again at ``ready_at`` (None: parked until
         woken); ``for_person``: only a person's deadline makes it ready. False when the
         claim is no longer ``owner``'s (an answer woke the run meanwhile: it stays ready)."""
+        self._claims.pop(thread_id, None)
         with self.db.use() as db:
             cur = db.execute(
                 "UPDATE onward_queue SET ready_at = ?, claimed_by = NULL, claimed_at = NULL, "
@@ -587,6 +628,7 @@ class Store:
             return cur.rowcount == 1
 
     def dequeue(self, thread_id: str) -> None:
+        self._claims.pop(thread_id, None)
         with self.db.use() as db:
             db.execute("DELETE FROM onward_queue WHERE thread_id = ?", (thread_id,))
 

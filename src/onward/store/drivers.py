@@ -54,6 +54,16 @@ class DriverId:
         return None
 
 
+_ENDED: set[str] = set()
+"""Drivers of this process whose drive ended without releasing its lease (a full disk)."""
+
+
+def drive_ended(driver: str) -> None:
+    """``driver``, of this process, has stopped driving although its lease row is still
+    there (its release failed): a later drive in this process takes the run over at once."""
+    _ENDED.add(driver)
+
+
 def gone_here(driver: str) -> str | None:
     """Why ``driver`` is certainly dead, when it ran on this host; None when it may be
     alive (or runs elsewhere: only its lease expiry tells)."""
@@ -61,7 +71,8 @@ def gone_here(driver: str) -> str | None:
     if found is None or found.host != socket.gethostname() or found.pid <= 0:
         return None
     if found.pid == os.getpid():
-        return None  # this process: another drive in it is alive by definition
+        # This process: another drive in it is alive, unless it ended without a release.
+        return "its drive in this process ended" if driver in _ENDED else None
     try:
         os.kill(found.pid, 0)
     except ProcessLookupError:

@@ -103,6 +103,9 @@ class Leases:
         self._connect = connect
         self.policy = policy
         self.clock = clock
+        self.on_renew: Callable[[Db, str, str], None] | None = None
+        """Called on the renewing connection after each heartbeat of ours, with the
+        thread id and owner: the store renews a worker's queue claim with its lease."""
 
     def get(self, thread_id: str) -> LeaseRow | None:
         conn = self._connect()
@@ -185,7 +188,11 @@ class Leases:
                     owner,
                 ),
             )
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return False
+            if self.on_renew is not None:
+                self.on_renew(conn, thread_id, owner)
+            return True
         finally:
             conn.close()
 

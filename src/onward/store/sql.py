@@ -103,8 +103,7 @@ class Cursor(Protocol):
 FULL_HINT = (
     "Free space on that disk (or `onward prune --older-than 30d` old runs), then "
     "`onward resume` the run: what was saved before is intact, and the step whose save "
-    "failed runs again (if the run is busy, its lease could not be released: wait "
-    "ONWARD_LEASE_TTL, 30 s by default)"
+    "failed runs again"
 )
 
 
@@ -279,33 +278,39 @@ class Db:
             self.raw.close()
 
 
-def require_store(url: str) -> None:
-    """A :class:`StoreError` unless a store is at ``url``: commands that only read (list,
-    status, show…) never create one, nor its directories. Nothing is written to find out."""
+def store_exists(url: str) -> bool:
+    """A store is at ``url`` (its meta table is there). Nothing is written or created to
+    find out; a file that is not a database is a :class:`StoreCorruptError`."""
     backend = backend_of(url)
     if backend is Backend.SQLITE:
         path = sqlite_path(url).expanduser().absolute()
-        where = str(path)
-        if path.is_file():
-            with translate_errors(backend, where):
-                conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
-                try:
-                    found = conn.execute(
-                        "SELECT 1 FROM sqlite_master WHERE name = 'onward_meta'"
-                    ).fetchone()
-                finally:
-                    conn.close()
-            if found:
-                return
+        if not path.is_file():
+            return False
+        with translate_errors(backend, str(path)):
+            conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+            try:
+                found = conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name = 'onward_meta'"
+                ).fetchone()
+            finally:
+                conn.close()
+        return found is not None
+    db = Db.open(url)
+    try:
+        return db.execute("SELECT to_regclass('onward_meta')").fetchone()[0] is not None
+    finally:
+        db.close()
+
+
+def require_store(url: str) -> None:
+    """A :class:`StoreError` unless a store is at ``url``: commands that only read (list,
+    status, show…) never create one, nor its directories. Nothing is written to find out."""
+    if store_exists(url):
+        return
+    if backend_of(url) is Backend.SQLITE:
+        where = str(sqlite_path(url).expanduser().absolute())
     else:
         where = redact(url)
-        db = Db.open(url)
-        try:
-            found = db.execute("SELECT to_regclass('onward_meta')").fetchone()[0]
-        finally:
-            db.close()
-        if found is not None:
-            return
     raise StoreError(
         f"no store at {where}: nothing was created. Check --db / ONWARD_DB; `onward run` or "
         "`onward submit` creates a store"
