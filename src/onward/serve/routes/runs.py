@@ -244,6 +244,7 @@ async def runs_join_stream(
     end. A finished run whose feed this server no longer holds streams nothing."""
     await run_in_threadpool(_run, ctx, thread_id, run_id, who)
     after = last_event(last_event_id)
+    stream_mode = [m for m in stream_mode or [] if m]  # the SDKs send an empty one
     only = wire_modes(modes_of({"stream_mode": stream_mode})) if stream_mode else None
     cancel = _flag(cancel_on_disconnect, "cancel_on_disconnect")
     feed = ctx.control.feed(run_id) or _ended()
@@ -272,6 +273,7 @@ async def thread_join_stream(
     run it names."""
     with ctx.clients.use() as ow:
         visible(ow, thread_id, who, ctx.tokens)
+    stream_mode = [m for m in stream_mode or [] if m]  # the SDKs send an empty one
     only = wire_modes(modes_of({"stream_mode": stream_mode})) if stream_mode else None
     resume_run, after = None, 0
     if last_event_id and ":" in last_event_id:
