@@ -74,7 +74,8 @@ def test_assistants_come_from_the_config_are_versioned_and_pick_the_run_policy(
     assert client.assistants.get("careful")["assistant_id"] == careful["assistant_id"]
     assert client.assistants.count() == 2
     schemas = client.assistants.get_schemas(careful["assistant_id"])
-    assert schemas["graph_id"] == "onward" and schemas["input_schema"]
+    assert schemas["graph_id"] == "onward"
+    assert schemas["input_schema"]
     assert client.assistants.get_subgraphs("careful") == {}
     assert {n["id"] for n in client.assistants.get_graph("careful")["nodes"]} >= {"execute"}
 
@@ -90,9 +91,11 @@ def test_assistants_come_from_the_config_are_versioned_and_pick_the_run_policy(
     mine = client.assistants.create(
         "onward", context={"policy": {"approve_tools": ["record"]}}, name="mine"
     )
-    assert mine["version"] == 1 and mine["context"]["policy"]["approve_tools"] == ["record"]
+    assert mine["version"] == 1
+    assert mine["context"]["policy"]["approve_tools"] == ["record"]
     two = client.assistants.update(mine["assistant_id"], context={"budget": {"max_steps": 3}})
-    assert two["version"] == 2 and two["context"]["budget"]["max_steps"] == 3
+    assert two["version"] == 2
+    assert two["context"]["budget"]["max_steps"] == 3
     versions = client.assistants.get_versions(mine["assistant_id"])
     assert [v["version"] for v in versions] == [2, 1]
     back = client.assistants.set_latest(mine["assistant_id"], 1)
@@ -123,9 +126,7 @@ def test_a_cancelled_run_executes_no_further_effect_and_a_later_run_goes_on(
     assert [r["label"] for r in rows(workdir, "effects.jsonl")] == ["a", "b", "c"]
 
 
-def test_rollback_removes_the_run_and_leaves_a_new_thread_empty(
-    server: str, workdir: Path
-) -> None:
+def test_rollback_removes_the_run_and_leaves_a_new_thread_empty(server: str, workdir: Path) -> None:
     client = get_sync_client(url=server, api_key=None)
     tid = client.threads.create()["thread_id"]
     run = client.runs.create(tid, "onward", input=chain("a", "b", seconds=1.5))
@@ -192,7 +193,8 @@ def test_a_dropped_stream_is_joined_again_after_its_last_event_id(
                     block = {}
                 if len(seen) == 2:
                     break  # the client goes away
-        assert [i for i, _e in seen] == ["1", "2"] and seen[0][1] == "metadata"
+        assert [i for i, _e in seen] == ["1", "2"]
+        assert seen[0][1] == "metadata"
     parts = list(client.runs.join_stream(tid, run_id, last_event_id="2"))
     assert parts, "the rest of the stream"
     assert parts[0].event != "metadata"
@@ -218,7 +220,10 @@ def test_a_stream_that_drops_with_on_disconnect_cancel_stops_the_run(
             for line in res.iter_lines():
                 if line.startswith("id: 1"):
                     break
-        wait_until("the run to stop", lambda: http.get(f"/threads/{tid}/runs").json()[0]["status"] == "interrupted")
+        wait_until(
+            "the run to stop",
+            lambda: http.get(f"/threads/{tid}/runs").json()[0]["status"] == "interrupted",
+        )
     time.sleep(1.5)
     assert len(rows(workdir, "calls.jsonl")) <= 1
 
@@ -260,4 +265,5 @@ def test_run_fields_are_honoured_or_refused(server: str) -> None:
     assert client.threads.count() == 1
     client.threads.create()
     res = httpx.post(f"{server}/threads/search", json={"limit": 1}, timeout=30)
-    assert res.headers["x-pagination-total"] == "2" and res.headers["x-pagination-next"] == "1"
+    assert res.headers["x-pagination-total"] == "2"
+    assert res.headers["x-pagination-next"] == "1"

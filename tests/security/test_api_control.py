@@ -100,8 +100,14 @@ def test_oversized_bodies_are_refused_before_they_are_read(api: httpx.Client) ->
 
 def test_cancel_asks_for_a_known_action_and_a_run_that_is_still_going(api: httpx.Client) -> None:
     tid, res = start(api, chain("a"))
+    assert res.status_code == 200
     (run,) = api.get(f"/threads/{tid}/runs").json()
     base = f"/threads/{tid}/runs/{run['run_id']}/cancel"
     assert api.post(base, params={"action": "explode"}).status_code == 422
     assert api.post(base).status_code == 409  # it already ended: said so, not a silent 202
-    assert api.get(f"/threads/{tid}/runs/{run['run_id']}/stream", headers={"Last-Event-ID": "x"}).status_code == 422
+    assert (
+        api.get(
+            f"/threads/{tid}/runs/{run['run_id']}/stream", headers={"Last-Event-ID": "x"}
+        ).status_code
+        == 422
+    )

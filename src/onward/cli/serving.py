@@ -98,8 +98,7 @@ def serve(
         Path | None,
         typer.Option(
             "--config",
-            help="Assistants to offer (YAML: assistants: {name: {policy, budget, "
-            "model_plans}}).",
+            help="Assistants to offer (YAML: assistants: {name: {policy, budget, model_plans}}).",
         ),
     ] = None,
     max_steps: Annotated[

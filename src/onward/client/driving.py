@@ -81,7 +81,10 @@ def stream(
     to ``final``, so the caller's view needs no second load: the graph's last values
     when the run finished, else the saved snapshot (it holds the pending questions)."""
     pause_at = pause_points(interrupt_before)
-    pause_after = [*pause_points(interrupt_after), *((APPROVE, ESCALATE) if stop_after_answer else ())]
+    pause_after = [
+        *pause_points(interrupt_after),
+        *((APPROVE, ESCALATE) if stop_after_answer else ()),
+    ]
     row(ow.store, thread_id)  # an unknown thread fails before any lease is taken
     owner = new_owner()
     acquire(ow.store.leases, thread_id, owner, takeover)

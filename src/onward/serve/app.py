@@ -36,9 +36,9 @@ from onward.errors import OnwardError, validation_message
 from onward.model.state import Budget
 from onward.policies.run import RunPolicy
 from onward.serve import auth
+from onward.serve.assistants import Catalog, graph_schemas, load_config
 from onward.serve.clients import Clients
 from onward.serve.context import Serving
-from onward.serve.assistants import Catalog, graph_schemas, load_config
 from onward.serve.control import Control
 from onward.serve.limits import BodyLimit, RunPool, ServeLimits
 from onward.serve.recovery import Recovery

@@ -169,7 +169,9 @@ def _budget(raw: Any, where: str) -> Budget:
         return Budget()
     if not isinstance(raw, dict):
         raise UsageError(f"{where}: budget must be a mapping of limits")
-    refuse_unknown(raw, ("max_steps", "max_replans", "max_run_time", "max_tokens", "max_cost"), where)
+    refuse_unknown(
+        raw, ("max_steps", "max_replans", "max_run_time", "max_tokens", "max_cost"), where
+    )
     try:
         return Budget.model_validate(raw)
     except ValidationError as exc:

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from fastapi import HTTPException
+
 from onward.client import views
 from onward.model.state import RunStatus
 from onward.observe.kinds import EventKind
-from fastapi import HTTPException
-
 from onward.serve import drives
 from onward.serve.control import Active
 from onward.store.leases import LeasePolicy

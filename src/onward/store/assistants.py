@@ -82,7 +82,9 @@ class Assistants:
                 (assistant_id,),
             ).fetchone()
             version = int(row[0]) + 1
-            db.execute("UPDATE onward_assistants SET latest = 0 WHERE assistant_id = ?", (assistant_id,))
+            db.execute(
+                "UPDATE onward_assistants SET latest = 0 WHERE assistant_id = ?", (assistant_id,)
+            )
             db.execute(
                 f"INSERT INTO onward_assistants ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
                 (
@@ -139,7 +141,9 @@ class Assistants:
 
     def _select(self, where: str, params: tuple[Any, ...]) -> list[AssistantRow]:
         with self._db.use() as db:
-            rows = db.execute(f"SELECT {_COLUMNS} FROM onward_assistants {where}", params).fetchall()
+            rows = db.execute(
+                f"SELECT {_COLUMNS} FROM onward_assistants {where}", params
+            ).fetchall()
         return [
             AssistantRow(
                 r[0],

@@ -35,11 +35,11 @@ from onward.observe.events import EventLog, LogRow
 from onward.observe.kinds import EventKind
 from onward.settings import DEFAULT_DB, settings
 from onward.store.artifacts import ArtifactStore, fsync_enabled
+from onward.store.assistants import ASSISTANT_SCHEMA, Assistants
 from onward.store.breakers import BREAKER_SCHEMA, Breakers
 from onward.store.connection import SharedConnection
 from onward.store.encryption import KEY_CHECK, Cipher, check_key, open_text, seal_text
 from onward.store.leases import LEASE_SCHEMA, LeasePolicy, Leases
-from onward.store.assistants import ASSISTANT_SCHEMA, Assistants
 from onward.store.runs import RUN_COLUMNS_9, RUN_COLUMNS_10, THREAD_SCHEMA, Threads
 from onward.store.sql import Backend, Db, backend_of, redact, sqlite_path, translate_errors
 from onward.store.tables import schema_version

@@ -29,7 +29,16 @@ CREATE_FIELDS = (
     "name",
     "description",
 )
-SEARCH_FIELDS = ("graph_id", "metadata", "name", "limit", "offset", "sort_by", "sort_order", "select")
+SEARCH_FIELDS = (
+    "graph_id",
+    "metadata",
+    "name",
+    "limit",
+    "offset",
+    "sort_by",
+    "sort_order",
+    "select",
+)
 
 
 def _resolve(ctx: Serving, ref: str, who: str) -> Assistant:
@@ -141,7 +150,11 @@ def _own(ctx: Serving, assistant_id: str, who: str) -> Assistant:
 
 @router.patch("/assistants/{assistant_id}")
 def assistant_patch(assistant_id: str, body: dict[str, Any], ctx: Ctx, who: Who) -> Any:
-    refuse_unknown(body, ("graph_id", "config", "context", "metadata", "name", "description"), "assistant update")
+    refuse_unknown(
+        body,
+        ("graph_id", "config", "context", "metadata", "name", "description"),
+        "assistant update",
+    )
     graph_id = a_string(body, "graph_id")
     if graph_id not in (None, GRAPH_ID):
         raise HTTPException(404, f"graph {graph_id!r} not found; onward serves one, {GRAPH_ID!r}")
@@ -230,9 +243,7 @@ def assistant_schemas(assistant_id: str, ctx: Ctx, who: Who) -> Any:
 
 
 @router.get("/assistants/{assistant_id}/subgraphs")
-def assistant_subgraphs(
-    assistant_id: str, ctx: Ctx, who: Who, recurse: str | None = None
-) -> Any:
+def assistant_subgraphs(assistant_id: str, ctx: Ctx, who: Who, recurse: str | None = None) -> Any:
     _resolve(ctx, assistant_id, who)
     return {}  # onward's graph has no subgraphs
 

@@ -156,7 +156,10 @@ def runs_create(thread_id: str, body: dict[str, Any], ctx: Ctx, who: Who) -> Any
     """A background run: returns at once; the run goes on in the server (its stream
     modes are kept for ``join_stream``)."""
     if disconnect_of(body) == "cancel":
-        raise UsageError('on_disconnect "cancel" needs a stream or a wait: a background run has no connection to lose')
+        raise UsageError(
+            'on_disconnect "cancel" needs a stream or a wait: a background run has no '
+            "connection to lose"
+        )
     run_id, _out = launch(ctx, thread_id, body, who, modes_of(body))
     with ctx.clients.use() as ow:
         row = ow.store.threads.get_run(run_id)
@@ -320,10 +323,9 @@ def cancel_run(ctx: Serving, row: ApiRunRow, action: CancelAction) -> bool:
         drives.cancel_queued(ctx, row.run_id, action)
         return True
     if active is None:
-        with ctx.clients.use() as ow:
-            if row.request is not None:  # queued before a restart, not yet in hand
-                drives.cancel_queued(ctx, row.run_id, action)
-                return True
+        if row.request is not None:  # queued before a restart, not yet in hand
+            drives.cancel_queued(ctx, row.run_id, action)
+            return True
         raise HTTPException(
             409,
             f"Run {row.run_id} is not driven by this server (a worker or another server "
@@ -382,7 +384,9 @@ def runs_cancel_many(
         with ctx.clients.use() as ow:
             mine = {t.thread_id for t in ow.store.threads.all(who if ctx.tokens else None)}
             rows = [
-                r for r in ow.store.threads.unfinished_runs() if r.thread_id in mine and r.status in wanted
+                r
+                for r in ow.store.threads.unfinished_runs()
+                if r.thread_id in mine and r.status in wanted
             ]
     else:
         thread_id = a_string(body, "thread_id")
@@ -418,7 +422,9 @@ def runs_stateless(who: Who) -> Any:
 @router.post("/runs/crons/count")
 @router.post("/threads/{thread_id}/runs/crons")
 def crons(who: Who) -> Any:
-    raise _unsupported("crons: schedule runs with your own scheduler calling POST /threads/{id}/runs")
+    raise _unsupported(
+        "crons: schedule runs with your own scheduler calling POST /threads/{id}/runs"
+    )
 
 
 @router.get("/runs/crons/{cron_id}")
@@ -426,4 +432,3 @@ def crons(who: Who) -> Any:
 @router.delete("/runs/crons/{cron_id}")
 def cron(cron_id: str, who: Who) -> Any:
     raise _unsupported("crons")
-

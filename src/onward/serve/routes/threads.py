@@ -10,7 +10,6 @@ from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse, Response
 
 from onward.errors import refuse_unknown
-
 from onward.serve.context import Ctx, Serving, Who
 from onward.serve.control import CancelAction
 from onward.serve.drives import cancel_queued
