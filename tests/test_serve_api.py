@@ -267,3 +267,47 @@ def test_run_fields_are_honoured_or_refused(server: str) -> None:
     res = httpx.post(f"{server}/threads/search", json={"limit": 1}, timeout=30)
     assert res.headers["x-pagination-total"] == "2"
     assert res.headers["x-pagination-next"] == "1"
+
+
+def test_a_webhook_is_posted_through_the_egress_policy_when_the_run_ends(
+    db_url: str, workdir: Path
+) -> None:
+    import http.server
+    import threading
+
+    got: list[dict[str, Any]] = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    hook = http.server.HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    port = hook.server_address[1]
+    try:
+        with serve(db_url, workdir, ONWARD_HTTP_ALLOW=f"127.0.0.1:{port}") as url:
+            client = get_sync_client(url=url, api_key=None)
+            tid = client.threads.create()["thread_id"]
+            webhook = f"http://127.0.0.1:{port}/done"
+            client.runs.wait(tid, "onward", input=chain("a"), webhook=webhook)
+            wait_until("the webhook", lambda: got)
+            (run,) = client.runs.list(tid)
+            assert got[0]["run_id"] == run["run_id"]
+            assert got[0]["status"] == "success"
+            assert done_steps(got[0]["values"]) == {"a"}
+            # A host the egress policy does not allow: refused before the run starts.
+            res = httpx.post(
+                f"{url}/threads/{tid}/runs/wait",
+                json={"assistant_id": "onward", "input": None, "webhook": "http://10.0.0.1/x"},
+                timeout=30,
+            )
+            assert res.status_code == 422
+            assert "not allowed" in res.json()["detail"]
+            assert len(client.runs.list(tid)) == 1
+    finally:
+        hook.shutdown()

@@ -111,3 +111,32 @@ def test_cancel_asks_for_a_known_action_and_a_run_that_is_still_going(api: httpx
         ).status_code
         == 422
     )
+
+
+def test_a_webhook_cannot_make_the_server_call_a_host_runs_may_not_reach(
+    api: httpx.Client,
+) -> None:
+    tid = api.post("/threads", json={}).json()["thread_id"]
+    for url in ("http://127.0.0.1:5432/", "file:///etc/passwd", "http://user@10.0.0.1/"):
+        res = api.post(
+            f"/threads/{tid}/runs/wait",
+            json={"assistant_id": "onward", "input": chain("a"), "webhook": url},
+        )
+        assert res.status_code == 422, (url, res.text)
+    assert api.get(f"/threads/{tid}/runs").json() == []
+
+
+def test_a_busy_thread_queues_a_bounded_number_of_runs(api: httpx.Client) -> None:
+    tid = api.post("/threads", json={}).json()["thread_id"]
+    first = api.post(
+        f"/threads/{tid}/runs", json={"assistant_id": "onward", "input": chain("a", seconds=3)}
+    )
+    assert first.status_code == 200
+    codes = [
+        api.post(f"/threads/{tid}/runs", json={"assistant_id": "onward", "input": None}).status_code
+        for _ in range(17)
+    ]
+    assert codes == [200] * 16 + [429]
+    assert api.post("/runs/cancel", json={"status": "all"}).status_code == 204
+    statuses = {r["status"] for r in api.get(f"/threads/{tid}/runs", params={"limit": 100}).json()}
+    assert "pending" not in statuses

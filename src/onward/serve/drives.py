@@ -12,6 +12,8 @@ driver died, and starts queued runs a stopped server left behind.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -32,6 +34,7 @@ from onward.serve.requests import (
     multitask_of,
     pause_after,
     pause_before,
+    webhook_of,
 )
 from onward.serve.views import thread_status, visible
 from onward.serve.wire import chunk, jsonable
@@ -157,11 +160,19 @@ def start(
     active = ctx.control.get(run_id) or ctx.control.open(run_id, thread_id)
     active.queued = False
     clients = ctx.clients if assistant.model_plans else ctx.plain_clients
-    pause, after = pause_before(body), pause_after(body)
+    pause, after, hook = pause_before(body), pause_after(body), webhook_of(body)
     ctx.pool.submit(
         who,
         lambda: run(
-            ctx, clients, active, command, modes, checkpoint_id, pause_at=pause, pause_after=after
+            ctx,
+            clients,
+            active,
+            command,
+            modes,
+            checkpoint_id,
+            pause_at=pause,
+            pause_after=after,
+            webhook=hook,
         ),
     )
     return run_id, active.feed
@@ -178,8 +189,10 @@ def run(
     takeover: bool = False,
     pause_at: Sequence[str] = (),
     pause_after: Sequence[str] = (),
+    webhook: str | None = None,
 ) -> None:
-    """Drive a run (on a pool thread), then start the next run queued on its thread."""
+    """Drive a run (on a pool thread), then start the next run queued on its thread;
+    ``webhook``: where to POST the run's record once it ended."""
     try:
         drive(
             clients,
@@ -195,7 +208,45 @@ def run(
             control=ctx.control,
         )
     finally:
+        if webhook:
+            notify(ctx, active.run_id, active.feed, webhook)
         dispatch(ctx, active.thread_id)
+
+
+def notify(ctx: Serving, run_id: str, feed: Feed, url: str) -> None:
+    """POST the ended run (its record and last values, as LangGraph Server's webhooks do)
+    through the egress policy; a failed delivery is logged as the run's event, not retried."""
+    from onward.observe.kinds import EventKind
+    from onward.policies.egress import request
+
+    with ctx.clients.use() as ow:
+        row = ow.store.threads.get_run(run_id)
+    values = [data for _n, (event, data) in feed.items() if event == "values"]
+    errors = [data for _n, (event, data) in feed.items() if event == "error"]
+    doc: dict[str, Any] = {
+        "run_id": run_id,
+        "thread_id": row.thread_id if row else None,
+        "assistant_id": row.assistant_id if row else None,
+        "status": row.status.value if row else "rolled back",
+        "metadata": row.metadata if row else {},
+        "values": values[-1] if values else None,
+        "error": errors[-1] if errors else None,
+    }
+    try:
+        answer = request(
+            "POST",
+            url,
+            data=json.dumps(doc).encode(),
+            headers={"Content-Type": "application/json"},
+            timeout=10,
+            max_bytes=64 * 1024,
+        )
+        outcome = {"webhook": url, "status": answer.status}
+    except Exception as exc:  # the run is over either way: say what happened
+        outcome = {"webhook": url, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    if row is not None:
+        with ctx.clients.use() as ow, contextlib.suppress(Exception):
+            ow.store.events.record(row.thread_id, EventKind.WEBHOOK_SENT, outcome)
 
 
 def dispatch(ctx: Serving, thread_id: str) -> None:

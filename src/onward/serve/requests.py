@@ -31,12 +31,11 @@ START_FIELDS = frozenset({"goal", "messages", "plan", "policy", "budget", "input
 RUN_FIELDS = frozenset(
     {"assistant_id", "input", "command", "stream_mode", "metadata", "config", "context"}
     | {"checkpoint", "checkpoint_id", "if_not_exists", "checkpoint_during", "interrupt_before"}
-    | {"interrupt_after", "multitask_strategy", "on_disconnect", "stream_resumable"}
+    | {"interrupt_after", "multitask_strategy", "on_disconnect", "stream_resumable", "webhook"}
 )
 """Run-request fields onward acts on (``config``/``context`` are the SDKs' envelopes)."""
 
 UNSUPPORTED_DEFAULTS: Mapping[str, tuple[Any, ...]] = {
-    "webhook": (None, ""),
     "on_completion": (None, "keep"),
     "stream_subgraphs": (None, False),
     "feedback_keys": (None, []),
@@ -229,6 +228,23 @@ def disconnect_of(body: Mapping[str, Any]) -> str:
     return a_string(body, "on_disconnect", ("continue", "cancel")) or "continue"
 
 
+def webhook_of(body: Mapping[str, Any]) -> str | None:
+    """A run request's ``webhook``: a URL the egress policy (``ONWARD_HTTP_ALLOW``) lets
+    the server POST to when the run ends; a URL it refuses is a 422 before the run starts
+    (a token holder cannot make the server call hosts its runs may not reach)."""
+    from onward.errors import DeterministicToolError
+    from onward.policies.egress import policy_from_env
+
+    url = a_string(body, "webhook")
+    if not url:
+        return None
+    try:
+        policy_from_env().check(url, method="POST")
+    except DeterministicToolError as exc:
+        raise UsageError(f"webhook: {exc}") from None
+    return url
+
+
 def pause_after(body: Mapping[str, Any]) -> list[str]:
     """A run request's ``interrupt_after``: graph nodes to pause after (``"*"``: every
     node), checked against the graph; none by default."""
@@ -247,6 +263,7 @@ def check_run_fields(body: Mapping[str, Any]) -> None:
     refuse_unknown(body, RUN_FIELDS | UNSUPPORTED_DEFAULTS.keys(), "run request")
     multitask_of(body)
     disconnect_of(body)
+    webhook_of(body)
     if not isinstance(body.get("stream_resumable", False), bool | None):
         raise UsageError("stream_resumable must be true or false (onward's streams always are)")
     asked = [k for k, ok in UNSUPPORTED_DEFAULTS.items() if k in body and body[k] not in ok]
@@ -254,7 +271,7 @@ def check_run_fields(body: Mapping[str, Any]) -> None:
         raise UsageError(
             f"{', '.join(asked)} {'is' if len(asked) == 1 else 'are'} not supported by onward "
             "serve yet; leave them out (onward runs with durability 'sync', on one graph "
-            "without subgraphs, and calls no webhooks)"
+            "without subgraphs, and keeps every run)"
         )
 
 
