@@ -18,13 +18,18 @@ from typing import Any
 
 DONE = object()
 """Put last: the drive has ended."""
+KEEP_ITEMS = 256
+"""Values chunks a feed keeps whole past the newest ones keep their number but not their
+data: a long run streams one per superstep, each the whole state. A reader that resumes
+(or lags) past them gets the newer values, which is what a values stream needs; every
+other item is kept."""
 
 
 class Feed:
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """``loop`` is accepted for callers that name where they read; readers may wait
         on any loop."""
-        self._items: list[tuple[str, Any]] = []
+        self._items: list[tuple[str, Any] | None] = []
         self._done = False
         self._lock = threading.Lock()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
@@ -42,6 +47,9 @@ class Feed:
                 self._done = True
             else:
                 self._items.append(item)
+                old = len(self._items) - KEEP_ITEMS - 1
+                if old >= 0 and (self._items[old] or ("",))[0] == "values":
+                    self._items[old] = None
             waiters, self._waiters = self._waiters, []
         for loop, event in waiters:
             with contextlib.suppress(RuntimeError):  # the loop is closed: the server stops
@@ -50,7 +58,8 @@ class Feed:
     def items(self, after: int = 0) -> list[tuple[int, tuple[str, Any]]]:
         """What was put so far after the item numbered ``after`` (numbers start at 1)."""
         with self._lock:
-            return [(after + i + 1, item) for i, item in enumerate(self._items[after:])]
+            items = enumerate(self._items[after:])
+            return [(after + i + 1, item) for i, item in items if item is not None]
 
     async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, tuple[str, Any]]]:
         """Every item after number ``after``, as it comes, until the drive ends."""
@@ -65,7 +74,8 @@ class Feed:
                     self._waiters.append((loop, event))
             for number, item in fresh:
                 seen = number
-                yield number, item
+                if item is not None:
+                    yield number, item
             if finished and not fresh:
                 return
             if not fresh:
@@ -77,9 +87,11 @@ class Feed:
         while True:
             event = asyncio.Event()
             with self._lock:
-                if self._read < len(self._items):
+                while self._read < len(self._items):
                     self._read += 1
-                    return self._items[self._read - 1]
+                    item = self._items[self._read - 1]
+                    if item is not None:
+                        return item
                 if self._done:
                     return DONE
                 self._waiters.append((loop, event))
