@@ -133,9 +133,9 @@ await check("threads count copy and pagination", async () => {
 });
 
 await check("unsupported is a clear error", async () => {
-  await assert.rejects(client.runs.wait(null, "onward", { input: {} }), (e) => e.status === 501);
-  await assert.rejects(client.store.searchItems(["a"]), (e) => e.status === 501);
-  await assert.rejects(client.crons.create("onward", { schedule: "* * * * *" }), (e) => e.status === 501);
+  await assert.rejects(client.runs.wait(null, "onward", { input: {} }), (e) => e.status === 404);
+  await assert.rejects(client.store.searchItems(["a"]), (e) => e.status === 404);
+  await assert.rejects(client.crons.create("onward", { schedule: "* * * * *" }), (e) => e.status === 404);
   const thread = await client.threads.create();
   await assert.rejects(
     client.runs.wait(thread.thread_id, "onward", { input: chain(["w"]), webhook: "http://127.0.0.1:9/x" }),

@@ -402,8 +402,11 @@ def runs_cancel_many(
 # -- what onward does not do (yet): a clear answer, never a silent 200 -----------------
 
 
-def _unsupported(what: str) -> HTTPException:
-    return HTTPException(501, f"onward does not support {what} yet")
+def _unsupported(what: str, instead: str = "") -> HTTPException:
+    """404 (no such resource here; never a 5xx, which would say the server broke)."""
+    return HTTPException(
+        404, f"onward does not support {what} yet" + (f"; {instead}" if instead else "")
+    )
 
 
 @router.post("/runs/stream")
@@ -412,8 +415,8 @@ def _unsupported(what: str) -> HTTPException:
 @router.post("/runs/batch")
 def runs_stateless(who: Who) -> Any:
     raise _unsupported(
-        "stateless runs (/runs, /runs/stream, /runs/wait, /runs/batch): create a thread "
-        "and run on it, every onward run is durable"
+        "stateless runs (/runs, /runs/stream, /runs/wait, /runs/batch)",
+        "create a thread and run on it (every onward run is durable)",
     )
 
 

@@ -1,5 +1,5 @@
 """LangGraph Server's store API (``/store/items``, ``/store/namespaces``): not offered by
-onward yet. Each route answers 501 saying so (a client is never told it stored something
+onward yet. Each route answers 404 saying so (a client is never told it stored something
 that was not stored)."""
 
 from __future__ import annotations
@@ -24,4 +24,4 @@ WHY = (
 @router.post("/store/items/search")
 @router.post("/store/namespaces")
 def store_api(who: Who) -> Any:
-    raise HTTPException(501, WHY)
+    raise HTTPException(404, WHY)

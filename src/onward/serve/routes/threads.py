@@ -139,7 +139,7 @@ def thread_patch_state(thread_id: str, ctx: Ctx, who: Who) -> Any:
     with ctx.clients.use() as ow:
         visible(ow, thread_id, who, ctx.tokens)
     raise HTTPException(
-        501,
+        404,
         "onward does not support patching a checkpoint's metadata yet; edit the state "
         "with POST /threads/{id}/state, or tag the thread with PATCH /threads/{id}",
     )
