@@ -62,10 +62,43 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("POST", "/threads/{thread_id}/runs/wait"),
     ("POST", "/threads/{thread_id}/runs/stream"),
     ("GET", "/threads/{thread_id}/runs/{run_id}"),
+    ("DELETE", "/threads/{thread_id}/runs/{run_id}"),
+    ("GET", "/threads/{thread_id}/runs/{run_id}/join"),
+    ("GET", "/threads/{thread_id}/runs/{run_id}/stream"),
+    ("POST", "/threads/{thread_id}/runs/{run_id}/cancel"),
+    ("GET", "/threads/{thread_id}/stream"),
+    ("POST", "/threads/{thread_id}/copy"),
+    ("PATCH", "/threads/{thread_id}/state"),
+    ("POST", "/threads/count"),
+    ("POST", "/runs/cancel"),
+    ("POST", "/runs"),
+    ("POST", "/runs/stream"),
+    ("POST", "/runs/wait"),
+    ("POST", "/runs/batch"),
+    ("POST", "/runs/crons"),
+    ("POST", "/runs/crons/search"),
+    ("POST", "/runs/crons/count"),
+    ("POST", "/threads/{thread_id}/runs/crons"),
+    ("GET", "/runs/crons/{cron_id}"),
+    ("PATCH", "/runs/crons/{cron_id}"),
+    ("DELETE", "/runs/crons/{cron_id}"),
+    ("PUT", "/store/items"),
+    ("GET", "/store/items"),
+    ("DELETE", "/store/items"),
+    ("POST", "/store/items/search"),
+    ("POST", "/store/namespaces"),
+    ("POST", "/assistants"),
     ("POST", "/assistants/search"),
     ("POST", "/assistants/count"),
     ("GET", "/assistants/{assistant_id}"),
+    ("PATCH", "/assistants/{assistant_id}"),
+    ("DELETE", "/assistants/{assistant_id}"),
     ("GET", "/assistants/{assistant_id}/graph"),
+    ("GET", "/assistants/{assistant_id}/schemas"),
+    ("GET", "/assistants/{assistant_id}/subgraphs"),
+    ("GET", "/assistants/{assistant_id}/subgraphs/{namespace}"),
+    ("POST", "/assistants/{assistant_id}/versions"),
+    ("POST", "/assistants/{assistant_id}/latest"),
     ("GET", "/onward/runs"),
     ("GET", "/onward/runs/{thread_id}"),
 )
@@ -629,6 +662,10 @@ def fill(world: World, data: st.DataObject, template: str, *, junk: bool = True)
     if "{assistant_id}" in path:
         aid = data.draw(st.sampled_from(["onward", ASSISTANT_ID]) | odd, label="assistant")
         path = path.replace("{assistant_id}", quote(aid, safe=""))
+    for name in ("{namespace}", "{cron_id}"):
+        if name in path:
+            other = data.draw(junk_ids if junk else st.uuids().map(str), label=name)
+            path = path.replace(name, quote(other, safe=""))
     return path
 
 

@@ -132,20 +132,21 @@ def test_recovery_drives_orphans_but_waits_for_a_run_suspended_until_later(
     the record of a finished run from its state."""
     from datetime import timedelta
 
-    from onward import Onward
     from onward.graph.schedule import GATE
     from onward.model.state import Plan, PlanStep, RunStatus
-    from onward.serve.clients import Clients
-    from onward.serve.limits import RunPool, ServeLimits
+    from onward.serve import create_app
+    from onward.serve.limits import ServeLimits
     from onward.serve.recovery import Recovery
     from onward.serve.wire import ASSISTANT_ID
     from onward.store.runs import ApiRunStatus
 
     monkeypatch.setenv("ONWARD_LEASE_TTL", "0.1")  # records older than this are considered
-    clients = Clients(lambda: Onward(db_url, model=None))
-    pool = RunPool(ServeLimits(run_slots=2, user_runs=1))
+    serving = create_app(
+        db_url, workdir=workdir, model=None, limits=ServeLimits(run_slots=2, user_runs=1)
+    ).state.serving
+    clients, pool = serving.clients, serving.pool
     driven: list[str] = []
-    recovery = Recovery(clients, pool, lambda tid, *_a, **_k: driven.append(tid))
+    recovery = Recovery(serving, drive=lambda active, *_a: driven.append(active.thread_id))
     plan = Plan(steps=[PlanStep(id="s", tool="noop")])
     runs = {}
     with clients.use() as ow:

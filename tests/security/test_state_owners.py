@@ -243,7 +243,9 @@ def test_run_fields_onward_does_not_support_are_refused(api: httpx.Client) -> No
     for extra in (
         {"interrupt_before": ["no-such-node"]},
         {"webhook": "http://127.0.0.1:1/hook"},
-        {"multitask_strategy": "interrupt"},
+        {"multitask_strategy": "sometimes"},
+        {"stream_mode": "events"},
+        {"on_disconnect": "explode"},
         {"stream_subgraphs": True},
         {"after_seconds": 60},
         {"no_such_field": 1},

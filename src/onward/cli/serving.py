@@ -96,6 +96,13 @@ def serve(
             "tighten it.",
         ),
     ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Assistants to offer (YAML: assistants: {name: {policy, budget, model_plans}}).",
+        ),
+    ] = None,
     max_steps: Annotated[
         int | None, typer.Option("--max-steps", min=1, help="Step executions per API run.")
     ] = None,
@@ -160,6 +167,7 @@ def serve(
             limits=limits,
             open_docs=open_docs,
             recover=not no_recover,
+            config=config,
         )
     err.print(f"onward serving {store_url(db)} on http://{host}:{port}/", highlight=False)
     server = uvicorn.Server(uvicorn.Config(app_, log_level="warning"))

@@ -75,11 +75,16 @@ def stream(
     checkpoint_id: str | None = None,
     final: list[StateSnapshot | RunState] | None = None,
     interrupt_before: Sequence[str] = (),
+    interrupt_after: Sequence[str] = (),
 ) -> Iterator[tuple[str, Any]]:
     """:meth:`Onward.stream_modes`; a drive that ends normally appends the state it ended in
     to ``final``, so the caller's view needs no second load: the graph's last values
     when the run finished, else the saved snapshot (it holds the pending questions)."""
     pause_at = pause_points(interrupt_before)
+    pause_after = [
+        *pause_points(interrupt_after),
+        *((APPROVE, ESCALATE) if stop_after_answer else ()),
+    ]
     row(ow.store, thread_id)  # an unknown thread fails before any lease is taken
     owner = new_owner()
     acquire(ow.store.leases, thread_id, owner, takeover)
@@ -140,7 +145,7 @@ def stream(
                     stream_mode=wanted,
                     durability="sync",
                     interrupt_before=pause_at or None,
-                    interrupt_after=[APPROVE, ESCALATE] if stop_after_answer else None,
+                    interrupt_after=pause_after or None,
                 ):
                     if beat.lost.is_set():
                         raise LeaseLostError(thread_id)

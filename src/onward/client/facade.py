@@ -241,6 +241,7 @@ class Onward:
         wait: bool = True,
         checkpoint_id: str | None = None,
         interrupt_before: Sequence[str] = (),
+        interrupt_after: Sequence[str] = (),
     ) -> Iterator[tuple[str, Any]]:
         """:meth:`stream` with LangGraph's stream modes (``values``, ``updates``,
         ``messages``, ``custom``, ``debug``...): yields ``(mode, chunk)`` as the graph
@@ -257,6 +258,7 @@ class Onward:
             wait=wait,
             checkpoint_id=checkpoint_id,
             interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
         )
 
     def drive(

@@ -60,3 +60,5 @@ class EventKind(StrEnum):
     # the HTTP server
     API_RUN_STARTED = "api_run_started"
     API_RUN_RECOVERED = "api_run_recovered"
+    WEBHOOK_SENT = "webhook_sent"
+    """An API run's webhook was called when the run ended (its answer, or why it failed)."""

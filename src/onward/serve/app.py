@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -36,9 +35,10 @@ from onward.errors import OnwardError, validation_message
 from onward.model.state import Budget
 from onward.policies.run import RunPolicy
 from onward.serve import auth
+from onward.serve.assistants import Catalog, graph_schemas, load_config
 from onward.serve.clients import Clients
 from onward.serve.context import Serving
-from onward.serve.drives import drive
+from onward.serve.control import Control
 from onward.serve.limits import BodyLimit, RunPool, ServeLimits
 from onward.serve.recovery import Recovery
 from onward.serve.routes import ROUTERS, info
@@ -57,6 +57,7 @@ def create_app(
     limits: ServeLimits | None = None,
     open_docs: bool = False,
     recover: bool = True,
+    config: str | Path | None = None,
 ) -> FastAPI:
     """The ASGI app. ``workdir``: where runs started through the API work (default cwd);
     their tools may only use paths inside it. ``cors_origins``: browser origins allowed
@@ -68,14 +69,20 @@ def create_app(
     $ONWARD_MAX_BODY, $ONWARD_RUN_SLOTS, $ONWARD_USER_RUNS). ``open_docs``: serve
     ``/docs`` and ``/openapi.json`` without a token (with tokens configured they need one).
     ``recover``: finish runs whose driver died (a crashed server) once their lease expires;
-    False leaves them to ``onward worker`` processes."""
+    False leaves them to ``onward worker`` processes. ``config``: a serve configuration
+    file defining the assistants (:mod:`onward.serve.assistants`); without one the server
+    offers one, ``onward``, with ``policy`` and ``budget``."""
     api_tokens = auth.tokens_from_env()
     limits = limits or ServeLimits.from_env()
     if cors_origins is None:
         cors_origins = list(settings().cors_origins)
+    catalog = Catalog(load_config(config) if config else [], policy, budget)
     clients = Clients(lambda: Onward(db, tool_modules=tool_modules, model=model))
+    plain = Clients(lambda: Onward(db, tool_modules=tool_modules, model=None))
     with clients.use() as probe:  # open the store now: a bad URL or key fails at start-up
         graph_json = probe.graph.get_graph().to_json()
+        schemas = graph_schemas(probe)
+        catalog.sync(probe.store)
     pool = RunPool(limits)
     docs_open = open_docs or not api_tokens
     app = FastAPI(
@@ -94,8 +101,12 @@ def create_app(
         policy=(policy or RunPolicy()).model_copy(update={"confine_paths": True}),
         budget=budget or Budget(),
         graph_json=graph_json,
+        catalog=catalog,
+        control=Control(),
+        plain_clients=plain,
+        schemas=schemas,
     )
-    app.state.recovery = Recovery(clients, pool, partial(drive, clients), enabled=recover)
+    app.state.recovery = Recovery(app.state.serving, enabled=recover)
     app.add_middleware(BodyLimit, limit=limits.max_body)
     if cors_origins:
         app.add_middleware(
@@ -103,7 +114,12 @@ def create_app(
             allow_origins=list(cors_origins),
             allow_methods=["*"],
             allow_headers=["*"],
-            expose_headers=["content-location", "x-pagination-total", "x-pagination-next"],
+            expose_headers=[
+                "content-location",
+                "location",
+                "x-pagination-total",
+                "x-pagination-next",
+            ],
         )
     app.exception_handler(ValidationError)(_invalid)
     app.exception_handler(RequestValidationError)(_invalid_request)
@@ -126,9 +142,12 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     # Drives stop at their next node (the last superstep is saved); a restarted server
     # or a worker goes on from there.
     recovery.stop()
+    serving.control.stopping = True
     serving.clients.drain()
+    serving.plain_clients.drain()
     serving.pool.close()
     serving.clients.close()
+    serving.plain_clients.close()
 
 
 # -- errors: each a JSON ``detail`` that says what was wrong -------------------------------

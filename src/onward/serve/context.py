@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Header, HTTPException, Request
 
@@ -17,6 +17,10 @@ from onward.policies.run import RunPolicy
 from onward.serve import auth
 from onward.serve.clients import Clients
 from onward.serve.limits import RunPool
+
+if TYPE_CHECKING:
+    from onward.serve.assistants import Catalog
+    from onward.serve.control import Control
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,15 @@ class Serving:
     """The rules every API run follows (a start request may only tighten them)."""
     graph_json: dict[str, Any]
     """The compiled graph's drawing, read once at start-up."""
+    catalog: Catalog
+    """The assistants the server offers (their rules replace ``policy`` and ``budget``
+    for the runs that pick them)."""
+    control: Control
+    """The runs in hand: driving, queued; their feeds."""
+    plain_clients: Clients
+    """Clients without a chat model, for assistants whose goals only templates plan."""
+    schemas: dict[str, Any]
+    """The graph's input, output, state and context JSON schemas (read once)."""
 
 
 def serving(request: Request) -> Serving:

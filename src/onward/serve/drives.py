@@ -1,25 +1,43 @@
-"""Driving a thread's run on the server's pool, its output fed to whoever streams it.
+"""Driving a thread's runs on the server's pool, their output fed to whoever streams them.
 
 A drive holds the run's lease, as a CLI drive does, on a pool thread with its own
-client; a client that disconnects does not stop it. :class:`~onward.serve.recovery.Recovery`
-uses the same :func:`drive` to finish runs whose driver died.
+client; a client that disconnects does not stop it (unless it asked to:
+``on_disconnect="cancel"``). One run drives a thread at a time; a run request on a busy
+thread follows its ``multitask_strategy`` as on LangGraph Server: ``enqueue`` (the
+default: it starts when the runs before it are done, in the order they came), ``reject``
+(409), ``interrupt`` or ``rollback`` (the running run is cancelled that way first).
+:class:`~onward.serve.recovery.Recovery` uses the same :func:`run` to finish runs whose
+driver died, and starts queued runs a stopped server left behind.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
+import json
+import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
+from fastapi import HTTPException
 from langgraph.types import Command, StreamMode
 
-from onward.errors import OnwardError, UsageError
+from onward.errors import OnwardError, RequestLimitError, UsageError
 from onward.observe.chat import STEP_MESSAGE_PREFIX
 from onward.serve.clients import Clients
 from onward.serve.context import Serving
+from onward.serve.control import Active, CancelAction, Control
 from onward.serve.feed import DONE, Feed
 from onward.serve.intake import ENDED, prepare
-from onward.serve.requests import pause_before
+from onward.serve.requests import (
+    a_string,
+    check_run_fields,
+    multitask_of,
+    pause_after,
+    pause_before,
+    webhook_of,
+)
+from onward.serve.views import thread_status, visible
 from onward.serve.wire import chat_values, chunk, jsonable
 from onward.store.runs import ApiRunStatus
 
@@ -33,6 +51,10 @@ GRAPH_MODES: dict[str, StreamMode] = {
     "checkpoints": "checkpoints",
 }
 """API stream modes → the graph's (``messages-tuple`` is the graph's ``messages``)."""
+MAX_QUEUED = 16
+"""Runs that may wait behind one busy thread (429 past it)."""
+STOP_WAIT = 60.0
+"""Longest a request waits for a run it interrupts to stop (seconds)."""
 
 
 def modes_of(body: dict[str, Any]) -> list[str]:
@@ -49,30 +71,251 @@ def modes_of(body: dict[str, Any]) -> list[str]:
 
 
 def launch(
+    ctx: Serving, thread_id: str, body: dict[str, Any], who: str, modes: list[str], loop: Any = None
+) -> tuple[str, Feed]:
+    """Accept a run request: drive it on the pool, or queue it behind the thread's run;
+    (run id, its feed). ``loop`` is unused (a feed is read on any loop)."""
+    check_run_fields(body)
+    pause_before(body), pause_after(body)  # a typo is a 422 before anything is queued
+    strategy = multitask_of(body)
+    with ctx.clients.use() as ow:
+        assistant = ctx.catalog.resolve(
+            ow.store, a_string(body, "assistant_id"), who, bool(ctx.tokens)
+        )
+    with ctx.control.thread_lock(thread_id):
+        with ctx.clients.use() as ow:
+            exists = ow.store.threads.get(thread_id) or ow.store.get_run(thread_id)
+            if exists:
+                visible(ow, thread_id, who, ctx.tokens)  # another user's thread: 404
+            busy = exists and (
+                bool(ctx.control.on_thread(thread_id))
+                or bool(ow.store.threads.queued(thread_id))
+                or thread_status(ow, thread_id) == "busy"
+            )
+        if busy:
+            if strategy == "reject":
+                raise HTTPException(
+                    409,
+                    f"thread {thread_id} has a run in progress; wait for it, or send "
+                    "multitask_strategy enqueue (the default), interrupt or rollback",
+                )
+            if strategy == "enqueue":
+                return _enqueue(ctx, thread_id, body, who, modes, assistant.assistant_id)
+            stop_thread(ctx, thread_id, CancelAction(strategy))
+        return start(ctx, thread_id, body, who, modes, assistant.assistant_id)
+
+
+def _enqueue(
+    ctx: Serving, thread_id: str, body: dict[str, Any], who: str, modes: list[str], aid: str
+) -> tuple[str, Feed]:
+    with ctx.clients.use() as ow:
+        if ow.store.threads.count_runs(thread_id, ApiRunStatus.PENDING) >= MAX_QUEUED:
+            raise RequestLimitError(
+                f"thread {thread_id} already has {MAX_QUEUED} runs waiting, the most onward "
+                "queues on one thread; wait for them",
+                http_status=429,
+                retry_after=ctx.pool.limits.retry_after,
+            )
+        run_id = str(uuid.uuid4())
+        metadata = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+        active = ctx.control.open(run_id, thread_id, queued=True)
+        ow.store.threads.add_run(
+            run_id,
+            thread_id,
+            aid,
+            metadata or {},
+            status=ApiRunStatus.PENDING,
+            request={"body": body, "who": who, "modes": modes},
+            multitask_strategy="enqueue",
+        )
+    return run_id, active.feed
+
+
+def start(
     ctx: Serving,
     thread_id: str,
     body: dict[str, Any],
     who: str,
     modes: list[str],
-    loop: asyncio.AbstractEventLoop | None,
+    aid: str,
+    *,
+    run_id: str | None = None,
+    force: bool = False,
 ) -> tuple[str, Feed]:
-    """Accept a run request and drive it on the pool: (run id, its feed). ``loop``: where
-    the feed is read; None for a background run."""
-    pause = pause_before(body)
-    ctx.pool.reserve(who)  # 429 before anything is stored
+    """Prepare a run (the thread is free) and drive it on the pool. ``run_id``: a queued
+    run's; ``force``: past the user's cap (a queued run's turn has come)."""
+    run_id = run_id or str(uuid.uuid4())
+    ctx.pool.reserve(who, force=force)  # 429 before anything is stored
     try:
-        run_id, command, checkpoint_id = prepare(ctx, thread_id, body, who)
+        with ctx.clients.use() as ow:
+            assistant = ctx.catalog.resolve(ow.store, aid, who, False)
+        actx = replace(ctx, policy=assistant.policy, budget=assistant.budget)
+        _id, command, checkpoint_id = prepare(
+            actx, thread_id, body, who, run_id=run_id, assistant_id=aid
+        )
+        with ctx.clients.use() as ow:
+            ow.store.threads.set_strategy(run_id, multitask_of(body))
     except BaseException:
         ctx.pool.release(who)
         raise
-    out = Feed(loop)
+    active = ctx.control.get(run_id) or ctx.control.open(run_id, thread_id)
+    active.queued = False
+    clients = ctx.clients if assistant.model_plans else ctx.plain_clients
+    pause, after, hook = pause_before(body), pause_after(body), webhook_of(body)
     ctx.pool.submit(
         who,
-        lambda: drive(
-            ctx.clients, thread_id, run_id, command, modes, checkpoint_id, out, pause_at=pause
+        lambda: run(
+            ctx,
+            clients,
+            active,
+            command,
+            modes,
+            checkpoint_id,
+            pause_at=pause,
+            pause_after=after,
+            webhook=hook,
         ),
     )
-    return run_id, out
+    return run_id, active.feed
+
+
+def run(
+    ctx: Serving,
+    clients: Clients,
+    active: Active,
+    command: Command[Any] | None,
+    modes: list[str],
+    checkpoint_id: str | None,
+    *,
+    takeover: bool = False,
+    pause_at: Sequence[str] = (),
+    pause_after: Sequence[str] = (),
+    webhook: str | None = None,
+) -> None:
+    """Drive a run (on a pool thread), then start the next run queued on its thread;
+    ``webhook``: where to POST the run's record once it ended."""
+    try:
+        drive(
+            clients,
+            active.thread_id,
+            active.run_id,
+            command,
+            modes,
+            checkpoint_id,
+            active.feed,
+            takeover=takeover,
+            pause_at=pause_at,
+            pause_after=pause_after,
+            control=ctx.control,
+        )
+    finally:
+        if webhook:
+            notify(ctx, active.run_id, active.feed, webhook)
+        dispatch(ctx, active.thread_id)
+
+
+def notify(ctx: Serving, run_id: str, feed: Feed, url: str) -> None:
+    """POST the ended run (its record and last values, as LangGraph Server's webhooks do)
+    through the egress policy; a failed delivery is logged as the run's event, not retried."""
+    from onward.observe.kinds import EventKind
+    from onward.policies.egress import request
+
+    with ctx.clients.use() as ow:
+        row = ow.store.threads.get_run(run_id)
+    values = [data for _n, (event, data) in feed.items() if event == "values"]
+    errors = [data for _n, (event, data) in feed.items() if event == "error"]
+    doc: dict[str, Any] = {
+        "run_id": run_id,
+        "thread_id": row.thread_id if row else None,
+        "assistant_id": row.assistant_id if row else None,
+        "status": row.status.value if row else "rolled back",
+        "metadata": row.metadata if row else {},
+        "values": values[-1] if values else None,
+        "error": errors[-1] if errors else None,
+    }
+    try:
+        answer = request(
+            "POST",
+            url,
+            data=json.dumps(doc).encode(),
+            headers={"Content-Type": "application/json"},
+            timeout=10,
+            max_bytes=64 * 1024,
+        )
+        outcome = {"webhook": url, "status": answer.status}
+    except Exception as exc:  # the run is over either way: say what happened
+        outcome = {"webhook": url, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    if row is not None:
+        with ctx.clients.use() as ow, contextlib.suppress(Exception):
+            ow.store.events.record(row.thread_id, EventKind.WEBHOOK_SENT, outcome)
+
+
+def dispatch(ctx: Serving, thread_id: str) -> None:
+    """Start the oldest run queued on the thread, if the thread is free."""
+    if ctx.control.stopping:
+        return
+    with ctx.control.thread_lock(thread_id):
+        if any(not a.queued for a in ctx.control.on_thread(thread_id)):
+            return
+        with ctx.clients.use() as ow:
+            if thread_status(ow, thread_id) == "busy":
+                return  # driven elsewhere: a later sweep tries again
+            queued = ow.store.threads.queued(thread_id)
+        for row in queued:
+            req = row.request or {}
+            try:
+                start(
+                    ctx,
+                    thread_id,
+                    req["body"],
+                    req["who"],
+                    req["modes"],
+                    row.assistant_id,
+                    run_id=row.run_id,
+                    force=True,
+                )
+                return
+            except Exception as exc:  # this one cannot start: say why on its stream
+                message = exc.detail if isinstance(exc, HTTPException) else str(exc)
+                with ctx.clients.use() as ow:
+                    ow.store.threads.set_run_status(row.run_id, ApiRunStatus.ERROR)
+                feed = ctx.control.feed(row.run_id)
+                if feed is not None:
+                    feed.put(("error", {"error": type(exc).__name__, "message": str(message)}))
+                    feed.put(DONE)
+                ctx.control.close(row.run_id)
+
+
+def stop_thread(ctx: Serving, thread_id: str, action: CancelAction) -> None:
+    """Cancel every run the thread has in hand (multitask ``interrupt`` / ``rollback``)
+    and wait until its drive has stopped; 409 when another process drives it."""
+    with ctx.clients.use() as ow:
+        for row in ow.store.threads.queued(thread_id):
+            cancel_queued(ctx, row.run_id, action)
+    waiting = [ctx.control.cancel(a.run_id, action) for a in ctx.control.on_thread(thread_id)]
+    for active in waiting:
+        if active is not None and not active.stopped.wait(STOP_WAIT):
+            raise HTTPException(409, f"the run on thread {thread_id} did not stop in time")
+    with ctx.clients.use() as ow:
+        if thread_status(ow, thread_id) == "busy":
+            raise HTTPException(
+                409,
+                f"thread {thread_id} is driven by another process (a worker or another "
+                "server); cancel it there (onward cancel), or wait",
+            )
+
+
+def cancel_queued(ctx: Serving, run_id: str, action: CancelAction) -> None:
+    """A queued run is cancelled before it started: interrupted, or (rollback) removed."""
+    with ctx.clients.use() as ow:
+        if action is CancelAction.ROLLBACK:
+            ow.store.threads.delete_run(run_id)
+        else:
+            ow.store.threads.set_run_status(run_id, ApiRunStatus.INTERRUPTED)
+    feed = ctx.control.feed(run_id)
+    if feed is not None:
+        feed.put(DONE)
+    ctx.control.close(run_id)
 
 
 def stream_step_messages(out: Feed, values: Any, seen: set[str] | None) -> set[str]:
@@ -102,14 +345,17 @@ def drive(
     out: Feed,
     takeover: bool = False,
     pause_at: Sequence[str] = (),
+    pause_after: Sequence[str] = (),
+    control: Control | None = None,
 ) -> None:
-    """Drive a run for a request, feeding ``out``; ``pause_at``: the request's
-    ``interrupt_before`` (the run ends *interrupted* there, as on LangGraph Server)."""
+    """Drive a run for a request, feeding ``out``; ``pause_at`` / ``pause_after``: the
+    request's ``interrupt_before`` / ``interrupt_after`` (the run ends *interrupted* there,
+    as on LangGraph Server). A cancel (``control``) stops it before its next node."""
     graph_modes: list[StreamMode] = sorted(
         {GRAPH_MODES[m] for m in modes if m in GRAPH_MODES} | {"values"}
     )
     wanted = {GRAPH_MODES[m] for m in modes if m in GRAPH_MODES}
-    status = ApiRunStatus.SUCCESS
+    status: ApiRunStatus | None = ApiRunStatus.SUCCESS
     with clients.use() as ow:
         if command is ENDED:  # ended by the request itself ("Mark as Resolved")
             try:
@@ -117,11 +363,16 @@ def drive(
                     snap = ow.graph.get_state(ow._config(thread_id))
                     out.put(chunk("values", snap.values))
             finally:
-                ow.store.threads.set_run_status(run_id, status)
+                ow.store.threads.set_run_status(run_id, ApiRunStatus.SUCCESS)
                 ow.store.threads.touch(thread_id)
                 out.put(DONE)
+                if control is not None:
+                    control.close(run_id)
             return
         try:
+            if control is not None and not control.attach(run_id, ow):
+                status = _cancelled(ow, control, run_id, thread_id, before_start=True)
+                return
             last: Any = None
             seen: set[str] | None = None
             for mode, data in ow.stream_modes(
@@ -131,6 +382,7 @@ def drive(
                 checkpoint_id=checkpoint_id,
                 takeover=takeover,
                 interrupt_before=pause_at,
+                interrupt_after=pause_after,
             ):
                 if mode == "values":
                     last = data
@@ -138,7 +390,10 @@ def drive(
                         seen = stream_step_messages(out, data, seen)
                 if mode in wanted:
                     out.put(chunk(mode, data))
-            if ow.pending(thread_id):
+            cancel = control.get(run_id) if control is not None else None
+            if cancel is not None and cancel.cancel is not None:
+                status = _cancelled(ow, control, run_id, thread_id)  # type: ignore[arg-type]
+            elif ow.pending(thread_id):
                 status = ApiRunStatus.INTERRUPTED
                 if last is not None and "values" in wanted and "__interrupt__" not in last:
                     # A resumed drive that stops at a new question ends on a values chunk
@@ -158,9 +413,12 @@ def drive(
             else:
                 run = ow.store.get_run(thread_id)
                 if run is not None and not run.status.finished:
-                    # Drained, or suspended until later: the record stays running, and
-                    # recovery drives the run again once nobody holds its lease.
-                    status = ApiRunStatus.RUNNING
+                    if pause_after and ow.graph.get_state(ow._config(thread_id)).next:
+                        status = ApiRunStatus.INTERRUPTED
+                    else:
+                        # Drained, or suspended until later: the record stays running, and
+                        # recovery drives the run again once nobody holds its lease.
+                        status = ApiRunStatus.RUNNING
             ow.store.wake(thread_id)
         except OnwardError as exc:
             status = ApiRunStatus.ERROR
@@ -169,6 +427,32 @@ def drive(
             status = ApiRunStatus.ERROR
             out.put(("error", {"error": type(exc).__name__, "message": str(exc)[:500]}))
         finally:
-            ow.store.threads.set_run_status(run_id, status)
-            ow.store.threads.touch(thread_id)
+            if status is not None:
+                ow.store.threads.set_run_status(run_id, status)
+            if ow.store.threads.get(thread_id) is not None:
+                ow.store.threads.touch(thread_id)
             out.put(DONE)
+            if control is not None:
+                control.close(run_id)
+
+
+def _cancelled(
+    ow: Any, control: Control, run_id: str, thread_id: str, *, before_start: bool = False
+) -> ApiRunStatus | None:
+    """A cancelled run's record after its drive stopped: *interrupted* (the thread keeps
+    what it did; a later run goes on from there), or, for a rollback, removed with the
+    checkpoints it made (None: no record left to set)."""
+    active = control.get(run_id)
+    action = active.cancel if active is not None else CancelAction.INTERRUPT
+    if action is not CancelAction.ROLLBACK:
+        return ApiRunStatus.INTERRUPTED
+    row = ow.store.threads.get_run(run_id)
+    if row is not None and not before_start:
+        if row.from_checkpoint:
+            ow.store.delete_checkpoints_after(thread_id, row.from_checkpoint)
+        elif ow.store.get_run(thread_id) is not None:
+            # The thread's first run: the thread is left as it was made, empty.
+            _rows, shas = ow.store.delete_run(thread_id, keep_api=True)
+            ow.store.delete_unused_bodies(shas)
+    ow.store.threads.delete_run(run_id)
+    return None

@@ -48,16 +48,24 @@ def checkpoint_in(body: dict[str, Any]) -> str | None:
 
 
 def prepare(
-    ctx: Serving, thread_id: str, body: dict[str, Any], who: str
+    ctx: Serving,
+    thread_id: str,
+    body: dict[str, Any],
+    who: str,
+    *,
+    run_id: str | None = None,
+    assistant_id: str | None = None,
 ) -> tuple[str, Command[Any] | None, str | None]:
     """Check the request, create the thread and run as needed; (run id, command, the
-    checkpoint to run from)."""
+    checkpoint to run from). ``run_id``: a queued run's id (its row exists, pending);
+    ``assistant_id``: the assistant the caller resolved (``ctx`` holds its rules)."""
     check_run_fields(body)
-    check_assistant(a_string(body, "assistant_id") or GRAPH_ID)
+    if assistant_id is None:
+        check_assistant(a_string(body, "assistant_id") or GRAPH_ID)
     metadata = an_object(body, "metadata")
     a_string(body, "if_not_exists", ("create", "reject"))
     checkpoint_id = checkpoint_in(body)
-    ours = {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
+    ours = {"graph_id": GRAPH_ID, "assistant_id": assistant_id or ASSISTANT_ID}
     with ctx.clients.use() as ow:
         row = ow.store.threads.get(thread_id)
         if row is None and ow.store.get_run(thread_id) is None:
@@ -94,11 +102,11 @@ def prepare(
             command = next_message(ow, thread_id, body["input"], checkpoint_id, who)
             checkpoint_id = None  # a follow-up (or its fork) is the thread's newest checkpoint
         ow.store.threads.merge_metadata(thread_id, dict(ours))  # once the run is accepted
-        run_id = str(uuid.uuid4())
+        run_id = run_id or str(uuid.uuid4())
         ow.store.threads.add_run(
             run_id,
             thread_id,
-            ASSISTANT_ID,
+            assistant_id or ASSISTANT_ID,
             metadata,
             pause_before=pause_before(body),
             from_checkpoint=checkpoint_id or latest_checkpoint(ow, thread_id),

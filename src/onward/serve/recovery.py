@@ -17,32 +17,36 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from fastapi import HTTPException
+
 from onward.client import views
 from onward.model.state import RunStatus
 from onward.observe.kinds import EventKind
-from onward.serve.feed import Feed
-from onward.serve.limits import RunPool
+from onward.serve import drives
+from onward.serve.control import Active
 from onward.store.leases import LeasePolicy
 from onward.store.runs import ApiRunRow, ApiRunStatus
 
 if TYPE_CHECKING:
     from onward.client import Onward
     from onward.serve.clients import Clients
-
-Drive = Callable[..., None]
+    from onward.serve.context import Serving
 
 
 class Recovery:
     def __init__(
         self,
-        clients: Clients,
-        pool: RunPool,
-        drive: Drive,
+        serving: Serving,
         *,
         enabled: bool = True,
         every: float | None = None,
+        drive: Callable[[Active, Clients, ApiRunRow], None] | None = None,
     ) -> None:
-        self._clients, self._pool, self._drive = clients, pool, drive
+        """``drive``: how a recovered run is driven (default: :func:`drives.run` on the
+        pool thread; tests pass a fake)."""
+        self._serving = serving
+        self._drive = drive or self._run
+        self._clients, self._pool = serving.clients, serving.pool
         self.enabled = enabled
         ttl = LeasePolicy.from_env().ttl
         self.every = every if every is not None else max(1.0, ttl.total_seconds() / 2)
@@ -68,9 +72,15 @@ class Recovery:
     def sweep(self) -> list[str]:
         """Reconcile every unfinished API run record; returns the threads driven again."""
         resumed: list[str] = []
+        queued: set[str] = set()
         with self._clients.use() as ow:
             now = ow.store.leases.clock()
             for row in ow.store.threads.unfinished_runs():
+                if row.request is not None:  # queued behind its thread: started below
+                    queued.add(row.thread_id)
+                    continue
+                if self._serving.control.get(row.run_id) is not None:
+                    continue  # this server drives it
                 if now - row.updated_at < self._grace:
                     continue  # just created: its drive may not hold the lease yet
                 lease = ow.store.leases.get(row.thread_id)
@@ -96,6 +106,8 @@ class Recovery:
                 elif self.enabled:
                     self._resume(ow, row)
                     resumed.append(row.thread_id)
+        for thread_id in sorted(queued - set(resumed)):
+            drives.dispatch(self._serving, thread_id)  # a no-op while the thread is busy
         return resumed
 
     def _resume(self, ow: Onward, row: ApiRunRow) -> None:
@@ -106,24 +118,34 @@ class Recovery:
         with self._lock:
             self._driving.add(thread_id)
         self._pool.reserve(owner, force=True)
+        active = self._serving.control.open(run_id, thread_id)
+        try:
+            assistant = self._serving.catalog.resolve(ow.store, row.assistant_id, owner, False)
+            plain = not assistant.model_plans
+        except HTTPException:  # its assistant was deleted since: the default's rules
+            plain = False
+        clients = self._serving.plain_clients if plain else self._clients
 
         def go() -> None:
             try:
-                self._drive(
-                    thread_id,
-                    run_id,
-                    None,
-                    [],
-                    None,
-                    Feed(None),
-                    takeover=True,
-                    pause_at=row.pause_before,  # pauses where the request asked to
-                )
+                self._drive(active, clients, row)
             finally:
                 with self._lock:
                     self._driving.discard(thread_id)
 
         self._pool.submit(owner, go)
+
+    def _run(self, active: Active, clients: Clients, row: ApiRunRow) -> None:
+        drives.run(
+            self._serving,
+            clients,
+            active,
+            None,
+            ["values"],
+            None,
+            takeover=True,
+            pause_at=row.pause_before,  # pauses where the request asked to
+        )
 
 
 def _paused(ow: Onward, row: ApiRunRow) -> bool:

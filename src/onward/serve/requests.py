@@ -31,17 +31,13 @@ START_FIELDS = frozenset({"goal", "messages", "plan", "policy", "budget", "input
 RUN_FIELDS = frozenset(
     {"assistant_id", "input", "command", "stream_mode", "metadata", "config", "context"}
     | {"checkpoint", "checkpoint_id", "if_not_exists", "checkpoint_during", "interrupt_before"}
+    | {"interrupt_after", "multitask_strategy", "on_disconnect", "stream_resumable", "webhook"}
 )
 """Run-request fields onward acts on (``config``/``context`` are the SDKs' envelopes)."""
 
 UNSUPPORTED_DEFAULTS: Mapping[str, tuple[Any, ...]] = {
-    "interrupt_after": (None, [], "__none__"),
-    "webhook": (None, ""),
-    "multitask_strategy": (None, "reject"),
-    "on_disconnect": (None, "continue"),
     "on_completion": (None, "keep"),
     "stream_subgraphs": (None, False),
-    "stream_resumable": (None, False),
     "feedback_keys": (None, []),
     "after_seconds": (None, 0),
     "durability": (None, "sync"),
@@ -219,14 +215,63 @@ def pause_before(body: Mapping[str, Any]) -> list[str]:
     return pause_points(strings(body, "interrupt_before"))
 
 
+MULTITASK = ("enqueue", "reject", "interrupt", "rollback")
+"""What a run does on a busy thread (LangGraph's ``multitask_strategy``; enqueue by default)."""
+
+
+def multitask_of(body: Mapping[str, Any]) -> str:
+    return a_string(body, "multitask_strategy", MULTITASK) or "enqueue"
+
+
+def disconnect_of(body: Mapping[str, Any]) -> str:
+    """``on_disconnect``: ``continue`` (default: the run goes on) or ``cancel``."""
+    return a_string(body, "on_disconnect", ("continue", "cancel")) or "continue"
+
+
+def webhook_of(body: Mapping[str, Any]) -> str | None:
+    """A run request's ``webhook``: a URL the egress policy (``ONWARD_HTTP_ALLOW``) lets
+    the server POST to when the run ends; a URL it refuses is a 422 before the run starts
+    (a token holder cannot make the server call hosts its runs may not reach)."""
+    from onward.errors import DeterministicToolError
+    from onward.policies.egress import policy_from_env
+
+    url = a_string(body, "webhook")
+    if not url:
+        return None
+    try:
+        policy_from_env().check(url, method="POST")
+    except DeterministicToolError as exc:
+        raise UsageError(f"webhook: {exc}") from None
+    return url
+
+
+def pause_after(body: Mapping[str, Any]) -> list[str]:
+    """A run request's ``interrupt_after``: graph nodes to pause after (``"*"``: every
+    node), checked against the graph; none by default."""
+    from onward.client.driving import pause_points
+    from onward.graph.routes import Node
+
+    asked = body.get("interrupt_after")
+    if asked in (None, [], "__none__"):
+        return []
+    if asked == "*":
+        return [n.value for n in Node]
+    return pause_points(strings(body, "interrupt_after"))
+
+
 def check_run_fields(body: Mapping[str, Any]) -> None:
     refuse_unknown(body, RUN_FIELDS | UNSUPPORTED_DEFAULTS.keys(), "run request")
+    multitask_of(body)
+    disconnect_of(body)
+    webhook_of(body)
+    if not isinstance(body.get("stream_resumable", False), bool | None):
+        raise UsageError("stream_resumable must be true or false (onward's streams always are)")
     asked = [k for k, ok in UNSUPPORTED_DEFAULTS.items() if k in body and body[k] not in ok]
     if asked:
         raise UsageError(
             f"{', '.join(asked)} {'is' if len(asked) == 1 else 'are'} not supported by onward "
-            "serve yet; leave them out (onward runs with durability 'sync' and rejects a "
-            "second run on a busy thread)"
+            "serve yet; leave them out (onward runs with durability 'sync', on one graph "
+            "without subgraphs, and keeps every run)"
         )
 
 

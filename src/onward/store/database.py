@@ -36,24 +36,26 @@ from onward.observe.kinds import EventKind
 from onward.settings import DEFAULT_DB, settings
 from onward.store import reserve
 from onward.store.artifacts import ArtifactStore, fsync_enabled
+from onward.store.assistants import ASSISTANT_SCHEMA, Assistants
 from onward.store.breakers import BREAKER_SCHEMA, Breakers
 from onward.store.connection import SharedConnection
 from onward.store.drivers import drive_ended
 from onward.store.encryption import KEY_CHECK, Cipher, check_key, open_text, seal_text
 from onward.store.leases import LEASE_SCHEMA, LeasePolicy, Leases
-from onward.store.runs import RUN_COLUMNS_9, THREAD_SCHEMA, Threads
+from onward.store.runs import RUN_COLUMNS_9, RUN_COLUMNS_10, THREAD_SCHEMA, Threads
 from onward.store.sql import Backend, Db, backend_of, redact, sqlite_path, translate_errors
 from onward.store.tables import schema_version
 
 DEFAULT_URL = DEFAULT_DB
-STORE_SCHEMA_VERSION = 9
+STORE_SCHEMA_VERSION = 10
 """1: runs. 2: leases and events. 3: the effect ledger. 5: event dedupe keys. 6: the work
 queue, artifact references (and bodies on Postgres). 7: API threads and runs (serve).
 8: a run's request in its own table (``onward_runs.request`` is left empty: its whole plan
 made every status change rewrite megabytes on SQLite); events indexed by kind (a resume
 looks up a long run's suspensions without reading its every event). 9: an API run keeps
 its ``interrupt_before`` and the checkpoint it started from (a recovered run pauses where
-it was asked to).
+it was asked to). 10: API runs queue behind a busy thread (their request is kept until
+they start, with their multitask strategy); assistants and their versions (serve).
 Tables are created with IF NOT EXISTS, so opening an older store brings it up to date
 under the schema lock."""
 
@@ -247,6 +249,7 @@ class Store:
         self.events = EventLog(self.connect, self.cipher)
         self.breakers = Breakers(self.connect, self.events, utcnow)
         self.threads = Threads(self.connect)
+        self.assistants = Assistants(self.connect)
 
     # -- opening ----------------------------------------------------------
 
@@ -348,7 +351,7 @@ class Store:
                 PostgresSaver(setup_conn).setup()
             serial = "BIGSERIAL PRIMARY KEY"
         script = _SCHEMA + LEASE_SCHEMA.replace("INTEGER PRIMARY KEY AUTOINCREMENT", serial)
-        script += LEDGER_SCHEMA + BREAKER_SCHEMA + THREAD_SCHEMA
+        script += LEDGER_SCHEMA + BREAKER_SCHEMA + THREAD_SCHEMA + ASSISTANT_SCHEMA
         script += _POSTGRES_ONLY if db.postgres else ""
         if sqlite_conn is not None:
             sqlite_conn.executescript(script)
@@ -356,12 +359,12 @@ class Store:
             if "dedupe" not in columns:  # a version-2..4 store
                 sqlite_conn.execute("ALTER TABLE onward_events ADD COLUMN dedupe TEXT")
             columns = {r[1] for r in sqlite_conn.execute("PRAGMA table_info(onward_api_runs)")}
-            for name, kind in RUN_COLUMNS_9:
-                if name not in columns:  # a version-7..8 store
+            for name, kind in (*RUN_COLUMNS_9, *RUN_COLUMNS_10):
+                if name not in columns:  # a version-7..9 store
                     sqlite_conn.execute(f"ALTER TABLE onward_api_runs ADD COLUMN {name} {kind}")
         else:
             db.script(script)
-            for name, kind in RUN_COLUMNS_9:
+            for name, kind in (*RUN_COLUMNS_9, *RUN_COLUMNS_10):
                 db.execute(f"ALTER TABLE onward_api_runs ADD COLUMN IF NOT EXISTS {name} {kind}")
         db.execute(
             "CREATE UNIQUE INDEX IF NOT EXISTS onward_events_once "
@@ -406,6 +409,7 @@ class Store:
 
     def close(self) -> None:
         self.threads.close()
+        self.assistants.close()
         self.breakers.close()
         self.events.close()
         self.ledger.close()
@@ -650,18 +654,40 @@ class Store:
 
     # -- retention ------------------------------------------------------------
 
-    def delete_run(self, thread_id: str) -> tuple[int, set[str]]:
+    def delete_run(self, thread_id: str, *, keep_api: bool = False) -> tuple[int, set[str]]:
         """Every row of a run: checkpoints, events, ledger, lease, queue, references.
         Returns the rows deleted and the artifact bodies it referenced (pass them, for all
-        the runs removed, to :meth:`delete_unused_bodies`)."""
+        the runs removed, to :meth:`delete_unused_bodies`). ``keep_api``: keep the API's
+        thread and its run records (a rolled-back first run leaves its thread empty)."""
         shas = self.artifacts_of(thread_id)
         self.saver.delete_thread(thread_id)
         rows = 0
         with self.db.use() as db, db.transaction():
             for table in _THREAD_TABLES:
+                if keep_api and table in ("onward_api_runs", "onward_threads"):
+                    continue
                 cur = db.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
                 rows += cur.rowcount
         return rows, shas
+
+    def delete_checkpoints_after(self, thread_id: str, checkpoint_id: str) -> int:
+        """Remove the thread's checkpoints (and their writes) newer than ``checkpoint_id``:
+        an API run's rollback. Checkpoint ids are time-ordered UUIDs, so "newer" is a
+        string comparison. Returns the checkpoints removed."""
+        flush = getattr(self.saver, "flush", None)
+        if flush is not None:
+            flush()  # nothing the drive deferred may land after the delete
+        writes = "writes" if self.backend is Backend.SQLITE else "checkpoint_writes"
+        with self.db.use() as db, db.transaction():
+            db.execute(
+                f"DELETE FROM {writes} WHERE thread_id = ? AND checkpoint_id > ?",
+                (thread_id, checkpoint_id),
+            )
+            cur = db.execute(
+                "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id > ?",
+                (thread_id, checkpoint_id),
+            )
+            return int(cur.rowcount)
 
     def delete_unused_bodies(self, candidates: set[str]) -> int:
         """Delete the bodies among ``candidates`` that no remaining run references; returns

@@ -36,11 +36,16 @@ CREATE TABLE IF NOT EXISTS onward_api_runs (
     status       TEXT NOT NULL,
     metadata     TEXT NOT NULL DEFAULT '{}',
     pause_before TEXT NOT NULL DEFAULT '[]',
-    from_checkpoint TEXT
+    from_checkpoint TEXT,
+    request      TEXT,
+    multitask_strategy TEXT NOT NULL DEFAULT 'enqueue'
 );
 """
 RUN_COLUMNS_9 = (("pause_before", "TEXT NOT NULL DEFAULT '[]'"), ("from_checkpoint", "TEXT"))
 """Columns store schema 9 added to ``onward_api_runs`` (older stores get them on open)."""
+RUN_COLUMNS_10 = (("request", "TEXT"), ("multitask_strategy", "TEXT NOT NULL DEFAULT 'enqueue'"))
+"""Columns store schema 10 added: a queued run's request (it starts when the thread is
+free, maybe after a restart) and the multitask strategy it was sent with."""
 
 
 class ApiRunStatus(StrEnum):
@@ -73,6 +78,9 @@ class ApiRunRow:
     """The request's ``interrupt_before``: a drive after a crash pauses at the same nodes."""
     from_checkpoint: str | None = None
     """The checkpoint the run started from (None: a new thread's first run)."""
+    request: dict[str, Any] | None = None
+    """A queued run's request (``body``, ``who``, ``modes``), until it starts."""
+    multitask_strategy: str = "enqueue"
 
 
 class Threads:
@@ -143,31 +151,73 @@ class Threads:
         *,
         pause_before: Sequence[str] = (),
         from_checkpoint: str | None = None,
+        status: ApiRunStatus = ApiRunStatus.RUNNING,
+        request: dict[str, Any] | None = None,
+        multitask_strategy: str = "enqueue",
     ) -> None:
+        """Record a run; a queued one (``status`` pending, with its ``request``) is
+        recorded again when it starts: the same row, now running from its checkpoint."""
         now = utcnow().isoformat()
         with self._db.use() as db:
             db.execute(
                 "INSERT INTO onward_api_runs (run_id, thread_id, assistant_id, created_at, "
-                "updated_at, status, metadata, pause_before, from_checkpoint) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "updated_at, status, metadata, pause_before, from_checkpoint, request, "
+                "multitask_strategy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id) DO UPDATE SET updated_at = excluded.updated_at, "
+                "status = excluded.status, pause_before = excluded.pause_before, "
+                "from_checkpoint = excluded.from_checkpoint, request = NULL",
                 (
                     run_id,
                     thread_id,
                     assistant_id,
                     now,
                     now,
-                    ApiRunStatus.RUNNING.value,
+                    status.value,
                     json.dumps(metadata),
                     json.dumps(list(pause_before)),
                     from_checkpoint,
+                    json.dumps(request) if request is not None else None,
+                    multitask_strategy,
                 ),
             )
+
+    def get_run(self, run_id: str) -> ApiRunRow | None:
+        found = self._select("WHERE run_id = ?", (run_id,))
+        return found[0] if found else None
+
+    def delete_run(self, run_id: str) -> None:
+        with self._db.use() as db:
+            db.execute("DELETE FROM onward_api_runs WHERE run_id = ?", (run_id,))
+
+    def queued(self, thread_id: str | None = None) -> list[ApiRunRow]:
+        """Runs waiting for their thread (multitask ``enqueue``), oldest first."""
+        where = "WHERE status = ? AND request IS NOT NULL"
+        params: tuple[Any, ...] = (ApiRunStatus.PENDING.value,)
+        if thread_id is not None:
+            where, params = where + " AND thread_id = ?", (*params, thread_id)
+        return self._select(where + " ORDER BY created_at, run_id", params)
+
+    def count_runs(self, thread_id: str, *statuses: ApiRunStatus) -> int:
+        marks = ", ".join("?" for _ in statuses)
+        with self._db.use() as db:
+            row = db.execute(
+                f"SELECT COUNT(*) FROM onward_api_runs WHERE thread_id = ? AND status IN ({marks})",
+                (thread_id, *(s.value for s in statuses)),
+            ).fetchone()
+        return int(row[0])
 
     def set_run_status(self, run_id: str, status: ApiRunStatus) -> None:
         with self._db.use() as db:
             db.execute(
                 "UPDATE onward_api_runs SET status = ?, updated_at = ? WHERE run_id = ?",
                 (status.value, utcnow().isoformat(), run_id),
+            )
+
+    def set_strategy(self, run_id: str, strategy: str) -> None:
+        with self._db.use() as db:
+            db.execute(
+                "UPDATE onward_api_runs SET multitask_strategy = ? WHERE run_id = ?",
+                (strategy, run_id),
             )
 
     def runs(self, thread_id: str) -> list[ApiRunRow]:
@@ -185,7 +235,8 @@ class Threads:
         with self._db.use() as db:
             rows = db.execute(
                 "SELECT run_id, thread_id, assistant_id, created_at, updated_at, status, "
-                f"metadata, pause_before, from_checkpoint FROM onward_api_runs {where}",
+                "metadata, pause_before, from_checkpoint, request, multitask_strategy "
+                f"FROM onward_api_runs {where}",
                 params,
             ).fetchall()
         return [
@@ -199,6 +250,8 @@ class Threads:
                 json.loads(r[6]),
                 tuple(json.loads(r[7])),
                 r[8],
+                json.loads(r[9]) if r[9] else None,
+                r[10] or "enqueue",
             )
             for r in rows
         ]

@@ -7,7 +7,7 @@ were always registered in.
 
 from fastapi import APIRouter
 
-from onward.serve.routes import assistants, info, page, runs, state, threads
+from onward.serve.routes import assistants, info, page, runs, state, store, threads
 
 ROUTERS: tuple[APIRouter, ...] = (
     info.router,
@@ -15,6 +15,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     threads.router,
     state.router,
     runs.router,
+    store.router,
     page.router,
 )
 

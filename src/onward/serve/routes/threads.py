@@ -7,9 +7,12 @@ import uuid
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 
-from onward.serve.context import Ctx, Who
+from onward.errors import refuse_unknown
+from onward.serve.context import Ctx, Serving, Who
+from onward.serve.control import CancelAction
+from onward.serve.drives import cancel_queued
 from onward.serve.requests import MAX_PAGE, a_string, an_object, count, strings
 from onward.serve.strict import StrictRoute
 from onward.serve.views import not_found, thread_json, thread_status, visible
@@ -46,12 +49,31 @@ def thread_create(ctx: Ctx, who: Who, body: dict[str, Any] | None = None) -> Any
 
 @router.post("/threads/search")
 def thread_search(ctx: Ctx, who: Who, body: dict[str, Any] | None = None) -> Any:
+    """A page of the caller's threads, with LangGraph Server's pagination headers
+    (``X-Pagination-Total``, and ``X-Pagination-Next``: the next page's offset)."""
     body = body or {}
+    offset, limit = count(body, "offset", 0), count(body, "limit", 10, most=MAX_PAGE)
+    found = search(ctx, who, body)
+    headers = {"X-Pagination-Total": str(len(found))}
+    if offset + limit < len(found):
+        headers["X-Pagination-Next"] = str(offset + limit)
+    return JSONResponse(found[offset : offset + limit], headers=headers)
+
+
+@router.post("/threads/count")
+def thread_count(ctx: Ctx, who: Who, body: dict[str, Any] | None = None) -> int:
+    body = body or {}
+    refuse_unknown(body, ("metadata", "values", "status"), "thread count")
+    return len(search(ctx, who, body))
+
+
+def search(ctx: Serving, who: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every thread of the caller's that a search body matches, in its order."""
     meta = an_object(body, "metadata")
     status = a_string(body, "status")
     ids = set(strings(body, "ids"))
     descending = a_string(body, "sort_order", ("asc", "desc")) != "asc"
-    offset, limit = count(body, "offset", 0), count(body, "limit", 10, most=MAX_PAGE)
+    values = an_object(body, "values")
     out = []
     with ctx.clients.use() as ow:
         rows = ow.store.threads.all(who if ctx.tokens else None)
@@ -69,9 +91,11 @@ def thread_search(ctx: Ctx, who: Who, body: dict[str, Any] | None = None) -> Any
                 continue
             if status and doc["status"] != status:
                 continue
+            if values and any((doc["values"] or {}).get(k) != v for k, v in values.items()):
+                continue
             out.append(doc)
     out.sort(key=lambda d: d["updated_at"], reverse=descending)
-    return out[offset : offset + limit]
+    return out
 
 
 @router.get("/threads/{thread_id}")
@@ -91,12 +115,46 @@ def thread_patch(thread_id: str, body: dict[str, Any], ctx: Ctx, who: Who) -> An
         return thread_json(ow, thread_id, ow.store.threads.get(thread_id))
 
 
+@router.post("/threads/{thread_id}/copy")
+def thread_copy(thread_id: str, ctx: Ctx, who: Who) -> Any:
+    """A new thread of the caller's that goes on from this one's state now (an onward
+    fork at the latest checkpoint: the copy's history starts there; its effects are its
+    own)."""
+    with ctx.clients.use() as ow:
+        row = visible(ow, thread_id, who, ctx.tokens)
+        if ow.store.get_run(thread_id) is None:
+            raise HTTPException(409, f"Thread {thread_id} has no run yet: nothing to copy")
+        if thread_status(ow, thread_id) == "busy":
+            raise HTTPException(409, f"Thread {thread_id} has a run in progress")
+        snap = ow.graph.get_state(ow._config(thread_id))
+        checkpoint_id = snap.config["configurable"]["checkpoint_id"]
+        new_id = ow.fork(thread_id, checkpoint_id, new_thread_id=str(uuid.uuid4()))
+        metadata = {**(row.metadata if row else {"graph_id": GRAPH_ID}), "copied_from": thread_id}
+        ow.store.threads.create(new_id, who, metadata)
+        return thread_json(ow, new_id, ow.store.threads.get(new_id))
+
+
+@router.patch("/threads/{thread_id}/state")
+def thread_patch_state(thread_id: str, ctx: Ctx, who: Who) -> Any:
+    with ctx.clients.use() as ow:
+        visible(ow, thread_id, who, ctx.tokens)
+    raise HTTPException(
+        404,
+        "onward does not support patching a checkpoint's metadata yet; edit the state "
+        "with POST /threads/{id}/state, or tag the thread with PATCH /threads/{id}",
+    )
+
+
 @router.delete("/threads/{thread_id}", status_code=204)
 def thread_delete(thread_id: str, ctx: Ctx, who: Who) -> Response:
     with ctx.clients.use() as ow:
         visible(ow, thread_id, who, ctx.tokens)
-        if thread_status(ow, thread_id) == "busy":
+        if thread_status(ow, thread_id) == "busy" or any(
+            not a.queued for a in ctx.control.on_thread(thread_id)
+        ):
             raise HTTPException(409, f"Thread {thread_id} has a run in progress")
+        for row in ow.store.threads.queued(thread_id):
+            cancel_queued(ctx, row.run_id, CancelAction.ROLLBACK)
         if ow.store.get_run(thread_id) is not None:
             _rows, shas = ow.store.delete_run(thread_id)
             ow.store.delete_unused_bodies(shas)

@@ -1,0 +1,126 @@
+"""The runs this server has in hand: driving, starting, or queued behind a busy thread.
+
+Each has a :class:`~onward.serve.feed.Feed` (its output, kept for joins and resumed
+streams) and, while it is driven, the client its drive uses. Cancelling a driven run sets
+that client's drain flag: the drive stops before its next node starts (the last superstep
+is saved, no effect is cut in half: a step that already runs finishes and its result is
+kept), as when the server stops. The feeds of finished runs are kept for a while (the
+newest :data:`KEEP_FEEDS`), so a client that lost its stream can still read it to the end.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from onward.serve.feed import Feed
+
+if TYPE_CHECKING:
+    from onward.client import Onward
+
+KEEP_FEEDS = 256
+"""Feeds of finished runs kept in memory for joins (oldest dropped first)."""
+
+
+class CancelAction(StrEnum):
+    INTERRUPT = "interrupt"
+    """Stop the run where it is; the thread keeps its state and a later run goes on."""
+    ROLLBACK = "rollback"
+    """Stop the run, then remove it and the checkpoints it made (LangGraph's rollback)."""
+
+
+@dataclass
+class Active:
+    run_id: str
+    thread_id: str
+    feed: Feed
+    queued: bool = False
+    client: Onward | None = None
+    cancel: CancelAction | None = None
+    stopped: threading.Event = field(default_factory=threading.Event)
+
+
+class Control:
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._active: dict[str, Active] = {}
+        self._feeds: OrderedDict[str, Feed] = OrderedDict()
+        self._threads: dict[str, threading.Lock] = {}
+        self.stopping = False
+
+    def thread_lock(self, thread_id: str) -> threading.Lock:
+        """Held while a request decides what to do with a thread (start, queue, replace
+        its run), so two requests cannot both find it free."""
+        with self._lock:
+            return self._threads.setdefault(thread_id, threading.Lock())
+
+    def open(self, run_id: str, thread_id: str, *, queued: bool = False) -> Active:
+        """A run the server takes on (queued: waiting for its thread); its feed starts
+        with the stream's ``metadata`` event."""
+        feed = Feed()
+        feed.put(("metadata", {"run_id": run_id, "thread_id": thread_id, "attempt": 1}))
+        active = Active(run_id, thread_id, feed, queued=queued)
+        with self._lock:
+            self._active[run_id] = active
+            self._feeds[run_id] = feed
+            while len(self._feeds) > KEEP_FEEDS + len(self._active):
+                oldest = next(iter(self._feeds))
+                if oldest in self._active:
+                    self._feeds.move_to_end(oldest)
+                    continue
+                del self._feeds[oldest]
+        return active
+
+    def get(self, run_id: str) -> Active | None:
+        with self._lock:
+            return self._active.get(run_id)
+
+    def feed(self, run_id: str) -> Feed | None:
+        with self._lock:
+            return self._feeds.get(run_id)
+
+    def on_thread(self, thread_id: str) -> list[Active]:
+        """The thread's runs in hand, in the order they were taken on."""
+        with self._lock:
+            return [a for a in self._active.values() if a.thread_id == thread_id]
+
+    def all(self) -> list[Active]:
+        with self._lock:
+            return list(self._active.values())
+
+    def attach(self, run_id: str, client: Onward) -> bool:
+        """The run's drive begins on ``client``; False when it was cancelled before."""
+        with self._lock:
+            active = self._active.get(run_id)
+            if active is None or active.cancel is not None:
+                return False
+            active.queued = False
+            active.client = client
+            return True
+
+    def cancel(self, run_id: str, action: CancelAction) -> Active | None:
+        """Ask a run to stop (its drive stops before its next node); None when the server
+        has no such run in hand."""
+        with self._lock:
+            active = self._active.get(run_id)
+            if active is None:
+                return None
+            if active.cancel is None or action is CancelAction.ROLLBACK:
+                active.cancel = action
+            if active.client is not None:
+                active.client.deps.draining.set()
+            return active
+
+    def close(self, run_id: str) -> Active | None:
+        """The run is over here (drive ended, queued run cancelled or failed to start)."""
+        with self._lock:
+            active = self._active.pop(run_id, None)
+        if active is None:
+            return None
+        if active.client is not None and not self.stopping:
+            active.client.deps.draining.clear()  # the client serves other runs next
+        active.stopped.set()
+        return active

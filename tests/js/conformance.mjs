@@ -1,0 +1,146 @@
+// The LangGraph JS SDK against `onward serve` (tests/test_js_sdk.py starts the server):
+// assistants, cancel stopping effects, enqueue order, join after a dropped stream,
+// threads count/copy, and a clear error for what onward does not do.
+import assert from "node:assert/strict";
+import { readFileSync, existsSync } from "node:fs";
+import { Client } from "@langchain/langgraph-sdk";
+
+const client = new Client({ apiUrl: process.env.ONWARD_URL, apiKey: null });
+const workdir = process.env.ONWARD_WORKDIR;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const calls = () =>
+  existsSync(`${workdir}/calls.jsonl`)
+    ? readFileSync(`${workdir}/calls.jsonl`, "utf8").trim().split("\n").map((l) => JSON.parse(l).label)
+    : [];
+const chain = (labels, seconds = 0) => ({
+  goal: `record ${labels.join(" ")}`,
+  plan: {
+    steps: labels.map((label, i) => ({
+      id: label,
+      tool: "record",
+      args: seconds ? { label, seconds } : { label },
+      ...(i ? { depends_on: [labels[i - 1]] } : {}),
+    })),
+  },
+});
+const done = (values) =>
+  Object.entries(values?.steps ?? {}).filter(([, r]) => r.status === "done").map(([id]) => id).sort();
+const results = [];
+async function check(name, fn) {
+  await fn();
+  results.push(name);
+}
+
+await check("assistants", async () => {
+  const all = await client.assistants.search();
+  assert.deepEqual(all.map((a) => a.name).sort(), ["careful", "onward"]);
+  const careful = await client.assistants.get("careful");
+  assert.equal(careful.context.policy.approve_all, true);
+  const schemas = await client.assistants.getSchemas(careful.assistant_id);
+  assert.equal(schemas.graph_id, "onward");
+  assert.ok(schemas.input_schema);
+  assert.deepEqual(await client.assistants.getSubgraphs(careful.assistant_id), {});
+  const graph = await client.assistants.getGraph(careful.assistant_id);
+  assert.ok(graph.nodes.some((n) => n.id === "execute"));
+  const mine = await client.assistants.create({
+    graphId: "onward",
+    name: "js",
+    context: { policy: { approve_tools: ["record"] } },
+  });
+  assert.equal(mine.version, 1);
+  const two = await client.assistants.update(mine.assistant_id, { context: { budget: { max_steps: 4 } } });
+  assert.equal(two.version, 2);
+  const versions = await client.assistants.getVersions(mine.assistant_id);
+  assert.deepEqual(versions.map((v) => v.version), [2, 1]);
+  assert.equal((await client.assistants.setLatest(mine.assistant_id, 1)).version, 1);
+  await assert.rejects(
+    client.assistants.create({ graphId: "onward", context: { policy: { auto_approve: ["pay"] } } }),
+    (e) => e.status === 403,
+  );
+  const thread = await client.threads.create();
+  await client.runs.wait(thread.thread_id, "careful", { input: chain(["careful"]) });
+  const [run] = await client.runs.list(thread.thread_id);
+  assert.equal(run.status, "interrupted");
+  assert.equal(run.assistant_id, careful.assistant_id);
+});
+
+await check("cancel stops effects", async () => {
+  const thread = await client.threads.create();
+  const run = await client.runs.create(thread.thread_id, "onward", { input: chain(["a", "b", "c"], 1.5) });
+  while (!calls().includes("a")) await sleep(50);
+  await client.runs.cancel(thread.thread_id, run.run_id, true, "interrupt");
+  assert.equal((await client.runs.get(thread.thread_id, run.run_id)).status, "interrupted");
+  await sleep(2000);
+  assert.deepEqual(calls().filter((l) => ["a", "b", "c"].includes(l)), ["a"]);
+  await client.runs.cancelMany({ status: "all" }); // nothing left running: a 204
+});
+
+await check("enqueue order", async () => {
+  const thread = await client.threads.create();
+  const tid = thread.thread_id;
+  const pause = { interruptAfter: ["verify"] };
+  const first = await client.runs.create(tid, "onward", { input: chain(["e1", "e2", "e3"], 1), ...pause });
+  const second = await client.runs.create(tid, "onward", { input: null, ...pause });
+  const third = await client.runs.create(tid, "onward", { input: null, multitaskStrategy: "enqueue", ...pause });
+  assert.equal((await client.runs.get(tid, second.run_id)).status, "pending");
+  await assert.rejects(
+    client.runs.create(tid, "onward", { input: null, multitaskStrategy: "reject" }),
+    (e) => e.status === 409,
+  );
+  assert.deepEqual(done(await client.runs.join(tid, first.run_id)), ["e1"]);
+  assert.deepEqual(done(await client.runs.join(tid, second.run_id)), ["e1", "e2"]);
+  assert.deepEqual(done(await client.runs.join(tid, third.run_id)), ["e1", "e2", "e3"]);
+});
+
+await check("join after a dropped stream", async () => {
+  const thread = await client.threads.create();
+  const tid = thread.thread_id;
+  const controller = new AbortController();
+  let runId;
+  const ids = [];
+  const stream = client.runs.stream(tid, "onward", {
+    input: chain(["j1", "j2"], 0.5),
+    streamMode: ["values", "updates"],
+    signal: controller.signal,
+    onRunCreated: (meta) => { runId = meta.run_id; },
+  });
+  try {
+    for await (const part of stream) {
+      ids.push(part.id);
+      if (ids.length === 2) controller.abort(); // the page goes away
+    }
+  } catch (e) {
+    assert.equal(e.name, "AbortError");
+  }
+  assert.ok(runId, "the run id from Content-Location");
+  assert.deepEqual(ids.slice(0, 2), ["1", "2"]);
+  const rest = [];
+  for await (const part of client.runs.joinStream(tid, runId, { lastEventId: "2" })) rest.push(part);
+  assert.equal(rest[0].id, "3");
+  const values = rest.filter((p) => p.event === "values").at(-1).data;
+  assert.deepEqual(done(values), ["j1", "j2"]);
+  const threadParts = [];
+  for await (const part of client.threads.joinStream(tid)) threadParts.push(part);
+  assert.deepEqual(threadParts, []); // nothing in hand on the thread any more: the stream ends
+});
+
+await check("threads count copy and pagination", async () => {
+  const n = await client.threads.count();
+  assert.ok(n >= 4);
+  const [one] = await client.threads.search({ limit: 1 });
+  const state = await client.threads.getState(one.thread_id);
+  assert.ok(state.values);
+});
+
+await check("unsupported is a clear error", async () => {
+  await assert.rejects(client.runs.wait(null, "onward", { input: {} }), (e) => e.status === 404);
+  await assert.rejects(client.store.searchItems(["a"]), (e) => e.status === 404);
+  await assert.rejects(client.crons.create("onward", { schedule: "* * * * *" }), (e) => e.status === 404);
+  const thread = await client.threads.create();
+  await assert.rejects(
+    client.runs.wait(thread.thread_id, "onward", { input: chain(["w"]), webhook: "http://127.0.0.1:9/x" }),
+    (e) => e.status === 422,
+  );
+});
+
+console.log(JSON.stringify({ passed: results }));
