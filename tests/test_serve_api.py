@@ -311,3 +311,24 @@ def test_a_webhook_is_posted_through_the_egress_policy_when_the_run_ends(
             assert len(client.runs.list(tid)) == 1
     finally:
         hook.shutdown()
+
+
+def test_stream_subgraphs_as_agent_chat_ui_sends_it_streams_the_one_graph(server: str) -> None:
+    """agent-chat-ui streams with ``stream_subgraphs: true``; onward's graph has no
+    subgraphs, so the run streams just what it streams without it (not a 422)."""
+    client = get_sync_client(url=server, api_key=None)
+    seen: dict[bool, list[str]] = {}
+    for subgraphs in (False, True):
+        tid = client.threads.create()["thread_id"]
+        parts = client.runs.stream(
+            tid,
+            "onward",
+            input=chain("a", "b"),
+            stream_mode=["values", "updates"],
+            stream_subgraphs=subgraphs,
+        )
+        seen[subgraphs] = [p.event for p in parts if p.event != "metadata"]
+        assert done_steps(client.threads.get_state(tid)["values"]) == {"a", "b"}
+    assert seen[True] == seen[False]
+    assert "error" not in seen[True]
+    assert "values" in seen[True]

@@ -246,7 +246,7 @@ def test_run_fields_onward_does_not_support_are_refused(api: httpx.Client) -> No
         {"multitask_strategy": "sometimes"},
         {"stream_mode": "events"},
         {"on_disconnect": "explode"},
-        {"stream_subgraphs": True},
+        {"stream_subgraphs": "yes"},
         {"after_seconds": 60},
         {"no_such_field": 1},
         {"input": {"goal": "x", "tool_modules": ["evil.py"]}},

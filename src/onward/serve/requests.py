@@ -37,7 +37,9 @@ RUN_FIELDS = frozenset(
 
 UNSUPPORTED_DEFAULTS: Mapping[str, tuple[Any, ...]] = {
     "on_completion": (None, "keep"),
-    "stream_subgraphs": (None, False),
+    # agent-chat-ui asks for subgraph events; onward's graph has none, so true streams
+    # exactly what false does (as LangGraph Server does for a graph without subgraphs).
+    "stream_subgraphs": (None, False, True),
     "feedback_keys": (None, []),
     "after_seconds": (None, 0),
     "durability": (None, "sync"),
