@@ -18,7 +18,7 @@ from typing import Any
 import typer
 from typer.main import get_command_name
 
-from onward.cli import inspecting, lifecycle, people, running, serving
+from onward.cli import inspecting, lifecycle, people, richlite, running, serving
 from onward.cli.helptext import Group
 from onward.cli.render import err
 
@@ -53,6 +53,7 @@ def for_command(argv: list[str]) -> typer.Typer:
 
 
 def main() -> None:
+    richlite.install()  # help without rich.markdown and rich.traceback (cli/richlite.py)
     try:
         for_command(sys.argv[1:])()
     except KeyboardInterrupt:
