@@ -215,3 +215,40 @@ def test_each_command_runs_in_an_app_of_its_own_group() -> None:
         ]
     for argv in ([], ["--help"], ["lis"]):
         assert cli.for_command(argv) is cli.app
+
+
+def test_the_command_table_is_what_the_modules_register() -> None:
+    """``onward CMD`` imports CMD's module from the table; it must name every command."""
+    from typer.main import get_command_name
+
+    from onward import cli
+
+    registered = {
+        info.name or get_command_name(info.callback.__name__): name
+        for name in cli.GROUPS
+        for info in cli.group(name).commands.registered_commands
+        if info.callback
+    }
+    assert registered == cli.COMMANDS
+
+
+def test_a_command_imports_only_its_own_group(workdir: Path, db_url: str, done_run: str) -> None:
+    _, packages = traced("list", "--db", db_url, cwd=workdir)  # the top-level names only
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "onward", "list", "--db", db_url],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    loaded = {ln.rsplit("|", 1)[1].strip() for ln in proc.stderr.splitlines() if "|" in ln}
+    groups = {m for m in loaded if m.startswith("onward.cli.")} - {
+        "onward.cli.options",
+        "onward.cli.render",
+        "onward.cli.helptext",
+        "onward.cli.richlite",
+    }
+    assert groups == {"onward.cli.inspecting"}
+    assert not heavy(packages)
