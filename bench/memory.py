@@ -239,6 +239,8 @@ def where_bytes(db: Path) -> dict[str, int]:
         conn.close()
     artifacts = db.parent / "artifacts"
     out["artifact files"] = store_bytes(artifacts) if artifacts.exists() else 0
+    requests = db.parent / "requests"  # a request's long strings until its first checkpoint
+    out["request files"] = store_bytes(requests) if requests.exists() else 0
     return out
 
 

@@ -221,7 +221,8 @@ def cli_options() -> dict[str, set[str]]:
     import typer.main
 
     main = entry_points(group="console_scripts")["onward"].load()
-    [app] = [v for v in vars(sys.modules[main.__module__]).values() if isinstance(v, typer.Typer)]
+    app = sys.modules[main.__module__].app  # built on first use (onward/cli/__init__.py)
+    assert isinstance(app, typer.Typer)
     group = typer.main.get_command(app)  # a click group (Typer may bring its own click)
     return {
         name: {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}

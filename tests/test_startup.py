@@ -49,6 +49,42 @@ def test_help_loads_neither_langgraph_nor_pydantic(tmp_path: Path) -> None:
     assert "pydantic" not in packages  # Typer itself imports it only to run a command
 
 
+def test_help_and_usage_errors_load_no_markdown_nor_traceback_renderer(tmp_path: Path) -> None:
+    """Typer's help module is imported with stand-ins for the two names it takes from
+    rich.markdown and rich.traceback (cli/richlite.py): neither they nor markdown-it,
+    pygments or attrs load for help or a usage error."""
+    for argv in (["--help"], ["status", "--help"], ["lis"]):
+        result, packages = traced(*argv, cwd=tmp_path)
+        assert result.code == (2 if argv == ["lis"] else 0), result.stderr
+        assert not packages & {"markdown_it", "pygments", "attr", "mdurl"}, argv
+
+
+def test_the_stand_ins_are_the_real_rich_classes_once_used(tmp_path: Path) -> None:
+    """In a process where the stand-ins were placed, Typer's help module still makes real
+    Markdown and Traceback objects, and any other import gets the real modules."""
+    code = """
+import sys
+from onward.cli import richlite
+richlite.install()
+import typer.rich_utils as ru
+assert "rich.markdown" not in sys.modules and "markdown_it" not in sys.modules
+md = ru.Markdown("**x**")
+import rich.markdown, rich.traceback
+assert type(md) is rich.markdown.Markdown
+assert ru.Traceback.from_exception is not None
+try:
+    raise ValueError("x")
+except ValueError as exc:
+    tb = ru.Traceback.from_exception(type(exc), exc, exc.__traceback__)
+assert type(tb) is rich.traceback.Traceback
+print("ok")
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=cli_env()
+    )
+    assert (proc.returncode, proc.stdout.strip()) == (0, "ok"), proc.stderr
+
+
 def test_import_onward_loads_nothing_heavy(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", "import json, sys, onward; print(json.dumps(list(sys.modules)))"],
@@ -179,3 +215,40 @@ def test_each_command_runs_in_an_app_of_its_own_group() -> None:
         ]
     for argv in ([], ["--help"], ["lis"]):
         assert cli.for_command(argv) is cli.app
+
+
+def test_the_command_table_is_what_the_modules_register() -> None:
+    """``onward CMD`` imports CMD's module from the table; it must name every command."""
+    from typer.main import get_command_name
+
+    from onward import cli
+
+    registered = {
+        info.name or get_command_name(info.callback.__name__): name
+        for name in cli.GROUPS
+        for info in cli.group(name).commands.registered_commands
+        if info.callback
+    }
+    assert registered == cli.COMMANDS
+
+
+def test_a_command_imports_only_its_own_group(workdir: Path, db_url: str, done_run: str) -> None:
+    _, packages = traced("list", "--db", db_url, cwd=workdir)  # the top-level names only
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "onward", "list", "--db", db_url],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    loaded = {ln.rsplit("|", 1)[1].strip() for ln in proc.stderr.splitlines() if "|" in ln}
+    groups = {m for m in loaded if m.startswith("onward.cli.")} - {
+        "onward.cli.options",
+        "onward.cli.render",
+        "onward.cli.helptext",
+        "onward.cli.richlite",
+    }
+    assert groups == {"onward.cli.inspecting"}
+    assert not heavy(packages)

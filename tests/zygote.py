@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 PRELOAD = (
     "onward.cli",
+    *(f"onward.cli.{name}" for name in ("running", "people", "inspecting", "lifecycle", "serving")),
     "onward.client",
     "onward.client.worker",
     "onward.graph.build",

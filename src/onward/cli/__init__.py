@@ -13,16 +13,29 @@ summary, history, show, replay, report, graph), ``lifecycle`` (cancel, fork, pru
 from __future__ import annotations
 
 import sys
+from functools import cache
+from types import ModuleType
 from typing import Any
 
 import typer
-from typer.main import get_command_name
 
-from onward.cli import inspecting, lifecycle, people, running, serving
+from onward.cli import richlite
 from onward.cli.helptext import Group
-from onward.cli.render import err
 
-GROUPS = (running, people, inspecting, lifecycle, serving)
+GROUPS = ("running", "people", "inspecting", "lifecycle", "serving")
+"""The command modules, in the order ``--help`` lists their commands."""
+COMMANDS = {
+    **dict.fromkeys(("run", "submit", "resume", "demo"), "running"),
+    **dict.fromkeys(("inbox", "approve", "reject", "respond", "resolve", "sweep"), "people"),
+    **dict.fromkeys(
+        ("status", "list", "timeline", "summary", "history", "show", "replay", "report", "graph"),
+        "inspecting",
+    ),
+    **dict.fromkeys(("cancel", "fork", "prune"), "lifecycle"),
+    **dict.fromkeys(("worker", "serve"), "serving"),
+}
+"""Each command's module, so ``onward CMD`` imports only CMD's (a test keeps this equal to
+what the modules register)."""
 SETTINGS: dict[str, Any] = {
     "name": "onward",
     "help": "Crash-safe long agent tasks: plan, execute, verify, resume by thread id.",
@@ -32,30 +45,49 @@ SETTINGS: dict[str, Any] = {
     "cls": Group,  # help as sentences: placeholders, not type tags
 }
 
-app = typer.Typer(**SETTINGS)
-for group in GROUPS:
-    app.add_typer(group.commands)
+
+def group(name: str) -> ModuleType:
+    # __import__, not importlib.import_module: only the former shows in -X importtime,
+    # which tests/test_startup.py and bench/startup.py read.
+    __import__(f"onward.cli.{name}")
+    return sys.modules[f"onward.cli.{name}"]
+
+
+@cache
+def whole() -> typer.Typer:
+    """The CLI with every command (help, unknown commands, tests)."""
+    made = typer.Typer(**SETTINGS)
+    for name in GROUPS:
+        made.add_typer(group(name).commands)
+    return made
 
 
 def for_command(argv: list[str]) -> typer.Typer:
     """The app to run ``argv`` (the arguments after ``onward``) with: for a known command,
     one with only its group's commands, since Typer builds the parameters of every command
-    it holds before it runs one (most of the CLI's own start-up); else the whole CLI (help,
-    unknown commands)."""
-    name = argv[0] if argv else None
-    for group in GROUPS:
-        for info in group.commands.registered_commands:
-            if info.callback and (info.name or get_command_name(info.callback.__name__)) == name:
-                narrow = typer.Typer(**SETTINGS)
-                narrow.add_typer(group.commands)
-                return narrow
-    return app
+    it holds before it runs one (most of the CLI's own start-up), and only that group's
+    module imported; else the whole CLI (help, unknown commands)."""
+    name = COMMANDS.get(argv[0]) if argv else None
+    if name is None:
+        return whole()
+    narrow = typer.Typer(**SETTINGS)
+    narrow.add_typer(group(name).commands)
+    return narrow
+
+
+def __getattr__(attr: str) -> Any:
+    if attr == "app":  # built on first use: ``onward CMD`` never builds it
+        return whole()
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
 def main() -> None:
+    richlite.install()  # help without rich.markdown and rich.traceback (cli/richlite.py)
     try:
         for_command(sys.argv[1:])()
     except KeyboardInterrupt:
+        from onward.cli.render import err
+
         err.print("interrupted; resume the run with `onward resume THREAD`")
         sys.exit(130)
 

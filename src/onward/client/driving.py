@@ -173,6 +173,10 @@ def stream(
             # The drive's last supersteps may wait in the saver (verify, the end state):
             # commit them before the run's record says how it ended.
             ow.store.held.make_durable()
+            if last is not None:
+                # A checkpoint with the state is durable now: the request's big strings
+                # are an extra copy of the checkpoint's (store/blobs.py).
+                ow.store.settle_request(thread_id)
             finished = finished_state(last)
             if finished is not None:
                 ow.store.set_run_status(thread_id, finished.status)

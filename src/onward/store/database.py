@@ -34,7 +34,7 @@ from onward.model.state import RunStatus, utcnow
 from onward.observe.events import EventLog, LogRow
 from onward.observe.kinds import EventKind
 from onward.settings import DEFAULT_DB, settings
-from onward.store import reserve
+from onward.store import blobs, reserve
 from onward.store.artifacts import ArtifactStore, fsync_enabled
 from onward.store.assistants import ASSISTANT_SCHEMA, Assistants
 from onward.store.breakers import BREAKER_SCHEMA, Breakers
@@ -241,6 +241,11 @@ class Store:
             self.artifacts = TableArtifacts(
                 SharedConnection(self.connect), cipher=self.cipher, on_put=self.use_artifact
             )
+        self.request_blobs = (
+            blobs.RequestBlobs(self.path.parent / "requests", self.cipher)
+            if self.backend is Backend.SQLITE
+            else None
+        )
         self.leases = Leases(self.connect, LeasePolicy.from_env())
         self._claims: dict[str, tuple[str, float]] = {}
         """Queue claims this store's worker holds: thread id → (claimer, hold seconds)."""
@@ -428,6 +433,13 @@ class Store:
 
     def add_run(self, thread_id: str, objective: str, request: dict[str, Any]) -> None:
         now = utcnow().isoformat()
+        row = request
+        if self.request_blobs is not None:
+            # Long strings (a big argument) as files, written before the row that names
+            # them: a crash in between leaves only unused files (store/blobs.py).
+            files = self.request_blobs
+            lifted, found = blobs.lift(request, lambda text: files.put(thread_id, text))
+            row = {**lifted, blobs.BLOBS: found} if found else request
         with self.db.use() as db, db.transaction():
             db.execute(
                 "INSERT INTO onward_runs VALUES (?, ?, ?, ?, ?, '')",
@@ -435,7 +447,7 @@ class Store:
             )
             db.execute(
                 "INSERT INTO onward_requests VALUES (?, ?)",
-                (thread_id, seal_text(self.cipher, json.dumps(request, ensure_ascii=False))),
+                (thread_id, seal_text(self.cipher, json.dumps(row, ensure_ascii=False))),
             )
 
     def run_request(self, thread_id: str) -> dict[str, Any]:
@@ -447,7 +459,46 @@ class Store:
         if row is None:
             raise StoreError(f"run {thread_id} has no stored request in {self.where}")
         value: dict[str, Any] = json.loads(open_text(self.cipher, row[0]))
+        if blobs.SETTLED in value:
+            raise StoreError(
+                f"run {thread_id}'s request was settled after its first checkpoint, but the "
+                f"run has no checkpoint with its state in {self.where}: the store is damaged"
+            )
+        found = value.pop(blobs.BLOBS, None)
+        if found:
+            if self.request_blobs is None:
+                raise StoreError(f"run {thread_id}'s request names files, in {self.where}")
+            files = self.request_blobs
+            blobs.restore(value, found, lambda digest: files.get(thread_id, digest))
         return value
+
+    def settle_request(self, thread_id: str) -> None:
+        """Drop the long strings of the run's request (store/blobs.py). Call only once a
+        checkpoint with the run's state is durable. SQLite: one stat when the request has
+        no files; Postgres: one indexed read when the request is small or settled."""
+        files = self.request_blobs
+        if files is not None and not files.holds(thread_id):
+            return
+        with self.db.use() as db:
+            row = db.execute(
+                "SELECT request FROM onward_requests WHERE thread_id=? AND length(request) >= ?",
+                (thread_id, 0 if files is not None else blobs.LONG_CHARS),
+            ).fetchone()
+            request = json.loads(open_text(self.cipher, row[0])) if row else {}
+            found: list[list[Any]] = []
+            if blobs.BLOBS in request:
+                found = request.pop(blobs.BLOBS)
+                blobs.restore(request, found, lambda digest: "")
+            elif files is None and blobs.SETTLED not in request:
+                request, found = blobs.lift(request, lambda text: "")
+            if found:
+                settled = {**request, blobs.SETTLED: [path for path, _ in found]}
+                db.execute(
+                    "UPDATE onward_requests SET request=? WHERE thread_id=?",
+                    (seal_text(self.cipher, json.dumps(settled, ensure_ascii=False)), thread_id),
+                )
+        if files is not None:
+            files.drop(thread_id)  # after the row no longer names them
 
     def set_run_status(self, thread_id: str, status: RunStatus) -> None:
         with self.db.use() as db:
@@ -668,6 +719,8 @@ class Store:
                     continue
                 cur = db.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
                 rows += cur.rowcount
+        if self.request_blobs is not None:
+            self.request_blobs.drop(thread_id)
         return rows, shas
 
     def delete_checkpoints_after(self, thread_id: str, checkpoint_id: str) -> int:

@@ -1,0 +1,111 @@
+"""The long strings of a run's stored request, kept as files until its first checkpoint.
+
+A run's request (its input state, the whole plan) is kept in ``onward_requests`` so a run
+killed before its first checkpoint with values can start again from it. After that
+checkpoint is durable the checkpoints hold the same input and nothing reads the request
+again (``client.views.state_of`` falls back to it only while the latest checkpoint has no
+values). A big argument (a document pasted into a step's args) would stay a full extra
+copy in the database file, which SQLite never shrinks, so on SQLite every string of at
+least :data:`LONG_CHARS` is written as a file (:class:`RequestBlobs`) before the row,
+which keeps the path to it and its sha256 under ``"blobs"``: ``[[path, sha256], ...]``
+(paths, not markers in the value, so no value of the user's is mistaken for one).
+
+Once the checkpoint is durable the request is *settled*: the row is rewritten with the
+paths under ``"settled"`` instead, and then the files are removed (in that order: a crash
+between leaves only unused files). Reading a settled request, which would mean the
+checkpoints are gone, is an error that says so, never a request with parts missing. On
+Postgres the strings stay in the row and settling drops them there. A row with neither key
+(every store written before) reads as it always did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from onward.errors import StoreError
+from onward.store.artifacts import atomic_write
+from onward.store.encryption import Cipher
+
+LONG_CHARS = 64 * 1024
+"""Strings at least this long leave the row; smaller requests are never rewritten (a
+rewrite per drive would cost more than the bytes)."""
+BLOBS, SETTLED = "blobs", "settled"
+"""Keys of a request row: the long strings in files; the long strings dropped."""
+_SEALED = b"ONWARD-AESGCM1\n"
+
+JsonPath = list[str | int]
+
+
+def lift(value: Any, keep: Callable[[str], str]) -> tuple[Any, list[list[Any]]]:
+    """``value`` with each long string replaced by ``keep(text)`` (what the row holds in
+    its place), and ``[path, that]`` for each. ``value`` is not changed."""
+    found: list[list[Any]] = []
+
+    def walk(node: Any, path: JsonPath) -> Any:
+        if isinstance(node, str) and len(node) >= LONG_CHARS:
+            found.append([path, keep(node)])
+            return found[-1][1]
+        if isinstance(node, dict):
+            return {k: walk(v, [*path, k]) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v, [*path, i]) for i, v in enumerate(node)]
+        return node
+
+    return walk(value, []), found
+
+
+def restore(value: Any, found: list[list[Any]], load: Callable[[str], str]) -> Any:
+    """Undo :func:`lift`: each ``[path, key]`` gets ``load(key)`` (in place; returned)."""
+    for path, key in found:
+        if not path:
+            return load(key)
+        node = value
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = load(key)
+    return value
+
+
+class RequestBlobs:
+    """Files under ``root``, one folder per thread (named by the thread id's sha256, as a
+    thread id is any text); each file named by its text's sha256, which a read checks.
+    Encrypted like artifact bodies when the store has a key."""
+
+    def __init__(self, root: Path, cipher: Cipher | None) -> None:
+        self.root, self.cipher = root, cipher
+
+    def _folder(self, thread_id: str) -> Path:
+        return self.root / hashlib.sha256(thread_id.encode()).hexdigest()[:32]
+
+    def put(self, thread_id: str, text: str) -> str:
+        body = text.encode("utf-8", "surrogatepass")
+        digest = hashlib.sha256(body).hexdigest()
+        stored = body if self.cipher is None else _SEALED + self.cipher.seal(body)
+        atomic_write(self._folder(thread_id) / digest, stored)
+        return digest
+
+    def get(self, thread_id: str, digest: str) -> str:
+        path = self._folder(thread_id) / digest
+        try:
+            stored = path.read_bytes()
+        except FileNotFoundError:
+            raise StoreError(
+                f"run {thread_id}'s request names a file that is missing ({path})"
+            ) from None
+        if stored.startswith(_SEALED):
+            if self.cipher is None:
+                raise StoreError(f"{path} is encrypted; set ONWARD_AES_KEY to its key")
+            stored = self.cipher.open(stored[len(_SEALED) :])
+        if hashlib.sha256(stored).hexdigest() != digest:
+            raise StoreError(f"run {thread_id}'s request file {path} was changed on disk")
+        return stored.decode("utf-8", "surrogatepass")
+
+    def holds(self, thread_id: str) -> bool:
+        return self._folder(thread_id).is_dir()
+
+    def drop(self, thread_id: str) -> None:
+        shutil.rmtree(self._folder(thread_id), ignore_errors=True)
