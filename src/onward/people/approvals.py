@@ -172,19 +172,7 @@ def parse_answers(raw: Any, questions: list[tuple[str, WaitKind]]) -> list[tuple
     Unkeyed, the decisions answer every question in order (so there must be exactly one
     per question); with ``targets`` they answer the named steps only. Anything else is an
     :class:`AnswerError` naming what was asked."""
-    by: str | None = None
-    targets: Any = None
-    if isinstance(raw, dict) and "decisions" in raw:
-        decisions, by, targets = raw["decisions"], raw.get("by"), raw.get("targets")
-    elif isinstance(raw, list):
-        decisions = raw
-    elif isinstance(raw, dict) and "type" in raw:
-        decisions, by = [raw], raw.get("by")
-    else:
-        raise AnswerError(
-            'an answer is {"decisions": [{"type": "approve" | "edit" | "reject" | "respond", '
-            f"...}}]}} (or a HumanResponse list); got {str(raw)[:200]!r}"
-        )
+    decisions, by, targets = _shape(raw)
     asked = [target for target, _ in questions]
     if not isinstance(decisions, list) or not all(isinstance(d, dict) for d in decisions):
         raise AnswerError('"decisions" must be a list of decision objects')
@@ -296,20 +284,23 @@ def request(task: ApproveTask, thread_id: str, errors: list[str] | None = None) 
     }
 
 
+def _shape(raw: Any) -> tuple[Any, str | None, Any]:
+    """An answer in any accepted shape → (its decisions, who answered, its ``targets``)."""
+    if isinstance(raw, dict) and "decisions" in raw:
+        return raw["decisions"], raw.get("by"), raw.get("targets")
+    if isinstance(raw, list):
+        return raw, None, None
+    if isinstance(raw, dict) and "type" in raw:
+        return [raw], raw.get("by"), None
+    raise AnswerError(
+        'an answer is {"decisions": [{"type": "approve" | "edit" | "reject" | "respond", '
+        f"...}}]}} (or a HumanResponse list); got {str(raw)[:200]!r}"
+    )
+
+
 def parse_answer(raw: Any, kind: WaitKind) -> Answer:
     """Any accepted answer shape → one :class:`Answer`, or :class:`AnswerError`."""
-    by: str | None = None
-    if isinstance(raw, dict) and "decisions" in raw:
-        decisions, by = raw["decisions"], raw.get("by")
-    elif isinstance(raw, list):
-        decisions = raw
-    elif isinstance(raw, dict) and "type" in raw:
-        decisions, by = [raw], raw.get("by")
-    else:
-        raise AnswerError(
-            'an answer is {"decisions": [{"type": "approve" | "edit" | "reject" | "respond", '
-            f"...}}]}} (or a HumanResponse list); got {str(raw)[:200]!r}"
-        )
+    decisions, by, _targets = _shape(raw)
     if not isinstance(decisions, list) or len(decisions) != 1 or not isinstance(decisions[0], dict):
         raise AnswerError("this question asks about one action: send exactly one decision")
     d: dict[str, Any] = decisions[0]

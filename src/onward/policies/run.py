@@ -99,6 +99,21 @@ class RunPolicy(BaseModel):
         return self.allow_tools is None or tool in self.allow_tools
 
 
+def read_mapping(path: str | Path, what: str, option: str, holds: str) -> dict[str, Any]:
+    """A YAML/JSON file that must hold a mapping (a policy file, a serve configuration),
+    or a :class:`UsageError` naming the file, the ``option`` it came from and what is wrong."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{what} {path} not found; check the {option} path")
+    try:
+        data: Any = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{what} {path} is not valid YAML/JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{what} {path} must hold {holds}")
+    return data
+
+
 def load_policy_file(path: str | Path) -> RunPolicy:
     """Read a policy file (YAML or JSON) such as::
 
@@ -108,15 +123,7 @@ def load_policy_file(path: str | Path) -> RunPolicy:
     tool_deadlines:
       http_post: {expire_after: 30m}
     """
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"policy file {path} not found; check the --policy path")
-    try:
-        data: Any = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise UsageError(f"policy file {path} is not valid YAML/JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"policy file {path} must hold a mapping of settings")
+    data = read_mapping(path, "policy file", "--policy", "a mapping of settings")
     try:
         return RunPolicy.model_validate(with_durations(data))
     except ValidationError as exc:

@@ -30,13 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from fastapi import HTTPException
 from pydantic import ValidationError
 
 from onward.errors import ForbiddenError, UsageError, refuse_unknown, validation_message
 from onward.model.state import Budget
-from onward.policies.run import RunPolicy, with_durations
+from onward.policies.run import RunPolicy, read_mapping, with_durations
 from onward.serve.requests import kind, tightened_budget, tightened_policy
 from onward.serve.wire import ASSISTANT_ID, EPOCH, GRAPH_ID
 from onward.store.assistants import AssistantRow
@@ -120,15 +119,7 @@ class Assistant:
 
 def load_config(path: str | Path) -> list[Definition]:
     """The assistants of a serve configuration file (YAML or JSON); see the module doc."""
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"serve configuration {path} not found; check the --config path")
-    try:
-        data: Any = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise UsageError(f"serve configuration {path} is not valid YAML/JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"serve configuration {path} must hold a mapping (assistants: ...)")
+    data = read_mapping(path, "serve configuration", "--config", "a mapping (assistants: ...)")
     refuse_unknown(data, ("assistants",), f"serve configuration {path}")
     raw = data.get("assistants") or {}
     if not isinstance(raw, dict) or not raw:
