@@ -626,9 +626,9 @@ def test_cli_rejects_an_invalid_plan_with_exit_2_and_creates_no_run(
     assert "steps[1] (load).depends_on: unknown step 'nowhere'; known steps: load" in result.stderr
     assert "Traceback" not in result.stderr
     assert "thread id" not in result.stderr
-    listed = run_cli("list", "--json")
-    assert listed.code == 0
-    assert listed.json() == []
+    listed = run_cli("list", "--json")  # no run: the failed run wrote nothing, not even a store
+    assert listed.code == 2
+    assert "nothing was created" in listed.json()["message"]
 
 
 def test_cli_prints_brackets_in_problems_verbatim(workdir: Path, run_cli: Any) -> None:

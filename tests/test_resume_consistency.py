@@ -11,6 +11,7 @@ import pytest
 
 from onward import InconsistentRunError, Onward, Plan, PlanStep
 from onward.model.state import SCHEMA_VERSION, migrate
+from onward.store.database import STORE_SCHEMA_VERSION
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -200,6 +201,6 @@ def test_a_schema_8_store_gets_the_api_run_columns_of_schema_9(tmp_path: Path) -
     try:
         assert conn.execute(
             "SELECT value FROM onward_meta WHERE key='schema_version'"
-        ).fetchone() == ("9",)
+        ).fetchone() == (str(STORE_SCHEMA_VERSION),)  # migrated on to the current schema
     finally:
         conn.close()
