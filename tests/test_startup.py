@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -213,7 +214,9 @@ def test_each_command_runs_in_an_app_of_its_own_group() -> None:
         assert [(p.name, p.opts) for p in narrow.commands[name].params] == [
             (p.name, p.opts) for p in whole.commands[name].params
         ]
-    for argv in ([], ["--help"], ["lis"]):
+    for argv in ([], ["--help"], ["--help", "status"]):
+        assert cli.for_command(argv) is cli.index()  # the group's help: the index
+    for argv in (["lis"], ["--bogus"]):
         assert cli.for_command(argv) is cli.app
 
 
@@ -252,3 +255,78 @@ def test_a_command_imports_only_its_own_group(workdir: Path, db_url: str, done_r
     }
     assert groups == {"onward.cli.inspecting"}
     assert not heavy(packages)
+
+
+def test_the_help_index_lists_each_command_as_its_own_docstring_does() -> None:
+    """``onward --help`` prints the index (cli.SUMMARIES) instead of every command: it
+    must name the same commands, in the same order, with the help they say themselves."""
+    import inspect
+
+    from onward import cli
+
+    whole = typer_group(cli.app)
+    assert list(cli.SUMMARIES) == list(whole.commands)
+    for name, command in whole.commands.items():
+        shown = inspect.cleandoc(command.short_help or command.help or "").split("\n\n")[0]
+        assert cli.SUMMARIES[name] == shown, name
+    index = typer_group(cli.index())
+    assert list(index.commands) == list(whole.commands)
+    assert all(not c.params for c in index.commands.values())  # nothing built for help
+
+
+def typer_group(app: object) -> Any:
+    import typer
+
+    group = typer.main.get_command(app)  # type: ignore[arg-type]
+    assert isinstance(group, typer.core.TyperGroup)
+    return group
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (["--help"], {"COLUMNS": "80"}),
+        (["--help"], {"COLUMNS": "52"}),
+        (["--help"], {"COLUMNS": "200"}),
+        ([], {"COLUMNS": "80"}),
+        (["--help", "status"], {"COLUMNS": "100"}),
+        (["--help"], {"COLUMNS": "120", "NO_COLOR": "", "FORCE_COLOR": "1"}),
+    ],
+)
+def test_onward_help_prints_what_the_whole_cli_prints(
+    tmp_path: Path, argv: list[str], env: dict[str, str]
+) -> None:
+    """The real entry point (the index) and the whole CLI (every command built), byte for
+    byte, plain and in colour, at several widths; and the index imports no command module."""
+    script = (
+        "import sys\n"
+        "from onward.cli import richlite, whole\n"
+        "richlite.install()\n"
+        "whole()(sys.argv[1:], prog_name='python -m onward')\n"
+    )
+    full = subprocess.run(
+        [sys.executable, "-c", script, *argv],
+        cwd=tmp_path,
+        capture_output=True,
+        env=cli_env(**env),
+        timeout=120,
+    )
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "onward", *argv],
+        cwd=tmp_path,
+        capture_output=True,
+        env=cli_env(**env),
+        timeout=120,
+    )
+    assert (proc.returncode, proc.stdout) == (full.returncode, full.stdout)
+    assert b"Usage:" in proc.stdout and b"timeline" in proc.stdout  # the help, not an error
+    assert (b"\x1b[" in proc.stdout) == ("FORCE_COLOR" in env)
+    loaded = {
+        ln.rsplit("|", 1)[1].strip()
+        for ln in proc.stderr.decode().splitlines()
+        if ln.startswith("import time:")
+    }
+    assert not {m for m in loaded if m.startswith("onward.cli.")} - {
+        "onward.cli.helptext",
+        "onward.cli.richlite",
+    }

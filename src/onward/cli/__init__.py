@@ -36,6 +36,47 @@ COMMANDS = {
 }
 """Each command's module, so ``onward CMD`` imports only CMD's (a test keeps this equal to
 what the modules register)."""
+SUMMARIES = {
+    "run": "Plan and run a goal (or a declared --plan) to the end, or until it waits for a "
+    "person.",
+    "submit": "Put a goal (or a declared --plan) on the work queue and print its thread id; any "
+    "`onward worker` on the same store drives it. Takes the same options as `run`.",
+    "resume": "Finish a run that stopped (crash, kill, Ctrl-C); completed steps are not run "
+    "again.",
+    "demo": "Offline demo: write a sample orders.csv and analyse it (no API key, no network).",
+    "inbox": "Every decision waiting for a person, across all runs (oldest first).",
+    "approve": "Approve a waiting step (optionally with edited args) and continue the run.",
+    "reject": "Reject a waiting step: it and the steps that depend on it are skipped.",
+    "respond": "Answer a waiting step with feedback instead of a decision.",
+    "resolve": "Settle an effect whose outcome is unknown (an escalation); then `onward resume`.",
+    "sweep": "Apply deadlines: record reminders; at expiry reject (or suspend) waiting decisions.",
+    "status": "Show a run's status and steps.",
+    "list": "List runs, newest first.",
+    "timeline": "A run's events in order: steps, tool calls, checks, approvals, retries, model "
+    "calls.",
+    "summary": "Totals from the event log: time busy and waiting, retries, failures, people, "
+    "cost.",
+    "history": "A run's saved states (checkpoints), newest first: step back with `show --at`.",
+    "show": "The run's state at a checkpoint (default: the latest).",
+    "replay": "Walk a run's timeline event by event in the terminal.",
+    "report": "Write a run as one self-contained HTML page (timeline, events, summary).",
+    "graph": "Print the graph as a Mermaid diagram (the exact compiled graph, as Studio shows "
+    "it).",
+    "cancel": "Cancel a run (a live driver stops at its next step); optionally compensate "
+    "effects.",
+    "fork": "Continue a run from a past state as a new run (the original stays intact).",
+    "prune": "Remove finished runs (checkpoints, events, ledger rows, artifacts no kept run "
+    "uses); never anything a waiting or resumable run needs. Then VACUUM and report what was "
+    "freed.",
+    "worker": "Claim queued and resumable runs from the store and drive them, until SIGTERM or "
+    "Ctrl-C: then finish the current superstep, requeue, release leases and exit.",
+    "serve": "Serve the LangGraph Server API (langgraph_sdk, RemoteGraph, agent-chat-ui) and a "
+    "web page at / on this store. Tokens: $ONWARD_API_TOKENS=token:user,... (else open).",
+}
+"""What ``onward --help`` lists for each command, in its order: the first paragraph of the
+command's help as its docstring says it. With these the list is printed without importing
+the command modules or building the parameters of 24 commands (most of what ``--help``
+cost); tests/test_startup.py keeps them equal to the docstrings and the two helps equal."""
 SETTINGS: dict[str, Any] = {
     "name": "onward",
     "help": "Crash-safe long agent tasks: plan, execute, verify, resume by thread id.",
@@ -62,12 +103,31 @@ def whole() -> typer.Typer:
     return made
 
 
+def _listed() -> None:
+    """Never called: :func:`index` holds it only to list a command (see :data:`SUMMARIES`)."""
+    raise AssertionError("a command of the help index ran")  # pragma: no cover
+
+
+@cache
+def index() -> typer.Typer:
+    """The CLI as ``onward --help`` shows it: every command by name and summary, none
+    with parameters or its module imported. Only for printing the group's help: ``onward``
+    alone and ``onward --help`` (both print that help and exit before any command runs)."""
+    made = typer.Typer(**SETTINGS)
+    for name, summary in SUMMARIES.items():
+        made.command(name, help=summary)(_listed)
+    return made
+
+
 def for_command(argv: list[str]) -> typer.Typer:
     """The app to run ``argv`` (the arguments after ``onward``) with: for a known command,
     one with only its group's commands, since Typer builds the parameters of every command
     it holds before it runs one (most of the CLI's own start-up), and only that group's
-    module imported; else the whole CLI (help, unknown commands)."""
-    name = COMMANDS.get(argv[0]) if argv else None
+    module imported; for the group's help, the :func:`index`; else the whole CLI (a
+    command's help goes with its command, unknown commands get the whole CLI)."""
+    if not argv or argv[0] == "--help":
+        return index()
+    name = COMMANDS.get(argv[0])
     if name is None:
         return whole()
     narrow = typer.Typer(**SETTINGS)
