@@ -319,7 +319,8 @@ def test_onward_help_prints_what_the_whole_cli_prints(
         timeout=120,
     )
     assert (proc.returncode, proc.stdout) == (full.returncode, full.stdout)
-    assert b"Usage:" in proc.stdout and b"timeline" in proc.stdout  # the help, not an error
+    assert b"Usage:" in proc.stdout  # the help, not an error
+    assert b"timeline" in proc.stdout
     assert (b"\x1b[" in proc.stdout) == ("FORCE_COLOR" in env)
     loaded = {
         ln.rsplit("|", 1)[1].strip()
