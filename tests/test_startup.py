@@ -331,3 +331,95 @@ def test_onward_help_prints_what_the_whole_cli_prints(
         "onward.cli.helptext",
         "onward.cli.richlite",
     }
+
+
+SAMPLES: list[Any] = [
+    None,
+    "",
+    "x",
+    "a b [c]",
+    "é",
+    "\udcff",
+    "0",
+    "1",
+    "5",
+    "05",
+    " 5",
+    "-1",
+    "+3",
+    "1_000",
+    "1e3",
+    "0.5",
+    "0.009",
+    "2048",
+    "99999999999999999999",
+    "abc",
+    "true",
+    0,
+    1,
+    50,
+    0.3,
+    True,
+    False,
+    (),
+    ("a", "b"),
+    ("a", "\udcff"),
+    ["x"],
+]
+
+
+def coerced(runtime: Any, value: Any, param: Any, ctx: Any) -> tuple[str, Any]:
+    from typer._click.exceptions import BadParameter
+
+    try:
+        got = runtime.coerce(value, param=param, ctx=ctx)
+    except BadParameter as exc:
+        return "refused", exc.format_message()
+    return type(got).__name__, got
+
+
+def test_plain_coercion_gives_what_typers_pydantic_coercion_gives() -> None:
+    """Every parameter of every command (and the help flag), over plain and odd values:
+    the same value of the same type, or the same refusal in the same words."""
+    from typer._click import Context
+    from typer._coercion import build_runtime_param
+
+    from onward import cli
+    from onward.cli.coercion import PlainRuntimeParam
+
+    whole = typer_group(cli.app)
+    checked = 0
+    for command in whole.commands.values():
+        ctx = Context(command, info_name=command.name)
+        params = [*command.params, command.get_help_option(ctx)]
+        for param in params:
+            runtime = param._runtime_param
+            if not isinstance(runtime, PlainRuntimeParam):
+                continue
+            real = build_runtime_param(param.type_descriptor)
+            for value in SAMPLES:
+                param._runtime_param = runtime  # a fallback hands the parameter over
+                assert coerced(runtime, value, param, ctx) == coerced(real, value, param, ctx), (
+                    command.name,
+                    param.name,
+                    value,
+                )
+                checked += 1
+    assert checked > 1000
+
+
+def test_read_commands_run_without_pydantic(workdir: Path, db_url: str, done_run: str) -> None:
+    """Typer coerces every value with pydantic; onward's plain values skip it
+    (cli/coercion.py), and list, timeline and an empty inbox need no model."""
+    for argv in (
+        ["list", "--limit", "5"],
+        ["timeline", done_run, "--kind", "step_done", "--step", "x"],
+        ["inbox", "--user", "ann"],
+    ):
+        result, packages = traced(*argv, "--db", db_url, cwd=workdir)
+        assert result.code == 0, result.stderr
+        assert "pydantic" not in packages, argv
+    refused, packages = traced("list", "--limit", "0", "--db", db_url, cwd=workdir)
+    assert refused.code == 2
+    assert "Input should be greater than or equal to 1" in refused.stderr
+    assert "pydantic" in packages  # Typer's own coercion words the refusal

@@ -37,12 +37,10 @@ COMMANDS = {
 """Each command's module, so ``onward CMD`` imports only CMD's (a test keeps this equal to
 what the modules register)."""
 SUMMARIES = {
-    "run": "Plan and run a goal (or a declared --plan) to the end, or until it waits for a "
-    "person.",
+    "run": "Plan and run a goal (or a declared --plan) to the end, or until it waits for a person.",
     "submit": "Put a goal (or a declared --plan) on the work queue and print its thread id; any "
     "`onward worker` on the same store drives it. Takes the same options as `run`.",
-    "resume": "Finish a run that stopped (crash, kill, Ctrl-C); completed steps are not run "
-    "again.",
+    "resume": "Finish a run that stopped (crash, kill, Ctrl-C); completed steps are not run again.",
     "demo": "Offline demo: write a sample orders.csv and analyse it (no API key, no network).",
     "inbox": "Every decision waiting for a person, across all runs (oldest first).",
     "approve": "Approve a waiting step (optionally with edited args) and continue the run.",
@@ -54,16 +52,13 @@ SUMMARIES = {
     "list": "List runs, newest first.",
     "timeline": "A run's events in order: steps, tool calls, checks, approvals, retries, model "
     "calls.",
-    "summary": "Totals from the event log: time busy and waiting, retries, failures, people, "
-    "cost.",
+    "summary": "Totals from the event log: time busy and waiting, retries, failures, people, cost.",
     "history": "A run's saved states (checkpoints), newest first: step back with `show --at`.",
     "show": "The run's state at a checkpoint (default: the latest).",
     "replay": "Walk a run's timeline event by event in the terminal.",
     "report": "Write a run as one self-contained HTML page (timeline, events, summary).",
-    "graph": "Print the graph as a Mermaid diagram (the exact compiled graph, as Studio shows "
-    "it).",
-    "cancel": "Cancel a run (a live driver stops at its next step); optionally compensate "
-    "effects.",
+    "graph": "Print the graph as a Mermaid diagram (the exact compiled graph, as Studio shows it).",
+    "cancel": "Cancel a run (a live driver stops at its next step); optionally compensate effects.",
     "fork": "Continue a run from a past state as a new run (the original stays intact).",
     "prune": "Remove finished runs (checkpoints, events, ledger rows, artifacts no kept run "
     "uses); never anything a waiting or resumable run needs. Then VACUUM and report what was "

@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 from textwrap import shorten
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -78,11 +78,12 @@ def timeline_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """A run's events in order: steps, tool calls, checks, approvals, retries, model calls."""
+    only: dict[str, Any] = {"step": step, "kinds": kind or ()}
     with errors(as_json), open_tables(db) as tables:
-        events = tables.timeline(thread_id, step=step, kinds=kind or ())
-    if as_json:
-        dump([e.model_dump(mode="json") for e in events])
-        return
+        if as_json:  # the models' JSON; the table needs only the rows (no pydantic)
+            dump([e.model_dump(mode="json") for e in tables.timeline(thread_id, **only)])
+            return
+        events = tables.timeline_rows(thread_id, **only)
     rows = []
     for e in events:
         detail = {k: v for k, v in e.detail.items() if k not in ("step_id", "attempt")}

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from onward.observe.events import Event
 from onward.observe.kinds import EventKind
+from onward.observe.rows import timeline_rows
 
 if TYPE_CHECKING:
     from onward.model.state import RunState
@@ -44,25 +45,12 @@ class Timeline(list[TimelineEvent]):
 def timeline(
     events: list[Event], *, step: str | None = None, kinds: set[str] | None = None
 ) -> Timeline:
-    out = Timeline()
-    for e in sorted(events, key=lambda e: (e.at, e.id)):
-        sid = e.detail.get("step_id")
-        if step is not None and sid != step:
-            continue
-        if kinds and e.kind not in kinds:
-            continue
-        attempt = e.detail.get("attempt")
-        out.append(
-            TimelineEvent(
-                id=e.id,
-                at=e.at,
-                kind=e.kind,
-                step_id=sid if isinstance(sid, str) else None,
-                attempt=attempt if isinstance(attempt, int) else None,
-                detail=e.detail,
-            )
+    return Timeline(
+        TimelineEvent(
+            id=r.id, at=r.at, kind=r.kind, step_id=r.step_id, attempt=r.attempt, detail=r.detail
         )
-    return out
+        for r in timeline_rows(events, step=step, kinds=kinds)
+    )
 
 
 class Intervention(BaseModel):

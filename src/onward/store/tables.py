@@ -25,6 +25,7 @@ from onward.store.leases import LeasePolicy, Leases
 from onward.store.sql import Backend, Db, backend_of, sqlite_path
 
 if TYPE_CHECKING:
+    from onward.observe.rows import TimelineRow
     from onward.observe.timeline import TimelineEvent
 
 SCHEMA_VERSION = 10
@@ -167,6 +168,15 @@ class Tables:
 
         self.run(thread_id)
         return timeline(self.events.list(thread_id), step=step, kinds=set(kinds) or None)
+
+    def timeline_rows(
+        self, thread_id: str, *, step: str | None = None, kinds: Sequence[str] = ()
+    ) -> list[TimelineRow]:
+        """:meth:`timeline` as plain rows (no pydantic: ``onward timeline`` prints these)."""
+        from onward.observe.rows import timeline_rows
+
+        self.run(thread_id)
+        return timeline_rows(self.events.list(thread_id), step=step, kinds=set(kinds) or None)
 
 
 def schema_version(db: Db) -> int:
