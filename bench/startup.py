@@ -11,7 +11,10 @@ What is compared
     read commands ≤ 3. For reference (no target), a one-command Typer app the script
     writes: its ``--help`` and one run of its command — what any Typer + Rich CLI pays
     here (Typer renders help with ``typer.rich_utils`` and coerces parameters with
-    pydantic).
+    pydantic); the same for a Typer app with as many commands as onward's (24, each with
+    the options a read command has); and the import of Typer's help renderer alone
+    (``typer.rich_utils`` without rich.markdown and rich.traceback, as onward imports it):
+    the floor of any help Typer renders.
 
 How it is measured
     Every command runs once untimed (its exit code and output checked), then ``--rounds``
@@ -74,6 +77,37 @@ def other() -> None:
 
 app()
 '''
+
+WIDE_APP = '''"""A Typer + Rich CLI as wide as onward's: 24 commands, each with an argument and the
+options a read command has (a string, an int with a minimum, a flag, a repeated string)."""
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(add_completion=False)
+
+
+def make(i: int) -> None:
+    def command(
+        thread_id: str,
+        db: Annotated[str | None, typer.Option(help="Store URL.")] = None,
+        limit: Annotated[int, typer.Option(min=1, help="At most this many.")] = 50,
+        as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+        kind: Annotated[list[str] | None, typer.Option(help="Only these (repeatable).")] = None,
+    ) -> None:
+        print(thread_id, db, limit, as_json, kind)
+
+    command.__doc__ = f"Command number {i}: one line of help, as each of onward's has."
+    app.command(f"cmd{i}")(command)
+
+
+for i in range(24):
+    make(i)
+app()
+'''
+RENDERER = "from onward.cli import richlite; richlite.install(); import typer.rich_utils"
+"""What any help Typer renders must import: ``typer.rich_utils``, here even without the
+rich.markdown and rich.traceback it imports for modes onward does not use (cli/richlite.py)."""
 
 
 PLAN = """goal: two noop steps
@@ -139,7 +173,9 @@ def imported(argv: list[str], cwd: Path, src: Path) -> set[str]:
 
 def check(argv: list[str], cwd: Path, src: Path) -> None:
     proc = subprocess.run(argv, cwd=cwd, env=env(src), capture_output=True, text=True)
-    if proc.returncode != 0 or not (proc.stdout.strip() or argv[1:] == BASELINE):
+    if proc.returncode != 0 or not (
+        proc.stdout.strip() or argv[1:] in (BASELINE, ["-c", RENDERER])
+    ):
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr[-1500:]}")
     if argv[1:3] == ["-m", "onward"]:
         where = subprocess.run(
@@ -172,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp)
         store, idle = make_stores(root, src)
         (root / "app.py").write_text(TYPER_APP, encoding="utf-8")
+        (root / "wide.py").write_text(WIDE_APP, encoding="utf-8")
         ow = [py, "-m", "onward"]
         # (label, argv, target): target None = reference only.
         commands: list[tuple[str, list[str], float | None]] = [
@@ -184,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
             ("onward inbox, idle", [*ow, "inbox", "--db", idle], 3.0),
             ("Typer app --help", [py, "app.py", "--help"], None),
             ("Typer app show x", [py, "app.py", "show", "x"], None),
+            ("Typer app, 24 commands --help", [py, "wide.py", "--help"], None),
+            ("Typer app, 24 commands cmd0 x", [py, "wide.py", "cmd0", "x"], None),
+            ("Typer's help renderer alone", [py, "-c", RENDERER], None),
         ]
         for _, cmd, _ in commands:
             check(cmd, root, src)

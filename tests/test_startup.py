@@ -251,6 +251,7 @@ def test_a_command_imports_only_its_own_group(workdir: Path, db_url: str, done_r
         "onward.cli.options",
         "onward.cli.render",
         "onward.cli.helptext",
+        "onward.cli.coercion",
         "onward.cli.richlite",
     }
     assert groups == {"onward.cli.inspecting"}
@@ -329,6 +330,7 @@ def test_onward_help_prints_what_the_whole_cli_prints(
     }
     assert not {m for m in loaded if m.startswith("onward.cli.")} - {
         "onward.cli.helptext",
+        "onward.cli.coercion",
         "onward.cli.richlite",
     }
 
