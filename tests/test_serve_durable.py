@@ -187,6 +187,12 @@ def test_a_run_another_server_drives_is_cancelled_and_rolled_back_through_the_st
         assert on_a.runs.get(tid, run["run_id"])["status"] == "interrupted"
         assert on_b.runs.get(tid, run["run_id"])["status"] == "interrupted"
         wait_until("the thread to be free", lambda: on_a.threads.get(tid)["status"] == "idle")
+        # Its state shows what ran (step a, verified: its tool call and result), and the
+        # node the cancel stopped reads as not started, not as an error.
+        state = on_a.threads.get_state(tid)
+        assert [m["type"] for m in state["values"]["messages"]].count("tool") == 1
+        assert done_steps(state["values"]) == {"a"}
+        assert [t["error"] for t in state["tasks"]] == [None] * len(state["tasks"])
         # Joined through the server that did not drive it: from the store, to its end.
         events = list(on_a.runs.join_stream(tid, run["run_id"]))
         assert events[0].event == "metadata"

@@ -140,7 +140,7 @@ def stream(
             last: Any = None
             # An API thread's run may be cancelled through the store by another process.
             watch = (
-                CancelWatch(ow.store, thread_id, ow.deps.draining)
+                CancelWatch(ow.store, thread_id, ow.deps)
                 if ow.store.threads.get(thread_id) is not None
                 else None
             )

@@ -5,7 +5,8 @@
 watches for it (:class:`CancelWatch`, a look every :data:`POLL` seconds): it sets the
 drive's drain flag, so the drive stops before its next node starts — the last superstep
 is saved, a step already running finishes and is kept (its effect happened once and is
-in the ledger), nothing of the next one runs. The driver, still holding the lease, then
+in the ledger) and still verified (no effect: the state then shows what ran), nothing
+else runs. The driver, still holding the lease, then
 settles the record (:func:`settle`): *interrupted* (the thread keeps what it did; a later
 run goes on from there) or, for a rollback, removed with the checkpoints it made. A
 run nobody drives is settled by a server's recovery sweep under the run's lease.
@@ -20,6 +21,7 @@ from onward.observe.kinds import EventKind
 from onward.store.runs import ApiRunRow, ApiRunStatus, CancelAction
 
 if TYPE_CHECKING:
+    from onward.nodes.deps import NodeDeps
     from onward.store.database import Store
 
 POLL = 0.25
@@ -30,8 +32,8 @@ class CancelWatch:
     """While a drive of an API thread runs: a cancel asked of its run through the store
     sets ``draining`` (the drive's flag its nodes check before they start)."""
 
-    def __init__(self, store: Store, thread_id: str, draining: threading.Event) -> None:
-        self.store, self.thread_id, self.draining = store, thread_id, draining
+    def __init__(self, store: Store, thread_id: str, deps: NodeDeps) -> None:
+        self.store, self.thread_id, self.deps = store, thread_id, deps
         self.asked: ApiRunRow | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="onward-cancels", daemon=True)
@@ -46,8 +48,9 @@ class CancelWatch:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-        if self.asked is not None:
-            self.draining.clear()  # set for this run only: the client drives others next
+        if self.asked is not None:  # set for this run only: the client drives others next
+            self.deps.draining.clear()
+            self.deps.cancelling.clear()
 
     def look(self) -> None:
         try:
@@ -56,7 +59,8 @@ class CancelWatch:
             return
         if found is not None:
             self.asked = found
-            self.draining.set()
+            self.deps.cancelling.set()  # a step already produced is still verified
+            self.deps.draining.set()
 
     def _run(self) -> None:
         while self.asked is None and not self._stop.wait(POLL):
@@ -72,6 +76,9 @@ def settle(store: Store, row: ApiRunRow, action: CancelAction, *, before_start: 
         thread_id, EventKind.API_RUN_CANCELLED, {"run_id": row.run_id, "action": action.value}
     )
     if action is not CancelAction.ROLLBACK:
+        # The node the drain stopped reads as not started, not as failed (chat UIs show
+        # a head task's error as the thread's error).
+        store.forget_drain_errors(thread_id)
         store.threads.set_run_status(row.run_id, ApiRunStatus.INTERRUPTED)
         return
     if not before_start:

@@ -126,6 +126,7 @@ class Control:
             if active.cancel is None or action is CancelAction.ROLLBACK:
                 active.cancel = action
             if active.client is not None:
+                active.client.deps.cancelling.set()  # produced steps are still verified
                 active.client.deps.draining.set()
             return active
 
@@ -137,5 +138,6 @@ class Control:
             return None
         if active.client is not None and not self.stopping:
             active.client.deps.draining.clear()  # the client serves other runs next
+            active.client.deps.cancelling.clear()
         active.stopped.set()
         return active

@@ -754,6 +754,23 @@ class Store:
             self.request_blobs.drop(thread_id)
         return rows, shas
 
+    def forget_drain_errors(self, thread_id: str) -> int:
+        """Remove the error writes of the thread's newest checkpoint (a cancelled drive
+        leaves one for the node it stopped, ``DrainRequested``): that node reads as not
+        started, and runs when the thread goes on. Returns the writes removed."""
+        flush = getattr(self.saver, "flush", None)
+        if flush is not None:
+            flush()
+        writes = "writes" if self.backend is Backend.SQLITE else "checkpoint_writes"
+        with self.db.use() as db, db.transaction():
+            cur = db.execute(
+                f"DELETE FROM {writes} WHERE thread_id = ? AND checkpoint_ns = '' "
+                "AND channel = '__error__' AND checkpoint_id = (SELECT MAX(checkpoint_id) "
+                "FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '')",
+                (thread_id, thread_id),
+            )
+            return int(cur.rowcount or 0)
+
     def delete_checkpoints_after(self, thread_id: str, checkpoint_id: str) -> int:
         """Remove the thread's checkpoints (and their writes) newer than ``checkpoint_id``:
         an API run's rollback. Checkpoint ids are time-ordered UUIDs, so "newer" is a
