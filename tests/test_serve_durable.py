@@ -326,3 +326,70 @@ def test_another_users_run_cannot_be_cancelled_or_joined(db_url: str, workdir: P
         with pytest.raises(httpx.HTTPStatusError) as other:
             list(bob.runs.join_stream(mine, rid))
         assert other.value.response.status_code == 404
+
+
+# -- the pieces: a kept feed, the store's bounds --------------------------------------
+
+
+def test_a_kept_feed_shows_readers_only_what_was_kept_and_numbers_on_after_its_start() -> None:
+    import asyncio
+
+    from onward.serve.feed import DONE, Feed
+
+    kept: list[int] = []
+    seen_unkept: list[int] = []
+
+    def keep(batch: list[tuple[int, tuple[str, Any]]]) -> None:
+        time.sleep(0.01)  # a slow store: the drive does not wait for it
+        kept.extend(n for n, _item in batch)
+
+    feed = Feed(start=40, keep=keep)
+
+    async def follow() -> list[int]:
+        got = []
+        async for number, _item in feed.follow(41):
+            if number not in kept:
+                seen_unkept.append(number)
+            got.append(number)
+        return got
+
+    def drive() -> None:
+        for i in range(50):
+            feed.put(("updates", i))
+        feed.put(DONE)
+
+    threading.Thread(target=drive).start()
+    assert asyncio.run(follow()) == list(range(42, 91))
+    assert seen_unkept == []
+    assert kept == list(range(41, 91))  # every item, in order, numbered after 40
+    assert feed.wait_done(5)
+    assert feed.items(89) == [(90, ("updates", 49))]
+
+
+def test_the_store_keeps_a_runs_events_bounded_and_drops_them_after_the_retention(
+    ow: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import timedelta
+
+    from onward.model.clock import utcnow
+    from onward.store import runs
+
+    monkeypatch.setattr(runs, "MAX_RUN_EVENTS", 300)
+    threads = ow.store.threads
+    threads.create("t1", "ann", {})
+    threads.add_run("r1", "t1", "onward", {})
+    batch = [(n, "values" if n % 2 else "updates", {"n": n}) for n in range(1, 401)]
+    for i in range(0, 400, 7):  # in batches, as a feed's writer keeps them
+        threads.add_events("r1", "t1", batch[i : i + 7])
+    got = threads.events("r1", 0, limit=1000)
+    assert [e.seq for e in got] == list(range(101, 401))  # the newest 300
+    whole = [e.seq for e in got if e.data is not None]
+    assert [e.seq for e in got if e.event == "updates"] == [n for n in whole if n % 2 == 0]
+    assert min(n for n in whole if n % 2) > 400 - runs.KEEP_VALUES - 1  # old values: no data
+    assert threads.last_event("r1") == 400
+    # Running: kept past the retention. Ended: dropped once the retention passed.
+    assert threads.drop_old_events(utcnow() + timedelta(hours=2)) == 0
+    threads.set_run_status("r1", runs.ApiRunStatus.SUCCESS)
+    assert threads.drop_old_events(utcnow() - timedelta(hours=1)) == 0
+    assert threads.drop_old_events(utcnow() + timedelta(seconds=1)) == 300
+    assert threads.events("r1") == []

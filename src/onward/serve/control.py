@@ -14,9 +14,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from onward.serve.feed import Feed
+from onward.serve.feed import Feed, Keep
 from onward.store.runs import CancelAction
 
 __all__ = ["Active", "CancelAction", "Control"]
@@ -39,7 +39,7 @@ class Active:
     stopped: threading.Event = field(default_factory=threading.Event)
 
 
-KeepEvents = Callable[[str, str], Callable[[int, tuple[str, Any]], None]]
+KeepEvents = Callable[[str, str], Keep]
 """(run id, thread id) → where that run's feed keeps its items (the store)."""
 
 

@@ -224,6 +224,7 @@ def notify(ctx: Serving, run_id: str, feed: Feed, url: str) -> None:
     from onward.observe.kinds import EventKind
     from onward.policies.egress import request
 
+    feed.wait_done(10.0)  # what the drive fed is readable (its writer kept it)
     with ctx.clients.use() as ow:
         row = ow.store.threads.get_run(run_id)
     values = [data for _n, (event, data) in feed.items() if event == "values"]

@@ -10,6 +10,8 @@ reloaded page) joins again and gets what it missed after the last id it saw
 A feed with a ``keep`` callback hands it every item, numbered, before any reader sees
 it: the server keeps them in the store, so an id a client saw is never lost with the
 process, and a run driven again after a restart goes on numbering after them (``start``).
+A writer thread does the keeping, a batch per store transaction, so the drive that puts
+never waits for the store.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ data: a long run streams one per superstep, each the whole state. A reader that 
 (or lags) past them gets the newer values, which is what a values stream needs; every
 other item is kept."""
 
-Keep = Callable[[int, tuple[str, Any]], None]
-"""Where a feed's items also go, numbered (the store), before readers see them."""
+Keep = Callable[[list[tuple[int, tuple[str, Any]]]], None]
+"""Where a feed's items also go, numbered, in batches (the store), before readers see
+them."""
 
 
 class Feed:
@@ -48,7 +51,11 @@ class Feed:
         self._keep = keep
         self._done = False
         self._lock = threading.Lock()
-        self._putting = threading.Lock()
+        self._pending: list[Any] = []
+        self._pending_lock = threading.Lock()
+        self._closed = False
+        self._writer: threading.Thread | None = None
+        self._published = threading.Event()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._read = 0
 
@@ -67,21 +74,54 @@ class Feed:
             return self._start + len(self._items)
 
     def put(self, item: Any) -> None:
-        with self._putting:  # one put at a time: numbered and kept in order
-            if self._done:
+        """Hand an item to the readers (with ``keep``: once it is kept, by the feed's
+        writer thread, so the drive never waits for the store)."""
+        if self._keep is None:
+            self._publish([item])
+            return
+        with self._pending_lock:
+            if self._closed:
                 return
-            if item is not DONE and self._keep is not None:
+            self._pending.append(item)
+            self._closed = item is DONE
+            if self._writer is None:  # none busy: one starts (and ends when idle)
+                self._writer = threading.Thread(target=self._write, name="onward-feed")
+                self._writer.daemon = True
+                self._writer.start()
+
+    def wait_done(self, timeout: float) -> bool:
+        """Wait until :data:`DONE` reached the readers (what was put before is readable)."""
+        return self._published.wait(timeout)
+
+    def _write(self) -> None:
+        """Keep what was put, in batches (one store transaction each), then publish it."""
+        while True:
+            with self._pending_lock:
+                if not self._pending:
+                    self._writer = None
+                    return
+                batch, self._pending = self._pending, []
+            items = [it for it in batch if it is not DONE]
+            if items and self._keep is not None:
+                first = self.last + 1  # only this thread publishes: the numbers hold
                 with contextlib.suppress(Exception):  # a store hiccup costs the copy only
-                    self._keep(self._start + len(self._items) + 1, item)
-            with self._lock:
+                    self._keep([(first + i, it) for i, it in enumerate(items)])
+            self._publish(batch)
+
+    def _publish(self, batch: list[Any]) -> None:
+        with self._lock:
+            for item in batch:
+                if self._done:
+                    break
                 if item is DONE:
                     self._done = True
-                else:
-                    self._items.append(item)
-                    old = len(self._items) - KEEP_ITEMS - 1
-                    if old >= 0 and (self._items[old] or ("",))[0] == "values":
-                        self._items[old] = None
-                waiters, self._waiters = self._waiters, []
+                    self._published.set()
+                    continue
+                self._items.append(item)
+                old = len(self._items) - KEEP_ITEMS - 1
+                if old >= 0 and (self._items[old] or ("",))[0] == "values":
+                    self._items[old] = None
+            waiters, self._waiters = self._waiters, []
         for loop, event in waiters:
             with contextlib.suppress(RuntimeError):  # the loop is closed: the server stops
                 loop.call_soon_threadsafe(event.set)

@@ -31,10 +31,10 @@ def keeper(clients: Clients) -> Callable[[str, str], Keep]:
     """``Control``'s ``keep``: each run's events into the store, as they are fed."""
 
     def for_run(run_id: str, thread_id: str) -> Keep:
-        def keep(seq: int, item: tuple[str, Any]) -> None:
-            event, data = item
+        def keep(batch: list[tuple[int, tuple[str, Any]]]) -> None:
             with clients.use() as ow:
-                ow.store.threads.add_event(run_id, thread_id, seq, event, data)
+                rows = [(seq, event, data) for seq, (event, data) in batch]
+                ow.store.threads.add_events(run_id, thread_id, rows)
 
         return keep
 

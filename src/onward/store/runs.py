@@ -342,27 +342,33 @@ class Threads:
 
     # -- stream events --------------------------------------------------------
 
-    def add_event(self, run_id: str, thread_id: str, seq: int, event: str, data: Any) -> None:
-        """Keep one stream event (numbered ``seq`` in the run's stream), within the run's
-        bounds: values older than :data:`KEEP_VALUES` events lose their data, events
-        older than :data:`MAX_RUN_EVENTS` go."""
+    def add_events(
+        self, run_id: str, thread_id: str, events: Sequence[tuple[int, str, Any]]
+    ) -> None:
+        """Keep stream events ``(seq, event, data)`` (numbered in the run's stream), in
+        one transaction, within the run's bounds: values older than :data:`KEEP_VALUES`
+        events lose their data, events older than :data:`MAX_RUN_EVENTS` go."""
+        if not events:
+            return
+        newest = max(seq for seq, _e, _d in events)
         with self._db.use() as db, db.transaction():
-            db.execute(
-                "INSERT INTO onward_api_run_events (run_id, seq, thread_id, event, data) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, seq) DO UPDATE SET "
-                "event = excluded.event, data = excluded.data",
-                (run_id, seq, thread_id, event, json.dumps(data, ensure_ascii=False)),
-            )
-            if seq > KEEP_VALUES:
+            for seq, event, data in events:
                 db.execute(
-                    "UPDATE onward_api_run_events SET data = NULL WHERE run_id = ? AND seq = ? "
-                    "AND event = 'values'",
-                    (run_id, seq - KEEP_VALUES - 1),
+                    "INSERT INTO onward_api_run_events (run_id, seq, thread_id, event, data) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, seq) DO UPDATE SET "
+                    "event = excluded.event, data = excluded.data",
+                    (run_id, seq, thread_id, event, json.dumps(data, ensure_ascii=False)),
                 )
-            if seq > MAX_RUN_EVENTS:
+            if newest > KEEP_VALUES:
+                db.execute(
+                    "UPDATE onward_api_run_events SET data = NULL WHERE run_id = ? AND seq < ? "
+                    "AND seq >= ? AND event = 'values'",
+                    (run_id, newest - KEEP_VALUES, newest - KEEP_VALUES - len(events) - 1),
+                )
+            if newest > MAX_RUN_EVENTS:
                 db.execute(
                     "DELETE FROM onward_api_run_events WHERE run_id = ? AND seq <= ?",
-                    (run_id, seq - MAX_RUN_EVENTS),
+                    (run_id, newest - MAX_RUN_EVENTS),
                 )
 
     def events(self, run_id: str, after: int = 0, limit: int = 500) -> list[RunEvent]:
