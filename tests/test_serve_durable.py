@@ -182,8 +182,16 @@ def test_a_run_another_server_drives_is_cancelled_and_rolled_back_through_the_st
         tid = on_b.threads.create()["thread_id"]
         run = on_b.runs.create(tid, "onward", input=chain("a", "b", "c", seconds=1.5))
         wait_until("step a to run", lambda: labels(workdir, "calls.jsonl"))
+        # The thread's stream, through the server that does not drive it, to the end.
+        thread_parts: list[Any] = []
+        reader = threading.Thread(target=lambda: thread_parts.extend(on_a.threads.join_stream(tid)))
+        reader.start()
         # Server A does not drive it: it asks B through the store, and waits for the end.
         on_a.runs.cancel(tid, run["run_id"], wait=True)
+        reader.join(60)
+        assert not reader.is_alive()
+        assert thread_parts[0].event == "metadata"
+        assert {p.id.split(":")[0] for p in thread_parts} == {run["run_id"]}
         assert on_a.runs.get(tid, run["run_id"])["status"] == "interrupted"
         assert on_b.runs.get(tid, run["run_id"])["status"] == "interrupted"
         wait_until("the thread to be free", lambda: on_a.threads.get(tid)["status"] == "idle")

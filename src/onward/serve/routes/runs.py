@@ -275,11 +275,19 @@ async def thread_join_stream(
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> EventSourceResponse:
     """The thread's runs as one stream: the one driving now, then those queued, until the
-    thread has none left. Event ids are ``RUN_ID:N``, so ``Last-Event-ID`` resumes in the
-    run it names."""
+    thread has none left (also runs another server drives, or that a restart left: from
+    the store). Event ids are ``RUN_ID:N``, so ``Last-Event-ID`` resumes in the run it
+    names."""
     with ctx.clients.use() as ow:
         visible(ow, thread_id, who, ctx.tokens)
-    stream_mode = [m for m in stream_mode or [] if m]  # the SDKs send an empty one
+    # The SDKs send an empty mode, or "run_modes" (the Python SDK's default): each run's own.
+    stream_mode = [m for m in stream_mode or [] if m and m != "run_modes"]
+    refused = sorted({"lifecycle", "state_update"} & set(stream_mode))
+    if refused:
+        raise UsageError(
+            f"thread stream_mode {', '.join(refused)} is not supported by onward; use "
+            "run_modes (the runs' own events) or run stream modes"
+        )
     only = wire_modes(modes_of({"stream_mode": stream_mode})) if stream_mode else None
     resume_run, after = None, 0
     if last_event_id and ":" in last_event_id:
@@ -292,22 +300,35 @@ async def thread_join_stream(
         done: set[str] = set()
         skipping = resume_run is not None
         while True:
-            runs = [a for a in ctx.control.on_thread(thread_id) if a.run_id not in done]
-            if skipping and resume_run not in {a.run_id for a in runs}:
+            # The runs this server has in hand, else those another process (or this one
+            # before a restart) left unfinished in the store.
+            runs = [a.run_id for a in ctx.control.on_thread(thread_id) if a.run_id not in done]
+            if not runs:
+                stored = await asyncio.to_thread(_unfinished_on, ctx, thread_id)
+                runs = [r for r in stored if r not in done]
+            if skipping and resume_run not in runs:
                 skipping = False  # that run is over: go on with the ones in hand
             if not runs:
                 return
-            active = runs[0]
-            if skipping and active.run_id != resume_run:
-                done.add(active.run_id)
+            run_id = runs[0]
+            if skipping and run_id != resume_run:
+                done.add(run_id)
                 continue
             start = after if skipping else 0
             skipping = False
-            async for item in events(active.feed, start, only, prefix=f"{active.run_id}:"):
+            source = replay.follow(ctx, run_id, start)
+            async for item in events(source, start, only, prefix=f"{run_id}:"):
                 yield item
-            done.add(active.run_id)
+            done.add(run_id)
 
     return EventSourceResponse(follow(), ping=15)
+
+
+def _unfinished_on(ctx: Serving, thread_id: str) -> list[str]:
+    """The thread's pending and running runs in the store, oldest first."""
+    with ctx.clients.use() as ow:
+        rows = ow.store.threads.runs(thread_id)
+    return [r.run_id for r in reversed(rows) if r.status in replay.UNFINISHED]
 
 
 def _action(action: str | None) -> CancelAction:
