@@ -56,9 +56,9 @@ GRAPH_MODES: dict[str, StreamMode] = {
 MAX_QUEUED = 16
 """Runs that may wait behind one busy thread (429 past it)."""
 STOP_WAIT = 60.0
+"""Longest a request waits for a run it interrupts to stop (seconds)."""
 POLL = 0.1
 """Seconds between looks at a thread another process was asked to stop."""
-"""Longest a request waits for a run it interrupts to stop (seconds)."""
 
 
 def modes_of(body: dict[str, Any]) -> list[str]:

@@ -6,8 +6,12 @@ pending or running: one whose thread has a live lease is being driven (here or b
 process) and is left alone; otherwise the record is set from the run's saved state
 (finished, waiting for a person), or, when the run was cut off mid-way, the run is driven
 again from its last checkpoint once its lease has expired (the effect ledger keeps every
-effect to once). With ``enabled=False`` the runs are left to ``onward worker`` processes
-(they adopt orphans themselves) and only the records are kept true.
+effect to once), with what its request asked for (``interrupt_before`` / ``_after``,
+``webhook``, stream modes) and its stream numbered on after the ids it gave out. A run
+whose cancel was asked (through the store) before its driver died is settled under its
+lease, never driven on. With ``enabled=False`` the runs are left to ``onward worker``
+processes (they adopt orphans themselves) and only the records are kept true. Each sweep
+also drops the stream events of runs that ended more than an hour ago.
 """
 
 from __future__ import annotations
