@@ -5,8 +5,9 @@ streams) and, while it is driven, the client its drive uses. Cancelling a driven
 that client's drain flag: the drive stops before its next node starts (the last superstep
 is saved, no effect is cut in half: a step that already runs finishes, its result is
 kept and verified), as when the server stops. A run another process drives is cancelled
-through the store instead (:mod:`onward.client.stopping`). The feeds of finished runs are kept for a while (the
-newest :data:`KEEP_FEEDS`), so a client that lost its stream can still read it to the end.
+through the store instead (:mod:`onward.client.stopping`). The feeds of finished runs
+are kept for a while (the newest :data:`KEEP_FEEDS`), so a client that lost its stream
+can still read it to the end (and from the store after that: :mod:`~onward.serve.replay`).
 """
 
 from __future__ import annotations
