@@ -155,6 +155,10 @@ def test_a_usestream_page_approves_a_wave_follows_up_and_cancels(
         page.screenshot(path=str(shots / "4-running.png"), full_page=True)
         page.click("#cancel")
         expect(page.locator("#status")).to_have_text("idle", timeout=30_000)
+        # The thread's state after the cancel, not only the plan: step a ran (its effect
+        # happened), so its tool call and result show.
+        expect(page.locator(".message.tool")).to_have_count(1, timeout=30_000)
+        expect(page.locator(".tool-call", has_text="record")).to_have_count(1)
         tid = page.locator("#thread").inner_text()
         time.sleep(2.0)  # longer than a step: nothing more runs
         expect(page.locator("#error")).to_have_count(0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -14,6 +14,7 @@ from langgraph.types import Command, StateSnapshot, StreamMode
 
 from onward.client.leasing import acquire
 from onward.client.lifecycle import apply_requested_cancel
+from onward.client.stopping import CancelWatch, settle_asked
 from onward.client.views import RunView, config, row, state_of, view
 from onward.errors import (
     ArtifactError,
@@ -137,28 +138,43 @@ def stream(
             # them instead of loading the thread again (a load walks its history).
             wanted = list(modes) if "values" in modes else [*modes, "values"]
             last: Any = None
+            # An API thread's run may be cancelled through the store by another process.
+            watch = (
+                CancelWatch(ow.store, thread_id, ow.deps)
+                if ow.store.threads.get(thread_id) is not None
+                else None
+            )
             try:
-                for mode, chunk in ow.graph.stream(
-                    run_input,
-                    limited,
-                    context=ow.deps,  # the nodes' Runtime[NodeDeps]
-                    stream_mode=wanted,
-                    durability="sync",
-                    interrupt_before=pause_at or None,
-                    interrupt_after=pause_after or None,
-                ):
-                    if beat.lost.is_set():
-                        raise LeaseLostError(thread_id)
-                    if mode == "values":
-                        last = chunk
-                        if "values" not in modes:
-                            continue
-                    yield mode, chunk
-                    if time.monotonic() - checked > 0.2:
-                        checked = time.monotonic()
-                        if apply_requested_cancel(ow, thread_id):
-                            return  # what finished is saved; the rest will not run
+                with watch or nullcontext():
+                    if watch is not None and watch.asked is not None:
+                        raise DrainRequested("(start)")  # asked before the drive began
+                    for mode, chunk in ow.graph.stream(
+                        run_input,
+                        limited,
+                        context=ow.deps,  # the nodes' Runtime[NodeDeps]
+                        stream_mode=wanted,
+                        durability="sync",
+                        interrupt_before=pause_at or None,
+                        interrupt_after=pause_after or None,
+                    ):
+                        if beat.lost.is_set():
+                            raise LeaseLostError(thread_id)
+                        if mode == "values":
+                            last = chunk
+                            if "values" not in modes:
+                                continue
+                        yield mode, chunk
+                        if time.monotonic() - checked > 0.2:
+                            checked = time.monotonic()
+                            if apply_requested_cancel(ow, thread_id):
+                                return  # what finished is saved; the rest will not run
             except DrainRequested:
+                if watch is not None and watch.asked is not None:
+                    # Cancelled through the store (runs.cancel on another server): the
+                    # last superstep is saved; the run's record says how it ended.
+                    ow.store.held.make_durable()
+                    settle_asked(ow.store, watch)
+                    return
                 # The process is stopping: the last superstep is saved, nothing of the
                 # next one ran. Another driver resumes from here.
                 ow.store.events.record(thread_id, EventKind.DRAINED, {"by": owner})

@@ -44,7 +44,7 @@ REPRODUCIBLE = frozenset({Node.VERIFY, Node.GATE})
 (checkpointing/savers.py, "one durable commit per plan step")."""
 
 
-def logged(default: NodeDeps, fn: Any, *, reproducible: bool = False) -> Any:
+def logged(default: NodeDeps, fn: Any, *, reproducible: bool = False, checks: bool = False) -> Any:
     """Log the events a node emits with its writes: the saver inserts them in the
     transaction that saves the node's writes (``deps.held``), so a step's events are in
     the log exactly when its result is in the checkpoint. Without a saver, the node
@@ -60,7 +60,7 @@ def logged(default: NodeDeps, fn: Any, *, reproducible: bool = False) -> Any:
         if not isinstance(runtime.context, NodeDeps):  # a host without onward's context
             runtime = runtime.override(context=default)
         deps = runtime.context
-        if deps.draining.is_set():
+        if deps.draining.is_set() and not (checks and deps.cancelling.is_set()):
             raise DrainRequested(getattr(fn, "__name__", "node"))
         thread_id = thread_of(config)
         task_id = _task_id() if deps.held is not None else None
@@ -112,7 +112,10 @@ def build_graph(deps: NodeDeps, *, hosted: bool = False) -> StateGraph[Any, Node
         Node.FINALIZE: finalize,
     }
     for name, fn in nodes.items():
-        g.add_node(name.value, logged(deps, fn, reproducible=name in REPRODUCIBLE))
+        g.add_node(
+            name.value,
+            logged(deps, fn, reproducible=name in REPRODUCIBLE, checks=name is Node.VERIFY),
+        )
     g.add_node(Node.GATE.value, logged(deps, join, reproducible=True))
     g.add_edge(START, Node.PLAN.value)
     schedule = make_scheduler(deps)

@@ -52,6 +52,10 @@ class NodeDeps:
     draining: threading.Event = field(default_factory=threading.Event)
     """Set when the process must stop (a worker's SIGTERM): nodes not yet started raise
     :class:`~onward.errors.DrainRequested`, so the drive ends on a saved superstep."""
+    cancelling: threading.Event = field(default_factory=threading.Event)
+    """Set with ``draining`` by a cancel (``onward serve``'s ``runs.cancel``): a step
+    already produced is still verified (no effect, reproducible), so the stopped run's
+    state shows what ran; every other node drains."""
     max_wait: timedelta = timedelta(seconds=60)
     """Longest in-process wait for a retry or a breaker; a longer one suspends the run until
     then ($ONWARD_MAX_WAIT)."""

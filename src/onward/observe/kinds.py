@@ -60,5 +60,7 @@ class EventKind(StrEnum):
     # the HTTP server
     API_RUN_STARTED = "api_run_started"
     API_RUN_RECOVERED = "api_run_recovered"
+    API_RUN_CANCELLED = "api_run_cancelled"
+    """An API run stopped by ``runs.cancel`` (its ``action``: interrupt or rollback)."""
     WEBHOOK_SENT = "webhook_sent"
     """An API run's webhook was called when the run ended (its answer, or why it failed)."""

@@ -41,6 +41,7 @@ from onward.serve.context import Serving
 from onward.serve.control import Control
 from onward.serve.limits import BodyLimit, RunPool, ServeLimits
 from onward.serve.recovery import Recovery
+from onward.serve.replay import keeper
 from onward.serve.routes import ROUTERS, info
 from onward.settings import settings
 
@@ -102,7 +103,7 @@ def create_app(
         budget=budget or Budget(),
         graph_json=graph_json,
         catalog=catalog,
-        control=Control(),
+        control=Control(keep=keeper(clients)),
         plain_clients=plain,
         schemas=schemas,
     )

@@ -3,33 +3,31 @@
 Each has a :class:`~onward.serve.feed.Feed` (its output, kept for joins and resumed
 streams) and, while it is driven, the client its drive uses. Cancelling a driven run sets
 that client's drain flag: the drive stops before its next node starts (the last superstep
-is saved, no effect is cut in half: a step that already runs finishes and its result is
-kept), as when the server stops. The feeds of finished runs are kept for a while (the
-newest :data:`KEEP_FEEDS`), so a client that lost its stream can still read it to the end.
+is saved, no effect is cut in half: a step that already runs finishes, its result is
+kept and verified), as when the server stops. A run another process drives is cancelled
+through the store instead (:mod:`onward.client.stopping`). The feeds of finished runs
+are kept for a while (the newest :data:`KEEP_FEEDS`), so a client that lost its stream
+can still read it to the end (and from the store after that: :mod:`~onward.serve.replay`).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from onward.serve.feed import Feed
+from onward.serve.feed import Feed, Keep
+from onward.store.runs import CancelAction
+
+__all__ = ["Active", "CancelAction", "Control"]
 
 if TYPE_CHECKING:
     from onward.client import Onward
 
 KEEP_FEEDS = 256
 """Feeds of finished runs kept in memory for joins (oldest dropped first)."""
-
-
-class CancelAction(StrEnum):
-    INTERRUPT = "interrupt"
-    """Stop the run where it is; the thread keeps its state and a later run goes on."""
-    ROLLBACK = "rollback"
-    """Stop the run, then remove it and the checkpoints it made (LangGraph's rollback)."""
 
 
 @dataclass
@@ -43,8 +41,15 @@ class Active:
     stopped: threading.Event = field(default_factory=threading.Event)
 
 
+KeepEvents = Callable[[str, str], Keep]
+"""(run id, thread id) → where that run's feed keeps its items (the store)."""
+
+
 class Control:
-    def __init__(self) -> None:
+    def __init__(self, keep: KeepEvents | None = None) -> None:
+        """``keep``: feeds hand their items to it too (the store), so streams can be
+        joined again after a restart or through another server on the same store."""
+        self._keep = keep
         self._lock = threading.RLock()
         self._active: dict[str, Active] = {}
         self._feeds: OrderedDict[str, Feed] = OrderedDict()
@@ -57,11 +62,23 @@ class Control:
         with self._lock:
             return self._threads.setdefault(thread_id, threading.Lock())
 
-    def open(self, run_id: str, thread_id: str, *, queued: bool = False) -> Active:
+    def open(
+        self,
+        run_id: str,
+        thread_id: str,
+        *,
+        queued: bool = False,
+        start: int = 0,
+        attempt: int = 1,
+    ) -> Active:
         """A run the server takes on (queued: waiting for its thread); its feed starts
-        with the stream's ``metadata`` event."""
-        feed = Feed()
-        feed.put(("metadata", {"run_id": run_id, "thread_id": thread_id, "attempt": 1}))
+        with the stream's ``metadata`` event. ``start``: the last event id an earlier
+        drive of the run gave out (``attempt``: this drive's number, as LangGraph
+        Server's metadata counts them)."""
+        keep = self._keep(run_id, thread_id) if self._keep is not None else None
+        feed = Feed(start=start, keep=keep)
+        meta = {"run_id": run_id, "thread_id": thread_id, "attempt": attempt}
+        feed.put(("metadata", meta))
         active = Active(run_id, thread_id, feed, queued=queued)
         with self._lock:
             self._active[run_id] = active
@@ -111,6 +128,7 @@ class Control:
             if active.cancel is None or action is CancelAction.ROLLBACK:
                 active.cancel = action
             if active.client is not None:
+                active.client.deps.cancelling.set()  # produced steps are still verified
                 active.client.deps.draining.set()
             return active
 
@@ -122,5 +140,6 @@ class Control:
             return None
         if active.client is not None and not self.stopping:
             active.client.deps.draining.clear()  # the client serves other runs next
+            active.client.deps.cancelling.clear()
         active.stopped.set()
         return active

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -22,6 +23,7 @@ from typing import Any
 from fastapi import HTTPException
 from langgraph.types import Command, StreamMode
 
+from onward.client import stopping
 from onward.errors import OnwardError, RequestLimitError, UsageError
 from onward.observe.chat import STEP_MESSAGE_PREFIX
 from onward.serve.clients import Clients
@@ -55,6 +57,8 @@ MAX_QUEUED = 16
 """Runs that may wait behind one busy thread (429 past it)."""
 STOP_WAIT = 60.0
 """Longest a request waits for a run it interrupts to stop (seconds)."""
+POLL = 0.1
+"""Seconds between looks at a thread another process was asked to stop."""
 
 
 def modes_of(body: dict[str, Any]) -> list[str]:
@@ -154,7 +158,7 @@ def start(
             actx, thread_id, body, who, run_id=run_id, assistant_id=aid
         )
         with ctx.clients.use() as ow:
-            ow.store.threads.set_strategy(run_id, multitask_of(body))
+            ow.store.threads.set_strategy(run_id, multitask_of(body), modes)
     except BaseException:
         ctx.pool.release(who)
         raise
@@ -220,10 +224,15 @@ def notify(ctx: Serving, run_id: str, feed: Feed, url: str) -> None:
     from onward.observe.kinds import EventKind
     from onward.policies.egress import request
 
+    feed.wait_done(10.0)  # what the drive fed is readable (its writer kept it)
     with ctx.clients.use() as ow:
         row = ow.store.threads.get_run(run_id)
     values = [data for _n, (event, data) in feed.items() if event == "values"]
     errors = [data for _n, (event, data) in feed.items() if event == "error"]
+    if not values and row is not None:  # it streamed no values (or was recovered so)
+        with ctx.clients.use() as ow, contextlib.suppress(Exception):
+            snap = ow.graph.get_state(ow._config(row.thread_id))
+            values = [chat_values(snap.values)] if snap.values else []
     doc: dict[str, Any] = {
         "run_id": run_id,
         "thread_id": row.thread_id if row else None,
@@ -288,7 +297,8 @@ def dispatch(ctx: Serving, thread_id: str) -> None:
 
 def stop_thread(ctx: Serving, thread_id: str, action: CancelAction) -> None:
     """Cancel every run the thread has in hand (multitask ``interrupt`` / ``rollback``)
-    and wait until its drive has stopped; 409 when another process drives it."""
+    and wait until its drive has stopped; a run another process drives is asked through
+    the store (409 when it does not stop in time, or the driver is no API run)."""
     with ctx.clients.use() as ow:
         for row in ow.store.threads.queued(thread_id):
             cancel_queued(ctx, row.run_id, action)
@@ -297,12 +307,21 @@ def stop_thread(ctx: Serving, thread_id: str, action: CancelAction) -> None:
         if active is not None and not active.stopped.wait(STOP_WAIT):
             raise HTTPException(409, f"the run on thread {thread_id} did not stop in time")
     with ctx.clients.use() as ow:
-        if thread_status(ow, thread_id) == "busy":
-            raise HTTPException(
-                409,
-                f"thread {thread_id} is driven by another process (a worker or another "
-                "server); cancel it there (onward cancel), or wait",
-            )
+        if thread_status(ow, thread_id) != "busy":
+            return
+        running = ow.store.threads.runs(thread_id)
+        asked = [r.run_id for r in running if ow.store.threads.request_cancel(r.run_id, action)]
+    deadline = time.monotonic() + STOP_WAIT
+    while asked and time.monotonic() < deadline:
+        with ctx.clients.use() as ow:
+            if thread_status(ow, thread_id) != "busy":
+                return
+        time.sleep(POLL)
+    raise HTTPException(
+        409,
+        f"thread {thread_id} is driven by another process that did not stop in time (or "
+        "by a run not started through this API: cancel it there with onward cancel)",
+    )
 
 
 def cancel_queued(ctx: Serving, run_id: str, action: CancelAction) -> None:
@@ -391,7 +410,10 @@ def drive(
                 if mode in wanted:
                     out.put(chunk(mode, data))
             cancel = control.get(run_id) if control is not None else None
-            if cancel is not None and cancel.cancel is not None:
+            row = ow.store.threads.get_run(run_id)
+            if row is None or (row.cancel is not None and row.status is not ApiRunStatus.RUNNING):
+                status = None  # cancelled through the store: the drive settled its record
+            elif cancel is not None and cancel.cancel is not None:
                 status = _cancelled(ow, control, run_id, thread_id)  # type: ignore[arg-type]
             elif ow.pending(thread_id):
                 status = ApiRunStatus.INTERRUPTED
@@ -444,15 +466,7 @@ def _cancelled(
     checkpoints it made (None: no record left to set)."""
     active = control.get(run_id)
     action = active.cancel if active is not None else CancelAction.INTERRUPT
-    if action is not CancelAction.ROLLBACK:
-        return ApiRunStatus.INTERRUPTED
     row = ow.store.threads.get_run(run_id)
-    if row is not None and not before_start:
-        if row.from_checkpoint:
-            ow.store.delete_checkpoints_after(thread_id, row.from_checkpoint)
-        elif ow.store.get_run(thread_id) is not None:
-            # The thread's first run: the thread is left as it was made, empty.
-            _rows, shas = ow.store.delete_run(thread_id, keep_api=True)
-            ow.store.delete_unused_bodies(shas)
-    ow.store.threads.delete_run(run_id)
-    return None
+    if row is not None:
+        stopping.settle(ow.store, row, action or CancelAction.INTERRUPT, before_start=before_start)
+    return ApiRunStatus.INTERRUPTED if action is not CancelAction.ROLLBACK else None

@@ -6,6 +6,12 @@ default-executor threads for the whole run). Every item gets a sequence number, 
 event id: the feed keeps what it was given, so a reader that dropped its stream (or a
 reloaded page) joins again and gets what it missed after the last id it saw
 (``Last-Event-ID``), and several readers can follow one run.
+
+A feed with a ``keep`` callback hands it every item, numbered, before any reader sees
+it: the server keeps them in the store, so an id a client saw is never lost with the
+process, and a run driven again after a restart goes on numbering after them (``start``).
+A writer thread does the keeping, a batch per store transaction, so the drive that puts
+never waits for the store.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 DONE = object()
@@ -24,14 +30,32 @@ data: a long run streams one per superstep, each the whole state. A reader that 
 (or lags) past them gets the newer values, which is what a values stream needs; every
 other item is kept."""
 
+Keep = Callable[[list[tuple[int, tuple[str, Any]]]], None]
+"""Where a feed's items also go, numbered, in batches (the store), before readers see
+them."""
+
 
 class Feed:
-    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        start: int = 0,
+        keep: Keep | None = None,
+    ) -> None:
         """``loop`` is accepted for callers that name where they read; readers may wait
-        on any loop."""
+        on any loop. ``start``: the number before this feed's first item (a run driven
+        again goes on after the ids its earlier drive gave out)."""
         self._items: list[tuple[str, Any] | None] = []
+        self._start = start
+        self._keep = keep
         self._done = False
         self._lock = threading.Lock()
+        self._pending: list[Any] = []
+        self._pending_lock = threading.Lock()
+        self._closed = False
+        self._writer: threading.Thread | None = None
+        self._published = threading.Event()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._read = 0
 
@@ -39,13 +63,60 @@ class Feed:
     def done(self) -> bool:
         return self._done
 
-    def put(self, item: Any) -> None:
+    @property
+    def start(self) -> int:
+        return self._start
+
+    @property
+    def last(self) -> int:
+        """The number of the newest item put so far."""
         with self._lock:
-            if self._done:
+            return self._start + len(self._items)
+
+    def put(self, item: Any) -> None:
+        """Hand an item to the readers (with ``keep``: once it is kept, by the feed's
+        writer thread, so the drive never waits for the store)."""
+        if self._keep is None:
+            self._publish([item])
+            return
+        with self._pending_lock:
+            if self._closed:
                 return
-            if item is DONE:
-                self._done = True
-            else:
+            self._pending.append(item)
+            self._closed = item is DONE
+            if self._writer is None:  # none busy: one starts (and ends when idle)
+                self._writer = threading.Thread(target=self._write, name="onward-feed")
+                self._writer.daemon = True
+                self._writer.start()
+
+    def wait_done(self, timeout: float) -> bool:
+        """Wait until :data:`DONE` reached the readers (what was put before is readable)."""
+        return self._published.wait(timeout)
+
+    def _write(self) -> None:
+        """Keep what was put, in batches (one store transaction each), then publish it."""
+        while True:
+            with self._pending_lock:
+                if not self._pending:
+                    self._writer = None
+                    return
+                batch, self._pending = self._pending, []
+            items = [it for it in batch if it is not DONE]
+            if items and self._keep is not None:
+                first = self.last + 1  # only this thread publishes: the numbers hold
+                with contextlib.suppress(Exception):  # a store hiccup costs the copy only
+                    self._keep([(first + i, it) for i, it in enumerate(items)])
+            self._publish(batch)
+
+    def _publish(self, batch: list[Any]) -> None:
+        with self._lock:
+            for item in batch:
+                if self._done:
+                    break
+                if item is DONE:
+                    self._done = True
+                    self._published.set()
+                    continue
                 self._items.append(item)
                 old = len(self._items) - KEEP_ITEMS - 1
                 if old >= 0 and (self._items[old] or ("",))[0] == "values":
@@ -56,15 +127,17 @@ class Feed:
                 loop.call_soon_threadsafe(event.set)
 
     def items(self, after: int = 0) -> list[tuple[int, tuple[str, Any]]]:
-        """What was put so far after the item numbered ``after`` (numbers start at 1)."""
+        """What was put so far after the item numbered ``after`` (numbers start at
+        ``start + 1``)."""
+        skip = max(0, after - self._start)
         with self._lock:
-            items = enumerate(self._items[after:])
-            return [(after + i + 1, item) for i, item in items if item is not None]
+            items = enumerate(self._items[skip:])
+            return [(self._start + skip + i + 1, it) for i, it in items if it is not None]
 
     async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, tuple[str, Any]]]:
         """Every item after number ``after``, as it comes, until the drive ends."""
         loop = asyncio.get_running_loop()
-        seen = after
+        seen = max(0, after - self._start)
         while True:
             event = asyncio.Event()
             with self._lock:
@@ -72,10 +145,10 @@ class Feed:
                 finished = self._done
                 if not fresh and not finished:
                     self._waiters.append((loop, event))
-            for number, item in fresh:
-                seen = number
+            for index, item in fresh:
+                seen = index
                 if item is not None:
-                    yield number, item
+                    yield self._start + index, item
             if finished and not fresh:
                 return
             if not fresh:

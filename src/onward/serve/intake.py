@@ -28,9 +28,11 @@ from onward.serve.requests import (
     a_string,
     an_object,
     check_run_fields,
+    pause_after,
     pause_before,
     tightened_budget,
     tightened_policy,
+    webhook_of,
 )
 from onward.serve.views import check_assistant, not_found, thread_status, visible
 from onward.serve.wire import ASSISTANT_ID, GRAPH_ID
@@ -110,6 +112,8 @@ def prepare(
             metadata,
             pause_before=pause_before(body),
             from_checkpoint=checkpoint_id or latest_checkpoint(ow, thread_id),
+            pause_after=pause_after(body),  # a drive after a restart honours them too
+            webhook=webhook_of(body),
         )
         return run_id, command, checkpoint_id
 

@@ -6,8 +6,12 @@ pending or running: one whose thread has a live lease is being driven (here or b
 process) and is left alone; otherwise the record is set from the run's saved state
 (finished, waiting for a person), or, when the run was cut off mid-way, the run is driven
 again from its last checkpoint once its lease has expired (the effect ledger keeps every
-effect to once). With ``enabled=False`` the runs are left to ``onward worker`` processes
-(they adopt orphans themselves) and only the records are kept true.
+effect to once), with what its request asked for (``interrupt_before`` / ``_after``,
+``webhook``, stream modes) and its stream numbered on after the ids it gave out. A run
+whose cancel was asked (through the store) before its driver died is settled under its
+lease, never driven on. With ``enabled=False`` the runs are left to ``onward worker``
+processes (they adopt orphans themselves) and only the records are kept true. Each sweep
+also drops the stream events of runs that ended more than an hour ago.
 """
 
 from __future__ import annotations
@@ -15,17 +19,19 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from fastapi import HTTPException
 
-from onward.client import views
+from onward.client import stopping, views
+from onward.errors import RunBusyError
 from onward.model.state import RunStatus
 from onward.observe.kinds import EventKind
-from onward.serve import drives
+from onward.serve import drives, replay
 from onward.serve.control import Active
-from onward.store.leases import LeasePolicy
-from onward.store.runs import ApiRunRow, ApiRunStatus
+from onward.store.leases import LeasePolicy, new_owner
+from onward.store.runs import ApiRunRow, ApiRunStatus, CancelAction
 
 if TYPE_CHECKING:
     from onward.client import Onward
@@ -85,7 +91,10 @@ class Recovery:
                     continue  # just created: its drive may not hold the lease yet
                 lease = ow.store.leases.get(row.thread_id)
                 if lease is not None and lease.live(now):
-                    continue  # somebody drives it
+                    continue  # somebody drives it (and carries out a cancel asked of it)
+                if row.cancel is not None:
+                    _settle_orphan(ow, row, row.cancel)  # asked, then its driver died
+                    continue
                 with self._lock:
                     if row.thread_id in self._driving:
                         continue
@@ -106,6 +115,8 @@ class Recovery:
                 elif self.enabled:
                     self._resume(ow, row)
                     resumed.append(row.thread_id)
+            # Ended runs' stream events are kept for joins for a while, then dropped.
+            ow.store.threads.drop_old_events(now - timedelta(seconds=replay.RETENTION_SECONDS))
         for thread_id in sorted(queued - set(resumed)):
             drives.dispatch(self._serving, thread_id)  # a no-op while the thread is busy
         return resumed
@@ -115,10 +126,21 @@ class Recovery:
         thread = ow.store.threads.get(thread_id)
         owner = (thread.owner if thread else None) or "recovery"
         ow.store.events.record(thread_id, EventKind.API_RUN_RECOVERED, {"run_id": run_id})
+        drives_so_far = [
+            e
+            for e in ow.store.events.list(thread_id, [EventKind.API_RUN_RECOVERED])
+            if e.detail.get("run_id") == run_id
+        ]
         with self._lock:
             self._driving.add(thread_id)
         self._pool.reserve(owner, force=True)
-        active = self._serving.control.open(run_id, thread_id)
+        # Its stream goes on after the ids its earlier drive gave out (Last-Event-ID).
+        active = self._serving.control.open(
+            run_id,
+            thread_id,
+            start=ow.store.threads.last_event(run_id),
+            attempt=1 + len(drives_so_far),
+        )
         try:
             assistant = self._serving.catalog.resolve(ow.store, row.assistant_id, owner, False)
             plain = not assistant.model_plans
@@ -141,11 +163,29 @@ class Recovery:
             clients,
             active,
             None,
-            ["values"],
+            list(row.stream_mode) or ["values"],
             None,
             takeover=True,
-            pause_at=row.pause_before,  # pauses where the request asked to
+            # What the request asked for holds after a restart too.
+            pause_at=row.pause_before,
+            pause_after=row.pause_after,
+            webhook=row.webhook,
         )
+
+
+def _settle_orphan(ow: Onward, row: ApiRunRow, action: CancelAction) -> None:
+    """A run cancelled through the store whose driver died before it saw the cancel:
+    settled under its lease (a worker cannot adopt it meanwhile), never driven on."""
+    owner = new_owner()
+    try:
+        ow.store.leases.acquire(row.thread_id, owner)
+    except RunBusyError:
+        return  # a driver came back: it carries the cancel out
+    try:
+        stopping.settle(ow.store, row, action, before_start=False)
+        ow.store.dequeue(row.thread_id)
+    finally:
+        ow.store.release_lease(row.thread_id, owner)
 
 
 def _paused(ow: Onward, row: ApiRunRow) -> bool:

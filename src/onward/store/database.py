@@ -42,12 +42,19 @@ from onward.store.connection import SharedConnection
 from onward.store.drivers import drive_ended
 from onward.store.encryption import KEY_CHECK, Cipher, check_key, open_text, seal_text
 from onward.store.leases import LEASE_SCHEMA, LeasePolicy, Leases
-from onward.store.runs import RUN_COLUMNS_9, RUN_COLUMNS_10, THREAD_SCHEMA, Threads
+from onward.store.runs import (
+    RUN_COLUMNS_9,
+    RUN_COLUMNS_10,
+    RUN_COLUMNS_11,
+    RUN_EVENTS_SCHEMA,
+    THREAD_SCHEMA,
+    Threads,
+)
 from onward.store.sql import Backend, Db, backend_of, redact, sqlite_path, translate_errors
 from onward.store.tables import schema_version
 
 DEFAULT_URL = DEFAULT_DB
-STORE_SCHEMA_VERSION = 10
+STORE_SCHEMA_VERSION = 11
 """1: runs. 2: leases and events. 3: the effect ledger. 5: event dedupe keys. 6: the work
 queue, artifact references (and bodies on Postgres). 7: API threads and runs (serve).
 8: a run's request in its own table (``onward_runs.request`` is left empty: its whole plan
@@ -116,11 +123,34 @@ _THREAD_TABLES = (
     "onward_queue",
     "onward_artifact_refs",
     "onward_api_runs",
+    "onward_api_run_events",
     "onward_threads",
     "onward_requests",
     "onward_runs",
 )
 """Every onward table with a row per run (deleted by :meth:`Store.delete_run`)."""
+_API_TABLES = ("onward_api_runs", "onward_api_run_events", "onward_threads")
+"""The API's records of a thread (kept when a rolled-back first run empties it)."""
+
+
+def _migrate_11_run_lifecycle(db: Db, sqlite_conn: sqlite3.Connection | None) -> None:
+    """Schema 11: API runs keep their stream events (``Last-Event-ID`` across restarts),
+    what a recovered run honours (``interrupt_after``, ``webhook``, stream modes) and a
+    cancel asked of another process's drive. Idempotent (safe on any older store)."""
+    if sqlite_conn is not None:
+        sqlite_conn.executescript(RUN_EVENTS_SCHEMA)
+        columns = {r[1] for r in sqlite_conn.execute("PRAGMA table_info(onward_api_runs)")}
+        for name, kind in RUN_COLUMNS_11:
+            if name not in columns:
+                sqlite_conn.execute(f"ALTER TABLE onward_api_runs ADD COLUMN {name} {kind}")
+    else:
+        db.script(RUN_EVENTS_SCHEMA)
+        for name, kind in RUN_COLUMNS_11:
+            db.execute(f"ALTER TABLE onward_api_runs ADD COLUMN IF NOT EXISTS {name} {kind}")
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS onward_api_run_events_thread "
+        "ON onward_api_run_events (thread_id)"
+    )
 
 
 def default_url() -> str:
@@ -371,6 +401,7 @@ class Store:
             db.script(script)
             for name, kind in (*RUN_COLUMNS_9, *RUN_COLUMNS_10):
                 db.execute(f"ALTER TABLE onward_api_runs ADD COLUMN IF NOT EXISTS {name} {kind}")
+        _migrate_11_run_lifecycle(db, sqlite_conn)
         db.execute(
             "CREATE UNIQUE INDEX IF NOT EXISTS onward_events_once "
             "ON onward_events (thread_id, dedupe) WHERE dedupe IS NOT NULL"
@@ -715,13 +746,30 @@ class Store:
         rows = 0
         with self.db.use() as db, db.transaction():
             for table in _THREAD_TABLES:
-                if keep_api and table in ("onward_api_runs", "onward_threads"):
+                if keep_api and table in _API_TABLES:
                     continue
                 cur = db.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
                 rows += cur.rowcount
         if self.request_blobs is not None:
             self.request_blobs.drop(thread_id)
         return rows, shas
+
+    def forget_drain_errors(self, thread_id: str) -> int:
+        """Remove the error writes of the thread's newest checkpoint (a cancelled drive
+        leaves one for the node it stopped, ``DrainRequested``): that node reads as not
+        started, and runs when the thread goes on. Returns the writes removed."""
+        flush = getattr(self.saver, "flush", None)
+        if flush is not None:
+            flush()
+        writes = "writes" if self.backend is Backend.SQLITE else "checkpoint_writes"
+        with self.db.use() as db, db.transaction():
+            cur = db.execute(
+                f"DELETE FROM {writes} WHERE thread_id = ? AND checkpoint_ns = '' "
+                "AND channel = '__error__' AND checkpoint_id = (SELECT MAX(checkpoint_id) "
+                "FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '')",
+                (thread_id, thread_id),
+            )
+            return int(cur.rowcount or 0)
 
     def delete_checkpoints_after(self, thread_id: str, checkpoint_id: str) -> int:
         """Remove the thread's checkpoints (and their writes) newer than ``checkpoint_id``:

@@ -38,14 +38,52 @@ CREATE TABLE IF NOT EXISTS onward_api_runs (
     pause_before TEXT NOT NULL DEFAULT '[]',
     from_checkpoint TEXT,
     request      TEXT,
-    multitask_strategy TEXT NOT NULL DEFAULT 'enqueue'
+    multitask_strategy TEXT NOT NULL DEFAULT 'enqueue',
+    pause_after  TEXT NOT NULL DEFAULT '[]',
+    webhook      TEXT,
+    stream_mode  TEXT NOT NULL DEFAULT '[]',
+    cancel       TEXT
 );
 """
+RUN_EVENTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS onward_api_run_events (
+    run_id    TEXT NOT NULL,
+    seq       INTEGER NOT NULL,
+    thread_id TEXT NOT NULL,
+    event     TEXT NOT NULL,
+    data      TEXT,
+    PRIMARY KEY (run_id, seq)
+);
+"""
+"""A run's stream events with their SSE ids (``seq``), so a client reconnecting with
+``Last-Event-ID`` gets the rest after a server restart or from another server."""
 RUN_COLUMNS_9 = (("pause_before", "TEXT NOT NULL DEFAULT '[]'"), ("from_checkpoint", "TEXT"))
 """Columns store schema 9 added to ``onward_api_runs`` (older stores get them on open)."""
 RUN_COLUMNS_10 = (("request", "TEXT"), ("multitask_strategy", "TEXT NOT NULL DEFAULT 'enqueue'"))
 """Columns store schema 10 added: a queued run's request (it starts when the thread is
 free, maybe after a restart) and the multitask strategy it was sent with."""
+RUN_COLUMNS_11 = (
+    ("pause_after", "TEXT NOT NULL DEFAULT '[]'"),
+    ("webhook", "TEXT"),
+    ("stream_mode", "TEXT NOT NULL DEFAULT '[]'"),
+    ("cancel", "TEXT"),
+)
+"""Columns store schema 11 added: what a run recovered after a restart must still honour
+(``interrupt_after``, ``webhook``, its stream modes) and a cancel asked of whoever drives
+it (another server, a worker)."""
+MAX_RUN_EVENTS = 5000
+"""Stream events kept per run in the store (the oldest go first): a long run streams
+many; a client that fell further behind than these gets the newest ones."""
+KEEP_VALUES = 256
+"""Values events kept whole past the newest ones (as the in-memory feed does): each is
+the whole state, and a resumed values stream needs only the newer ones."""
+
+
+class CancelAction(StrEnum):
+    INTERRUPT = "interrupt"
+    """Stop the run where it is; the thread keeps its state and a later run goes on."""
+    ROLLBACK = "rollback"
+    """Stop the run, then remove it and the checkpoints it made (LangGraph's rollback)."""
 
 
 class ApiRunStatus(StrEnum):
@@ -54,6 +92,9 @@ class ApiRunStatus(StrEnum):
     SUCCESS = "success"
     INTERRUPTED = "interrupted"
     ERROR = "error"
+
+
+FINISHED_RUNS = (ApiRunStatus.SUCCESS, ApiRunStatus.ERROR, ApiRunStatus.INTERRUPTED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +122,22 @@ class ApiRunRow:
     request: dict[str, Any] | None = None
     """A queued run's request (``body``, ``who``, ``modes``), until it starts."""
     multitask_strategy: str = "enqueue"
+    pause_after: tuple[str, ...] = ()
+    """The request's ``interrupt_after`` (honoured by a drive after a crash too)."""
+    webhook: str | None = None
+    """Where the run's record is POSTed when it ends (checked by the egress policy)."""
+    stream_mode: tuple[str, ...] = ()
+    """The stream modes it was started with (a recovered drive streams them again)."""
+    cancel: CancelAction | None = None
+    """A cancel asked of the run's driver (kept once done: how it was cancelled)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    seq: int
+    event: str
+    data: Any
+    """None: a values event dropped past :data:`KEEP_VALUES` (its number is kept)."""
 
 
 class Threads:
@@ -138,6 +195,7 @@ class Threads:
     def delete(self, thread_id: str) -> None:
         with self._db.use() as db, db.transaction():
             db.execute("DELETE FROM onward_api_runs WHERE thread_id = ?", (thread_id,))
+            db.execute("DELETE FROM onward_api_run_events WHERE thread_id = ?", (thread_id,))
             db.execute("DELETE FROM onward_threads WHERE thread_id = ?", (thread_id,))
 
     # -- runs on a thread ---------------------------------------------------
@@ -154,6 +212,9 @@ class Threads:
         status: ApiRunStatus = ApiRunStatus.RUNNING,
         request: dict[str, Any] | None = None,
         multitask_strategy: str = "enqueue",
+        pause_after: Sequence[str] = (),
+        webhook: str | None = None,
+        stream_mode: Sequence[str] = (),
     ) -> None:
         """Record a run; a queued one (``status`` pending, with its ``request``) is
         recorded again when it starts: the same row, now running from its checkpoint."""
@@ -162,10 +223,13 @@ class Threads:
             db.execute(
                 "INSERT INTO onward_api_runs (run_id, thread_id, assistant_id, created_at, "
                 "updated_at, status, metadata, pause_before, from_checkpoint, request, "
-                "multitask_strategy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "multitask_strategy, pause_after, webhook, stream_mode) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (run_id) DO UPDATE SET updated_at = excluded.updated_at, "
                 "status = excluded.status, pause_before = excluded.pause_before, "
-                "from_checkpoint = excluded.from_checkpoint, request = NULL",
+                "from_checkpoint = excluded.from_checkpoint, request = NULL, "
+                "pause_after = excluded.pause_after, webhook = excluded.webhook, "
+                "stream_mode = excluded.stream_mode",
                 (
                     run_id,
                     thread_id,
@@ -178,6 +242,9 @@ class Threads:
                     from_checkpoint,
                     json.dumps(request) if request is not None else None,
                     multitask_strategy,
+                    json.dumps(list(pause_after)),
+                    webhook,
+                    json.dumps(list(stream_mode)),
                 ),
             )
 
@@ -186,8 +253,9 @@ class Threads:
         return found[0] if found else None
 
     def delete_run(self, run_id: str) -> None:
-        with self._db.use() as db:
+        with self._db.use() as db, db.transaction():
             db.execute("DELETE FROM onward_api_runs WHERE run_id = ?", (run_id,))
+            db.execute("DELETE FROM onward_api_run_events WHERE run_id = ?", (run_id,))
 
     def queued(self, thread_id: str | None = None) -> list[ApiRunRow]:
         """Runs waiting for their thread (multitask ``enqueue``), oldest first."""
@@ -213,11 +281,13 @@ class Threads:
                 (status.value, utcnow().isoformat(), run_id),
             )
 
-    def set_strategy(self, run_id: str, strategy: str) -> None:
+    def set_strategy(self, run_id: str, strategy: str, stream_mode: Sequence[str] = ()) -> None:
+        """The strategy the run was sent with, and the stream modes it streams."""
         with self._db.use() as db:
             db.execute(
-                "UPDATE onward_api_runs SET multitask_strategy = ? WHERE run_id = ?",
-                (strategy, run_id),
+                "UPDATE onward_api_runs SET multitask_strategy = ?, stream_mode = ? "
+                "WHERE run_id = ?",
+                (strategy, json.dumps(list(stream_mode)), run_id),
             )
 
     def runs(self, thread_id: str) -> list[ApiRunRow]:
@@ -231,12 +301,113 @@ class Threads:
             (ApiRunStatus.PENDING.value, ApiRunStatus.RUNNING.value),
         )
 
+    # -- cancels asked of another process's drive ---------------------------
+
+    def request_cancel(self, run_id: str, action: CancelAction) -> bool:
+        """Ask whoever drives the run to stop it (a rollback overrides an interrupt);
+        False when it is not running any more."""
+        with self._db.use() as db:
+            cur = db.execute(
+                "UPDATE onward_api_runs SET cancel = CASE WHEN cancel = ? THEN cancel ELSE ? "
+                "END WHERE run_id = ? AND status = ?",
+                (
+                    CancelAction.ROLLBACK.value,
+                    action.value,
+                    run_id,
+                    ApiRunStatus.RUNNING.value,
+                ),
+            )
+            return cur.rowcount == 1
+
+    def cancel_asked(self, thread_id: str) -> ApiRunRow | None:
+        """The thread's running run if a cancel was asked of it (one runs at a time)."""
+        found = self._select(
+            "WHERE thread_id = ? AND status = ? AND cancel IS NOT NULL",
+            (thread_id, ApiRunStatus.RUNNING.value),
+        )
+        return found[0] if found else None
+
+    def cancels_asked(self, run_ids: Sequence[str]) -> dict[str, CancelAction]:
+        """Of these runs, those still running with a cancel asked (one query for all)."""
+        if not run_ids:
+            return {}
+        marks = ", ".join("?" for _ in run_ids)
+        with self._db.use() as db:
+            rows = db.execute(
+                f"SELECT run_id, cancel FROM onward_api_runs WHERE run_id IN ({marks}) "
+                "AND status = ? AND cancel IS NOT NULL",
+                (*run_ids, ApiRunStatus.RUNNING.value),
+            ).fetchall()
+        return {r[0]: CancelAction(r[1]) for r in rows}
+
+    # -- stream events --------------------------------------------------------
+
+    def add_events(
+        self, run_id: str, thread_id: str, events: Sequence[tuple[int, str, Any]]
+    ) -> None:
+        """Keep stream events ``(seq, event, data)`` (numbered in the run's stream), in
+        one transaction, within the run's bounds: values older than :data:`KEEP_VALUES`
+        events lose their data, events older than :data:`MAX_RUN_EVENTS` go."""
+        if not events:
+            return
+        newest = max(seq for seq, _e, _d in events)
+        with self._db.use() as db, db.transaction():
+            for seq, event, data in events:
+                db.execute(
+                    "INSERT INTO onward_api_run_events (run_id, seq, thread_id, event, data) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, seq) DO UPDATE SET "
+                    "event = excluded.event, data = excluded.data",
+                    (run_id, seq, thread_id, event, json.dumps(data, ensure_ascii=False)),
+                )
+            if newest > KEEP_VALUES:
+                db.execute(
+                    "UPDATE onward_api_run_events SET data = NULL WHERE run_id = ? AND seq < ? "
+                    "AND seq >= ? AND event = 'values'",
+                    (run_id, newest - KEEP_VALUES, newest - KEEP_VALUES - len(events) - 1),
+                )
+            if newest > MAX_RUN_EVENTS:
+                db.execute(
+                    "DELETE FROM onward_api_run_events WHERE run_id = ? AND seq <= ?",
+                    (run_id, newest - MAX_RUN_EVENTS),
+                )
+
+    def events(self, run_id: str, after: int = 0, limit: int = 500) -> list[RunEvent]:
+        """The run's kept stream events numbered past ``after``, oldest first."""
+        with self._db.use() as db:
+            rows = db.execute(
+                "SELECT seq, event, data FROM onward_api_run_events WHERE run_id = ? AND seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (run_id, after, limit),
+            ).fetchall()
+        return [RunEvent(int(r[0]), r[1], json.loads(r[2]) if r[2] else None) for r in rows]
+
+    def last_event(self, run_id: str) -> int:
+        """The number of the run's newest kept event (0: none)."""
+        with self._db.use() as db:
+            row = db.execute(
+                "SELECT MAX(seq) FROM onward_api_run_events WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return int(row[0] or 0)
+
+    def drop_old_events(self, before: datetime) -> int:
+        """Forget the stream events of runs that ended before ``before`` (and of runs
+        whose record is gone); returns the events removed."""
+        ended = ", ".join("?" for _ in FINISHED_RUNS)
+        with self._db.use() as db:
+            cur = db.execute(
+                "DELETE FROM onward_api_run_events WHERE run_id NOT IN "
+                "(SELECT run_id FROM onward_api_runs WHERE status NOT IN "
+                f"({ended}) OR updated_at >= ?)",
+                (*(s.value for s in FINISHED_RUNS), before.isoformat()),
+            )
+            return int(cur.rowcount or 0)
+
     def _select(self, where: str, params: tuple[Any, ...]) -> list[ApiRunRow]:
         with self._db.use() as db:
             rows = db.execute(
                 "SELECT run_id, thread_id, assistant_id, created_at, updated_at, status, "
-                "metadata, pause_before, from_checkpoint, request, multitask_strategy "
-                f"FROM onward_api_runs {where}",
+                "metadata, pause_before, from_checkpoint, request, multitask_strategy, "
+                f"pause_after, webhook, stream_mode, cancel FROM onward_api_runs {where}",
                 params,
             ).fetchall()
         return [
@@ -252,6 +423,10 @@ class Threads:
                 r[8],
                 json.loads(r[9]) if r[9] else None,
                 r[10] or "enqueue",
+                tuple(json.loads(r[11] or "[]")),
+                r[12],
+                tuple(json.loads(r[13] or "[]")),
+                CancelAction(r[14]) if r[14] else None,
             )
             for r in rows
         ]

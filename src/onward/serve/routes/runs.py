@@ -20,11 +20,11 @@ from sse_starlette import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
 from onward.errors import UsageError, refuse_unknown
-from onward.serve import drives
+from onward.serve import drives, replay
 from onward.serve.context import Ctx, Serving, Who
 from onward.serve.control import CancelAction
 from onward.serve.drives import launch, modes_of
-from onward.serve.feed import DONE, Feed
+from onward.serve.feed import Feed
 from onward.serve.requests import a_string, disconnect_of, strings
 from onward.serve.strict import StrictRoute
 from onward.serve.views import run_json, state_at, visible
@@ -59,7 +59,7 @@ def wire_modes(modes: list[str]) -> set[str]:
 
 
 async def events(
-    feed: Feed,
+    feed: Feed | AsyncIterator[tuple[int, tuple[str, Any]]],
     after: int = 0,
     only: set[str] | None = None,
     *,
@@ -69,8 +69,9 @@ async def events(
     """A feed as SSE events with ids; ``only``: these event names (and metadata, errors);
     ``on_drop``: called when the client goes away before the run's end."""
     ended = False
+    source = feed.follow(after) if isinstance(feed, Feed) else feed
     try:
-        async for number, (event, data) in feed.follow(after):
+        async for number, (event, data) in source:
             if only is not None and event.split("|")[0] not in only | {"metadata", "error"}:
                 continue
             yield {
@@ -87,7 +88,14 @@ async def events(
 def _on_drop(ctx: Serving, run_id: str, body: dict[str, Any]) -> Any:
     if disconnect_of(body) != "cancel":
         return None
-    return lambda: ctx.control.cancel(run_id, CancelAction.INTERRUPT)
+    return lambda: _cancel_quietly(ctx, run_id, CancelAction.INTERRUPT)
+
+
+def _cancel_quietly(ctx: Serving, run_id: str, action: CancelAction) -> None:
+    """A dropped client's cancel: here, or asked of the run's driver through the store."""
+    if ctx.control.cancel(run_id, action) is None:
+        with ctx.clients.use() as ow:
+            ow.store.threads.request_cancel(run_id, action)
 
 
 @router.post("/threads/{thread_id}/runs/stream")
@@ -108,29 +116,29 @@ async def finished_values(
 ) -> Any:
     """Wait for a run's end; its last values (or ``{"__error__": ...}``), as ``wait`` and
     ``join`` answer. A client that goes away cancels the run with ``cancel_on_drop``."""
-    feed = ctx.control.feed(run_id)
-    last: Any = None
-    if feed is not None:
-        reader = asyncio.ensure_future(_last_values(feed))
-        while not reader.done():
-            await asyncio.wait({reader}, timeout=0.5)
-            if not reader.done() and request is not None and await request.is_disconnected():
-                if cancel_on_drop:
-                    ctx.control.cancel(run_id, CancelAction.INTERRUPT)
-                reader.cancel()
-                return {}
-        last = reader.result()
-        if isinstance(last, dict) and "__error__" in last:
-            return last
+    # This server's feed, else the run's events in the store (it is driven elsewhere).
+    feed = ctx.control.feed(run_id) or replay.follow(ctx, run_id)
+    reader = asyncio.ensure_future(_last_values(feed))
+    while not reader.done():
+        await asyncio.wait({reader}, timeout=0.5)
+        if not reader.done() and request is not None and await request.is_disconnected():
+            if cancel_on_drop:
+                await asyncio.to_thread(_cancel_quietly, ctx, run_id, CancelAction.INTERRUPT)
+            reader.cancel()
+            return {}
+    last = reader.result()
+    if isinstance(last, dict) and "__error__" in last:
+        return last
     with ctx.clients.use() as ow:
         if ow.store.get_run(thread_id) is None:
             return last or {}
         return state_at(ow, thread_id, None)["values"] if last is None else last
 
 
-async def _last_values(feed: Feed) -> Any:
+async def _last_values(feed: Feed | AsyncIterator[tuple[int, tuple[str, Any]]]) -> Any:
     last: Any = None
-    async for _n, (event, data) in feed.follow():
+    source = feed.follow() if isinstance(feed, Feed) else feed
+    async for _n, (event, data) in source:
         if event == "error":
             return {"__error__": data}
         if event == "values":
@@ -244,23 +252,18 @@ async def runs_join_stream(
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> EventSourceResponse:
     """The run's stream again: from the start, or after ``Last-Event-ID``, live to its
-    end. A finished run whose feed this server no longer holds streams nothing."""
+    end; from the store when this server does not hold its feed (restarted, or another
+    process drives it). A run whose events are past their retention streams nothing."""
     await run_in_threadpool(_run, ctx, thread_id, run_id, who)
     after = last_event(last_event_id)
     stream_mode = [m for m in stream_mode or [] if m]  # the SDKs send an empty one
     only = wire_modes(modes_of({"stream_mode": stream_mode})) if stream_mode else None
     cancel = _flag(cancel_on_disconnect, "cancel_on_disconnect")
-    feed = ctx.control.feed(run_id) or _ended()
-    drop = (lambda: ctx.control.cancel(run_id, CancelAction.INTERRUPT)) if cancel else None
+    source = replay.follow(ctx, run_id, after)
+    drop = (lambda: _cancel_quietly(ctx, run_id, CancelAction.INTERRUPT)) if cancel else None
     return EventSourceResponse(
-        events(feed, after, only, on_drop=drop), headers=_location(thread_id, run_id), ping=15
+        events(source, after, only, on_drop=drop), headers=_location(thread_id, run_id), ping=15
     )
-
-
-def _ended() -> Feed:
-    feed = Feed()
-    feed.put(DONE)
-    return feed
 
 
 @router.get("/threads/{thread_id}/stream")
@@ -272,11 +275,19 @@ async def thread_join_stream(
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> EventSourceResponse:
     """The thread's runs as one stream: the one driving now, then those queued, until the
-    thread has none left. Event ids are ``RUN_ID:N``, so ``Last-Event-ID`` resumes in the
-    run it names."""
+    thread has none left (also runs another server drives, or that a restart left: from
+    the store). Event ids are ``RUN_ID:N``, so ``Last-Event-ID`` resumes in the run it
+    names."""
     with ctx.clients.use() as ow:
         visible(ow, thread_id, who, ctx.tokens)
-    stream_mode = [m for m in stream_mode or [] if m]  # the SDKs send an empty one
+    # The SDKs send an empty mode, or "run_modes" (the Python SDK's default): each run's own.
+    stream_mode = [m for m in stream_mode or [] if m and m != "run_modes"]
+    refused = sorted({"lifecycle", "state_update"} & set(stream_mode))
+    if refused:
+        raise UsageError(
+            f"thread stream_mode {', '.join(refused)} is not supported by onward; use "
+            "run_modes (the runs' own events) or run stream modes"
+        )
     only = wire_modes(modes_of({"stream_mode": stream_mode})) if stream_mode else None
     resume_run, after = None, 0
     if last_event_id and ":" in last_event_id:
@@ -289,22 +300,35 @@ async def thread_join_stream(
         done: set[str] = set()
         skipping = resume_run is not None
         while True:
-            runs = [a for a in ctx.control.on_thread(thread_id) if a.run_id not in done]
-            if skipping and resume_run not in {a.run_id for a in runs}:
+            # The runs this server has in hand, else those another process (or this one
+            # before a restart) left unfinished in the store.
+            runs = [a.run_id for a in ctx.control.on_thread(thread_id) if a.run_id not in done]
+            if not runs:
+                stored = await asyncio.to_thread(_unfinished_on, ctx, thread_id)
+                runs = [r for r in stored if r not in done]
+            if skipping and resume_run not in runs:
                 skipping = False  # that run is over: go on with the ones in hand
             if not runs:
                 return
-            active = runs[0]
-            if skipping and active.run_id != resume_run:
-                done.add(active.run_id)
+            run_id = runs[0]
+            if skipping and run_id != resume_run:
+                done.add(run_id)
                 continue
             start = after if skipping else 0
             skipping = False
-            async for item in events(active.feed, start, only, prefix=f"{active.run_id}:"):
+            source = replay.follow(ctx, run_id, start)
+            async for item in events(source, start, only, prefix=f"{run_id}:"):
                 yield item
-            done.add(active.run_id)
+            done.add(run_id)
 
     return EventSourceResponse(follow(), ping=15)
+
+
+def _unfinished_on(ctx: Serving, thread_id: str) -> list[str]:
+    """The thread's pending and running runs in the store, oldest first."""
+    with ctx.clients.use() as ow:
+        rows = ow.store.threads.runs(thread_id)
+    return [r.run_id for r in reversed(rows) if r.status in replay.UNFINISHED]
 
 
 def _action(action: str | None) -> CancelAction:
@@ -315,7 +339,9 @@ def _action(action: str | None) -> CancelAction:
 
 
 def cancel_run(ctx: Serving, row: ApiRunRow, action: CancelAction) -> bool:
-    """Cancel one run; False when it had already ended (nothing to do)."""
+    """Cancel one run; False when it had already ended (nothing to do). A run another
+    process drives (a server, a worker) is asked through the store: its driver stops it
+    before its next node and settles its record."""
     if row.status not in (ApiRunStatus.PENDING, ApiRunStatus.RUNNING):
         return False
     active = ctx.control.get(row.run_id)
@@ -326,11 +352,8 @@ def cancel_run(ctx: Serving, row: ApiRunRow, action: CancelAction) -> bool:
         if row.request is not None:  # queued before a restart, not yet in hand
             drives.cancel_queued(ctx, row.run_id, action)
             return True
-        raise HTTPException(
-            409,
-            f"Run {row.run_id} is not driven by this server (a worker or another server "
-            "drives it); cancel its thread there with onward cancel",
-        )
+        with ctx.clients.use() as ow:
+            return ow.store.threads.request_cancel(row.run_id, action)
     ctx.control.cancel(row.run_id, action)
     return True
 

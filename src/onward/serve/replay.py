@@ -1,0 +1,83 @@
+"""A run's stream read back from the store: after a restart, or through a server that
+does not drive the run (another ``onward serve``, a worker on the same store).
+
+Every feed keeps its events in the store before any reader sees them (``Control``'s
+``keep``), numbered as their SSE ids. :func:`follow` gives a run's events after an id:
+those kept, then, while its record says it is pending or running, the new ones as the
+driver keeps them (polled), or live from this server's feed once this server drives it
+(a run recovered here). It ends when the run's record has ended, or is gone (rolled
+back, deleted). A run whose events are past their retention streams nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from onward.serve.clients import Clients
+from onward.serve.context import Serving
+from onward.serve.feed import Keep
+from onward.store.runs import ApiRunStatus, RunEvent
+
+POLL = 0.25
+"""Seconds between looks at the store for a run driven elsewhere."""
+RETENTION_SECONDS = 3600.0
+"""How long the events of an ended run are kept for joins (``Recovery`` drops older)."""
+UNFINISHED = (ApiRunStatus.PENDING, ApiRunStatus.RUNNING)
+
+
+def keeper(clients: Clients) -> Callable[[str, str], Keep]:
+    """``Control``'s ``keep``: each run's events into the store, as they are fed."""
+
+    def for_run(run_id: str, thread_id: str) -> Keep:
+        def keep(batch: list[tuple[int, tuple[str, Any]]]) -> None:
+            with clients.use() as ow:
+                rows = [(seq, event, data) for seq, (event, data) in batch]
+                ow.store.threads.add_events(run_id, thread_id, rows)
+
+        return keep
+
+    return for_run
+
+
+def _kept(ctx: Serving, run_id: str, after: int) -> tuple[list[RunEvent], bool]:
+    """(events after ``after``, whether the run may still add more)."""
+    with ctx.clients.use() as ow:
+        row = ow.store.threads.get_run(run_id)
+        more = row is not None and row.status in UNFINISHED
+        events = ow.store.threads.events(run_id, after)
+        if not more and not events:
+            return [], False
+        if not more:  # ended: everything it fed was kept before its record ended
+            return events, len(events) == 500
+    return events, True
+
+
+async def follow(
+    ctx: Serving, run_id: str, after: int = 0
+) -> AsyncIterator[tuple[int, tuple[str, Any]]]:
+    """The run's events numbered past ``after`` until it ends (see the module doc)."""
+    seen, use_live = after, True
+    while True:
+        live = ctx.control.feed(run_id) if use_live else None
+        if live is not None and seen >= live.start:
+            async for number, item in live.follow(seen):
+                yield number, item
+            # Its drive ended here; the record says whether another goes on elsewhere.
+            seen, use_live = max(seen, live.last), False
+            continue
+        events, more = await asyncio.to_thread(_kept, ctx, run_id, seen)
+        if live is not None:  # only what an earlier drive fed, then the live feed
+            events = [e for e in events if e.seq <= live.start]
+        for e in events:
+            seen = e.seq
+            if e.data is not None or e.event != "values":
+                yield e.seq, (e.event, e.data)
+        if live is not None:
+            seen = max(seen, live.start)
+            continue
+        if not more:
+            return
+        if not events:
+            await asyncio.sleep(POLL)
