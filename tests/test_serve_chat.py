@@ -16,6 +16,7 @@ from langgraph.pregel.remote import RemoteGraph
 from langgraph.types import Command
 from langgraph_sdk import get_sync_client
 
+from tests.hitl_tools import rows
 from tests.test_serve import payments, server  # noqa: F401  (the fixture)
 
 TWO_PAYMENTS = {
@@ -72,6 +73,61 @@ def test_remote_graph_answers_a_wave_keyed_by_interrupt_id(
     done = remote.invoke(Command(resume={interrupt["id"]: {"decisions": decisions}}), config)
     assert done["status"] == "done"
     assert sorted(p["to"] for p in payments(workdir)) == ["ann", "bo"]
+
+
+TWO_DELIVERIES = {
+    "steps": [
+        {"id": "a", "tool": "deliver", "args": {"label": "a"}},
+        {"id": "b", "tool": "deliver", "args": {"label": "b"}},
+    ]
+}
+
+
+def deliveries(workdir: Path) -> list[str]:
+    return sorted(r["label"] for r in rows(workdir, "deliveries.jsonl"))
+
+
+def test_a_waves_escalations_are_one_interrupt_answered_unkeyed_or_keyed(
+    server: str,  # noqa: F811
+    workdir: Path,
+) -> None:
+    client = get_sync_client(url=server, api_key=None)
+    tid = client.threads.create()["thread_id"]
+    out = client.runs.wait(tid, "onward", input={"goal": "deliver", "plan": TWO_DELIVERIES})
+    [interrupt] = out["__interrupt__"]
+    value = interrupt["value"]
+    assert [a["args"]["label"] for a in value["action_requests"]] == ["a", "b"]
+    assert [c["allowed_decisions"] for c in value["review_configs"]] == [
+        ["approve", "edit", "reject"]
+    ] * 2
+    assert [q["kind"] for q in value["onward"]["questions"]] == ["escalation"] * 2
+    # A chat message cannot settle a failure (respond is not among its decisions): a 422.
+    assert status_of(lambda: client.runs.wait(tid, "onward", input=human("hm"))) == 422
+    assert (
+        status_of(
+            lambda: client.runs.wait(tid, "onward", command={"resume": [{"type": "approve"}]})
+        )
+        == 422
+    )
+    both = {"decisions": [{"type": "approve"}, {"type": "reject", "message": "not b"}]}
+    done = client.runs.wait(tid, "onward", command={"resume": both})
+    assert done["status"] == "done"
+    assert deliveries(workdir) == ["a"]
+    assert [(d["step_id"], d["action"]) for d in done["decisions"]] == [
+        ("a", "retry"),
+        ("b", "skip"),
+    ]
+
+    # Keyed by interrupt id, through RemoteGraph: the same one question.
+    remote = RemoteGraph("onward", url=server)
+    config: Any = {"configurable": {"thread_id": "7c1f2e0a-6a4e-4d8e-9f0b-2f5e8b1c3d22"}}
+    others = {"steps": [{"id": s, "tool": "deliver", "args": {"label": s}} for s in "cd"]}
+    out = remote.invoke({"goal": "deliver two more", "plan": others}, config)
+    [interrupt] = out["__interrupt__"]
+    retry = [{"type": "approve"}, {"type": "approve"}]
+    done = remote.invoke(Command(resume={interrupt["id"]: {"decisions": retry}}), config)
+    assert done["status"] == "done"
+    assert deliveries(workdir) == ["a", "c", "d"]
 
 
 def test_editing_dst_at_approval_is_verified_at_the_new_path(
