@@ -244,12 +244,70 @@ def test_a_follow_up_message_is_the_next_goal_and_an_edited_one_forks(
     humans = [m["content"] for m in edited["messages"] if m["type"] == "human"]
     assert humans == [COPY, "copy every file in inbox/ to other/"]
     assert (workdir / "other" / "a.txt").exists()
-    # Where no goal had finished (the first message): refused, saying what works.
-    first_checkpoint = client.threads.get_history(tid, limit=500)[-1]["checkpoint"]
-    edit_first = lambda: client.runs.wait(  # noqa: E731
-        tid, "onward", input=human("x"), checkpoint_id=first_checkpoint["checkpoint_id"]
+    # Where no goal had finished (mid-run): refused, saying what works.
+    mid_run = next(
+        h for h in client.threads.get_history(tid, limit=500) if h["next"] == ["execute"]
     )
-    assert status_of(edit_first) == 422
+    edit_mid = lambda: client.runs.wait(  # noqa: E731
+        tid, "onward", input=human("x"), checkpoint_id=mid_run["checkpoint"]["checkpoint_id"]
+    )
+    assert status_of(edit_mid) == 422
+
+
+def test_editing_the_first_message_forks_the_thread_from_its_start(
+    server: str,  # noqa: F811
+    workdir: Path,
+) -> None:
+    (workdir / "inbox").mkdir()
+    (workdir / "inbox" / "a.txt").write_text("A")
+    client = get_sync_client(url=server, api_key=None)
+    tid = client.threads.create()["thread_id"]
+    first = client.runs.wait(tid, "onward", input=human(COPY))
+    assert first["status"] == "done"
+    old_branch = client.threads.get_history(tid, limit=500)
+    # What agent-chat-ui sends for an edited first message: the checkpoint before it (the
+    # parent of the first state holding it), as ``checkpoint``.
+    holding = [
+        h for h in old_branch if any(m["type"] == "human" for m in h["values"].get("messages", []))
+    ]
+    before = holding[-1]["parent_checkpoint"]
+    assert before is not None
+    edited = client.runs.wait(
+        tid, "onward", input=human("copy every file in inbox/ to fresh/"), checkpoint=before
+    )
+    assert edited["status"] == "done"
+    humans = [m["content"] for m in edited["messages"] if m["type"] == "human"]
+    assert humans == ["copy every file in inbox/ to fresh/"]  # a new goal from the start
+    assert edited["plan"]["version"] == 1
+    assert edited["goal"]["objective"] == "copy every file in inbox/ to fresh/"
+    assert (workdir / "fresh" / "a.txt").read_text() == "A"
+    assert client.threads.get_state(tid)["values"]["messages"] == edited["messages"]
+    # The old branch is kept: its checkpoints are all still in the thread's history.
+    now = {h["checkpoint"]["checkpoint_id"] for h in client.threads.get_history(tid, limit=500)}
+    assert {h["checkpoint"]["checkpoint_id"] for h in old_branch} <= now
+    fork = client.threads.get_history(tid, limit=500)
+    assert any(
+        h["checkpoint"]["checkpoint_id"] == before["checkpoint_id"] for h in fork
+    )  # the fork's root is the old branch's root
+    # Editing it again forks again from the same point.
+    again = client.runs.wait(
+        tid, "onward", input=human("copy every file in inbox/ to third/"), checkpoint=before
+    )
+    assert [m["content"] for m in again["messages"] if m["type"] == "human"] == [
+        "copy every file in inbox/ to third/"
+    ]
+    assert (workdir / "third" / "a.txt").exists()
+    # Another thread's first checkpoint is not this thread's start: refused, nothing changes.
+    other = client.threads.create()["thread_id"]
+    client.runs.wait(other, "onward", input=human(COPY))
+    root = client.threads.get_history(other, limit=500)[-1]["checkpoint"]
+    head = client.threads.get_state(tid)["checkpoint"]
+    steal = lambda: client.runs.wait(  # noqa: E731
+        tid, "onward", input=human("copy every file in inbox/ to x/"), checkpoint=root
+    )
+    assert status_of(steal) == 422
+    assert client.threads.get_state(tid)["checkpoint"] == head
+    assert not (workdir / "x").exists()
 
 
 def test_a_message_on_a_waiting_thread_answers_as_feedback(
