@@ -276,7 +276,8 @@ async def thread_join_stream(
     run it names."""
     with ctx.clients.use() as ow:
         visible(ow, thread_id, who, ctx.tokens)
-    stream_mode = [m for m in stream_mode or [] if m]  # the SDKs send an empty one
+    # The SDKs send an empty mode; the Python SDK's default "run_modes" is each run's own.
+    stream_mode = [m for m in stream_mode or [] if m and m != "run_modes"]
     only = wire_modes(modes_of({"stream_mode": stream_mode})) if stream_mode else None
     resume_run, after = None, 0
     if last_event_id and ":" in last_event_id:
