@@ -97,6 +97,20 @@ def observe(url: str, assistant: str, first_input: Any, answer: Any) -> dict[str
     seen["threads.get_history"] = shape(history)
     seen["threads.search"] = shape(client.threads.search(metadata={"parity": "yes"}, limit=1))
     seen["threads.count"] = kind(client.threads.count())
+    copy = client.threads.copy(tid)
+    seen["threads.copy"] = shape(copy)
+    facts["copy status"] = client.threads.get(copy["thread_id"])["status"]  # type: ignore[index]
+    (mine,) = client.assistants.search(graph_id=assistant, limit=1)
+    seen["assistants.get_schemas"] = shape(client.assistants.get_schemas(mine["assistant_id"]), 1)
+    seen["assistants.get_versions"] = shape(client.assistants.get_versions(mine["assistant_id"]))
+    # A run of its own, joined by stream after it ended: which events a rejoin gets.
+    other = client.threads.create()["thread_id"]
+    run = client.runs.create(other, assistant, input=first_input)
+    seen["runs.create"] = shape(run)
+    client.runs.join(other, run["run_id"])
+    facts["runs.join_stream events"] = sorted(
+        {p.event for p in client.runs.join_stream(other, run["run_id"])}
+    )
     return {"shapes": seen, "facts": facts}
 
 
