@@ -214,6 +214,9 @@ def test_threads_copy_count_and_assistants_versions_schemas_and_pages(
     server: str,  # noqa: F811
     workdir: Path,
 ) -> None:
+    (workdir / "inbox").mkdir()
+    (workdir / "inbox" / "a.txt").write_text("A")
+
     async def go() -> None:
         client = get_client(url=server, api_key=None)
         tid = (await client.threads.create(metadata={"kind": "original"}))["thread_id"]
@@ -223,6 +226,15 @@ def test_threads_copy_count_and_assistants_versions_schemas_and_pages(
         assert copy["metadata"]["copied_from"] == tid
         state = await client.threads.get_state(copy["thread_id"])
         assert done_steps(state["values"]) == {"c1"}
+        assert state["next"] == []
+        assert (await client.threads.get(copy["thread_id"]))["status"] == "idle"
+        copied = await client.runs.list(copy["thread_id"])
+        assert copied == []  # its history is the original's; no run of its own yet
+        # The copy goes on by itself: a follow-up goal there runs there only.
+        nxt = await client.runs.wait(copy["thread_id"], "onward", input=human(COPY))
+        assert nxt["plan"]["version"] == 2
+        assert done_steps(nxt) >= {"c1", "copy-a-txt"}
+        assert done_steps((await client.threads.get_state(tid))["values"]) == {"c1"}
         assert await client.threads.count() == 2
         assert await client.threads.count(metadata={"kind": "original"}) == 2  # copied along
         page = await client.threads.search(limit=1)

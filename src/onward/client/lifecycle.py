@@ -222,6 +222,8 @@ def fork(
     ow.graph.update_state(
         config(new_id), values, as_node=FINALIZE if forked.status.finished else GATE
     )
+    if forked.status.finished:
+        ow.store.set_run_status(new_id, forked.status)  # nothing left to drive or recover
     ow.store.events.record(
         new_id,
         EventKind.RUN_STARTED,
