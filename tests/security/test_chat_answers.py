@@ -158,3 +158,18 @@ def test_an_edited_first_message_keeps_the_first_runs_policy_and_takes_no_new_on
     assert question["value"]["action_requests"][0]["args"]["dst"].startswith("elsewhere/")
     assert not (workdir / "elsewhere").exists()
     assert not (workdir / "archive").exists()
+
+
+def test_a_client_cannot_copy_another_users_finished_thread(
+    api: httpx.Client, workdir: Any
+) -> None:
+    victim = httpx.Client(base_url=str(api.base_url), headers=auth(VICTIM), timeout=60)
+    (workdir / "inbox").mkdir()
+    (workdir / "inbox" / "a.txt").write_text("A")
+    tid, res = start(victim, message(COPY))
+    assert res.json()["status"] == "done", res.text
+    assert api.post(f"/threads/{tid}/copy").status_code == 404
+    assert api.post("/threads/search", json={}).json() == []  # the attacker got no thread
+    mine = victim.post(f"/threads/{tid}/copy")
+    assert mine.status_code == 200  # its owner can
+    assert api.get(f"/threads/{mine.json()['thread_id']}").status_code == 404
