@@ -31,6 +31,4 @@ def ask(state: State) -> dict[str, Any]:
     return {"messages": [AIMessage(f"decided: {answer}")], "status": "done"}
 
 
-graph = (
-    StateGraph(State).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END).compile()
-)
+graph = StateGraph(State).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END).compile()
