@@ -66,3 +66,16 @@ def record(label: str, ctx: ToolContext, seconds: float = 0.0) -> dict[str, Any]
         _append(ctx.path("effects.jsonl"), {"key": ctx.idempotency_key, "label": label})
     time.sleep(seconds)
     return {"label": label}
+
+
+@tool(side_effect=SideEffect.IDEMPOTENT)
+def deliver(label: str, ctx: ToolContext) -> dict[str, Any]:
+    """Fails (a deterministic error: a person is asked) on the first call for its label;
+    later calls deliver, once per idempotency key (counted in ``deliveries.jsonl``)."""
+    tried = rows(ctx.workdir, "deliver_calls.jsonl")
+    _append(ctx.path("deliver_calls.jsonl"), {"key": ctx.idempotency_key, "label": label})
+    if not any(r["label"] == label for r in tried):
+        raise ValueError(f"the address for {label!r} is unknown")
+    if not any(r["key"] == ctx.idempotency_key for r in rows(ctx.workdir, "deliveries.jsonl")):
+        _append(ctx.path("deliveries.jsonl"), {"key": ctx.idempotency_key, "label": label})
+    return {"delivered": label}

@@ -92,3 +92,57 @@ def test_a_kill_while_answering_a_wave_loses_no_decision_and_applies_none_twice(
     assert view.status == "done"
     approvals = Counter(d.step_id for d in view.decisions if d.action == "approve")
     assert approvals == {"a": 1, "b": 1, "c": 1}
+
+
+ESCALATING = {
+    "goal": "deliver three",
+    "steps": [
+        {"id": "a", "tool": "deliver", "args": {"label": "a"}},
+        {"id": "b", "tool": "deliver", "args": {"label": "b"}},
+        {"id": "c", "tool": "deliver", "args": {"label": "c"}},
+        {"id": "after", "tool": "slow", "args": {"value": 1}, "depends_on": ["a", "b", "c"]},
+    ],
+}
+
+
+@pytest.mark.parametrize("kill_at", ["after_answers:a", "after_record:b"])
+def test_a_kill_while_settling_a_wave_of_escalations_loses_none_and_applies_none_twice(
+    run_cli,  # type: ignore[no-untyped-def]
+    workdir: Path,
+    db_url: str,
+    kill_at: str,
+) -> None:
+    """The wave's three failures are one question; ``approve --all`` (try again) is killed
+    with the answers applied but not committed, or with the retried ``b`` delivered and
+    recorded but not checkpointed. Resumed, each delivery happens once and each step has
+    exactly one retry decision."""
+    (workdir / "plan.yaml").write_text(json.dumps(ESCALATING))
+    tid = "t-escalations"
+    first = run_cli("run", "--plan", "plan.yaml", "--tools", TOOLS, "--thread-id", tid, "--json")
+    assert first.code == 3, first.stderr
+    items = run_cli("inbox", "--json").json()
+    assert [(i["kind"], i["step_id"]) for i in items] == [("escalation", s) for s in "abc"]
+    assert len({i["interrupt_id"] for i in items}) == 1  # one interrupt for the wave
+
+    env = {"ONWARD_FAULT_KILL": kill_at, **SHORT_LEASE}
+    killed = run_cli("approve", tid, "--all", "--tools", TOOLS, "--json", env=env)
+    assert killed.code < 0, killed.stderr  # SIGKILLed at the fault point
+    time.sleep(0.6)  # the dead driver's lease expires
+
+    resumed = run_cli("resume", tid, "--takeover", "--tools", TOOLS, "--json", env=SHORT_LEASE)
+    if kill_at.startswith("after_answers"):
+        # The answers died with the process: the whole question stands, nothing ran again.
+        assert resumed.code == 3, resumed.stderr
+        waiting = run_cli("inbox", "--json").json()
+        assert [(i["kind"], i["step_id"]) for i in waiting] == [("escalation", s) for s in "abc"]
+        assert rows(workdir, "deliveries.jsonl") == []
+        resumed = run_cli("approve", tid, "--all", "--tools", TOOLS, "--json")
+    assert resumed.code == 0, resumed.stderr
+
+    delivered = Counter(r["label"] for r in rows(workdir, "deliveries.jsonl"))
+    assert delivered == {"a": 1, "b": 1, "c": 1}
+    with Onward(db_url, tool_modules=[TOOLS]) as ow:
+        view = ow.get(tid)
+    assert view.status == "done"
+    retries = Counter(d.step_id for d in view.decisions if d.action == "retry")
+    assert retries == {"a": 1, "b": 1, "c": 1}

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.types import Send
 
 from onward import Budget, Onward, Plan, PlanStep, RunPolicy
+from onward.graph import schedule
 from onward.graph.trace import thread_transitions
 from onward.llm.fake import ScriptedChatModel
 from onward.policies.retry import RetryPolicy
@@ -215,7 +217,28 @@ def test_a_skipped_failure_leaves_only_a_step_in_backoff_so_the_run_waits(
 # --------------------------------------------------------------------------- after a wave
 
 
-def test_two_questions_at_once_join_at_the_gate_which_asks_the_next(
+@pytest.fixture
+def one_interrupt_per_escalation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an older onward wrote for a wave of escalations: one task (one interrupt) per
+    step, each told its wave's size, joined at the gate. Their checkpoints still resume."""
+    original = schedule._one_interrupt
+
+    def older(node: str, questions: list[Any]) -> Any:
+        if node != "escalate" or len(questions) == 1:
+            return original(node, questions)
+        return [Send(node, q) for q in questions]
+
+    def wave(sends: list[Any], current: int | None = None) -> list[Send]:
+        flat = [x for s in sends for x in (s if isinstance(s, list) else [s])]
+        return plain_wave(flat, current)
+
+    plain_wave = schedule._wave
+    monkeypatch.setattr(schedule, "_one_interrupt", older)
+    monkeypatch.setattr(schedule, "_wave", wave)
+
+
+@pytest.mark.usefixtures("one_interrupt_per_escalation")
+def test_an_older_checkpoints_two_questions_join_at_the_gate_which_asks_the_next(
     fow: Onward, workdir: Path
 ) -> None:
     plan = _steps(_fails("v1"), _fails("v2"), _slow("c"))
@@ -238,7 +261,8 @@ def test_two_questions_at_once_join_at_the_gate_which_asks_the_next(
     )
 
 
-def test_after_a_wave_of_questions_only_a_step_in_backoff_is_left_so_the_run_waits(
+@pytest.mark.usefixtures("one_interrupt_per_escalation")
+def test_after_an_older_wave_of_questions_only_a_step_in_backoff_is_left_so_the_run_waits(
     fow: Onward, workdir: Path
 ) -> None:
     first = _steps(_flaky("f", LATER), _slow("x"), _fails("v1"), _fails("v2"))

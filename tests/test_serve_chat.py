@@ -16,6 +16,7 @@ from langgraph.pregel.remote import RemoteGraph
 from langgraph.types import Command
 from langgraph_sdk import get_sync_client
 
+from tests.hitl_tools import rows
 from tests.test_serve import payments, server  # noqa: F401  (the fixture)
 
 TWO_PAYMENTS = {
@@ -72,6 +73,61 @@ def test_remote_graph_answers_a_wave_keyed_by_interrupt_id(
     done = remote.invoke(Command(resume={interrupt["id"]: {"decisions": decisions}}), config)
     assert done["status"] == "done"
     assert sorted(p["to"] for p in payments(workdir)) == ["ann", "bo"]
+
+
+TWO_DELIVERIES = {
+    "steps": [
+        {"id": "a", "tool": "deliver", "args": {"label": "a"}},
+        {"id": "b", "tool": "deliver", "args": {"label": "b"}},
+    ]
+}
+
+
+def deliveries(workdir: Path) -> list[str]:
+    return sorted(r["label"] for r in rows(workdir, "deliveries.jsonl"))
+
+
+def test_a_waves_escalations_are_one_interrupt_answered_unkeyed_or_keyed(
+    server: str,  # noqa: F811
+    workdir: Path,
+) -> None:
+    client = get_sync_client(url=server, api_key=None)
+    tid = client.threads.create()["thread_id"]
+    out = client.runs.wait(tid, "onward", input={"goal": "deliver", "plan": TWO_DELIVERIES})
+    [interrupt] = out["__interrupt__"]
+    value = interrupt["value"]
+    assert [a["args"]["label"] for a in value["action_requests"]] == ["a", "b"]
+    assert [c["allowed_decisions"] for c in value["review_configs"]] == [
+        ["approve", "edit", "reject"]
+    ] * 2
+    assert [q["kind"] for q in value["onward"]["questions"]] == ["escalation"] * 2
+    # A chat message cannot settle a failure (respond is not among its decisions): a 422.
+    assert status_of(lambda: client.runs.wait(tid, "onward", input=human("hm"))) == 422
+    assert (
+        status_of(
+            lambda: client.runs.wait(tid, "onward", command={"resume": [{"type": "approve"}]})
+        )
+        == 422
+    )
+    both = {"decisions": [{"type": "approve"}, {"type": "reject", "message": "not b"}]}
+    done = client.runs.wait(tid, "onward", command={"resume": both})
+    assert done["status"] == "done"
+    assert deliveries(workdir) == ["a"]
+    assert [(d["step_id"], d["action"]) for d in done["decisions"]] == [
+        ("a", "retry"),
+        ("b", "skip"),
+    ]
+
+    # Keyed by interrupt id, through RemoteGraph: the same one question.
+    remote = RemoteGraph("onward", url=server)
+    config: Any = {"configurable": {"thread_id": "7c1f2e0a-6a4e-4d8e-9f0b-2f5e8b1c3d22"}}
+    others = {"steps": [{"id": s, "tool": "deliver", "args": {"label": s}} for s in "cd"]}
+    out = remote.invoke({"goal": "deliver two more", "plan": others}, config)
+    [interrupt] = out["__interrupt__"]
+    retry = [{"type": "approve"}, {"type": "approve"}]
+    done = remote.invoke(Command(resume={interrupt["id"]: {"decisions": retry}}), config)
+    assert done["status"] == "done"
+    assert deliveries(workdir) == ["a", "c", "d"]
 
 
 def test_editing_dst_at_approval_is_verified_at_the_new_path(
@@ -188,12 +244,70 @@ def test_a_follow_up_message_is_the_next_goal_and_an_edited_one_forks(
     humans = [m["content"] for m in edited["messages"] if m["type"] == "human"]
     assert humans == [COPY, "copy every file in inbox/ to other/"]
     assert (workdir / "other" / "a.txt").exists()
-    # Where no goal had finished (the first message): refused, saying what works.
-    first_checkpoint = client.threads.get_history(tid, limit=500)[-1]["checkpoint"]
-    edit_first = lambda: client.runs.wait(  # noqa: E731
-        tid, "onward", input=human("x"), checkpoint_id=first_checkpoint["checkpoint_id"]
+    # Where no goal had finished (mid-run): refused, saying what works.
+    mid_run = next(
+        h for h in client.threads.get_history(tid, limit=500) if h["next"] == ["execute"]
     )
-    assert status_of(edit_first) == 422
+    edit_mid = lambda: client.runs.wait(  # noqa: E731
+        tid, "onward", input=human("x"), checkpoint_id=mid_run["checkpoint"]["checkpoint_id"]
+    )
+    assert status_of(edit_mid) == 422
+
+
+def test_editing_the_first_message_forks_the_thread_from_its_start(
+    server: str,  # noqa: F811
+    workdir: Path,
+) -> None:
+    (workdir / "inbox").mkdir()
+    (workdir / "inbox" / "a.txt").write_text("A")
+    client = get_sync_client(url=server, api_key=None)
+    tid = client.threads.create()["thread_id"]
+    first = client.runs.wait(tid, "onward", input=human(COPY))
+    assert first["status"] == "done"
+    old_branch = client.threads.get_history(tid, limit=500)
+    # What agent-chat-ui sends for an edited first message: the checkpoint before it (the
+    # parent of the first state holding it), as ``checkpoint``.
+    holding = [
+        h for h in old_branch if any(m["type"] == "human" for m in h["values"].get("messages", []))
+    ]
+    before = holding[-1]["parent_checkpoint"]
+    assert before is not None
+    edited = client.runs.wait(
+        tid, "onward", input=human("copy every file in inbox/ to fresh/"), checkpoint=before
+    )
+    assert edited["status"] == "done"
+    humans = [m["content"] for m in edited["messages"] if m["type"] == "human"]
+    assert humans == ["copy every file in inbox/ to fresh/"]  # a new goal from the start
+    assert edited["plan"]["version"] == 1
+    assert edited["goal"]["objective"] == "copy every file in inbox/ to fresh/"
+    assert (workdir / "fresh" / "a.txt").read_text() == "A"
+    assert client.threads.get_state(tid)["values"]["messages"] == edited["messages"]
+    # The old branch is kept: its checkpoints are all still in the thread's history.
+    now = {h["checkpoint"]["checkpoint_id"] for h in client.threads.get_history(tid, limit=500)}
+    assert {h["checkpoint"]["checkpoint_id"] for h in old_branch} <= now
+    fork = client.threads.get_history(tid, limit=500)
+    assert any(
+        h["checkpoint"]["checkpoint_id"] == before["checkpoint_id"] for h in fork
+    )  # the fork's root is the old branch's root
+    # Editing it again forks again from the same point.
+    again = client.runs.wait(
+        tid, "onward", input=human("copy every file in inbox/ to third/"), checkpoint=before
+    )
+    assert [m["content"] for m in again["messages"] if m["type"] == "human"] == [
+        "copy every file in inbox/ to third/"
+    ]
+    assert (workdir / "third" / "a.txt").exists()
+    # Another thread's first checkpoint is not this thread's start: refused, nothing changes.
+    other = client.threads.create()["thread_id"]
+    client.runs.wait(other, "onward", input=human(COPY))
+    root = client.threads.get_history(other, limit=500)[-1]["checkpoint"]
+    head = client.threads.get_state(tid)["checkpoint"]
+    steal = lambda: client.runs.wait(  # noqa: E731
+        tid, "onward", input=human("copy every file in inbox/ to x/"), checkpoint=root
+    )
+    assert status_of(steal) == 422
+    assert client.threads.get_state(tid)["checkpoint"] == head
+    assert not (workdir / "x").exists()
 
 
 def test_a_message_on_a_waiting_thread_answers_as_feedback(

@@ -105,3 +105,71 @@ def test_a_follow_up_cannot_carry_a_plan_or_a_looser_policy(
     state = api.get(f"/threads/{tid}/state").json()["values"]
     assert state["plan"]["version"] == 1
     assert payments(workdir) == []
+
+
+COPY = "copy every file in inbox/ to archive/"
+
+
+def message(text: str) -> dict[str, Any]:
+    return {"messages": [{"type": "human", "content": text}]}
+
+
+def first_checkpoint(client: httpx.Client, tid: str) -> dict[str, Any]:
+    history = client.post(f"/threads/{tid}/history", json={"limit": 500}).json()
+    root: dict[str, Any] = history[-1]["checkpoint"]
+    return root
+
+
+def test_a_client_cannot_fork_another_users_thread_by_editing_its_first_message(
+    api: httpx.Client, workdir: Any
+) -> None:
+    victim = httpx.Client(base_url=str(api.base_url), headers=auth(VICTIM), timeout=60)
+    tid, res = start(victim, WAVE)
+    assert res.status_code == 200, res.text
+    root = first_checkpoint(victim, tid)  # leaked to the attacker, say
+    body = {"assistant_id": "onward", "input": message(COPY), "checkpoint": root}
+    assert api.post(f"/threads/{tid}/runs/wait", json=body).status_code == 404
+    unchanged(api, tid, workdir, VICTIM)
+    history = victim.post(f"/threads/{tid}/history", json={"limit": 500}).json()
+    assert all(m["content"] != COPY for h in history for m in h["values"].get("messages", []))
+
+
+def test_an_edited_first_message_keeps_the_first_runs_policy_and_takes_no_new_one(
+    api: httpx.Client, workdir: Any
+) -> None:
+    (workdir / "inbox").mkdir()
+    (workdir / "inbox" / "a.txt").write_text("A")
+    careful = {**message(COPY), "policy": {"approve_tools": ["copy_file"]}}
+    tid, res = start(api, careful)
+    assert res.json()["__interrupt__"], res.text  # the first run asks before copying
+    root = first_checkpoint(api, tid)
+    edited = message("copy every file in inbox/ to elsewhere/")
+    # The edit may not bring a policy of its own (it could loosen the first one's).
+    loosen = {**edited, "policy": {"approve_tools": []}}
+    body = {"assistant_id": "onward", "input": loosen, "checkpoint": root}
+    refused = api.post(f"/threads/{tid}/runs/wait", json=body)
+    assert refused.status_code == 422
+    assert "policy" in refused.text
+    # The edit alone forks from the start under the first request's policy: it asks too.
+    body = {"assistant_id": "onward", "input": edited, "checkpoint": root}
+    forked = api.post(f"/threads/{tid}/runs/wait", json=body)
+    assert forked.status_code == 200, forked.text
+    [question] = forked.json()["__interrupt__"]
+    assert question["value"]["action_requests"][0]["args"]["dst"].startswith("elsewhere/")
+    assert not (workdir / "elsewhere").exists()
+    assert not (workdir / "archive").exists()
+
+
+def test_a_client_cannot_copy_another_users_finished_thread(
+    api: httpx.Client, workdir: Any
+) -> None:
+    victim = httpx.Client(base_url=str(api.base_url), headers=auth(VICTIM), timeout=60)
+    (workdir / "inbox").mkdir()
+    (workdir / "inbox" / "a.txt").write_text("A")
+    tid, res = start(victim, message(COPY))
+    assert res.json()["status"] == "done", res.text
+    assert api.post(f"/threads/{tid}/copy").status_code == 404
+    assert api.post("/threads/search", json={}).json() == []  # the attacker got no thread
+    mine = victim.post(f"/threads/{tid}/copy")
+    assert mine.status_code == 200  # its owner can
+    assert api.get(f"/threads/{mine.json()['thread_id']}").status_code == 404

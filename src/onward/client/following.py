@@ -7,7 +7,8 @@ name is taken gets a ``-N`` suffix (N = the goal's number in the thread), its re
 renamed with it. Steps of an earlier goal that did not finish are skipped, with why. The
 state is then updated *as the plan node*, so the next drive schedules the new steps; at a
 past checkpoint (a person edited an earlier message) that update is a fork of the thread
-from there.
+from there; at the thread's first checkpoint (the first message edited) the fork is a new
+first input (:func:`restart`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.constants import START
 
 from onward.client.views import config
 from onward.errors import NoTemplateError, UsageError
@@ -30,10 +32,14 @@ from onward.model.state import (
     RunUpdate,
     StepStatus,
     Usage,
+    migrate,
     transition,
 )
 from onward.planning.templates import plan_from_template
 from onward.planning.validate import validate_plan
+
+INPUT = "__input__"
+"""``update_state``'s node for a new input (LangGraph's own constant is internal)."""
 
 if TYPE_CHECKING:
     from onward.client.facade import Onward
@@ -45,13 +51,15 @@ def follow_up(
     """Put ``text`` as the thread's next goal (planned, not yet run); the drive that
     follows runs it. Returns the checkpoint id the update made (a fork when
     ``checkpoint_id`` is a past one). A goal no planner handles raises NoTemplateError."""
-    state, _next = ow.state_at(thread_id, checkpoint_id)
+    state, next_ = ow.state_at(thread_id, checkpoint_id)
+    if checkpoint_id and next_ == [START]:
+        return restart(ow, thread_id, text, checkpoint_id)
     if not state.status.finished and checkpoint_id:
         raise UsageError(
             f"checkpoint {checkpoint_id} of thread {thread_id} is not where a goal finished "
             f"(the run was {state.status.value} there): an edited message forks the thread "
-            "from the end of the goal before it; the first message cannot be edited yet, "
-            "start a new thread for it"
+            "from the end of the goal before it, or (the first message) from the thread's "
+            "first checkpoint, before its input"
         )
     if not state.status.finished:
         raise UsageError(
@@ -101,6 +109,30 @@ def follow_up(
         at["configurable"] |= {"checkpoint_id": checkpoint_id, "checkpoint_ns": ""}
     done = ow.graph.update_state(at, update, as_node=Node.PLAN.value)
     ow.store.set_run_status(thread_id, RunStatus.RUNNING)
+    return str(done["configurable"].get("checkpoint_id") or "") or None
+
+
+def restart(ow: Onward, thread_id: str, text: str, checkpoint_id: str) -> str | None:
+    """The first message edited: the thread forks from its first checkpoint (before its
+    input) with the run's first request, ``text`` as its goal, planned by the plan node
+    like any first goal. The old branch stays in the thread's history."""
+    text = text.strip()
+    if not text:
+        raise UsageError("an edited message needs text (the goal)")
+    first = RunState.model_validate(migrate(dict(ow.store.run_request(thread_id)["input"])))
+    base = first.goal or Goal(objective=text)
+    again = first.model_copy(
+        update={
+            "goal": Goal(objective=text, constraints=base.constraints, judge=base.judge),
+            "plan": Plan(),
+            "messages": [HumanMessage(text)],
+            "started_at": ow.clock(),
+        }
+    )
+    at = config(thread_id)
+    at["configurable"] |= {"checkpoint_id": checkpoint_id, "checkpoint_ns": ""}
+    done = ow.graph.update_state(at, again, as_node=INPUT)  # as if it were the first input
+    ow.store.set_run_status(thread_id, RunStatus.PLANNING)
     return str(done["configurable"].get("checkpoint_id") or "") or None
 
 

@@ -154,7 +154,10 @@ def fork(
     edits: dict[str, Any] | None,
     *,
     new_thread_id: str | None,
+    finished_ok: bool = False,
 ) -> str:
+    """``finished_ok``: a finished run's end may be forked too (``threads.copy``): the copy
+    is finished as well, ready for a follow-up message."""
     state, _ = ow.state_at(thread_id, checkpoint_id)
     if state.goal is None:
         raise UsageError(
@@ -206,7 +209,7 @@ def fork(
             "resume_at": None,
         }
     )
-    if forked.status.finished:
+    if forked.status.finished and not finished_ok:
         raise UsageError(
             f"checkpoint {checkpoint_id} is the end of the run ({state.status.value}); fork "
             "from an earlier one"
@@ -216,7 +219,11 @@ def fork(
     for ref in forked.artifacts.values():  # the fork reads them too: retention keeps them
         ow.store.use_artifact(ref.sha256, new_id)
     values = {k: getattr(forked, k) for k in type(forked).model_fields}
-    ow.graph.update_state(config(new_id), values, as_node=GATE)
+    ow.graph.update_state(
+        config(new_id), values, as_node=FINALIZE if forked.status.finished else GATE
+    )
+    if forked.status.finished:
+        ow.store.set_run_status(new_id, forked.status)  # nothing left to drive or recover
     ow.store.events.record(
         new_id,
         EventKind.RUN_STARTED,

@@ -129,7 +129,7 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                 if w is None:
                     continue
                 asks.append(escalation(state, state.plan.step(w.step_id), w))
-            return _wave([Send(ESCALATE, a) for a in asks])
+            return _wave([_one_interrupt(ESCALATE, asks)] if asks else [])
         # Only the steps not done or skipped (a long run's resume decodes only these):
         # failures, steps deferred to a time, and ready steps, in plan order.
         steps = state.steps
@@ -276,9 +276,9 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             else:
                 routes.add(route)
         if asks:
-            # Escalations stay one interrupt each (answered by step or interrupt id): a
-            # wave of them joins at the gate, which old checkpoints' pending tasks need.
-            return _wave([Send(ESCALATE, a) for a in asks])
+            # The wave's escalations: one interrupt, like approvals. (An old checkpoint's
+            # pending escalations, one task each, still join at the gate.)
+            return _wave([_one_interrupt(ESCALATE, asks)])
         return RETRY if RETRY in routes else REPLAN
 
     def _open(state: RunState, step: PlanStep, route: Node) -> bool:

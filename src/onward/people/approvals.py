@@ -7,9 +7,9 @@ renders as approve / edit / reject buttons::
      "review_configs": [{"action_name": TOOL, "allowed_decisions": [...]}],
      "onward": {kind, step_id, args_hash, asked_at, remind_at, expire_at, ...}}
 
-Every question of one wave (parallel steps awaiting approval together) is ONE interrupt
-with N action requests and N review configs; ``onward.questions`` then holds each one's
-metadata, in the same order.
+Every question of one wave (parallel steps awaiting approval together, or the wave's
+escalations) is ONE interrupt with N action requests and N review configs;
+``onward.questions`` then holds each one's metadata, in the same order.
 
 Answers: ``{"decisions": [{"type": "approve"} | {"type": "edit", "edited_action":
 {"name", "args"}} | {"type": "reject", "message"} | {"type": "respond", "message"}]}``

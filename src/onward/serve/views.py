@@ -70,9 +70,10 @@ def thread_json(ow: Onward, thread_id: str, row: ThreadRow | None) -> dict[str, 
         "updated_at": updated,
         "state_updated_at": run.updated_at.isoformat() if run else updated,
         "metadata": metadata,
-        "config": {},
+        "config": {"configurable": {}},
         "status": thread_status(ow, thread_id),
         "values": values,
+        "error": None,  # LangGraph Server's field for a failed run's error (onward's is in values)
         "interrupts": interrupts,
     }
 

@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 
 from onward.errors import ForbiddenError, UsageError, refuse_unknown
 from onward.serve.assistants import MAX_NAME, Assistant
@@ -71,7 +71,15 @@ def matching(ctx: Serving, body: dict[str, Any], who: str) -> list[dict[str, Any
 
 @router.post("/assistants/search")
 def assistants_search(ctx: Ctx, who: Who, body: dict[str, Any] | None = None) -> Any:
-    return matching(ctx, body or {}, who)
+    """A page of assistants, with the pagination headers threads search sends (the SDK's
+    ``response_format="object"`` reads ``X-Pagination-Next``)."""
+    body = body or {}
+    found = matching(ctx, {**body, "offset": 0, "limit": MAX_PAGE}, who)
+    offset, limit = count(body, "offset", 0), count(body, "limit", 10, most=MAX_PAGE)
+    headers = {"X-Pagination-Total": str(len(found))}
+    if offset + limit < len(found):
+        headers["X-Pagination-Next"] = str(offset + limit)
+    return JSONResponse(found[offset:][:limit], headers=headers)
 
 
 @router.post("/assistants/count")

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse, Response
 
+from onward.client import lifecycle
 from onward.errors import refuse_unknown
 from onward.serve.context import Ctx, Serving, Who
 from onward.serve.control import CancelAction
@@ -128,7 +129,9 @@ def thread_copy(thread_id: str, ctx: Ctx, who: Who) -> Any:
             raise HTTPException(409, f"Thread {thread_id} has a run in progress")
         snap = ow.graph.get_state(ow._config(thread_id))
         checkpoint_id = snap.config["configurable"]["checkpoint_id"]
-        new_id = ow.fork(thread_id, checkpoint_id, new_thread_id=str(uuid.uuid4()))
+        new_id = lifecycle.fork(
+            ow, thread_id, checkpoint_id, None, new_thread_id=str(uuid.uuid4()), finished_ok=True
+        )
         metadata = {**(row.metadata if row else {"graph_id": GRAPH_ID}), "copied_from": thread_id}
         ow.store.threads.create(new_id, who, metadata)
         return thread_json(ow, new_id, ow.store.threads.get(new_id))
