@@ -39,6 +39,7 @@ from onward.serve.assistants import Catalog, graph_schemas, load_config
 from onward.serve.clients import Clients
 from onward.serve.context import Serving
 from onward.serve.control import Control
+from onward.serve.items import Items
 from onward.serve.limits import BodyLimit, RunPool, ServeLimits
 from onward.serve.recovery import Recovery
 from onward.serve.routes import ROUTERS, info
@@ -83,6 +84,7 @@ def create_app(
         graph_json = probe.graph.get_graph().to_json()
         schemas = graph_schemas(probe)
         catalog.sync(probe.store)
+        items = Items(probe.store.url, probe.store.backend, probe.store.cipher)
     pool = RunPool(limits)
     docs_open = open_docs or not api_tokens
     app = FastAPI(
@@ -107,6 +109,7 @@ def create_app(
         schemas=schemas,
     )
     app.state.recovery = Recovery(app.state.serving, enabled=recover)
+    app.state.items = items
     app.add_middleware(BodyLimit, limit=limits.max_body)
     if cors_origins:
         app.add_middleware(
@@ -148,6 +151,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     serving.pool.close()
     serving.clients.close()
     serving.plain_clients.close()
+    app.state.items.close()
 
 
 # -- errors: each a JSON ``detail`` that says what was wrong -------------------------------
