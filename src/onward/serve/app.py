@@ -18,8 +18,9 @@ FastAPI dependencies (:mod:`onward.serve.context`).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -39,6 +40,7 @@ from onward.serve.assistants import Catalog, graph_schemas, load_config
 from onward.serve.clients import Clients
 from onward.serve.context import Serving
 from onward.serve.control import Control
+from onward.serve.crons import Scheduler
 from onward.serve.items import Items
 from onward.serve.limits import BodyLimit, RunPool, ServeLimits
 from onward.serve.recovery import Recovery
@@ -59,6 +61,7 @@ def create_app(
     open_docs: bool = False,
     recover: bool = True,
     config: str | Path | None = None,
+    clock: Callable[[], datetime] | None = None,
 ) -> FastAPI:
     """The ASGI app. ``workdir``: where runs started through the API work (default cwd);
     their tools may only use paths inside it. ``cors_origins``: browser origins allowed
@@ -72,7 +75,8 @@ def create_app(
     ``recover``: finish runs whose driver died (a crashed server) once their lease expires;
     False leaves them to ``onward worker`` processes. ``config``: a serve configuration
     file defining the assistants (:mod:`onward.serve.assistants`); without one the server
-    offers one, ``onward``, with ``policy`` and ``budget``."""
+    offers one, ``onward``, with ``policy`` and ``budget``. ``clock``: the time crons are
+    scheduled by (a test's fake clock; the wall clock by default)."""
     api_tokens = auth.tokens_from_env()
     limits = limits or ServeLimits.from_env()
     if cors_origins is None:
@@ -110,6 +114,7 @@ def create_app(
     )
     app.state.recovery = Recovery(app.state.serving, enabled=recover)
     app.state.items = items
+    app.state.crons = Scheduler(app.state.serving, clock)
     app.add_middleware(BodyLimit, limit=limits.max_body)
     if cors_origins:
         app.add_middleware(
@@ -141,7 +146,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     serving: Serving = app.state.serving
     recovery: Recovery = app.state.recovery
     recovery.start()
+    crons: Scheduler = app.state.crons
+    crons.start()
     yield
+    await crons.stop()
     # Drives stop at their next node (the last superstep is saved); a restarted server
     # or a worker goes on from there.
     recovery.stop()

@@ -103,8 +103,7 @@ class Items:
                 )
             if len(label) > self.limits.max_label:
                 raise UsageError(
-                    f"{name}: a label is {len(label)} characters; at most "
-                    f"{self.limits.max_label}"
+                    f"{name}: a label is {len(label)} characters; at most {self.limits.max_label}"
                 )
         return tuple(value)
 
@@ -202,7 +201,7 @@ class Items:
         from psycopg.rows import dict_row
 
         pg = psycopg.connect(self.url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-        pg_store = PostgresStore(pg)  # type: ignore[arg-type]
+        pg_store = PostgresStore(pg)
         pg_store.setup()
         self._raw = pg
         return pg_store

@@ -27,7 +27,7 @@ from onward.store.sql import Backend, Db, backend_of, sqlite_path
 if TYPE_CHECKING:
     from onward.observe.timeline import TimelineEvent
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 """``database.STORE_SCHEMA_VERSION``, the only schema read here (a test keeps them equal)."""
 FINISHED = ("done", "failed", "cancelled")
 """The ``RunStatus`` values whose ``finished`` is true (a test keeps them equal)."""

@@ -64,16 +64,16 @@ def get_item(
 @router.delete("/store/items", status_code=204)
 def delete_item(body: dict[str, Any], items: Store, who: Who) -> Response:
     refuse_unknown(body, ("namespace", "key"), "store delete")
-    items.delete(who, items.namespace(body.get("namespace"), "namespace"), items.key(body.get("key")))
+    namespace = items.namespace(body.get("namespace"), "namespace")
+    items.delete(who, namespace, items.key(body.get("key")))
     return Response(status_code=204)
 
 
 @router.post("/store/items/search")
 def search_items(items: Store, who: Who, body: dict[str, Any] | None = None) -> Any:
     body = body or {}
-    refuse_unknown(
-        body, ("namespace_prefix", "filter", "limit", "offset", "query", "refresh_ttl"), "store search"
-    )
+    fields = ("namespace_prefix", "filter", "limit", "offset", "query", "refresh_ttl")
+    refuse_unknown(body, fields, "store search")
     if body.get("query") not in (None, ""):
         raise UsageError(NO_INDEX.format(field="query"))
     found = items.search(
@@ -105,4 +105,3 @@ def list_namespaces(items: Store, who: Who, body: dict[str, Any] | None = None) 
         items.page(body.get("offset"), "offset", 0),
     )
     return {"namespaces": found}
-
