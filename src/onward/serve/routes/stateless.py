@@ -20,7 +20,7 @@ from onward.errors import UsageError
 from onward.serve.context import Ctx, Serving, Who
 from onward.serve.drives import launch, modes_of
 from onward.serve.feed import Feed
-from onward.serve.requests import a_string
+from onward.serve.requests import a_string, check_run_fields, pause_after, pause_before
 from onward.serve.routes.runs import FINISHED, _location, _on_drop, events, finished_values, run_doc
 from onward.serve.routes.threads import delete_thread
 from onward.serve.strict import StrictRoute
@@ -176,6 +176,8 @@ async def stateless_batch(body: list[Any], ctx: Ctx, who: Who) -> Any:
         raise UsageError(f"a batch holds 1 to {MAX_BATCH} run requests, not {len(body)}")
     for item in body:
         request, _keep = _prepared(item)
+        check_run_fields(request)
+        pause_before(request), pause_after(request)
         modes_of(request)
     docs = []
     for item in body:

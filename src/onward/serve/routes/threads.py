@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse, Response
 
-from onward.errors import ForbiddenError, UsageError, refuse_unknown
+from onward.errors import ForbiddenError, UnknownThreadError, UsageError, refuse_unknown
 from onward.observe.kinds import EventKind
 from onward.serve.context import Ctx, Serving, Who
 from onward.serve.control import CancelAction
@@ -89,7 +89,10 @@ def search(ctx: Serving, who: str, body: dict[str, Any]) -> list[dict[str, Any]]
         for tid, row in found:
             if ids and tid not in ids:
                 continue
-            doc = thread_json(ow, tid, row)
+            try:
+                doc = thread_json(ow, tid, row)
+            except UnknownThreadError:  # deleted meanwhile (a stateless run's thread)
+                continue
             if any(doc["metadata"].get(k) != v for k, v in meta.items()):
                 continue
             if status and doc["status"] != status:
