@@ -36,6 +36,8 @@ from onward.serve.requests import (
     check_run_fields,
     pause_after,
     pause_before,
+    tightened_budget,
+    tightened_policy,
 )
 from onward.settings import settings
 from onward.store.crons import CronRow
@@ -117,6 +119,10 @@ def check_payload(ctx: Serving, payload: dict[str, Any], who: str) -> str:
         assistant = ctx.catalog.resolve(
             ow.store, a_string(payload, "assistant_id"), who, bool(ctx.tokens)
         )
+    given = payload.get("input")
+    if isinstance(given, dict):  # a cron cannot loosen the rules a client's run follows
+        tightened_policy(assistant.policy, given.get("policy"))
+        tightened_budget(assistant.budget, given.get("budget"))
     return assistant.assistant_id
 
 

@@ -85,8 +85,6 @@ class Items:
         limits; ``empty``: an empty one is allowed (a search of everything)."""
         if value is None and empty:
             return ()
-        if isinstance(value, str):  # GET /store/items sends it dot-joined
-            value = value.split(".") if value else []
         if not isinstance(value, list | tuple):
             raise UsageError(f"{name} must be a list of labels, not {kind(value)}")
         if not value and not empty:

@@ -57,7 +57,8 @@ def get_item(
     ``refresh_ttl`` changes nothing: onward's items never expire."""
     if refresh_ttl not in (None, "true", "false", "True", "False"):
         raise UsageError("refresh_ttl must be true or false")
-    found = items.get(who, items.namespace(namespace or "", "namespace"), items.key(key))
+    labels = namespace.split(".") if namespace else []  # sent dot-joined in the query
+    found = items.get(who, items.namespace(labels, "namespace"), items.key(key))
     return JSONResponse(found)
 
 
