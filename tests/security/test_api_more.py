@@ -41,7 +41,8 @@ def test_a_user_cannot_read_list_overwrite_or_delete_another_users_items(
     assert api.post("/store/namespaces", json={"suffix": ["secrets"]}).json() == {"namespaces": []}
     evil = {**item, "value": {"pin": "0000"}}
     assert api.put("/store/items", json=evil).status_code == 204  # mallory's own item
-    assert api.request("DELETE", "/store/items", json=ns).status_code == 204  # mallory's own
+    gone = {"namespace": ["secrets"], "key": "k"}
+    assert api.request("DELETE", "/store/items", json=gone).status_code == 204  # mallory's own
     assert api.get("/store/items", params=ns, headers=alice).json()["value"] == {"pin": "1234"}
     found = api.post("/store/items/search", json={"namespace_prefix": []}, headers=alice).json()
     assert [i["value"] for i in found["items"]] == [{"pin": "1234"}]

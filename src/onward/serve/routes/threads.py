@@ -177,10 +177,10 @@ def thread_patch_state(thread_id: str, body: dict[str, Any], ctx: Ctx, who: Who)
     """Merge metadata into a checkpoint's (the latest, or ``checkpoint_id``), as LangGraph
     Server's patch state does: the checkpoint itself, its values and its place in the
     history stay as they were."""
-    refuse_unknown(body, ("metadata", "checkpoint_id", "checkpoint"), "state patch")
-    metadata = client_metadata(body)
     with ctx.clients.use() as ow:
-        visible(ow, thread_id, who, ctx.tokens)
+        visible(ow, thread_id, who, ctx.tokens)  # first: another user's thread is just 404
+        refuse_unknown(body, ("metadata", "checkpoint_id", "checkpoint"), "state patch")
+        metadata = client_metadata(body)
         if ow.store.get_run(thread_id) is None:
             raise HTTPException(400, f"Thread {thread_id} has no run yet: nothing to patch")
         if thread_status(ow, thread_id) == "busy":
