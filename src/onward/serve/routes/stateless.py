@@ -169,11 +169,22 @@ async def stateless_create(body: dict[str, Any], ctx: Ctx, who: Who) -> Any:
     return JSONResponse(doc, headers=_location(doc["thread_id"], doc["run_id"]))
 
 
+def _sdk_batch_item(item: Any) -> Any:
+    """The JS SDK's ``createBatch`` sends each request's ``assistantId`` beside the
+    ``assistant_id`` it copies it to: the same field twice, so one is dropped."""
+    if isinstance(item, dict) and "assistantId" in item:
+        rest = {k: v for k, v in item.items() if k != "assistantId"}
+        if rest.get("assistant_id") in (None, item["assistantId"]):
+            return {**rest, "assistant_id": item["assistantId"]}
+    return item
+
+
 @router.post("/runs/batch")
 async def stateless_batch(body: list[Any], ctx: Ctx, who: Who) -> Any:
     """Several background stateless runs; every request is checked before any starts."""
     if not body or len(body) > MAX_BATCH:
         raise UsageError(f"a batch holds 1 to {MAX_BATCH} run requests, not {len(body)}")
+    body = [_sdk_batch_item(item) for item in body]
     for item in body:
         request, _keep = _prepared(item)
         check_run_fields(request)
