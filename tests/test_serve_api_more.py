@@ -338,3 +338,66 @@ def test_crons_fire_when_due_on_the_fake_clock_and_are_managed_through_the_sdk(
             assert res.status_code in (404, 422), (body, res.text)
             assert word in res.text, (body, res.text)
         assert client.crons.count() == 1
+
+
+# -- the parts underneath ---------------------------------------------------------------
+
+
+def test_cron_times_follow_the_schedule_in_its_time_zone_until_the_end() -> None:
+    from onward.serve.crons import next_run, parse_schedule, upcoming
+    from onward.store.crons import CronRow
+
+    noon = datetime(2026, 1, 1, 12, 0, 30, tzinfo=UTC)
+    assert next_run("* * * * *", None, noon) == datetime(2026, 1, 1, 12, 1, tzinfo=UTC)
+    # 09:00 in Paris is 08:00 UTC in winter
+    assert next_run("0 9 * * *", "Europe/Paris", noon) == datetime(2026, 1, 2, 8, tzinfo=UTC)
+    assert parse_schedule(" */5  *  * * * ") == "*/5 * * * *"
+    row = CronRow(
+        cron_id="c",
+        owner="u",
+        thread_id=None,
+        assistant_id="onward",
+        schedule="0 * * * *",
+        timezone=None,
+        payload={},
+        metadata={},
+        on_run_completed="delete",
+        enabled=True,
+        end_time=datetime(2026, 1, 1, 13, 30, tzinfo=UTC),
+        next_run_date=None,
+        created_at=noon,
+        updated_at=noon,
+    )
+    assert upcoming(row, noon) == datetime(2026, 1, 1, 13, tzinfo=UTC)
+    assert upcoming(row, datetime(2026, 1, 1, 13, 0, 1, tzinfo=UTC)) is None  # past the end
+
+
+def test_store_items_are_sealed_on_an_encrypted_store(
+    db_url: str, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onward.errors import UsageError
+    from onward.serve.items import Items
+    from onward.store.database import Store
+
+    monkeypatch.setenv("ONWARD_AES_KEY", "another key of 32 bytes, exactly")
+    with Store(db_url) as store:
+        items = Items(store.url, store.backend, store.cipher)
+        try:
+            items.put("alice", ("notes",), "k", {"secret": "PLAINTEXT-CANARY"})
+            got = items.get("alice", ("notes",), "k")
+            assert got is not None
+            assert got["value"] == {"secret": "PLAINTEXT-CANARY"}
+            (found,) = items.search("alice", (), None, 10, 0)
+            assert found["value"] == {"secret": "PLAINTEXT-CANARY"}
+            raw = items.store().search(found_namespace(found), limit=10)
+            assert "PLAINTEXT-CANARY" not in str([i.value for i in raw])
+            with pytest.raises(UsageError, match="encrypted"):
+                items.filter({"secret": "x"})
+        finally:
+            items.close()
+
+
+def found_namespace(doc: dict[str, Any]) -> tuple[str, ...]:
+    from onward.serve.items import user_label
+
+    return (user_label("alice"), *doc["namespace"])
