@@ -246,20 +246,23 @@ class Scheduler:
         from starlette.concurrency import run_in_threadpool
 
         now = self.clock()
-        with self.ctx.clients.use() as ow:
-            due = await run_in_threadpool(ow.store.crons.due, now)
         started = 0
-        for row in due:
-            assert row.next_run_date is not None
-            following = upcoming(row, now)
-            with self.ctx.clients.use() as ow:
-                if not ow.store.crons.claim(row.cron_id, row.next_run_date, following):
-                    continue  # another server fired it
+        for row in await run_in_threadpool(self._claim_due, now):
             if await self._fire(row):
                 started += 1
         self.fired += started
         self.ticks += 1
         return started
+
+    def _claim_due(self, now: datetime) -> list[CronRow]:
+        """The due crons this server claimed (their next run moved on past ``now``)."""
+        claimed = []
+        with self.ctx.clients.use() as ow:
+            for row in ow.store.crons.due(now):
+                assert row.next_run_date is not None
+                if ow.store.crons.claim(row.cron_id, row.next_run_date, upcoming(row, now)):
+                    claimed.append(row)  # else another server fired it
+        return claimed
 
     async def _fire(self, row: CronRow) -> bool:
         from starlette.concurrency import run_in_threadpool
