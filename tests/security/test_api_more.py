@@ -189,3 +189,58 @@ def test_a_stateless_run_is_its_callers_alone(api: httpx.Client) -> None:
     # a stateless run cannot reach into a thread by naming a checkpoint or a question
     res = api.post("/runs/wait", json={"input": chain("b"), "command": {"resume": "x"}})
     assert res.status_code == 422
+
+
+JUNK: tuple[object, ...] = (
+    *(None, True, 0, -1, 1.5, 2**63 - 1, "", "x", "a.b", "*", "%", "../../etc/passwd"),
+    *([], [1], ["a"], [""], [None], [["a"]], ["a"] * 50, {}, {"a": 1}, {"$eq": []}),
+    *({"a": {"$gt": {}}}, "x" * 5000, {"": None}),
+)
+"""A value of every JSON type and of the shapes the new routes look into."""
+JUNK_ROUTES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("PUT", "/store/items", ("namespace", "key", "value", "index", "ttl")),
+    ("DELETE", "/store/items", ("namespace", "key")),
+    ("POST", "/store/items/search", ("namespace_prefix", "filter", "limit", "offset", "query")),
+    ("POST", "/store/namespaces", ("prefix", "suffix", "max_depth", "limit", "offset")),
+    ("POST", "/runs/crons/search", ("assistant_id", "thread_id", "enabled", "metadata", "limit")),
+    ("POST", "/runs/crons/search", ("offset", "sort_by", "sort_order", "select")),
+    ("POST", "/runs/crons/count", ("assistant_id", "thread_id", "metadata", "enabled")),
+    ("POST", "/runs/crons", ("schedule", "timezone", "end_time", "enabled", "on_run_completed")),
+    ("POST", "/runs/crons", ("input", "metadata", "stream_mode", "interrupt_before")),
+    ("PATCH", "/runs/crons/{cron}", ("schedule", "timezone", "end_time", "enabled", "input")),
+    ("PATCH", "/threads/{thread}/state", ("metadata", "checkpoint_id", "checkpoint")),
+)
+
+
+def test_junk_in_every_field_of_the_new_routes_is_a_4xx_never_a_5xx(api: httpx.Client) -> None:
+    tid = api.post("/threads", json={}).json()["thread_id"]
+    res = api.post(
+        f"/threads/{tid}/runs/wait", json={"assistant_id": "onward", "input": chain("a")}
+    )
+    assert res.status_code == 200, res.text
+    base_cron = {"assistant_id": "onward", "schedule": "0 0 1 1 *"}
+    cron = api.post("/runs/crons", json=base_cron).json()["cron_id"]
+    valid: dict[str, dict[str, object]] = {
+        "/store/items": {"namespace": ["a"], "key": "k", "value": {"v": 1}},
+        "/runs/crons": base_cron,
+        "/threads/{thread}/state": {"metadata": {"m": 1}},
+    }
+    for method, template, fields in JUNK_ROUTES:
+        path = template.format(cron=cron, thread=tid)
+        for field in fields:
+            for junk in JUNK:
+                body = {**valid.get(template, {}), field: junk}
+                res = api.request(method, path, json=body)
+                assert res.status_code < 500, (method, path, field, junk, res.text)
+        for raw in (b"[]", b"1", b"null", b'"x"', b"{"):
+            res = api.request(
+                method, path, content=raw, headers={"content-type": "application/json"}
+            )
+            assert res.status_code < 500, (method, path, raw, res.text)
+    for params in ({"namespace": "", "key": "k"}, {"namespace": "a..b", "key": ""}, {}):
+        assert api.get("/store/items", params=params).status_code < 500
+    for raw in (b"{}", b"[1]", b"[" + b"{}," * 20 + b"{}]", b"[null]"):
+        res = api.post("/runs/batch", content=raw, headers={"content-type": "application/json"})
+        assert 400 <= res.status_code < 500, (raw, res.text)
+    # alice's state was never the target; mallory's thread is still readable and whole
+    assert api.get(f"/threads/{tid}/state").status_code == 200

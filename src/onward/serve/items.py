@@ -36,6 +36,7 @@ from onward.store.sql import Backend, sqlite_path
 SEALED = "__onward_sealed__"
 """The one key of a value stored sealed (an encrypted store)."""
 FILTER_KEY = re.compile(r"[A-Za-z0-9_]{1,64}")
+MAX_OFFSET = 10**9
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 
 
@@ -129,6 +130,8 @@ class Items:
             return default
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise UsageError(f"{name} must be a whole number ≥ 0, not {kind(value)}")
+        if value > MAX_OFFSET:  # past SQL's integers once LangGraph adds to it
+            raise UsageError(f"{name} {value} is past the largest this store pages to")
         return value
 
     def limit(self, value: Any, default: int) -> int:

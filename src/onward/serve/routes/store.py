@@ -94,8 +94,8 @@ def list_namespaces(items: Store, who: Who, body: dict[str, Any] | None = None) 
     depth = body.get("max_depth")
     if depth is not None:
         depth = items.page(depth, "max_depth", 0)
-        if depth < 1:
-            raise UsageError("max_depth must be at least 1")
+        if not 1 <= depth <= items.limits.max_depth:
+            raise UsageError(f"max_depth must be from 1 to {items.limits.max_depth}")
     suffix = items.namespace(body.get("suffix"), "suffix", empty=True)
     found = items.namespaces(
         who,
