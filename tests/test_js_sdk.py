@@ -35,4 +35,4 @@ def test_the_js_sdk_drives_onward_serve(db_url: str, workdir: Path) -> None:
         )
     assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
     passed = json.loads(done.stdout.strip().splitlines()[-1])["passed"]
-    assert len(passed) == 6, passed
+    assert len(passed) == 7, passed

@@ -228,24 +228,6 @@ def test_a_stream_that_drops_with_on_disconnect_cancel_stops_the_run(
     assert len(rows(workdir, "calls.jsonl")) <= 1
 
 
-@pytest.mark.parametrize(
-    ("method", "path", "body", "status"),
-    [
-        ("POST", "/runs/wait", {"assistant_id": "onward", "input": {}}, 404),
-        ("POST", "/runs/stream", {"assistant_id": "onward"}, 404),
-        ("POST", "/runs/crons", {"assistant_id": "onward", "schedule": "* * * * *"}, 404),
-        ("POST", "/store/items/search", {}, 404),
-        ("PUT", "/store/items", {"namespace": ["a"], "key": "k", "value": {}}, 404),
-    ],
-)
-def test_what_onward_does_not_do_is_a_clear_4xx(
-    server: str, method: str, path: str, body: Any, status: int
-) -> None:
-    res = httpx.request(method, server + path, json=body, timeout=30)
-    assert res.status_code == status
-    assert "onward does not support" in res.json()["detail"]
-
-
 def test_run_fields_are_honoured_or_refused(server: str) -> None:
     client = get_sync_client(url=server, api_key=None)
     tid = client.threads.create()["thread_id"]

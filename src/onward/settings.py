@@ -30,6 +30,7 @@
 | `ONWARD_MAX_BODY` | count | 4 MiB | `onward serve`: largest request body, bytes |
 | `ONWARD_RUN_SLOTS` | count | 8 | `onward serve`: runs driven at once |
 | `ONWARD_USER_RUNS` | count | 4, at most the slots | `onward serve`: runs in flight per user |
+| `ONWARD_CRON_TICK` | duration | 5 s | `onward serve`: between looks for crons that are due |
 
 A *duration* is a number of seconds (``0.5``) or a number with a unit: ``90s``, ``30m``,
 ``6h``, ``1d``, ``2w``. A *flag* is ``1``/``true``/``yes``/``on`` or ``0``/``false``/
@@ -110,6 +111,7 @@ class Settings:
     """None: :mod:`onward.serve.limits`' default (as for the next two)."""
     run_slots: int | None = None
     user_runs: int | None = None
+    cron_tick: timedelta = timedelta(seconds=5)
 
     def __post_init__(self) -> None:
         for name, value in (
@@ -124,6 +126,7 @@ class Settings:
             ("ONWARD_HEARTBEAT", self.heartbeat),
             ("ONWARD_TOKEN_TTL", self.token_ttl),
             ("ONWARD_MODEL_TIMEOUT", self.model_timeout),
+            ("ONWARD_CRON_TICK", self.cron_tick),
         ):
             if value <= timedelta(0):
                 raise UsageError(f"{name} is {_seconds(value)}; it must be more than 0")
@@ -279,6 +282,7 @@ _VARIABLES = (
     _Variable("ONWARD_MAX_BODY", "max_body", _count),
     _Variable("ONWARD_RUN_SLOTS", "run_slots", _count),
     _Variable("ONWARD_USER_RUNS", "user_runs", _count),
+    _Variable("ONWARD_CRON_TICK", "cron_tick", _duration),
 )
 NAMES = tuple(v.name for v in _VARIABLES)
 """Every variable onward reads, in the order of the docstring's table."""

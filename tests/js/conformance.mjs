@@ -1,6 +1,7 @@
 // The LangGraph JS SDK against `onward serve` (tests/test_js_sdk.py starts the server):
 // assistants, cancel stopping effects, enqueue order, join after a dropped stream,
-// threads count/copy, and a clear error for what onward does not do.
+// threads count/copy, stateless runs, the store API, crons, patch state, and a clear
+// error for what onward does not do.
 import assert from "node:assert/strict";
 import { readFileSync, existsSync } from "node:fs";
 import { Client } from "@langchain/langgraph-sdk";
@@ -132,10 +133,52 @@ await check("threads count copy and pagination", async () => {
   assert.ok(state.values);
 });
 
+await check("stateless runs, store, crons, patch state", async () => {
+  const before = await client.threads.count();
+  const values = await client.runs.wait(null, "onward", { input: chain(["s1"]) });
+  assert.deepEqual(done(values), ["s1"]);
+  const batch = await client.runs.createBatch([
+    { assistantId: "onward", input: chain(["s2"]) },
+    { assistantId: "onward", input: chain(["s3"]), on_completion: "keep" }, // raw fields, as createBatch sends them
+  ]);
+  assert.equal(batch.length, 2);
+  for (let i = 0; i < 400 && !["s2", "s3"].every((l) => calls().includes(l)); i++) await sleep(50);
+  assert.ok(["s2", "s3"].every((l) => calls().includes(l)));
+  for (let i = 0; i < 400 && (await client.threads.count()) !== before + 1; i++) await sleep(50);
+  assert.equal(await client.threads.count(), before + 1); // only the kept one is left
+
+  await client.store.putItem(["js", "notes"], "n1", { text: "hello", n: 1 });
+  await client.store.putItem(["js", "notes"], "n2", { text: "bye", n: 2 });
+  assert.deepEqual((await client.store.getItem(["js", "notes"], "n1")).value, { text: "hello", n: 1 });
+  const found = await client.store.searchItems(["js"], { filter: { n: 2 } });
+  assert.deepEqual(found.items.map((i) => i.key), ["n2"]);
+  assert.deepEqual((await client.store.listNamespaces({ prefix: ["js"] })).namespaces, [["js", "notes"]]);
+  await client.store.deleteItem(["js", "notes"], "n1");
+  assert.equal(await client.store.getItem(["js", "notes"], "n1"), null);
+  await assert.rejects(client.store.searchItems(["js"], { query: "semantic" }), (e) => e.status === 422);
+
+  const kept = batch[1].thread_id;
+  const cron = await client.crons.createForThread(kept, "onward", { schedule: "0 9 * * *", input: chain(["c1"]) });
+  assert.equal(cron.thread_id, kept);
+  const stateless = await client.crons.create("onward", { schedule: "*/5 * * * *", input: chain(["c2"]) });
+  assert.equal(stateless.on_run_completed, "delete");
+  assert.equal(await client.crons.count({ threadId: kept }), 1);
+  assert.deepEqual((await client.crons.search({ threadId: kept })).map((c) => c.cron_id), [cron.cron_id]);
+  const off = await client.crons.update(stateless.cron_id, { enabled: false });
+  assert.equal(off.enabled, false);
+  await client.crons.delete(stateless.cron_id);
+  await client.crons.delete(cron.cron_id);
+  assert.equal(await client.crons.count(), 0);
+  await assert.rejects(client.crons.create("onward", { schedule: "* * * * * *" }), (e) => e.status === 422);
+
+  await client.threads.patchState(kept, { reviewed: "yes" });
+  const state = await client.threads.getState(kept);
+  assert.equal(state.metadata.reviewed, "yes");
+  assert.deepEqual(done(state.values), ["s3"]);
+  await assert.rejects(client.threads.patchState(kept, { source: "x" }), (e) => e.status === 403);
+});
+
 await check("unsupported is a clear error", async () => {
-  await assert.rejects(client.runs.wait(null, "onward", { input: {} }), (e) => e.status === 404);
-  await assert.rejects(client.store.searchItems(["a"]), (e) => e.status === 404);
-  await assert.rejects(client.crons.create("onward", { schedule: "* * * * *" }), (e) => e.status === 404);
   const thread = await client.threads.create();
   await assert.rejects(
     client.runs.wait(thread.thread_id, "onward", { input: chain(["w"]), webhook: "http://127.0.0.1:9/x" }),

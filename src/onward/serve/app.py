@@ -18,8 +18,9 @@ FastAPI dependencies (:mod:`onward.serve.context`).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -39,6 +40,8 @@ from onward.serve.assistants import Catalog, graph_schemas, load_config
 from onward.serve.clients import Clients
 from onward.serve.context import Serving
 from onward.serve.control import Control
+from onward.serve.crons import Scheduler
+from onward.serve.items import Items
 from onward.serve.limits import BodyLimit, RunPool, ServeLimits
 from onward.serve.recovery import Recovery
 from onward.serve.replay import keeper
@@ -59,6 +62,7 @@ def create_app(
     open_docs: bool = False,
     recover: bool = True,
     config: str | Path | None = None,
+    clock: Callable[[], datetime] | None = None,
 ) -> FastAPI:
     """The ASGI app. ``workdir``: where runs started through the API work (default cwd);
     their tools may only use paths inside it. ``cors_origins``: browser origins allowed
@@ -72,7 +76,8 @@ def create_app(
     ``recover``: finish runs whose driver died (a crashed server) once their lease expires;
     False leaves them to ``onward worker`` processes. ``config``: a serve configuration
     file defining the assistants (:mod:`onward.serve.assistants`); without one the server
-    offers one, ``onward``, with ``policy`` and ``budget``."""
+    offers one, ``onward``, with ``policy`` and ``budget``. ``clock``: the time crons are
+    scheduled by (a test's fake clock; the wall clock by default)."""
     api_tokens = auth.tokens_from_env()
     limits = limits or ServeLimits.from_env()
     if cors_origins is None:
@@ -84,6 +89,7 @@ def create_app(
         graph_json = probe.graph.get_graph().to_json()
         schemas = graph_schemas(probe)
         catalog.sync(probe.store)
+        items = Items(probe.store.url, probe.store.backend, probe.store.cipher)
     pool = RunPool(limits)
     docs_open = open_docs or not api_tokens
     app = FastAPI(
@@ -108,6 +114,8 @@ def create_app(
         schemas=schemas,
     )
     app.state.recovery = Recovery(app.state.serving, enabled=recover)
+    app.state.items = items
+    app.state.crons = Scheduler(app.state.serving, clock)
     app.add_middleware(BodyLimit, limit=limits.max_body)
     if cors_origins:
         app.add_middleware(
@@ -139,7 +147,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     serving: Serving = app.state.serving
     recovery: Recovery = app.state.recovery
     recovery.start()
+    crons: Scheduler = app.state.crons
+    crons.start()
     yield
+    await crons.stop()
     # Drives stop at their next node (the last superstep is saved); a restarted server
     # or a worker goes on from there.
     recovery.stop()
@@ -149,6 +160,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     serving.pool.close()
     serving.clients.close()
     serving.plain_clients.close()
+    app.state.items.close()
 
 
 # -- errors: each a JSON ``detail`` that says what was wrong -------------------------------

@@ -39,6 +39,7 @@ from onward.store.artifacts import ArtifactStore, fsync_enabled
 from onward.store.assistants import ASSISTANT_SCHEMA, Assistants
 from onward.store.breakers import BREAKER_SCHEMA, Breakers
 from onward.store.connection import SharedConnection
+from onward.store.crons import CRON_SCHEMA, Crons
 from onward.store.drivers import drive_ended
 from onward.store.encryption import KEY_CHECK, Cipher, check_key, open_text, seal_text
 from onward.store.leases import LEASE_SCHEMA, LeasePolicy, Leases
@@ -54,7 +55,7 @@ from onward.store.sql import Backend, Db, backend_of, redact, sqlite_path, trans
 from onward.store.tables import schema_version
 
 DEFAULT_URL = DEFAULT_DB
-STORE_SCHEMA_VERSION = 11
+STORE_SCHEMA_VERSION = 12
 """1: runs. 2: leases and events. 3: the effect ledger. 5: event dedupe keys. 6: the work
 queue, artifact references (and bodies on Postgres). 7: API threads and runs (serve).
 8: a run's request in its own table (``onward_runs.request`` is left empty: its whole plan
@@ -63,6 +64,9 @@ looks up a long run's suspensions without reading its every event). 9: an API ru
 its ``interrupt_before`` and the checkpoint it started from (a recovered run pauses where
 it was asked to). 10: API runs queue behind a busy thread (their request is kept until
 they start, with their multitask strategy); assistants and their versions (serve).
+11: API runs keep their stream events, ``interrupt_after``, webhook and stream modes, and
+a cancel asked of a run another process drives (:func:`_migrate_11_run_lifecycle`).
+12: crons of ``onward serve`` (:func:`_migrate_12_crons`).
 Tables are created with IF NOT EXISTS, so opening an older store brings it up to date
 under the schema lock."""
 
@@ -238,6 +242,12 @@ class TableArtifacts(ArtifactStore):
         return int(row[0]) if row else 0
 
 
+def _migrate_12_crons(db: Db) -> None:
+    """Store schema 12: the crons table of ``onward serve`` (:mod:`onward.store.crons`).
+    IF NOT EXISTS, so it is also what opening any older store runs."""
+    db.script(CRON_SCHEMA)
+
+
 class Store:
     """An open store. Use as a context manager, or call :meth:`close`."""
 
@@ -285,6 +295,7 @@ class Store:
         self.breakers = Breakers(self.connect, self.events, utcnow)
         self.threads = Threads(self.connect)
         self.assistants = Assistants(self.connect)
+        self.crons = Crons(self.connect, self.cipher)
 
     # -- opening ----------------------------------------------------------
 
@@ -406,6 +417,7 @@ class Store:
             "CREATE UNIQUE INDEX IF NOT EXISTS onward_events_once "
             "ON onward_events (thread_id, dedupe) WHERE dedupe IS NOT NULL"
         )
+        _migrate_12_crons(db)
         if 0 < found < 8:  # requests move out of onward_runs
             db.execute(
                 "INSERT INTO onward_requests SELECT thread_id, request FROM onward_runs "
@@ -446,6 +458,7 @@ class Store:
     def close(self) -> None:
         self.threads.close()
         self.assistants.close()
+        self.crons.close()
         self.breakers.close()
         self.events.close()
         self.ledger.close()

@@ -7,7 +7,17 @@ were always registered in.
 
 from fastapi import APIRouter
 
-from onward.serve.routes import assistants, info, page, runs, state, store, threads
+from onward.serve.routes import (
+    assistants,
+    crons,
+    info,
+    page,
+    runs,
+    state,
+    stateless,
+    store,
+    threads,
+)
 
 ROUTERS: tuple[APIRouter, ...] = (
     info.router,
@@ -15,6 +25,8 @@ ROUTERS: tuple[APIRouter, ...] = (
     threads.router,
     state.router,
     runs.router,
+    stateless.router,
+    crons.router,
     store.router,
     page.router,
 )

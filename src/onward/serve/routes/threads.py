@@ -3,6 +3,7 @@ belongs to its creator; with tokens configured, nobody else sees it."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -10,13 +11,15 @@ from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse, Response
 
 from onward.client import lifecycle
-from onward.errors import refuse_unknown
+from onward.errors import ForbiddenError, UnknownThreadError, UsageError, refuse_unknown
+from onward.observe.kinds import EventKind
 from onward.serve.context import Ctx, Serving, Who
 from onward.serve.control import CancelAction
 from onward.serve.drives import cancel_queued
+from onward.serve.intake import checkpoint_in
 from onward.serve.requests import MAX_PAGE, a_string, an_object, count, strings
 from onward.serve.strict import StrictRoute
-from onward.serve.views import not_found, thread_json, thread_status, visible
+from onward.serve.views import at_checkpoint, not_found, thread_json, thread_status, visible
 from onward.serve.wire import ASSISTANT_ID, GRAPH_ID
 from onward.store.runs import ThreadRow
 
@@ -87,7 +90,10 @@ def search(ctx: Serving, who: str, body: dict[str, Any]) -> list[dict[str, Any]]
         for tid, row in found:
             if ids and tid not in ids:
                 continue
-            doc = thread_json(ow, tid, row)
+            try:
+                doc = thread_json(ow, tid, row)
+            except UnknownThreadError:  # deleted meanwhile (a stateless run's thread)
+                continue
             if any(doc["metadata"].get(k) != v for k, v in meta.items()):
                 continue
             if status and doc["status"] != status:
@@ -137,19 +143,78 @@ def thread_copy(thread_id: str, ctx: Ctx, who: Who) -> Any:
         return thread_json(ow, new_id, ow.store.threads.get(new_id))
 
 
-@router.patch("/threads/{thread_id}/state")
-def thread_patch_state(thread_id: str, ctx: Ctx, who: Who) -> Any:
-    with ctx.clients.use() as ow:
-        visible(ow, thread_id, who, ctx.tokens)
-    raise HTTPException(
-        404,
-        "onward does not support patching a checkpoint's metadata yet; edit the state "
-        "with POST /threads/{id}/state, or tag the thread with PATCH /threads/{id}",
+PROTECTED_METADATA = frozenset(
+    {"source", "step", "parents", "writes", "thread_id", "run_id", "checkpoint_id"}
+    | {"checkpoint_ns", "graph_id", "assistant_id", "user_id"}
+)
+"""Checkpoint metadata LangGraph and onward write (a client's patch cannot change it)."""
+MAX_METADATA_BYTES = 16 * 1024
+MAX_METADATA_KEYS = 64
+
+
+def client_metadata(body: dict[str, Any]) -> dict[str, Any]:
+    """A state patch's ``metadata``: an object of at most :data:`MAX_METADATA_KEYS` keys
+    and :data:`MAX_METADATA_BYTES` of JSON, none of them the runtime's own."""
+    if not isinstance(body.get("metadata"), dict):
+        raise UsageError("a state patch needs metadata: an object of the keys to merge")
+    metadata: dict[str, Any] = body["metadata"]
+    taken = sorted(
+        k for k in metadata if k in PROTECTED_METADATA or k.startswith(("langgraph", "onward"))
     )
+    if taken:
+        raise ForbiddenError(
+            f"metadata {', '.join(taken)[:200]}: these checkpoint keys are written by "
+            "LangGraph and onward, not by clients"
+        )
+    size = len(json.dumps(metadata, ensure_ascii=False).encode())
+    if len(metadata) > MAX_METADATA_KEYS or size > MAX_METADATA_BYTES:
+        raise UsageError(
+            f"metadata is {len(metadata)} keys, {size} bytes; a patch may merge at most "
+            f"{MAX_METADATA_KEYS} keys and {MAX_METADATA_BYTES} bytes"
+        )
+    return metadata
+
+
+@router.patch("/threads/{thread_id}/state")
+def thread_patch_state(thread_id: str, body: dict[str, Any], ctx: Ctx, who: Who) -> Any:
+    """Merge metadata into a checkpoint's (the latest, or ``checkpoint_id``), as LangGraph
+    Server's patch state does: the checkpoint itself, its values and its place in the
+    history stay as they were."""
+    with ctx.clients.use() as ow:
+        visible(ow, thread_id, who, ctx.tokens)  # first: another user's thread is just 404
+        refuse_unknown(body, ("metadata", "checkpoint_id", "checkpoint"), "state patch")
+        metadata = client_metadata(body)
+        if ow.store.get_run(thread_id) is None:
+            raise HTTPException(400, f"Thread {thread_id} has no run yet: nothing to patch")
+        if thread_status(ow, thread_id) == "busy":
+            raise HTTPException(409, f"Thread {thread_id} has a run in progress")
+        checkpoint_id = checkpoint_in(body)
+        found = ow.store.saver.get_tuple(at_checkpoint(ow, thread_id, checkpoint_id))
+        if found is None:
+            raise HTTPException(404, f"Checkpoint {checkpoint_id} not found")
+        conf = found.config["configurable"]
+        parent = found.parent_config or {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": conf["checkpoint_ns"]}
+        }
+        merged: Any = {**found.metadata, **metadata}
+        ow.store.saver.put(parent, found.checkpoint, merged, {})
+        ow.store.events.record(
+            thread_id,
+            EventKind.STATE_UPDATED,
+            {"by": who, "checkpoint_id": conf["checkpoint_id"], "metadata": sorted(metadata)},
+        )
+        return {"checkpoint": dict(conf)}
 
 
 @router.delete("/threads/{thread_id}", status_code=204)
 def thread_delete(thread_id: str, ctx: Ctx, who: Who) -> Response:
+    delete_thread(ctx, thread_id, who)
+    return Response(status_code=204)
+
+
+def delete_thread(ctx: Serving, thread_id: str, who: str) -> None:
+    """Delete a thread of ``who``'s with its run, checkpoints and queued runs; 409 while a
+    run drives it (also a stateless run's end: :mod:`onward.serve.routes.stateless`)."""
     with ctx.clients.use() as ow:
         visible(ow, thread_id, who, ctx.tokens)
         if thread_status(ow, thread_id) == "busy" or any(
@@ -162,4 +227,4 @@ def thread_delete(thread_id: str, ctx: Ctx, who: Who) -> Response:
             _rows, shas = ow.store.delete_run(thread_id)
             ow.store.delete_unused_bodies(shas)
         ow.store.threads.delete(thread_id)
-    return Response(status_code=204)
+        ow.store.crons.delete_for_thread(thread_id)  # as LangGraph Server's do
