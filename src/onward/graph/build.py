@@ -22,13 +22,12 @@ from langgraph.runtime import Runtime, get_runtime
 from onward.checkpointing import inline
 from onward.checkpointing.savers import FlushedReads
 from onward.errors import DrainRequested
-from onward.graph.routes import EXITS, Node, path_map
-from onward.graph.schedule import join, make_router, make_scheduler
+from onward.graph.routes import EXITS, Node, label, path_map
+from onward.graph.schedule import join, make_router, make_scheduler, routed_execute
 from onward.model.state import RunState
 from onward.nodes.approve import approve
 from onward.nodes.deps import NodeDeps, thread_of
 from onward.nodes.escalate import escalate
-from onward.nodes.execute import execute
 from onward.nodes.finalize import finalize
 from onward.nodes.note import note
 from onward.nodes.plan import plan
@@ -102,7 +101,7 @@ def build_graph(deps: NodeDeps, *, hosted: bool = False) -> StateGraph[Any, Node
     nodes = {
         Node.PLAN: plan,
         Node.APPROVE: approve,
-        Node.EXECUTE: execute,
+        Node.EXECUTE: routed_execute,
         Node.VERIFY: verify,
         Node.ESCALATE: escalate,
         Node.NOTE: note,
@@ -112,11 +111,21 @@ def build_graph(deps: NodeDeps, *, hosted: bool = False) -> StateGraph[Any, Node
         Node.FINALIZE: finalize,
     }
     for name, fn in nodes.items():
-        g.add_node(name.value, logged(deps, fn, reproducible=name in REPRODUCIBLE))
+        # execute routes itself (a Command, graph/schedule.py): its next node follows from
+        # its task alone, so a conditional edge's read of the whole state (a copy of every
+        # channel, a RunState built) bought nothing. Its exits and labels are the table's.
+        exits = {str(t): label(name, t) for t in EXITS[name]} if name == Node.EXECUTE else None
+        g.add_node(
+            name.value,
+            logged(deps, fn, reproducible=name in REPRODUCIBLE),
+            destinations=exits,
+        )
     g.add_node(Node.GATE.value, logged(deps, join, reproducible=True))
     g.add_edge(START, Node.PLAN.value)
     schedule = make_scheduler(deps)
     for source, targets in EXITS.items():
+        if source == Node.EXECUTE:
+            continue  # routes itself (above)
         if targets == (END,):
             g.add_edge(source.value, END)
         else:

@@ -22,7 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 from langgraph.graph import END
-from langgraph.types import Send
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
+from langgraph.types import Command, Send
 
 from onward.graph.routes import FAILURE_ROUTES, TASK_NODES, Node, check_exit
 from onward.model import budget
@@ -42,6 +44,7 @@ from onward.model.state import (
     WaitKind,
 )
 from onward.nodes.deps import NodeDeps
+from onward.nodes.execute import execute
 from onward.nodes.replan import has_rule
 from onward.nodes.verify import inputs_of
 from onward.people.approvals import needs_approval, plan_hash, step_hash
@@ -326,17 +329,25 @@ def make_router(
     source: Node, schedule: Callable[[RunState], list[Send] | str]
 ) -> Callable[[RunState], list[Send] | str]:
     """The conditional edge after ``source``: a task in a parallel wave joins at the gate
-    node; a lone execute goes to verify; everything else is scheduled."""
+    node; everything else is scheduled (execute routes itself: :func:`routed_execute`)."""
 
     def route(state: RunState) -> list[Send] | str:
         if source in TASK_NODES and state.wave > 1:
             return routed(source, GATE)
-        if source == EXECUTE:
-            return routed(source, VERIFY)
         return routed(source, schedule(state))
 
     route.__name__ = f"after_{source}"
     return route
+
+
+def routed_execute(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> Command[str]:
+    """The execute node with its own exit: a task in a parallel wave joins at the gate
+    node, a lone one goes to verify (as :func:`make_router` routes the other nodes; the
+    wave's size is the task's, the value its write leaves in the state)."""
+    update = execute(task, config, runtime)
+    target = GATE if task.wave > 1 else VERIFY
+    check_exit(Node.EXECUTE, target)
+    return Command(update=update, goto=target)
 
 
 def join(state: RunState) -> dict[str, object]:
