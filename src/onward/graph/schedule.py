@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from langgraph.graph import END
 from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
