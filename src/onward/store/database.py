@@ -43,7 +43,15 @@ from onward.store.drivers import drive_ended
 from onward.store.encryption import KEY_CHECK, Cipher, check_key, open_text, seal_text
 from onward.store.leases import LEASE_SCHEMA, LeasePolicy, Leases
 from onward.store.runs import RUN_COLUMNS_9, RUN_COLUMNS_10, THREAD_SCHEMA, Threads
-from onward.store.sql import Backend, Db, backend_of, redact, sqlite_path, translate_errors
+from onward.store.sql import (
+    Backend,
+    Db,
+    backend_of,
+    redact,
+    sqlite_path,
+    translate_errors,
+    wal_checkpoints,
+)
 from onward.store.tables import schema_version
 
 DEFAULT_URL = DEFAULT_DB
@@ -283,6 +291,7 @@ class Store:
                         fcntl.flock(lock, fcntl.LOCK_UN)
                 sync = "FULL" if fsync_enabled() else "NORMAL"
                 conn.execute(f"PRAGMA synchronous={sync}")
+                wal_checkpoints(conn)
             except BaseException:
                 conn.close()
                 raise
