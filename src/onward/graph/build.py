@@ -23,7 +23,13 @@ from onward.checkpointing import inline
 from onward.checkpointing.savers import FlushedReads
 from onward.errors import DrainRequested
 from onward.graph.routes import EXITS, Node, label, path_map
-from onward.graph.schedule import join, make_router, make_scheduler, routed_execute
+from onward.graph.schedule import (
+    join,
+    make_router,
+    make_scheduler,
+    make_verify,
+    routed_execute,
+)
 from onward.model.state import RunState
 from onward.nodes.approve import approve
 from onward.nodes.deps import NodeDeps, thread_of
@@ -33,7 +39,6 @@ from onward.nodes.note import note
 from onward.nodes.plan import plan
 from onward.nodes.replan import replan
 from onward.nodes.retry import retry
-from onward.nodes.verify import verify
 from onward.nodes.wait import wait
 from onward.observe.progress import EVENT_ROWS
 from onward.store.artifacts import ARTIFACT_REFS
@@ -98,11 +103,17 @@ def build_graph(deps: NodeDeps, *, hosted: bool = False) -> StateGraph[Any, Node
     # Hosted (``langgraph dev``): no context schema, so the server neither builds nor
     # validates a context it cannot give; the nodes then run on ``deps``.
     g: StateGraph[Any, NodeDeps] = StateGraph(RunState, context_schema=None if hosted else NodeDeps)
+    schedule = make_scheduler(deps)
+    # execute and verify route themselves (a Command, graph/schedule.py): a conditional
+    # edge reads a fresh copy of every channel, and their next nodes need none (execute's
+    # follows from its task, verify's from its input and its own writes). Their exits and
+    # labels are the route table's all the same.
+    routes_itself = {Node.EXECUTE: routed_execute, Node.VERIFY: make_verify(schedule)}
     nodes = {
         Node.PLAN: plan,
         Node.APPROVE: approve,
-        Node.EXECUTE: routed_execute,
-        Node.VERIFY: verify,
+        Node.EXECUTE: routes_itself[Node.EXECUTE],
+        Node.VERIFY: routes_itself[Node.VERIFY],
         Node.ESCALATE: escalate,
         Node.NOTE: note,
         Node.RETRY: retry,
@@ -111,10 +122,7 @@ def build_graph(deps: NodeDeps, *, hosted: bool = False) -> StateGraph[Any, Node
         Node.FINALIZE: finalize,
     }
     for name, fn in nodes.items():
-        # execute routes itself (a Command, graph/schedule.py): its next node follows from
-        # its task alone, so a conditional edge's read of the whole state (a copy of every
-        # channel, a RunState built) bought nothing. Its exits and labels are the table's.
-        exits = {str(t): label(name, t) for t in EXITS[name]} if name == Node.EXECUTE else None
+        exits = {str(t): label(name, t) for t in EXITS[name]} if name in routes_itself else None
         g.add_node(
             name.value,
             logged(deps, fn, reproducible=name in REPRODUCIBLE),
@@ -122,10 +130,9 @@ def build_graph(deps: NodeDeps, *, hosted: bool = False) -> StateGraph[Any, Node
         )
     g.add_node(Node.GATE.value, logged(deps, join, reproducible=True))
     g.add_edge(START, Node.PLAN.value)
-    schedule = make_scheduler(deps)
     for source, targets in EXITS.items():
-        if source == Node.EXECUTE:
-            continue  # routes itself (above)
+        if source in routes_itself:
+            continue
         if targets == (END,):
             g.add_edge(source.value, END)
         else:

@@ -18,10 +18,11 @@ returns the edge's label, so what runs is what the graph draws.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
@@ -46,7 +47,7 @@ from onward.model.state import (
 from onward.nodes.deps import NodeDeps
 from onward.nodes.execute import execute
 from onward.nodes.replan import has_rule
-from onward.nodes.verify import inputs_of
+from onward.nodes.verify import inputs_of, verify
 from onward.people.approvals import needs_approval, plan_hash, step_hash
 from onward.store.breakers import BreakerPolicy
 from onward.tools.registry import ToolSpec, load_tool_modules
@@ -348,6 +349,55 @@ def routed_execute(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]
     target = GATE if task.wave > 1 else VERIFY
     check_exit(Node.EXECUTE, target)
     return Command(update=update, goto=target)
+
+
+def make_verify(
+    schedule: Callable[[RunState], list[Send] | str],
+) -> Callable[[RunState, RunnableConfig, Runtime[NodeDeps]], Command[str]]:
+    """The verify node with its own exit: the scheduler's route, on the state as verify's
+    writes leave it (what its conditional edge read, without the edge's copy of every
+    channel: the only superstep of every plan step that needs the whole state)."""
+
+    def routed_verify(
+        state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]
+    ) -> Command[str]:
+        update = verify(state, config, runtime)
+        route = schedule(after_writes(state, update))
+        if isinstance(route, str):
+            check_exit(Node.VERIFY, route)
+        else:
+            routed(Node.VERIFY, route)
+        return Command(update=update, goto=route)
+
+    routed_verify.__name__ = "verify"
+    return routed_verify
+
+
+def _reducer(field: str) -> Callable[[Any, Any], Any]:
+    """How a write to ``field`` folds into its value, as its channel does: a delta
+    channel's batch reducer, a binary operator, or the last value."""
+    for meta in RunState.model_fields[field].metadata:
+        if isinstance(meta, DeltaChannel):
+            batch = meta.reducer
+            return lambda current, value: batch(current, [value])
+        if callable(meta):
+            return meta  # type: ignore[no-any-return]
+    return lambda current, value: value
+
+
+_REDUCERS: dict[str, Callable[[Any, Any], Any]] = {}
+
+
+def after_writes(state: RunState, update: Mapping[str, Any]) -> RunState:
+    """``state`` with one task's ``update`` applied through the channels' reducers: what
+    a conditional edge after the task reads (LangGraph's fresh read of its writes)."""
+    changes: dict[str, Any] = {}
+    for field, value in update.items():
+        reduce = _REDUCERS.get(field)
+        if reduce is None:
+            reduce = _REDUCERS[field] = _reducer(field)
+        changes[field] = reduce(getattr(state, field), value)
+    return state.model_copy(update=changes)
 
 
 def join(state: RunState) -> dict[str, object]:
