@@ -24,6 +24,12 @@ SQLite (a fresh ``onward.db`` in a temporary directory)
       and does not fsync; the WAL is synced when it is checkpointed) and with
       ``ONWARD_FSYNC=1`` (``synchronous=FULL``: every commit fsyncs the WAL; artifact
       files are fsynced too).
+    * a WAL checkpoint (copying committed pages into the database file) costs three
+      fsyncs of its own with FULL: the WAL before copying, the database after, the
+      restarted WAL's header. onward's connections checkpoint every 10,000 WAL pages
+      (store/sql.py; SQLite's default is 1,000), i.e. every ~500 plan steps of ~19 pages:
+      the default lengths (50, 200) contain none, so their slope is the commit alone;
+      over longer lengths (``--steps 200 1000``) the checkpoints add ~0.01 per step.
     The window covers ``ow.run`` and closing the store, not opening it.
 
 Postgres (a scratch database created on ``--pg-admin``'s server and dropped afterwards)

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import os
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import ormsgpack
 import pytest
-from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT, JsonPlusSerializer
+from langgraph.checkpoint.serde.jsonplus import (
+    EXT_DELTA_SNAPSHOT,
+    JsonPlusSerializer,
+    _msgpack_default,
+    _option,
+)
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from onward.checkpointing import serde as serde_module
@@ -18,11 +24,12 @@ from onward.checkpointing.serde import (
     COMPRESSED,
     EXT_LAZY,
     ZDICT,
+    _default,
     checkpoint_serde,
     checkpoint_types,
 )
 from onward.errors import StoreCorruptError
-from onward.model.state import ArtifactRef, StepRecord, StepStatus
+from onward.model.state import ArtifactRef, FailureClass, RunStatus, StepRecord, StepStatus
 from onward.store.encryption import Cipher
 
 
@@ -179,3 +186,23 @@ def test_the_preset_dictionary_is_part_of_the_format() -> None:
     # Stores hold blobs deflated with it: a change needs a new COMPRESSED type.
     pinned = "aba1d185c9d8c72ed38c41f00fee32726ccec2037114866ee82dd7756a0cf607"
     assert hashlib.sha256(ZDICT).hexdigest() == pinned
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        datetime(2026, 12, 1, 20, 30, 1, 5, tzinfo=UTC),
+        datetime(2020, 1, 1),
+        datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+        StepStatus.DONE,
+        RunStatus.DONE,
+        FailureClass.TRANSIENT,
+    ],
+    ids=repr,
+)
+def test_datetimes_and_enums_take_the_fast_path_to_langgraphs_own_bytes(value: Any) -> None:
+    ours = ormsgpack.packb({"v": value, "again": value}, default=_default, option=_option)
+    theirs = ormsgpack.packb({"v": value, "again": value}, default=_msgpack_default, option=_option)
+    assert ours == theirs
+    serde = checkpoint_serde(None)
+    assert serde.loads_typed(serde.dumps_typed({"v": value}))["v"] == value

@@ -22,19 +22,23 @@ from langgraph.runtime import Runtime, get_runtime
 from onward.checkpointing import inline
 from onward.checkpointing.savers import FlushedReads
 from onward.errors import DrainRequested
-from onward.graph.routes import EXITS, Node, path_map
-from onward.graph.schedule import join, make_router, make_scheduler
+from onward.graph.routes import EXITS, Node, label, path_map
+from onward.graph.schedule import (
+    join,
+    make_router,
+    make_scheduler,
+    make_verify,
+    routed_execute,
+)
 from onward.model.state import RunState
 from onward.nodes.approve import approve
 from onward.nodes.deps import NodeDeps, thread_of
 from onward.nodes.escalate import escalate
-from onward.nodes.execute import execute
 from onward.nodes.finalize import finalize
 from onward.nodes.note import note
 from onward.nodes.plan import plan
 from onward.nodes.replan import replan
 from onward.nodes.retry import retry
-from onward.nodes.verify import verify
 from onward.nodes.wait import wait
 from onward.observe.progress import EVENT_ROWS
 from onward.store.artifacts import ARTIFACT_REFS
@@ -99,11 +103,17 @@ def build_graph(deps: NodeDeps, *, hosted: bool = False) -> StateGraph[Any, Node
     # Hosted (``langgraph dev``): no context schema, so the server neither builds nor
     # validates a context it cannot give; the nodes then run on ``deps``.
     g: StateGraph[Any, NodeDeps] = StateGraph(RunState, context_schema=None if hosted else NodeDeps)
+    schedule = make_scheduler(deps)
+    # execute and verify route themselves (a Command, graph/schedule.py): a conditional
+    # edge reads a fresh copy of every channel, and their next nodes need none (execute's
+    # follows from its task, verify's from its input and its own writes). Their exits and
+    # labels are the route table's all the same.
+    routes_itself = {Node.EXECUTE: routed_execute, Node.VERIFY: make_verify(schedule)}
     nodes = {
         Node.PLAN: plan,
         Node.APPROVE: approve,
-        Node.EXECUTE: execute,
-        Node.VERIFY: verify,
+        Node.EXECUTE: routes_itself[Node.EXECUTE],
+        Node.VERIFY: routes_itself[Node.VERIFY],
         Node.ESCALATE: escalate,
         Node.NOTE: note,
         Node.RETRY: retry,
@@ -112,14 +122,17 @@ def build_graph(deps: NodeDeps, *, hosted: bool = False) -> StateGraph[Any, Node
         Node.FINALIZE: finalize,
     }
     for name, fn in nodes.items():
+        exits = {str(t): label(name, t) for t in EXITS[name]} if name in routes_itself else None
         g.add_node(
             name.value,
             logged(deps, fn, reproducible=name in REPRODUCIBLE, checks=name is Node.VERIFY),
+            destinations=exits,
         )
     g.add_node(Node.GATE.value, logged(deps, join, reproducible=True))
     g.add_edge(START, Node.PLAN.value)
-    schedule = make_scheduler(deps)
     for source, targets in EXITS.items():
+        if source in routes_itself:
+            continue
         if targets == (END,):
             g.add_edge(source.value, END)
         else:

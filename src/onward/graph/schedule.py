@@ -18,11 +18,14 @@ returns the edge's label, so what runs is what the graph draws.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END
-from langgraph.types import Send
+from langgraph.runtime import Runtime
+from langgraph.types import Command, Send
 
 from onward.graph.routes import FAILURE_ROUTES, TASK_NODES, Node, check_exit
 from onward.model import budget
@@ -42,8 +45,9 @@ from onward.model.state import (
     WaitKind,
 )
 from onward.nodes.deps import NodeDeps
+from onward.nodes.execute import execute
 from onward.nodes.replan import has_rule
-from onward.nodes.verify import inputs_of
+from onward.nodes.verify import inputs_of, verify
 from onward.people.approvals import needs_approval, plan_hash, step_hash
 from onward.store.breakers import BreakerPolicy
 from onward.tools.registry import ToolSpec, load_tool_modules
@@ -145,7 +149,18 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         ids = index.ids
         status_of = steps.statuses.get  # read without decoding records or steps
         blockers = index.blockers
-        for i in state.open_positions():
+        # Most open steps of a long plan have never started and still wait for the
+        # dependency they waited for last time: the loop below would only skip them, so
+        # they are dropped first, in one pass (a chain of N steps: N passes of the loop
+        # body per step were a tenth of a step at 200 steps).
+        positions = [
+            i
+            for i in state.open_positions()
+            if (hint := blockers.get(i)) is None
+            or status_of(hint) in _SETTLED
+            or status_of(ids[i]) is not None
+        ]
+        for i in positions:
             sid = ids[i]
             status = status_of(sid)
             if status is StepStatus.FAILED:
@@ -326,17 +341,74 @@ def make_router(
     source: Node, schedule: Callable[[RunState], list[Send] | str]
 ) -> Callable[[RunState], list[Send] | str]:
     """The conditional edge after ``source``: a task in a parallel wave joins at the gate
-    node; a lone execute goes to verify; everything else is scheduled."""
+    node; everything else is scheduled (execute routes itself: :func:`routed_execute`)."""
 
     def route(state: RunState) -> list[Send] | str:
         if source in TASK_NODES and state.wave > 1:
             return routed(source, GATE)
-        if source == EXECUTE:
-            return routed(source, VERIFY)
         return routed(source, schedule(state))
 
     route.__name__ = f"after_{source}"
     return route
+
+
+def routed_execute(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> Command[str]:
+    """The execute node with its own exit: a task in a parallel wave joins at the gate
+    node, a lone one goes to verify (as :func:`make_router` routes the other nodes; the
+    wave's size is the task's, the value its write leaves in the state)."""
+    update = execute(task, config, runtime)
+    target = GATE if task.wave > 1 else VERIFY
+    check_exit(Node.EXECUTE, target)
+    return Command(update=update, goto=target)
+
+
+def make_verify(
+    schedule: Callable[[RunState], list[Send] | str],
+) -> Callable[[RunState, RunnableConfig, Runtime[NodeDeps]], Command[str]]:
+    """The verify node with its own exit: the scheduler's route, on the state as verify's
+    writes leave it (what its conditional edge read, without the edge's copy of every
+    channel: the only superstep of every plan step that needs the whole state)."""
+
+    def routed_verify(
+        state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]
+    ) -> Command[str]:
+        update = verify(state, config, runtime)
+        route = schedule(after_writes(state, update))
+        if isinstance(route, str):
+            check_exit(Node.VERIFY, route)
+        else:
+            routed(Node.VERIFY, route)
+        return Command(update=update, goto=route)
+
+    routed_verify.__name__ = "verify"
+    return routed_verify
+
+
+def _reducer(field: str) -> Callable[[Any, Any], Any]:
+    """How a write to ``field`` folds into its value, as its channel does: a delta
+    channel's batch reducer, a binary operator, or the last value."""
+    for meta in RunState.model_fields[field].metadata:
+        if isinstance(meta, DeltaChannel):
+            batch = meta.reducer
+            return lambda current, value: batch(current, [value])
+        if callable(meta):
+            return meta  # type: ignore[no-any-return]
+    return lambda current, value: value
+
+
+_REDUCERS: dict[str, Callable[[Any, Any], Any]] = {}
+
+
+def after_writes(state: RunState, update: Mapping[str, Any]) -> RunState:
+    """``state`` with one task's ``update`` applied through the channels' reducers: what
+    a conditional edge after the task reads (LangGraph's fresh read of its writes)."""
+    changes: dict[str, Any] = {}
+    for field, value in update.items():
+        reduce = _REDUCERS.get(field)
+        if reduce is None:
+            reduce = _REDUCERS[field] = _reducer(field)
+        changes[field] = reduce(getattr(state, field), value)
+    return state.model_copy(update=changes)
 
 
 def join(state: RunState) -> dict[str, object]:

@@ -278,7 +278,7 @@ class StepRecords(LazyMap[StepRecord]):
 
     @property
     def open_ids(self) -> set[str]:
-        """Steps with a record that is pending, running or failed (a new set)."""
+        """Steps with a record that is pending, running, produced or failed (a new set)."""
         return set(self._open)
 
 

@@ -86,9 +86,14 @@ def verify(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) 
     deps = runtime.context
     thread_id = thread_of(config)
     load_tool_modules(state.tool_modules)
-    ids = state.plan.index().ids
+    position = state.plan.index().position
     status_of = state.steps.statuses.get
-    produced = [ids[i] for i in state.open_positions() if status_of(ids[i]) is StepStatus.PRODUCED]
+    # A produced step has a record: found among the open records in plan order, not by a
+    # scan of every step of the plan (verify runs after every step).
+    produced = sorted(
+        (s for s in state.steps.open_ids if status_of(s) is StepStatus.PRODUCED and s in position),
+        key=position.__getitem__,
+    )
     steps: dict[str, StepRecord] = {}
     artifacts: dict[str, ArtifactRef] = {}
     usage = Usage()

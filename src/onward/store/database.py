@@ -51,7 +51,15 @@ from onward.store.runs import (
     THREAD_SCHEMA,
     Threads,
 )
-from onward.store.sql import Backend, Db, backend_of, redact, sqlite_path, translate_errors
+from onward.store.sql import (
+    Backend,
+    Db,
+    backend_of,
+    redact,
+    sqlite_path,
+    translate_errors,
+    wal_checkpoints,
+)
 from onward.store.tables import schema_version
 
 DEFAULT_URL = DEFAULT_DB
@@ -324,6 +332,7 @@ class Store:
                         fcntl.flock(lock, fcntl.LOCK_UN)
                 sync = "FULL" if fsync_enabled() else "NORMAL"
                 conn.execute(f"PRAGMA synchronous={sync}")
+                wal_checkpoints(conn)
             except BaseException:
                 conn.close()
                 raise
