@@ -73,7 +73,8 @@ def test_the_async_sdk_answers_a_wave_unkeyed_and_a_follow_up_is_the_next_goal(
         humans = [m["content"] for m in nxt["messages"] if m["type"] == "human"]
         assert humans[-1] == COPY
         runs = await client.runs.list(tid)
-        assert [r["status"] for r in runs] == ["success", "success", "interrupted"]
+        # The first run stopped at the question: it ended well too (as on LangGraph Server).
+        assert [r["status"] for r in runs] == ["success", "success", "success"]
 
     asyncio.run(go())
 

@@ -157,7 +157,8 @@ def test_sdk_streams_to_an_approval_resumes_reads_history_and_forks(
     assert history[0]["checkpoint"]["checkpoint_id"] == state["checkpoint"]["checkpoint_id"]
     runs = client.runs.list(tid)
     assert len(runs) == 2
-    assert {r["status"] for r in runs} == {"interrupted", "success"}
+    # The run that stopped at the question ended well too (as on LangGraph Server).
+    assert [r["status"] for r in runs] == ["success", "success"]
 
     # Fork: from the checkpoint before the payment ran, edit the state on a new branch of
     # the same thread and run it from there. The payment step runs again; the ledger

@@ -80,11 +80,14 @@ def test_assistants_come_from_the_config_are_versioned_and_pick_the_run_policy(
     assert {n["id"] for n in client.assistants.get_graph("careful")["nodes"]} >= {"execute"}
 
     # The same plan of an effect that needs no approval: the careful assistant asks.
-    for name, expect in (("onward", "success"), ("careful", "interrupted")):
+    # A run that stops at a question ends "success" (as on LangGraph Server); its thread
+    # is "interrupted".
+    for name, expect in (("onward", "idle"), ("careful", "interrupted")):
         tid = client.threads.create()["thread_id"]
         client.runs.wait(tid, name, input=chain(f"by-{name}"))
         (run,) = client.runs.list(tid)
-        assert (run["status"], run["assistant_id"]) == (expect, found[name]["assistant_id"])
+        assert (run["status"], run["assistant_id"]) == ("success", found[name]["assistant_id"])
+        assert client.threads.get(tid)["status"] == expect
     assert [r["label"] for r in rows(workdir, "effects.jsonl")] == ["by-onward"]
 
     # A user's assistant: stricter than the default, versioned, latest settable.
@@ -103,7 +106,8 @@ def test_assistants_come_from_the_config_are_versioned_and_pick_the_run_policy(
     assert client.assistants.get(mine["assistant_id"])["version"] == 1
     tid = client.threads.create()["thread_id"]
     client.runs.wait(tid, mine["assistant_id"], input=chain("by-mine"))
-    assert client.runs.list(tid)[0]["status"] == "interrupted"  # approve_tools: record
+    assert client.runs.list(tid)[0]["status"] == "success"
+    assert client.threads.get(tid)["status"] == "interrupted"  # approve_tools: record
     client.assistants.delete(mine["assistant_id"])
     assert "mine" not in {a["name"] for a in client.assistants.search()}
 
@@ -158,7 +162,9 @@ def test_enqueued_runs_start_in_order_and_other_strategies_act_on_the_busy_threa
     assert done_steps(client.runs.join(tid, second["run_id"])) == {"a", "b"}
     assert done_steps(client.runs.join(tid, third["run_id"])) == {"a", "b", "c"}
     statuses = {r["run_id"]: r["status"] for r in client.runs.list(tid)}
-    assert statuses[first["run_id"]] == statuses[second["run_id"]] == "interrupted"
+    # Paused where asked: the runs ended well, the thread stands interrupted.
+    assert statuses[first["run_id"]] == statuses[second["run_id"]] == "success"
+    assert client.threads.get(tid)["status"] == "interrupted"
 
     # interrupt: the running run stops, the new one runs.
     tid = client.threads.create()["thread_id"]

@@ -162,9 +162,11 @@ def test_a_recovered_run_still_pauses_where_it_was_asked_to_and_calls_its_webhoo
         proc, url = start_server(db_url, workdir, **FAST_LEASES, **allow)
         client = get_sync_client(url=url, api_key=None)
         wait_until("the webhook of the recovered run", lambda: got, timeout=90)
-        assert client.runs.get(tid, run["run_id"])["status"] == "interrupted"
+        # Paused where asked: the run ended well, its thread stands interrupted.
+        assert client.runs.get(tid, run["run_id"])["status"] == "success"
+        assert client.threads.get(tid)["status"] == "interrupted"
         (sent,) = got
-        assert (sent["run_id"], sent["status"]) == (run["run_id"], "interrupted")
+        assert (sent["run_id"], sent["status"]) == (run["run_id"], "success")
         assert done_steps(sent["values"]) == {"a"}  # paused after a's check, as asked
         assert labels(workdir, "effects.jsonl") == ["a"]
         assert "b" not in labels(workdir, "calls.jsonl")
@@ -401,3 +403,68 @@ def test_the_store_keeps_a_runs_events_bounded_and_drops_them_after_the_retentio
     assert threads.drop_old_events(utcnow() - timedelta(hours=1)) == 0
     assert threads.drop_old_events(utcnow() + timedelta(seconds=1)) == 300
     assert threads.events("r1") == []
+
+
+def test_a_stateless_runs_thread_a_killed_server_left_is_deleted_once_the_run_ended(
+    db_url: str, workdir: Path
+) -> None:
+    """A stateless run's thread is deleted by the server that ran it when the run ends; a
+    server killed mid-run never does. The restarted server finishes the run (recovery)
+    and its sweep deletes the thread; a kept one (``on_completion="keep"``) and the thread
+    of a stateless run still running stay."""
+    port = free_port()
+    proc, url = start_server(db_url, workdir, port=port, **FAST_LEASES)
+    try:
+        with httpx.Client(base_url=url, timeout=60) as http:
+            left = http.post(
+                "/runs", json={"assistant_id": "onward", "input": chain("gone", seconds=2.0)}
+            )
+            kept = http.post(
+                "/runs",
+                json={
+                    "assistant_id": "onward",
+                    "input": chain("kept", seconds=2.0),
+                    "on_completion": "keep",
+                },
+            )
+        assert left.status_code == kept.status_code == 200, (left.text, kept.text)
+        left_tid, kept_tid = left.json()["thread_id"], kept.json()["thread_id"]
+        wait_until(
+            "both runs to start", lambda: {"gone", "kept"} <= set(labels(workdir, "calls.jsonl"))
+        )
+        proc.kill()  # mid-step: the runs did not end, nobody deletes the thread later
+        proc.wait(20)
+        proc, url = start_server(db_url, workdir, port=port, **FAST_LEASES)
+        client = get_sync_client(url=url, api_key=None)
+        with httpx.Client(base_url=url, timeout=60) as http:
+            wait_until(
+                "the recovered kept run to end",
+                lambda: client.runs.list(kept_tid)[0]["status"] == "success",
+                timeout=90,
+            )
+            wait_until(
+                "the left thread to be deleted",
+                lambda: http.get(f"/threads/{left_tid}").status_code == 404,
+                timeout=60,
+            )
+            assert labels(workdir, "effects.jsonl").count("gone") == 1  # it did finish first
+            assert http.get(f"/threads/{kept_tid}").status_code == 200
+            assert done_steps(client.threads.get_state(kept_tid)["values"]) == {"kept"}
+            # A stateless run in progress: its thread stays through the sweeps.
+            running = http.post(
+                "/runs", json={"assistant_id": "onward", "input": chain("r1", "r2", seconds=2.0)}
+            ).json()
+            wait_until("the new run to start", lambda: "r1" in labels(workdir, "calls.jsonl"))
+            time.sleep(3.5)  # more than two sweeps (every 1.5 s) while it runs
+            assert http.get(f"/threads/{running['thread_id']}").status_code == 200
+            assert client.runs.get(running["thread_id"], running["run_id"])["status"] == "running"
+            # Its end: the server that ran it deletes it itself.
+            wait_until(
+                "the finished run's thread to be deleted",
+                lambda: http.get(f"/threads/{running['thread_id']}").status_code == 404,
+                timeout=60,
+            )
+            assert http.get(f"/threads/{kept_tid}").status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(20)

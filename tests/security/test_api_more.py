@@ -186,6 +186,16 @@ def test_a_stateless_run_is_its_callers_alone(api: httpx.Client) -> None:
     assert api.get(f"/threads/{tid}").status_code == 404
     assert api.get(f"/threads/{tid}", headers=alice).status_code == 200
     assert api.post("/threads/search", json={}).json() == []
+    # a thread run cannot ask for its thread to be deleted when it ends (only a stateless
+    # run's own thread is, by the server)
+    res = api.post(
+        f"/threads/{tid}/runs/wait",
+        json={"assistant_id": "onward", "input": chain("c"), "on_completion": "delete"},
+        headers=alice,
+    )
+    assert res.status_code == 422, res.text
+    assert "on_completion" in res.text
+    assert api.get(f"/threads/{tid}", headers=alice).status_code == 200
     # a stateless run cannot reach into a thread by naming a checkpoint or a question
     res = api.post("/runs/wait", json={"input": chain("b"), "command": {"resume": "x"}})
     assert res.status_code == 422

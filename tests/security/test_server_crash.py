@@ -176,6 +176,70 @@ def test_recovery_drives_orphans_but_waits_for_a_run_suspended_until_later(
         clients.close()
 
 
+def test_the_recovery_sweep_deletes_only_the_ended_threads_stateless_runs_left(
+    db_url: str, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process: only a thread the server logged as a stateless run's to delete goes,
+    once its runs ended; a kept stateless thread, a user's own thread, another user's and
+    a stateless thread whose run is still running (driven here) stay."""
+    from onward.model.state import Plan, PlanStep
+    from onward.observe.kinds import EventKind
+    from onward.serve import create_app
+    from onward.serve.limits import ServeLimits
+    from onward.serve.recovery import Recovery
+    from onward.serve.wire import ASSISTANT_ID
+    from onward.store.runs import ApiRunStatus
+
+    monkeypatch.setenv("ONWARD_LEASE_TTL", "0.1")  # ended runs older than this are looked at
+    serving = create_app(
+        db_url, workdir=workdir, model=None, limits=ServeLimits(run_slots=2, user_runs=1)
+    ).state.serving
+    clients, pool = serving.clients, serving.pool
+    driven: list[str] = []
+    recovery = Recovery(serving, drive=lambda active, *_a: driven.append(active.thread_id))
+    plan = Plan(steps=[PlanStep(id="s", tool="noop")])
+    tids = {}
+    with clients.use() as ow:
+        for name, owner in (
+            ("left", "alice"),
+            ("kept", "alice"),
+            ("own", "alice"),
+            ("other", "mallory"),
+            ("running", "alice"),
+        ):
+            tid = ow.start(plan=plan, workdir=workdir)
+            ow.store.threads.create(tid, owner, {})
+            ow.store.threads.add_run(f"run-{name}", tid, ASSISTANT_ID, {})
+            if name != "running":
+                ow.drive(tid)
+                ow.store.threads.set_run_status(f"run-{name}", ApiRunStatus.SUCCESS)
+            if name in ("left", "running"):  # as the stateless routes log a thread to delete
+                ow.store.events.record(tid, EventKind.STATELESS_THREAD, {"run_id": f"run-{name}"})
+            tids[name] = tid
+    time.sleep(0.3)
+    try:
+        assert recovery.sweep() == [tids["running"]]  # the orphan is driven, not deleted
+        with clients.use() as ow:
+            assert ow.store.threads.get(tids["left"]) is None
+            assert ow.store.get_run(tids["left"]) is None  # its checkpoints and run too
+            assert ow.store.events.list(tids["left"]) == []
+            for name in ("kept", "own", "other", "running"):
+                assert ow.store.threads.get(tids[name]) is not None, name
+                assert ow.store.get_run(tids[name]) is not None, name
+        wait_for("the orphan's drive", lambda: driven == [tids["running"]], 10)
+        recovery.sweep()  # a later sweep: what stays, stays
+        with clients.use() as ow:
+            assert [n for n in tids if ow.store.threads.get(tids[n]) is not None] == [
+                "kept",
+                "own",
+                "other",
+                "running",
+            ]
+    finally:
+        pool.close()
+        clients.close()
+
+
 @pytest.mark.crash
 def test_a_recovered_run_still_pauses_where_its_request_asked(db_url: str, workdir: Path) -> None:
     """A run asked to pause before finalize (``interrupt_before``), its server killed
@@ -204,7 +268,9 @@ def test_a_recovered_run_still_pauses_where_its_request_asked(db_url: str, workd
                 (run,) = api.get(f"/threads/{tid}/runs").json()
                 return str(run["status"])
 
-            wait_for("the recovered run to pause", lambda: record() == "interrupted")
+            # Paused where asked: the run ended well, its thread stands interrupted.
+            wait_for("the recovered run to pause", lambda: record() == "success")
+            assert api.get(f"/threads/{tid}").json()["status"] == "interrupted"
             state = api.get(f"/threads/{tid}/state").json()
             assert state["next"] == ["finalize"]
             assert state["values"]["status"] == "running"
@@ -214,7 +280,7 @@ def test_a_recovered_run_still_pauses_where_its_request_asked(db_url: str, workd
                 "c": "done",
             }
             time.sleep(3)  # more sweeps (lease TTL 2 s): the paused run stays paused
-            assert record() == "interrupted"
+            assert record() == "success"
             assert api.get(f"/threads/{tid}/state").json()["next"] == ["finalize"]
     finally:
         server.kill()

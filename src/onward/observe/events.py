@@ -120,6 +120,15 @@ class EventLog:
             Event(r[0], r[1], datetime.fromisoformat(r[2]), r[3], self._detail(r[4])) for r in rows
         ]
 
+    def threads_with(self, kind: EventKind) -> Sequence[str]:
+        """The threads that logged an event of ``kind``."""
+        with self._db.use() as db:
+            rows = db.execute(
+                "SELECT DISTINCT thread_id FROM onward_events WHERE kind = ? ORDER BY thread_id",
+                (str(kind),),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def _detail(self, stored: str) -> dict[str, Any]:
         return _detail(open_text(self._cipher, stored))
 

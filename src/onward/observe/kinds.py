@@ -62,5 +62,8 @@ class EventKind(StrEnum):
     API_RUN_RECOVERED = "api_run_recovered"
     API_RUN_CANCELLED = "api_run_cancelled"
     """An API run stopped by ``runs.cancel`` (its ``action``: interrupt or rollback)."""
+    STATELESS_THREAD = "stateless_thread"
+    """The thread of a stateless run, deleted once the run ended (``on_completion``
+    delete): the server's recovery sweep deletes it when the server stopped first."""
     WEBHOOK_SENT = "webhook_sent"
     """An API run's webhook was called when the run ended (its answer, or why it failed)."""

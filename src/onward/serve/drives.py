@@ -368,8 +368,9 @@ def drive(
     control: Control | None = None,
 ) -> None:
     """Drive a run for a request, feeding ``out``; ``pause_at`` / ``pause_after``: the
-    request's ``interrupt_before`` / ``interrupt_after`` (the run ends *interrupted* there,
-    as on LangGraph Server). A cancel (``control``) stops it before its next node."""
+    request's ``interrupt_before`` / ``interrupt_after`` (the run ends *success* there and
+    its thread is *interrupted*, as on LangGraph Server; a run ends *interrupted* only when
+    cancelled). A cancel (``control``) stops it before its next node."""
     graph_modes: list[StreamMode] = sorted(
         {GRAPH_MODES[m] for m in modes if m in GRAPH_MODES} | {"values"}
     )
@@ -416,7 +417,9 @@ def drive(
             elif cancel is not None and cancel.cancel is not None:
                 status = _cancelled(ow, control, run_id, thread_id)  # type: ignore[arg-type]
             elif ow.pending(thread_id):
-                status = ApiRunStatus.INTERRUPTED
+                # Waiting at a question is a run that ended well (LangGraph Server: the run
+                # is "success", only the thread is "interrupted"); "interrupted" is a cancel.
+                status = ApiRunStatus.SUCCESS
                 if last is not None and "values" in wanted and "__interrupt__" not in last:
                     # A resumed drive that stops at a new question ends on a values chunk
                     # with the interrupts, as LangGraph Server's streams do.
@@ -431,12 +434,12 @@ def drive(
                         )
                     )
             elif pause_at and ow.get(thread_id).paused_before:
-                status = ApiRunStatus.INTERRUPTED
+                status = ApiRunStatus.SUCCESS
             else:
                 run = ow.store.get_run(thread_id)
                 if run is not None and not run.status.finished:
                     if pause_after and ow.graph.get_state(ow._config(thread_id)).next:
-                        status = ApiRunStatus.INTERRUPTED
+                        status = ApiRunStatus.SUCCESS
                     else:
                         # Drained, or suspended until later: the record stays running, and
                         # recovery drives the run again once nobody holds its lease.

@@ -11,7 +11,8 @@ effect to once), with what its request asked for (``interrupt_before`` / ``_afte
 whose cancel was asked (through the store) before its driver died is settled under its
 lease, never driven on. With ``enabled=False`` the runs are left to ``onward worker``
 processes (they adopt orphans themselves) and only the records are kept true. Each sweep
-also drops the stream events of runs that ended more than an hour ago.
+also deletes the threads of ended stateless runs whose cleanup was lost (the server
+stopped first) and drops the stream events of runs that ended more than an hour ago.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from fastapi import HTTPException
@@ -30,8 +31,9 @@ from onward.model.state import RunStatus
 from onward.observe.kinds import EventKind
 from onward.serve import drives, replay
 from onward.serve.control import Active
+from onward.serve.routes.threads import delete_thread
 from onward.store.leases import LeasePolicy, new_owner
-from onward.store.runs import ApiRunRow, ApiRunStatus, CancelAction
+from onward.store.runs import FINISHED_RUNS, ApiRunRow, ApiRunStatus, CancelAction
 
 if TYPE_CHECKING:
     from onward.client import Onward
@@ -109,17 +111,41 @@ class Recovery:
                         row.run_id, ApiRunStatus.ERROR if failed else ApiRunStatus.SUCCESS
                     )
                 elif ow.pending(row.thread_id) or _paused(ow, row):
-                    ow.store.threads.set_run_status(row.run_id, ApiRunStatus.INTERRUPTED)
+                    # Waiting for a person: the run ended well (a cancel is "interrupted").
+                    ow.store.threads.set_run_status(row.run_id, ApiRunStatus.SUCCESS)
                 elif state.resume_at is not None and state.resume_at > ow.clock():
                     continue  # suspended until later (backoff, a breaker): a later sweep
                 elif self.enabled:
                     self._resume(ow, row)
                     resumed.append(row.thread_id)
+            self._delete_stateless_threads(ow, now)
             # Ended runs' stream events are kept for joins for a while, then dropped.
             ow.store.threads.drop_old_events(now - timedelta(seconds=replay.RETENTION_SECONDS))
         for thread_id in sorted(queued - set(resumed)):
             drives.dispatch(self._serving, thread_id)  # a no-op while the thread is busy
         return resumed
+
+    def _delete_stateless_threads(self, ow: Onward, now: datetime) -> None:
+        """Delete the threads of stateless runs that ended but whose cleanup was lost
+        (the server stopped first, or the run was finished here after a restart). A kept
+        thread (``on_completion="keep"``) is not logged as one; a thread whose run is
+        pending, running, driven or just ended (its own cleanup is on the way) stays."""
+        for thread_id in ow.store.events.threads_with(EventKind.STATELESS_THREAD):
+            if self._serving.control.on_thread(thread_id):
+                continue
+            thread = ow.store.threads.get(thread_id)
+            runs = ow.store.threads.runs(thread_id)
+            if thread is None or not runs:
+                continue
+            if any(r.status not in FINISHED_RUNS for r in runs):
+                continue
+            if now - max(r.updated_at for r in runs) < self._grace:
+                continue
+            lease = ow.store.leases.get(thread_id)
+            if lease is not None and lease.live(now):
+                continue
+            with contextlib.suppress(HTTPException):  # driven again meanwhile: next sweep
+                delete_thread(self._serving, thread_id, thread.owner or "")
 
     def _resume(self, ow: Onward, row: ApiRunRow) -> None:
         run_id, thread_id = row.run_id, row.thread_id

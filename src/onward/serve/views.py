@@ -14,7 +14,7 @@ from langchain_core.runnables import RunnableConfig
 from onward.client import Onward
 from onward.model.state import RunStatus
 from onward.serve.wire import ASSISTANT_ID, EPOCH, GRAPH_ID, chat_values, jsonable, thread_state
-from onward.store.runs import ApiRunRow, ThreadRow
+from onward.store.runs import ApiRunRow, ApiRunStatus, ThreadRow
 
 
 def not_found(thread_id: str) -> HTTPException:
@@ -48,7 +48,23 @@ def thread_status(ow: Onward, thread_id: str) -> str:
         return "busy"
     if ow.pending(thread_id):
         return "interrupted"
-    return "error" if run.status is RunStatus.FAILED else "idle"
+    if run.status is RunStatus.FAILED:
+        return "error"
+    return "interrupted" if _paused_by_request(ow, thread_id, run.status) else "idle"
+
+
+def _paused_by_request(ow: Onward, thread_id: str, status: RunStatus) -> bool:
+    """The thread's last API run ended where its request asked it to pause
+    (``interrupt_before`` / ``_after``): that run is *success*, its thread *interrupted*
+    (as on LangGraph Server), so a client still sees it stopped short."""
+    if status.finished:
+        return False
+    last = ow.store.threads.runs(thread_id)[:1]
+    if not last or last[0].status is not ApiRunStatus.SUCCESS:
+        return False
+    if not (last[0].pause_before or last[0].pause_after):
+        return False
+    return bool(ow.graph.get_state(ow._config(thread_id)).next)
 
 
 def thread_json(ow: Onward, thread_id: str, row: ThreadRow | None) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from sse_starlette import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
 from onward.errors import UsageError
+from onward.observe.kinds import EventKind
 from onward.serve.context import Ctx, Serving, Who
 from onward.serve.drives import launch, modes_of
 from onward.serve.feed import Feed
@@ -55,13 +56,17 @@ def _prepared(body: Any) -> tuple[dict[str, Any], bool]:
 
 
 def _launch(
-    ctx: Serving, body: dict[str, Any], who: str, modes: list[str]
+    ctx: Serving, body: dict[str, Any], who: str, modes: list[str], keep: bool
 ) -> tuple[str, str, Feed]:
     """Start the run on a new thread; (thread id, run id, feed). A refused request leaves
-    no thread behind."""
+    no thread behind. A thread to delete is logged as such (before its cleanup can be
+    scheduled): if the server stops before it deletes it, its recovery sweep does."""
     thread_id = str(uuid.uuid4())
     try:
         run_id, feed = launch(ctx, thread_id, body, who, modes)
+        if not keep:
+            with ctx.clients.use() as ow:
+                ow.store.events.record(thread_id, EventKind.STATELESS_THREAD, {"run_id": run_id})
     except BaseException:
         with contextlib.suppress(Exception):
             delete_thread(ctx, thread_id, who)
@@ -73,7 +78,7 @@ def start_stateless(ctx: Serving, body: dict[str, Any], who: str) -> tuple[str, 
     """A background stateless run (a stateless cron's firing); (thread id, run id, feed,
     whether its thread is kept)."""
     run_body, keep = _prepared(body)
-    thread_id, run_id, feed = _launch(ctx, run_body, who, modes_of(run_body))
+    thread_id, run_id, feed = _launch(ctx, run_body, who, modes_of(run_body), keep)
     return thread_id, run_id, feed, keep
 
 
@@ -125,7 +130,7 @@ def clean_up_later(
 async def stateless_stream(body: dict[str, Any], ctx: Ctx, who: Who) -> EventSourceResponse:
     request, keep = _prepared(body)
     modes = modes_of(request)
-    thread_id, run_id, out = await run_in_threadpool(_launch, ctx, request, who, modes)
+    thread_id, run_id, out = await run_in_threadpool(_launch, ctx, request, who, modes, keep)
     clean_up_later(ctx, thread_id, run_id, out, who, keep)
     return EventSourceResponse(
         events(out, on_drop=_on_drop(ctx, run_id, request)),
@@ -141,7 +146,7 @@ async def stateless_wait(body: dict[str, Any], request: Request, ctx: Ctx, who: 
     if "values" not in modes:
         modes = [*modes, "values"]  # the answer is the last values
     run_body["stream_mode"] = modes
-    thread_id, run_id, out = await run_in_threadpool(_launch, ctx, run_body, who, modes)
+    thread_id, run_id, out = await run_in_threadpool(_launch, ctx, run_body, who, modes, keep)
     clean_up_later(ctx, thread_id, run_id, out, who, keep)
     cancel = run_body.get("on_disconnect") == "cancel"
     last = await finished_values(ctx, request, thread_id, run_id, cancel)
@@ -155,7 +160,7 @@ def _background(ctx: Serving, body: dict[str, Any], who: str) -> tuple[dict[str,
             'on_disconnect "cancel" needs a stream or a wait: a background run has no '
             "connection to lose"
         )
-    _tid, run_id, out = _launch(ctx, run_body, who, modes_of(run_body))
+    _tid, run_id, out = _launch(ctx, run_body, who, modes_of(run_body), keep)
     with ctx.clients.use() as ow:
         row = ow.store.threads.get_run(run_id)
     assert row is not None
