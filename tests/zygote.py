@@ -51,8 +51,13 @@ PRELOAD = (
     "langgraph.checkpoint.postgres",
     "psycopg",
     "yaml",
+    "onward.serve",
+    "uvicorn",
+    "uvicorn.protocols.http.h11_impl",
+    "uvicorn.lifespan.on",
+    "uvicorn.loops.asyncio",
 )
-"""What ``onward run`` / ``resume`` import, lazily or not, on either backend."""
+"""What ``onward run`` / ``resume`` / ``serve`` import, lazily or not, on either backend."""
 
 _Stream = int | IO[Any] | None
 Process = Union["Forked", "subprocess.Popen[Any]"]
