@@ -162,14 +162,18 @@ def _now() -> float:
     return time.monotonic()
 
 
+IMPORT_ENV = {"NO_COLOR": "1", "COLUMNS": "200"}
+"""Variables read when modules are imported (rich's consoles, made at import, take their
+width and colour from them), with what cli_env() gives every test's process: a child is
+forked from a zygote imported with its own values of these, as a real start would see."""
+
+
 class Zygote:
-    def __init__(self) -> None:
+    def __init__(self, imported: tuple[tuple[str, str], ...]) -> None:
         self.dir = tempfile.mkdtemp(prefix="onward-zygote-")
         self.path = os.path.join(self.dir, "sock")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ONWARD_", "OPENAI_"))}
-        # What cli_env() gives every test's process: modules that read the environment
-        # when imported (rich's console) see the same values as in a real start.
-        env.update({"NO_COLOR": "1", "COLUMNS": "200", "ONWARD_BLOCK_MODEL_REQUESTS": "1"})
+        env.update({**dict(imported), "ONWARD_BLOCK_MODEL_REQUESTS": "1"})
         boot = (
             f"import sys; sys.path.insert(0, {str(ROOT)!r}); import tests.zygote as z; "
             f"del sys.path[0]; z.serve({self.path!r})"
@@ -274,17 +278,20 @@ def _fork_at(
     return Forked(list(args), conn, int(json.loads(reply)["pid"]), pipes)
 
 
-_ZYGOTE: Zygote | None = None
+_ZYGOTES: dict[tuple[tuple[str, str], ...], Zygote] = {}
 _LOCK = threading.Lock()
 
 
-def _zygote() -> Zygote:
-    global _ZYGOTE
+def _zygote(env: Mapping[str, str] | None = None) -> Zygote:
+    """The zygote whose imports saw ``env``'s :data:`IMPORT_ENV` values (usually the one)."""
+    env = os.environ if env is None else env
+    imported = tuple((k, env.get(k, default)) for k, default in IMPORT_ENV.items())
     with _LOCK:
-        if _ZYGOTE is None or not _ZYGOTE.alive():
-            _ZYGOTE = Zygote()
-            atexit.register(_ZYGOTE.close)
-        return _ZYGOTE
+        zygote = _ZYGOTES.get(imported)
+        if zygote is None or not zygote.alive():
+            zygote = _ZYGOTES[imported] = Zygote(imported)
+            atexit.register(zygote.close)
+        return zygote
 
 
 MODES = {"module": ["-m", "onward"], "script": [], "console": []}
@@ -311,7 +318,7 @@ def spawn(
         return subprocess.Popen(
             argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, text=text
         )
-    return _zygote().spawn(
+    return _zygote(env).spawn(
         args, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, text=text, mode=mode
     )
 
@@ -343,8 +350,8 @@ SHIM_SOCKET = "TESTS_ZYGOTE_SOCKET"
 
 def shim_env() -> dict[str, str]:
     """What a child needs in its environment for :func:`shim_bin`'s ``onward`` to find the
-    zygote."""
-    return {SHIM_SOCKET: _zygote().path}
+    zygote (the one for cli_env()'s terminal)."""
+    return {SHIM_SOCKET: _zygote({"NO_COLOR": "1", "COLUMNS": "200"}).path}
 
 
 def shim_main() -> None:
