@@ -4,8 +4,8 @@ users apart.
 
 The servers here and in the files that use :func:`serve` are forked from the pre-imported
 zygote (``tests/zygote.py``): they are about what the server does, not how the interpreter
-starts. ``real=True`` starts ``python -m onward serve`` (the CORS test, and the docs'
-examples in tests/test_docs.py)."""
+starts. ``real=True`` starts ``python -m onward serve`` (the CORS test on SQLite;
+tests/test_bad_input.py's taken port starts it for real too)."""
 
 from __future__ import annotations
 
@@ -376,7 +376,8 @@ def test_cors_is_off_unless_an_origin_is_allowed(db_url: str, workdir: Path) -> 
         "Access-Control-Request-Method": "POST",
         "Access-Control-Request-Headers": "content-type",
     }
-    with serve(db_url, workdir, real=True) as url:  # this file's real `python -m onward serve`
+    # This file's real `python -m onward serve` (once: on PostgreSQL it forks).
+    with serve(db_url, workdir, real=db_url.startswith("sqlite")) as url:
         res = httpx.options(f"{url}/threads", headers=preflight)
         assert "access-control-allow-origin" not in res.headers
         res = httpx.post(f"{url}/threads", json={}, headers={"Origin": "https://evil.example"})
