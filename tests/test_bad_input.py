@@ -1,6 +1,8 @@
 """Bad input never crashes (issue 21): a clear message, the documented exit code, and the
-store as it was. Cases about the CLI run a real ``python -m onward`` process; each
-compares the store's runs, checkpoints and events before and after."""
+store as it was. Cases about the CLI run ``onward`` in a new process (forked from the
+zygote, tests/zygote.py; real ``python -m onward`` where a resource limit is set on the
+child, and for ``serve`` on a taken port); each compares the store's runs, checkpoints and
+events before and after."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from onward.planning.reading import parse_plan_text
 from onward.planning.validate import parse_declared
 from onward.store.sql import sqlite_path
 from onward.tools.registry import default_registry
+from tests import zygote
 from tests.conftest import CliResult, cli_env, onward_cmd
 
 Snapshot = tuple[Any, ...]
@@ -285,15 +288,13 @@ def _resume(db: str, thread: str, cwd: Path, **kw: Any) -> subprocess.CompletedP
     # The default lease TTL (30 s): a resume after a failed one must not wait it out. The
     # failed drive released its lease (the store's reserve gave it room), or its process
     # exited, which on this host lets its lease go at once.
-    return subprocess.run(
-        onward_cmd("resume", thread, "--db", db, "--no-wait"),
-        cwd=cwd,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        **kw,
-    )
+    args = ["resume", thread, "--db", db, "--no-wait"]
+    if kw:  # preexec_fn (a resource limit for the child): a real start, the zygote has none
+        return subprocess.run(
+            onward_cmd(*args), cwd=cwd, env=cli_env(), capture_output=True, text=True,
+            timeout=300, **kw,
+        )  # fmt: skip
+    return zygote.run(args, cwd=cwd, env=cli_env(), timeout=300)
 
 
 @pytest.fixture
@@ -362,26 +363,14 @@ def test_a_drive_the_full_disk_ended_releases_its_lease_and_resume_goes_on_at_on
     free = os.statvfs(tiny_fs)
     filler = tiny_fs / "filler"
     filler.write_bytes(b"\0" * (free.f_bavail * free.f_frsize - 96_000))
-    failed = subprocess.run(
-        onward_cmd("resume", thread, "--db", db),
-        cwd=workdir,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    failed = zygote.run(["resume", thread, "--db", db], cwd=workdir, env=cli_env(), timeout=300)
     assert failed.returncode == 2, failed
     assert "the disk is full" in failed.stderr
     assert "Traceback" not in failed.stderr
     assert _lease_rows(db, thread) == [("lease_acquired",), ("lease_released",)]
     filler.unlink()
-    done = subprocess.run(
-        onward_cmd("resume", thread, "--db", db, "--no-wait"),
-        cwd=workdir,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
+    done = zygote.run(
+        ["resume", thread, "--db", db, "--no-wait"], cwd=workdir, env=cli_env(), timeout=300
     )
     assert done.returncode == 0, done
     assert len(list(workdir.glob("o*.txt"))) == 40
@@ -543,9 +532,7 @@ def test_a_reading_command_on_a_missing_store_creates_nothing(
     workdir: Path, command: list[str]
 ) -> None:
     db = f"sqlite:///{workdir / 'nodir' / 'sub' / 'x.db'}"
-    result = subprocess.run(
-        onward_cmd(*command, "--db", db), cwd=workdir, env=cli_env(), capture_output=True, text=True
-    )
+    result = zygote.run([*command, "--db", db], cwd=workdir, env=cli_env(), timeout=120)
     refused(CliResult(result.returncode, result.stdout, result.stderr), "no store at ")
     assert not (workdir / "nodir").exists()
 
@@ -558,13 +545,7 @@ def test_a_reading_command_on_an_empty_postgres_schema_creates_nothing(workdir: 
     import psycopg
 
     with postgres_schema() as url:
-        result = subprocess.run(
-            onward_cmd("list", "--db", url),
-            cwd=workdir,
-            env=cli_env(),
-            capture_output=True,
-            text=True,
-        )
+        result = zygote.run(["list", "--db", url], cwd=workdir, env=cli_env(), timeout=120)
         refused(CliResult(result.returncode, result.stdout, result.stderr), "no store at ")
         with psycopg.connect(url) as conn:
             assert conn.execute("SELECT to_regclass('onward_meta')").fetchone() == (None,)

@@ -2,23 +2,26 @@
 --json output, status/list, exit codes, and bad input that must lose nothing.
 
 The tests that take ``real_cli`` start the real entry point (``python -m onward``): demo,
-run, status, list, resume, and the commands the docs' examples (the ``onward`` console
-script) do not start, so every command is started for real at least once. The others
-fork their processes from the pre-imported zygote (``tests/zygote.py``), as the rest of
-the suite does: they are about what a command does, not how the interpreter starts."""
+run, status, list, resume; every other command starts once through the real ``onward``
+console script (:data:`REAL_STARTS`), so every command is started for real at least once.
+The others fork their processes from the pre-imported zygote (``tests/zygote.py``), as the
+rest of the suite does (the docs' examples included): they are about what a command does,
+not how the interpreter starts."""
 
 from __future__ import annotations
 
 import hashlib
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from onward import Onward
 from onward.demo import DEMO_GOAL, write_sample_orders
-from tests.conftest import cli_env, cli_runner, onward_cmd
+from tests import zygote
+from tests.conftest import cli_env, cli_runner
 
 ZH_GOAL = "分析 orders.csv，找出异常订单并生成汇总"
 RULES = (
@@ -32,8 +35,10 @@ RULES = (
 
 @pytest.fixture
 def real_cli(workdir: Path, db_url: str):  # type: ignore[no-untyped-def]
-    """``python -m onward ARGS`` in a new process, not a fork: the real entry point."""
-    return cli_runner(workdir, db_url, real=True)
+    """``python -m onward ARGS`` in a new process, not a fork: the real entry point. On
+    SQLite; on PostgreSQL the same commands fork from the zygote (what is tested there is
+    the backend: the start is the same)."""
+    return cli_runner(workdir, db_url, real=db_url.startswith("sqlite"))
 
 
 def test_demo_runs_offline_and_prints_thread_report_and_counts(real_cli, workdir: Path) -> None:  # type: ignore[no-untyped-def]
@@ -262,9 +267,11 @@ def test_locked_database_is_reported_as_busy_and_nothing_is_lost(
 def test_schema_is_created_once_when_processes_start_together(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path}/fresh/onward.db"
     # Workers, not `list`: a command that only reads never creates a store.
+    # Forked from the zygote: they start within milliseconds of each other.
     procs = [
-        subprocess.Popen(
-            onward_cmd("worker", "--exit-when-idle", "--json", "--db", db),
+        zygote.spawn(
+            ["worker", "--exit-when-idle", "--json", "--db", db],
+            cwd=tmp_path,
             env=cli_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -274,39 +281,87 @@ def test_schema_is_created_once_when_processes_start_together(tmp_path: Path) ->
     ]
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0] * 6, [e for _, e in results]
-    listed = subprocess.run(
-        onward_cmd("list", "--json", "--db", db), env=cli_env(), capture_output=True, text=True
-    )
+    listed = zygote.run(["list", "--json", "--db", db], cwd=tmp_path, env=cli_env(), timeout=120)
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.strip() == "[]"
 
 
-def test_every_command_takes_db_and_json(run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_every_command_takes_db_and_json(workdir: Path) -> None:
+    run_cli = cli_runner(workdir, "")  # --help reads no store: one run, not one per backend
     for command in ("run", "resume", "status", "list", "demo"):
         help_text = run_cli(command, "--help", db=None).stdout
         assert "--db" in help_text
         assert "--json" in help_text
 
 
-def test_commands_the_docs_do_not_run_start_from_the_real_entry_point(
+REAL_STARTS = {
+    # command: (arguments, exit code, what its output says)
+    "fork": (("fork", "nope", "--at", "x", "--json"), 2, "no run with thread id 'nope'"),
+    "replay": (("replay", "nope"), 2, "no run with thread id 'nope'"),
+    "resolve": (("resolve", "nope", "--step", "a", "--as", "skip", "--json"), 2, "'nope'"),
+    "respond": (("respond", "nope", "feedback", "--step", "a", "--json"), 2, "'nope'"),
+    "approve": (("approve", "nope", "--step", "a", "--json"), 2, "'nope'"),
+    "reject": (("reject", "nope", "--step", "a", "--reason", "no", "--json"), 2, "'nope'"),
+    "cancel": (("cancel", "nope", "--json"), 2, "no run with thread id 'nope'"),
+    "history": (("history", "nope", "--json"), 2, "no run with thread id 'nope'"),
+    "timeline": (("timeline", "nope", "--json"), 2, "no run with thread id 'nope'"),
+    "show": (("show", "nope", "--json"), 2, "no run with thread id 'nope'"),
+    "summary": (("summary", "nope", "--json"), 2, "no run with thread id 'nope'"),
+    "report": (("report", "nope", "--html", "r.html", "--json"), 2, "'nope'"),
+    "submit": (("submit", "--plan", "missing.yaml", "--json"), 2, "missing.yaml not found"),
+    "inbox": (("inbox", "--json"), 0, "[]"),
+    "graph": (("graph",), 0, "flowchart"),
+    "prune": (("prune", "--older-than", "30d", "--json"), 0, ""),
+    "sweep": (("sweep", "--json"), 0, '"rejected": []'),
+    "worker": (("worker", "--exit-when-idle", "--json"), 0, '"drives": 0'),
+}
+"""Every command the tests above do not start through ``python -m onward`` (demo, run,
+status, list, resume; serve: tests/test_serve.py's CORS test and tests/test_bad_input.py)."""
+
+
+def test_every_other_command_starts_from_the_real_console_script(
     workdir: Path, sqlite_url: str
 ) -> None:
-    """fork, replay, resolve, respond and sweep (serve: tests/test_serve.py) through
-    ``python -m onward``: each reaches its command and the store (an unknown run is a usage
-    error naming it; a sweep of an empty store applies nothing). On one backend: what is
-    tested is the start, and every command runs on both backends elsewhere."""
-    real_cli = cli_runner(workdir, sqlite_url, real=True)
+    """Each command through the ``onward`` console script, in a real new interpreter (the
+    rest of the suite forks them, the docs' examples included): each reaches its command
+    and the store (an unknown run is a usage error naming it; an empty store has nothing
+    to sweep, prune, drive or ask). On one backend: what is tested is the start, and every
+    command runs on both backends elsewhere."""
+    from tests.test_docs import cli_options
+
+    options = cli_options()
+    assert set(REAL_STARTS) | {"demo", "run", "status", "list", "resume", "serve"} == set(
+        options
+    ), "a new command needs a real start here"
+    script = Path(sys.executable).with_name("onward")
+    assert script.is_file(), "the onward console script is installed (pip install -e .)"
     with Onward(sqlite_url) as ow:
         assert ow.store.list_runs() == []  # a store, without the run: unknown thread errors
-    for args in (
-        ("fork", "nope", "--at", "x", "--json"),
-        ("replay", "nope"),
-        ("resolve", "nope", "--step", "a", "--as", "skip", "--json"),
-        ("respond", "nope", "feedback", "--step", "a", "--json"),
-    ):
-        result = real_cli(*args)
-        assert result.code == 2, (args, result.stdout, result.stderr)
-        assert "no run with thread id 'nope'" in result.stdout + result.stderr, args
-    swept = real_cli("sweep", "--json")
-    assert swept.code == 0, swept.stderr
-    assert swept.json()["rejected"] == []
+
+    def start(name: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [
+                str(script),
+                *REAL_STARTS[name][0],
+                *(["--db", sqlite_url] * ("--db" in options[name])),
+            ],
+            cwd=workdir,
+            env=cli_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def check(name: str, proc: subprocess.Popen[str]) -> None:
+        out, err = proc.communicate(timeout=300)
+        _, code, says = REAL_STARTS[name]
+        assert proc.returncode == code, (name, out, err)
+        assert says in out + err, (name, out, err)
+
+    # Those that only read (or fail before writing) all at once; then the writers.
+    writers = ("prune", "sweep", "worker")
+    readers = {name: start(name) for name in REAL_STARTS if name not in writers}
+    for name, proc in readers.items():
+        check(name, proc)
+    for name in writers:
+        check(name, start(name))

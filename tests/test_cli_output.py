@@ -1,7 +1,8 @@
 """What the CLI prints (issue 21): tables fit 80 columns with ids whole, help reads as
 sentences, a run's result is said once, summaries are well-formed, and stdout / stderr
-stay in order in one pipe. Output cases run a real ``python -m onward`` at COLUMNS=80
-and check that the store is as it was."""
+stay in order in one pipe. Output cases run ``onward`` at COLUMNS=80 (forked from a zygote
+imported at that width) and check that the store is as it was; the pipe-order case starts
+a real ``python -m onward`` (its streams are the interpreter's own)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from onward.client import Onward
 from onward.model.state import Plan, PlanStep, StepStatus
 from onward.policies.run import RunPolicy
 from onward.store.artifacts import summarize
+from tests import zygote
 from tests.conftest import cli_env, onward_cmd
 from tests.test_bad_input import snapshot
 
@@ -27,16 +29,11 @@ CUT = re.compile(r"…\s*(?:[│┃]|$)")
 """A cell Rich cut to fit: an ellipsis at the end of a cell or line."""
 
 
-def cli(workdir: Path, db: str, *args: str, columns: int = 80, **run: Any) -> Any:
-    """``onward ARGS --db DB`` in a real process on a terminal of ``columns``."""
-    return subprocess.run(
-        onward_cmd(*args, "--db", db),
-        cwd=workdir,
-        env=cli_env(COLUMNS=str(columns)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        **run,
+def cli(workdir: Path, db: str, *args: str, columns: int = 80) -> Any:
+    """``onward ARGS --db DB`` in a new process on a terminal of ``columns`` (forked from a
+    zygote whose imports saw that width: tests/zygote.py's IMPORT_ENV)."""
+    return zygote.run(
+        [*args, "--db", db], cwd=workdir, env=cli_env(COLUMNS=str(columns)), timeout=120
     )
 
 

@@ -16,6 +16,12 @@ bottom in a fresh work directory (an SQLite store under tmp, no network, no mode
   run, but every ``onward COMMAND --option`` they name must exist in the CLI.
 
 A page's blocks share its work directory, so a later block sees what an earlier one made.
+
+The examples' processes are forked from the pre-imported zygote (``tests/zygote.py``): a
+python block runs as ``python SCRIPT`` would, and the ``onward`` a bash block finds first on
+its PATH is a stub that forks the console script (:func:`tests.zygote.shim_bin`). What is
+tested is what the examples do; tests/test_cli.py starts every command through the real
+console script and ``python -m onward`` (``ONWARD_TEST_FORK=off`` starts these for real too).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import zygote
 from tests.conftest import cli_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,8 +101,8 @@ def serving(args: str, workdir: Path, env: dict[str, str]) -> Iterator[str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = (workdir.parent / f"serve-{port}.log").open("w")
-    argv = [sys.executable, "-m", "onward", "serve", "--port", str(port), *args.split()]
-    proc = subprocess.Popen(argv, cwd=workdir, env=env, stdout=log, stderr=log)
+    argv = ["serve", "--port", str(port), *args.split()]
+    proc = zygote.spawn(argv, cwd=workdir, env=env, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -118,9 +125,15 @@ def serving(args: str, workdir: Path, env: dict[str, str]) -> Iterator[str]:
 def run_page(page: Path, workdir: Path) -> int:
     """Run a page's examples in order in ``workdir``; return how many ran. Fails on the
     first example that fails, naming it and showing its output."""
+    path = [str(Path(sys.executable).parent), os.environ.get("PATH", "")]
+    shim: dict[str, str] = {}
+    if zygote.forking():
+        path.insert(0, str(zygote.shim_bin()))
+        shim = zygote.shim_env()
     env = cli_env(
         ONWARD_DB=f"sqlite:///{workdir.parent / 'store' / 'onward.db'}",
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        PATH=os.pathsep.join(path),
+        **shim,
     )
     ran = 0
     for n, block in enumerate(blocks(page)):
@@ -139,12 +152,18 @@ def run_page(page: Path, workdir: Path) -> int:
             if block.lang == "python":
                 script = workdir / f".doc_example_{n}.py"
                 script.write_text(body, encoding="utf-8")
-                argv = [sys.executable, script.name]
+                proc = zygote.run(
+                    [script.name], cwd=workdir, env=env, timeout=TIMEOUT, mode="script"
+                )
             else:
-                argv = ["bash", "-euo", "pipefail", "-c", body]
-            proc = subprocess.run(
-                argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=TIMEOUT
-            )
+                proc = subprocess.run(
+                    ["bash", "-euo", "pipefail", "-c", body],
+                    cwd=workdir,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=TIMEOUT,
+                )
         assert proc.returncode == 0, (
             f"the example at {block.where()} failed (exit {proc.returncode}):\n{block.body}\n"
             f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"

@@ -1,6 +1,11 @@
 """``onward serve`` against LangChain's own clients: the unmodified ``langgraph_sdk`` and
 ``RemoteGraph`` drive onward runs over HTTP, on both store backends; tokens keep
-users apart."""
+users apart.
+
+The servers here and in the files that use :func:`serve` are forked from the pre-imported
+zygote (``tests/zygote.py``): they are about what the server does, not how the interpreter
+starts. ``real=True`` starts ``python -m onward serve`` (the CORS test on SQLite;
+tests/test_bad_input.py's taken port starts it for real too)."""
 
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from langgraph.pregel.remote import RemoteGraph
 from langgraph.types import Command
 from langgraph_sdk import get_sync_client
 
+from tests import zygote
 from tests.conftest import cli_env, onward_cmd
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,25 +58,34 @@ def start_server(
     *args: str,
     port: int | None = None,
     log: Path | None = None,
+    real: bool = False,
     **env: str,
-) -> tuple[subprocess.Popen[str], str]:
+) -> tuple[zygote.Process, str]:
     """``onward serve`` (the HITL test tools loaded) in a new process, once ``/ok`` answers:
-    (process, URL). Its stderr goes to ``log`` (a temporary file by default), never to a
-    pipe: a server that logs a lot would block on a full pipe nobody reads."""
+    (process, URL). Forked from the zygote, or with ``real`` started as ``python -m onward``.
+    Its stderr goes to ``log`` (a temporary file by default), never to a pipe: a server
+    that logs a lot would block on a full pipe nobody reads."""
     port = port or free_port()
     if log is None:
         fd, name = tempfile.mkstemp(prefix="onward-serve-", suffix=".log")
         os.close(fd)
         log = Path(name)
+    argv = ["serve", "--db", db_url, "--port", str(port), "--tools", HITL_TOOLS, *args]
     with log.open("w") as err:
-        proc = subprocess.Popen(
-            onward_cmd("serve", "--db", db_url, "--port", str(port), "--tools", HITL_TOOLS, *args),
-            cwd=workdir,
-            env=cli_env(**env),
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            text=True,
-        )
+        proc: zygote.Process
+        if real:
+            proc = subprocess.Popen(
+                onward_cmd(*argv),
+                cwd=workdir,
+                env=cli_env(**env),
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                text=True,
+            )
+        else:
+            proc = zygote.spawn(
+                argv, cwd=workdir, env=cli_env(**env), stdout=subprocess.DEVNULL, stderr=err
+            )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -86,9 +101,14 @@ def start_server(
 
 @contextmanager
 def serve(
-    db_url: str, workdir: Path, *args: str, log: Path | None = None, **env: str
+    db_url: str,
+    workdir: Path,
+    *args: str,
+    log: Path | None = None,
+    real: bool = False,
+    **env: str,
 ) -> Iterator[str]:
-    proc, url = start_server(db_url, workdir, *args, log=log, **env)
+    proc, url = start_server(db_url, workdir, *args, log=log, real=real, **env)
     try:
         yield url
     finally:
@@ -357,7 +377,8 @@ def test_cors_is_off_unless_an_origin_is_allowed(db_url: str, workdir: Path) -> 
         "Access-Control-Request-Method": "POST",
         "Access-Control-Request-Headers": "content-type",
     }
-    with serve(db_url, workdir) as url:
+    # This file's real `python -m onward serve` (once: on PostgreSQL it forks).
+    with serve(db_url, workdir, real=db_url.startswith("sqlite")) as url:
         res = httpx.options(f"{url}/threads", headers=preflight)
         assert "access-control-allow-origin" not in res.headers
         res = httpx.post(f"{url}/threads", json={}, headers={"Origin": "https://evil.example"})

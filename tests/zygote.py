@@ -26,6 +26,7 @@ import io
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -51,8 +52,13 @@ PRELOAD = (
     "langgraph.checkpoint.postgres",
     "psycopg",
     "yaml",
+    "onward.serve",
+    "uvicorn",
+    "uvicorn.protocols.http.h11_impl",
+    "uvicorn.lifespan.on",
+    "uvicorn.loops.asyncio",
 )
-"""What ``onward run`` / ``resume`` import, lazily or not, on either backend."""
+"""What ``onward run`` / ``resume`` / ``serve`` import, lazily or not, on either backend."""
 
 _Stream = int | IO[Any] | None
 Process = Union["Forked", "subprocess.Popen[Any]"]
@@ -156,14 +162,18 @@ def _now() -> float:
     return time.monotonic()
 
 
+IMPORT_ENV = {"NO_COLOR": "1", "COLUMNS": "200"}
+"""Variables read when modules are imported (rich's consoles, made at import, take their
+width and colour from them), with what cli_env() gives every test's process: a child is
+forked from a zygote imported with its own values of these, as a real start would see."""
+
+
 class Zygote:
-    def __init__(self) -> None:
+    def __init__(self, imported: tuple[tuple[str, str], ...]) -> None:
         self.dir = tempfile.mkdtemp(prefix="onward-zygote-")
         self.path = os.path.join(self.dir, "sock")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ONWARD_", "OPENAI_"))}
-        # What cli_env() gives every test's process: modules that read the environment
-        # when imported (rich's console) see the same values as in a real start.
-        env.update({"NO_COLOR": "1", "COLUMNS": "200", "ONWARD_BLOCK_MODEL_REQUESTS": "1"})
+        env.update({**dict(imported), "ONWARD_BLOCK_MODEL_REQUESTS": "1"})
         boot = (
             f"import sys; sys.path.insert(0, {str(ROOT)!r}); import tests.zygote as z; "
             f"del sys.path[0]; z.serve({self.path!r})"
@@ -193,52 +203,10 @@ class Zygote:
         stdout: _Stream,
         stderr: _Stream,
         text: bool,
+        mode: str = "module",
     ) -> Forked:
-        fds: list[int] = []
-        mine: list[int] = []  # our copies of the child's ends, closed once sent
-        pipes: dict[str, IO[Any]] = {}
-        for i, (name, spec) in enumerate(
-            (("stdin", stdin), ("stdout", stdout), ("stderr", stderr))
-        ):
-            if spec is None:
-                fds.append(i)  # inherit ours
-            elif spec == subprocess.DEVNULL:
-                fd = os.open(os.devnull, os.O_RDWR)
-                fds.append(fd)
-                mine.append(fd)
-            elif spec == subprocess.STDOUT:
-                fds.append(fds[1])
-            elif spec == subprocess.PIPE:
-                r, w = os.pipe()
-                child, ours = (r, w) if name == "stdin" else (w, r)
-                fds.append(child)
-                mine.append(child)
-                mode = "w" if name == "stdin" else "r"
-                pipes[name] = open(ours, mode + ("" if text else "b"))  # noqa: SIM115
-            elif isinstance(spec, int):
-                fds.append(spec)
-            else:
-                fds.append(spec.fileno())
-        request = {
-            "args": list(args),
-            "cwd": str(cwd),
-            "env": dict(os.environ if env is None else env),
-        }
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            conn.connect(self.path)
-            socket.send_fds(conn, [json.dumps(request).encode()], fds)
-            reply = conn.recv(4096)
-        except BaseException:
-            conn.close()
-            raise
-        finally:
-            for fd in mine:
-                os.close(fd)
-        if not reply:
-            conn.close()
-            raise RuntimeError("the zygote did not fork")
-        return Forked(list(args), conn, int(json.loads(reply)["pid"]), pipes)
+        streams = {"stdin": stdin, "stdout": stdout, "stderr": stderr}
+        return _fork_at(self.path, args, cwd=cwd, env=env, text=text, mode=mode, **streams)
 
     def close(self) -> None:
         if self.proc.stdin is not None:
@@ -250,17 +218,86 @@ class Zygote:
             self.proc.wait()
 
 
-_ZYGOTE: Zygote | None = None
+def _fork_at(
+    path: str,
+    args: Sequence[str],
+    *,
+    cwd: str | Path,
+    env: Mapping[str, str] | None,
+    stdin: _Stream,
+    stdout: _Stream,
+    stderr: _Stream,
+    text: bool,
+    mode: str,
+) -> Forked:
+    """Ask the zygote listening at ``path`` for a child running ``args`` (see :func:`_as_main`
+    for the modes) with these streams."""
+    fds: list[int] = []
+    mine: list[int] = []  # our copies of the child's ends, closed once sent
+    pipes: dict[str, IO[Any]] = {}
+    for i, (name, spec) in enumerate((("stdin", stdin), ("stdout", stdout), ("stderr", stderr))):
+        if spec is None:
+            fds.append(i)  # inherit ours
+        elif spec == subprocess.DEVNULL:
+            fd = os.open(os.devnull, os.O_RDWR)
+            fds.append(fd)
+            mine.append(fd)
+        elif spec == subprocess.STDOUT:
+            fds.append(fds[1])
+        elif spec == subprocess.PIPE:
+            r, w = os.pipe()
+            child, ours = (r, w) if name == "stdin" else (w, r)
+            fds.append(child)
+            mine.append(child)
+            how = "w" if name == "stdin" else "r"
+            pipes[name] = open(ours, how + ("" if text else "b"))  # noqa: SIM115
+        elif isinstance(spec, int):
+            fds.append(spec)
+        else:
+            fds.append(spec.fileno())
+    request = {
+        "mode": mode,
+        "args": list(args),
+        "cwd": str(cwd),
+        "env": dict(os.environ if env is None else env),
+    }
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        conn.connect(path)
+        socket.send_fds(conn, [json.dumps(request).encode()], fds)
+        reply = conn.recv(4096)
+    except BaseException:
+        conn.close()
+        raise
+    finally:
+        for fd in mine:
+            os.close(fd)
+    if not reply:
+        conn.close()
+        raise RuntimeError("the zygote did not fork")
+    return Forked(list(args), conn, int(json.loads(reply)["pid"]), pipes)
+
+
+_ZYGOTES: dict[tuple[tuple[str, str], ...], Zygote] = {}
 _LOCK = threading.Lock()
 
 
-def _zygote() -> Zygote:
-    global _ZYGOTE
+def _zygote(env: Mapping[str, str] | None = None) -> Zygote:
+    """The zygote whose imports saw ``env``'s :data:`IMPORT_ENV` values (usually the one)."""
+    env = os.environ if env is None else env
+    imported = tuple((k, env.get(k, default)) for k, default in IMPORT_ENV.items())
     with _LOCK:
-        if _ZYGOTE is None or not _ZYGOTE.alive():
-            _ZYGOTE = Zygote()
-            atexit.register(_ZYGOTE.close)
-        return _ZYGOTE
+        zygote = _ZYGOTES.get(imported)
+        if zygote is None or not zygote.alive():
+            zygote = _ZYGOTES[imported] = Zygote(imported)
+            atexit.register(zygote.close)
+        return zygote
+
+
+MODES = {"module": ["-m", "onward"], "script": [], "console": []}
+"""What a child runs, and the command line a real start would need for it: ``module`` is
+``python -m onward ARGS``; ``script`` is ``python ARGS`` (a script and its arguments);
+``console`` is the ``onward`` console script (``ARGS[0]`` its path)."""
 
 
 def spawn(
@@ -272,21 +309,72 @@ def spawn(
     stdout: _Stream = None,
     stderr: _Stream = None,
     text: bool = False,
+    mode: str = "module",
 ) -> Process:
-    """``onward ARGS`` in a new process, started as Popen would start ``python -m onward``."""
+    """``onward ARGS`` (or, by ``mode``, a script) in a new process, started as Popen would
+    start ``python -m onward``."""
     if not forking():
+        argv = [*args] if mode == "console" else [sys.executable, *MODES[mode], *args]
         return subprocess.Popen(
-            [sys.executable, "-m", "onward", *args],
-            cwd=cwd,
-            env=env,
-            stdin=stdin,
-            stdout=stdout,
-            stderr=stderr,
-            text=text,
+            argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, text=text
         )
-    return _zygote().spawn(
-        args, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, text=text
+    return _zygote(env).spawn(
+        args, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, text=text, mode=mode
     )
+
+
+def shim_bin() -> Path:
+    """A directory holding an ``onward`` executable that runs the console script forked from
+    this process's zygote (for the docs' shell examples, tests/test_docs.py): put it first on
+    a child's PATH, with :func:`shim_env`. It starts in milliseconds (stdlib only), passes
+    on its arguments, working directory, environment and standard streams, forwards
+    SIGTERM/SIGINT, and exits as the command did."""
+    global _SHIM
+    with _LOCK:
+        if _SHIM is None:
+            _SHIM = Path(tempfile.mkdtemp(prefix="onward-shim-"))
+            script = _SHIM / "onward"
+            script.write_text(
+                f"#!{sys.executable} -IS\n"
+                f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+                "from tests.zygote import shim_main; shim_main()\n"
+            )
+            script.chmod(0o755)
+            atexit.register(shutil.rmtree, _SHIM, True)
+        return _SHIM
+
+
+_SHIM: Path | None = None
+SHIM_SOCKET = "TESTS_ZYGOTE_SOCKET"
+
+
+def shim_env() -> dict[str, str]:
+    """What a child needs in its environment for :func:`shim_bin`'s ``onward`` to find the
+    zygote (the one for cli_env()'s terminal)."""
+    return {SHIM_SOCKET: _zygote({"NO_COLOR": "1", "COLUMNS": "200"}).path}
+
+
+def shim_main() -> None:
+    real = shutil.which("onward", path=str(Path(sys.executable).parent)) or "onward"
+    child = _fork_at(
+        os.environ.pop(SHIM_SOCKET),
+        [real, *sys.argv[1:]],
+        cwd=os.getcwd(),
+        env=os.environ,
+        stdin=None,
+        stdout=None,
+        stderr=None,
+        text=False,
+        mode="console",
+    )
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda number, _: child.send_signal(number))
+    code = child.wait()
+    if code < 0:  # killed by a signal: so is the shim, as a shell would report it
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those cannot be handled
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    sys.exit(code)
 
 
 def run(
@@ -297,11 +385,20 @@ def run(
     timeout: float | None = None,
     capture_output: bool = True,
     text: bool = True,
+    mode: str = "module",
 ) -> subprocess.CompletedProcess[Any]:
-    """``onward ARGS`` to its end, as ``subprocess.run`` (a timeout kills it and raises)."""
+    """``onward ARGS`` (or by ``mode`` a script) to its end, as ``subprocess.run`` (a timeout
+    kills it and raises)."""
     pipe = subprocess.PIPE if capture_output else None
     proc = spawn(
-        args, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=pipe, stderr=pipe, text=text
+        args,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=pipe,
+        stderr=pipe,
+        text=text,
+        mode=mode,
     )
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -395,12 +492,13 @@ def _child(request: dict[str, Any], fds: list[int]) -> None:
         os.environ.update(request["env"])
     except BaseException:
         os._exit(70)
-    code = _as_main(request["args"])
+    code = _as_main(request["args"], request.get("mode", "module"))
     os._exit(code)
 
 
-def _as_main(args: list[str]) -> int:
-    """What ``python -m onward ARGS`` does after its imports, exit included."""
+def _as_main(args: list[str], mode: str = "module") -> int:
+    """What ``python -m onward ARGS`` does after its imports, exit included (or, by ``mode``,
+    ``python ARGS`` or the console script ``ARGS[0]``: :data:`MODES`)."""
     import runpy
     import traceback
 
@@ -419,11 +517,22 @@ def _as_main(args: list[str]) -> int:
         line_buffering=True,
     )
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
-    sys.path[0] = os.getcwd()  # -m puts the working directory first
     code = 0
     try:
-        sys.argv = ["-m", *args]  # runpy sets argv[0] to the module's file
-        runpy.run_module("onward", run_name="__main__", alter_sys=True)
+        if mode == "script":
+            sys.argv = list(args)
+            sys.path[0] = os.path.dirname(os.path.abspath(args[0]))  # as `python SCRIPT`
+            runpy.run_path(args[0], run_name="__main__")
+        elif mode == "console":
+            from importlib.metadata import entry_points
+
+            sys.argv = list(args)
+            sys.path[0] = os.path.dirname(os.path.abspath(args[0]))  # a script's directory
+            sys.exit(entry_points(group="console_scripts")["onward"].load()())
+        else:
+            sys.path[0] = os.getcwd()  # -m puts the working directory first
+            sys.argv = ["-m", *args]  # runpy sets argv[0] to the module's file
+            runpy.run_module("onward", run_name="__main__", alter_sys=True)
     except SystemExit as exit_:
         if exit_.code is None:
             code = 0

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import zygote
 from tests.conftest import read_jsonl
 from tests.security.conftest import TOKENS, auth
 from tests.test_serve import HITL_TOOLS, free_port, start_server
@@ -30,7 +30,7 @@ PLAN = {
 ENV = {"ONWARD_API_TOKENS": TOKENS, "ONWARD_LEASE_TTL": "2", "ONWARD_HEARTBEAT": "0.5"}
 
 
-def start(db_url: str, workdir: Path, port: int, *args: str) -> subprocess.Popen[str]:
+def start(db_url: str, workdir: Path, port: int, *args: str) -> zygote.Process:
     return start_server(db_url, workdir, *args, port=port, **ENV)[0]
 
 
