@@ -90,19 +90,7 @@ class Crons:
                 "UPDATE onward_crons SET assistant_id = ?, schedule = ?, timezone = ?, "
                 "payload = ?, metadata = ?, on_run_completed = ?, enabled = ?, end_time = ?, "
                 "next_run_date = ?, updated_at = ? WHERE cron_id = ?",
-                (
-                    row.assistant_id,
-                    row.schedule,
-                    row.timezone,
-                    seal_text(self._cipher, json.dumps(row.payload)),
-                    json.dumps(row.metadata),
-                    row.on_run_completed,
-                    int(row.enabled),
-                    stamp(row.end_time),
-                    stamp(row.next_run_date),
-                    stamp(row.updated_at),
-                    row.cron_id,
-                ),
+                (*self._values(row)[3:12], stamp(row.updated_at), row.cron_id),
             )
 
     def get(self, cron_id: str) -> CronRow | None:
@@ -149,6 +137,7 @@ class Crons:
             return cur.rowcount == 1
 
     def _values(self, row: CronRow) -> tuple[Any, ...]:
+        """In ``_COLUMNS`` order (``replace`` takes assistant_id to next_run_date, 3:12)."""
         return (
             row.cron_id,
             row.owner,
