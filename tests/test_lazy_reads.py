@@ -106,3 +106,27 @@ def test_a_view_builds_only_the_steps_read(tmp_path: Path) -> None:
         dumped = view.model_dump(mode="json")
         assert [s["id"] for s in dumped["steps"]] == [s.id for s in steps]
         assert view.steps == [ow.get(thread_id).steps[i] for i in range(30)]
+
+
+def test_the_final_chat_report_of_a_long_chain_decodes_only_the_steps_it_shows(
+    tmp_path: Path,
+) -> None:
+    """The Markdown report looks up each done step's tool without decoding the step: of a
+    chain of tools it has no result view for, it builds only the table's rows."""
+    from onward.observe.chat import MAX_STEP_ROWS, markdown_report
+
+    n = MAX_STEP_ROWS * 3
+    steps = [
+        PlanStep(id=f"s{i}", tool="noop", args={"value": i}, depends_on=[f"s{i - 1}"] if i else [])
+        for i in range(n)
+    ]
+    with Onward(f"sqlite:///{tmp_path / 'onward.db'}", model=None) as ow:
+        thread_id = ow.run(plan=Plan(steps=steps), workdir=tmp_path).thread_id
+    with Onward(f"sqlite:///{tmp_path / 'onward.db'}", model=None) as ow:
+        state = RunState.model_validate(ow.graph.get_state(ow._config(thread_id)).values)
+        plan_steps = state.plan.index()
+        assert plan_steps.decoded() == 0
+        report = markdown_report(state, RunStatus.DONE, None, lambda ref: None)
+        assert f"| s{MAX_STEP_ROWS - 1} | noop |" in report
+        assert f"…and {n - MAX_STEP_ROWS} more steps" in report
+        assert plan_steps.decoded() == MAX_STEP_ROWS

@@ -320,6 +320,14 @@ class LazyList(Sequence[T]):
         """The items' plain fields, in order (see :meth:`LazyMap.model_dump`)."""
         return [item.model_dump(**how) for item in self]  # type: ignore[attr-defined]
 
+    def peek(self, i: int, field: str, default: Any = None) -> Any:
+        """One field of item ``i``, read without decoding the item (see
+        :meth:`LazyMap.peek`)."""
+        value = self._items_list[i]
+        if type(value) is not int and type(value) is not bytes:
+            return getattr(value, field, default)
+        return self._items.fields(value).get(field, default)
+
     @property
     def ids(self) -> Sequence[str]:
         """Every item's id, in order."""

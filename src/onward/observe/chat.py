@@ -120,12 +120,14 @@ def _result(state: RunState, value_of: ValueOf, ids: Sequence[str]) -> list[str]
     """The actual result, for the tools whose output onward knows how to show."""
     out: list[str] = []
     index = state.plan.index()
+    statuses = state.steps.statuses
     for sid in ids:
-        step = index[index.position[sid]]
-        if state.steps.statuses.get(step.id) is not StepStatus.DONE or not step.output:
+        # The tool is peeked, not decoded: a 10,000-step chain of other tools stays encoded.
+        if statuses.get(sid) is not StepStatus.DONE:
             continue
-        view = _RESULTS.get(step.tool)
-        if view is None:
+        view = _RESULTS.get(index.peek(index.position[sid], "tool"))
+        step = index[index.position[sid]] if view is not None else None
+        if step is None or view is None or not step.output:
             continue
         value = value_of(step.output)
         if isinstance(value, dict):
