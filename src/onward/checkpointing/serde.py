@@ -18,6 +18,7 @@ are immutable.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 import threading
@@ -304,17 +305,17 @@ def _default(obj: Any) -> Any:
 
 _ENUMS: dict[tuple[type[Enum], Any], Any] = {}
 """Encoded members of onward's enums (a member never changes; there are a few dozen)."""
-_ALLOWED_ENUMS: frozenset[type[Any]] = frozenset()
+
+
+@functools.cache
+def _allowed(base: type[Any]) -> frozenset[type[Any]]:
+    """onward's subclasses of ``base`` on the checkpoint allowlist (others keep LangGraph's
+    encoding), listed once."""
+    return frozenset(t for t in checkpoint_types() if isinstance(t, type) and issubclass(t, base))
 
 
 def _allowed_enums() -> frozenset[type[Any]]:
-    """onward's enums on the checkpoint allowlist."""
-    global _ALLOWED_ENUMS
-    if not _ALLOWED_ENUMS:
-        _ALLOWED_ENUMS = frozenset(
-            t for t in checkpoint_types() if isinstance(t, type) and issubclass(t, Enum)
-        )
-    return _ALLOWED_ENUMS
+    return _allowed(Enum)
 
 
 def _encoded_model(obj: BaseModel) -> Any:
@@ -369,17 +370,8 @@ def _defaults(cls: type[BaseModel]) -> tuple[tuple[str, Any], ...]:
     return found
 
 
-_ALLOWED: frozenset[type[Any]] = frozenset()
-
-
 def _allowed_models() -> frozenset[type[Any]]:
-    """The onward models on the checkpoint allowlist (others keep LangGraph's encoding)."""
-    global _ALLOWED
-    if not _ALLOWED:
-        _ALLOWED = frozenset(
-            t for t in checkpoint_types() if isinstance(t, type) and issubclass(t, BaseModel)
-        )
-    return _ALLOWED
+    return _allowed(BaseModel)
 
 
 def _encoded_frozen(obj: BaseModel) -> Any:
