@@ -13,6 +13,12 @@ runs inside it and reads its durability settings back from its own live connecti
   saver's ``setup()``), ``synchronous`` as onward's; Postgres: autocommit connection, as
   LangGraph documents it.
 * ``langgraph-none``: the same loop without a checkpointer (LangGraph's own cost).
+* ``langgraph-shape``: LangGraph's own saver, as ``langgraph``, running the *shape* of
+  onward's graph with no-op nodes: a routing function ``Send``s each step to ``execute``,
+  an edge leads to ``verify``, whose routing function sends the next one (two supersteps
+  per step), over as many channels as onward's ``RunState`` has. What LangGraph itself
+  spends on that shape at the same durability: the floor of onward's per-step cost while
+  verify is a node of its own (DESIGN.md, "The graph").
 * ``dbos``: a ``@DBOS.workflow`` calling a no-op ``@DBOS.step`` N times; SQLite: WAL and
   ``synchronous`` as onward's (set on DBOS's engine, see ``_dbos.py``); Postgres: a fresh
   database's ``dbos`` schema at the server's defaults.
@@ -30,7 +36,7 @@ from typing import Any, TypedDict
 
 from _common import SYNC_NAMES, chain_plan
 
-SYSTEMS = ("onward", "langgraph", "langgraph-none", "dbos")
+SYSTEMS = ("onward", "langgraph", "langgraph-shape", "langgraph-none", "dbos")
 
 Window = Callable[[], AbstractContextManager["Clock"]]
 """Opens the counted window (markers, commit counter) and times what runs in it."""
@@ -72,6 +78,7 @@ def run(system: str, db: str, workdir: Path, steps: int, window: Window) -> dict
     runner = {
         "onward": _onward,
         "langgraph": _langgraph,
+        "langgraph-shape": _langgraph_shape,
         "langgraph-none": _langgraph_none,
         "dbos": _dbos,
     }[system]
@@ -117,8 +124,40 @@ def counter_graph(n: int, checkpointer: Any) -> Any:
     return g.compile(checkpointer=checkpointer)
 
 
+def shape_graph(n: int, checkpointer: Any) -> Any:
+    """onward's graph shape with no-op nodes (see ``langgraph-shape`` above)."""
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import Send
+
+    from onward.model.state import RunState
+
+    # One int channel per RunState field ("count" is one of them): the channels LangGraph
+    # versions, checks for updates and snapshots every superstep.
+    others = [f"c{i}" for i in range(len(RunState.model_fields) - 1)]
+    state = TypedDict("ShapeState", {"count": int, **dict.fromkeys(others, int)})  # type: ignore[misc]
+
+    def schedule(s: dict[str, Any]) -> Any:
+        return [Send("execute", s["count"])] if s["count"] < n else END
+
+    def execute(step: int) -> dict[str, Any]:
+        return {"c0": step}  # the produced output (onward: the step's record)
+
+    def verify(s: dict[str, Any]) -> dict[str, Any]:
+        return {"count": s["count"] + 1}  # done
+
+    g: StateGraph[Any] = StateGraph(state)
+    g.add_node("plan", lambda s: {"count": 0})
+    g.add_node("execute", execute)
+    g.add_node("verify", verify)
+    g.add_edge(START, "plan")
+    g.add_conditional_edges("plan", schedule, ["execute", END])
+    g.add_edge("execute", "verify")
+    g.add_conditional_edges("verify", schedule, ["execute", END])
+    return g.compile(checkpointer=checkpointer)
+
+
 def _invoke(graph: Any, n: int, durability: str | None, clock: Clock) -> None:
-    config: Any = {"configurable": {"thread_id": "bench"}, "recursion_limit": n + 10}
+    config: Any = {"configurable": {"thread_id": "bench"}, "recursion_limit": 2 * n + 10}
     clock.start()
     out = graph.invoke({"count": 0}, config, durability=durability)
     clock.stop()
@@ -126,9 +165,11 @@ def _invoke(graph: Any, n: int, durability: str | None, clock: Clock) -> None:
         raise RuntimeError(f"LangGraph run ended at count {out['count']}, expected {n}")
 
 
-def _langgraph(db: str, workdir: Path, steps: int, window: Window) -> dict[str, str]:
+def _langgraph(
+    db: str, workdir: Path, steps: int, window: Window, build: Any = counter_graph
+) -> dict[str, str]:
     if db != "sqlite":
-        return _langgraph_pg(db, steps, window)
+        return _langgraph_pg(db, steps, window, build)
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     conn = sqlite3.connect(workdir / "bare.db", check_same_thread=False)
@@ -136,7 +177,7 @@ def _langgraph(db: str, workdir: Path, steps: int, window: Window) -> dict[str, 
         saver = SqliteSaver(conn)
         saver.setup()  # journal_mode=WAL
         conn.execute(f"PRAGMA synchronous={synchronous()}")
-        graph = counter_graph(steps, saver)
+        graph = build(steps, saver)
         settings = sqlite_settings(conn)
         with window() as clock:
             _invoke(graph, steps, "sync", clock)
@@ -145,7 +186,11 @@ def _langgraph(db: str, workdir: Path, steps: int, window: Window) -> dict[str, 
     return settings
 
 
-def _langgraph_pg(url: str, steps: int, window: Window) -> dict[str, str]:
+def _langgraph_shape(db: str, workdir: Path, steps: int, window: Window) -> dict[str, str]:
+    return _langgraph(db, workdir, steps, window, shape_graph)
+
+
+def _langgraph_pg(url: str, steps: int, window: Window, build: Any) -> dict[str, str]:
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
@@ -154,7 +199,7 @@ def _langgraph_pg(url: str, steps: int, window: Window) -> dict[str, str]:
     with psycopg.connect(url, **kwargs) as conn:
         saver = PostgresSaver(conn)
         saver.setup()
-        graph = counter_graph(steps, saver)
+        graph = build(steps, saver)
         settings = pg_settings(conn)
         with window() as clock:
             _invoke(graph, steps, "sync", clock)

@@ -92,7 +92,12 @@ class Variant:
 
 
 MODES = ("NORMAL", "FULL", "postgres")
-NAMES = {"onward": "onward", "langgraph": "LangGraph sync", "dbos": "DBOS"}
+NAMES = {
+    "onward": "onward",
+    "langgraph": "LangGraph sync",
+    "langgraph-shape": "LangGraph sync, onward's shape",
+    "dbos": "DBOS",
+}
 
 
 def variants(postgres: bool) -> list[Variant]:
@@ -100,7 +105,7 @@ def variants(postgres: bool) -> list[Variant]:
         Variant(f"{NAMES[s]} ({'sqlite ' + m if m != 'postgres' else m})", s, m)
         for m in MODES
         if postgres or m != "postgres"
-        for s in ("onward", "langgraph", "dbos")
+        for s in ("onward", "langgraph", "langgraph-shape", "dbos")
     ]
     out.append(Variant("LangGraph, no checkpointer", "langgraph-none", "NORMAL"))
     return out
@@ -274,6 +279,25 @@ def report(
                     "met": cpu_ratio <= target,
                 }
             )
+        # The floor: LangGraph alone on onward's graph shape (two supersteps per step), at
+        # the same durability. While it is above DBOS, so is onward.
+        shape = by["langgraph-shape"]
+        floor = paired(wall, shape, dbos)
+        console.print(
+            f"floor, LangGraph on onward's graph shape ÷ DBOS ({what}): {floor:.2f}× paired; "
+            f"onward ÷ that floor: {paired(wall, ours, shape):.2f}×"
+        )
+        rows.append(
+            {
+                "bench": "overhead.py",
+                "measure": f"floor: LangGraph sync on onward's graph shape ÷ DBOS, {what}",
+                "onward": round(med[shape], 3),
+                "baseline": f"DBOS {med[dbos]:.3f}; onward ÷ floor {paired(wall, ours, shape):.2f}",
+                "ratio": round(floor, 2),
+                "target": "—",
+                "met": None,
+            }
+        )
     return rows
 
 

@@ -140,7 +140,7 @@ def render(
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        met = "yes" if r["met"] else "**no**"
+        met = "—" if r["met"] is None else "yes" if r["met"] else "**no**"  # None: a reading
         lines.append(
             f"| `{r['bench']}` | {r['measure']} | {r['onward']} | {r['baseline']} | "
             f"{r['ratio'] if r['ratio'] is not None else '—'} | {r['target']} | {met} |"
