@@ -23,6 +23,10 @@ def plan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) ->
     deps = runtime.context
     assert state.goal is not None, "a run starts with a goal"
     goal, the_plan = state.goal, state.plan
+    # A declared plan arrived in the run's input, which is saved before this node runs:
+    # its values are ones the store holds (start() checked them), so only the rest is
+    # checked here (a second walk of every value cost a tenth of a no-op step).
+    declared = bool(the_plan.steps)
     usage = Usage()
     try:
         load_tool_modules(state.tool_modules)
@@ -46,7 +50,13 @@ def plan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) ->
                     raise
                 thread_id = thread_of(config)
                 the_plan, usage = plan_with_model(deps, deps.model, state, goal, thread_id)
-        validate_plan(the_plan, deps.registry, goal, allow_tools=state.policy.allow_tools)
+        validate_plan(
+            the_plan,
+            deps.registry,
+            goal,
+            allow_tools=state.policy.allow_tools,
+            values_checked=declared,
+        )
     except (PlanningError, PlanValidationError, ToolError) as exc:
         usage = getattr(exc, "usage", usage)  # what the model's attempts cost
         emit(EventKind.PLAN_FAILED, message=str(exc))

@@ -143,8 +143,11 @@ def validate_plan(
     *,
     source: str = "plan",
     allow_tools: frozenset[str] | None = None,
+    values_checked: bool = False,
 ) -> Plan:
-    problems = plan_problems(plan, registry, goal, allow_tools=allow_tools)
+    problems = plan_problems(
+        plan, registry, goal, allow_tools=allow_tools, values_checked=values_checked
+    )
     if problems:
         raise PlanValidationError(problems, source=source)
     return plan
