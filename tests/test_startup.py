@@ -5,6 +5,7 @@ never a wall-clock time; bench/startup.py measures the times."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -283,30 +284,46 @@ def typer_group(app: object) -> Any:
     return group
 
 
+WHOLE = "from onward.cli import richlite, whole\nrichlite.install()\n"
+"""The whole CLI (every command built, Typer renders every help), after a prelude."""
+
+
+def loaded_modules(stderr: bytes) -> set[str]:
+    return {
+        ln.rsplit("|", 1)[1].strip()
+        for ln in stderr.decode().splitlines()
+        if ln.startswith("import time:")
+    }
+
+
 @pytest.mark.parametrize(
-    ("argv", "env"),
+    ("argv", "env", "colour"),
     [
-        (["--help"], {"COLUMNS": "80"}),
-        (["--help"], {"COLUMNS": "52"}),
-        (["--help"], {"COLUMNS": "200"}),
-        ([], {"COLUMNS": "80"}),
-        (["--help", "status"], {"COLUMNS": "100"}),
-        (["--help"], {"COLUMNS": "120", "NO_COLOR": "", "FORCE_COLOR": "1"}),
+        (["--help"], {"COLUMNS": "40"}, False),
+        (["--help"], {"COLUMNS": "52"}, False),  # click wraps the usage line here
+        (["--help"], {"COLUMNS": "80"}, False),
+        (["--help"], {"COLUMNS": "200"}, False),
+        (["--help"], {"COLUMNS": "120", "NO_COLOR": "", "FORCE_COLOR": "1"}, True),
+        (["--help"], {"COLUMNS": "40", "NO_COLOR": "", "FORCE_COLOR": "1"}, True),
+        (["--help"], {"COLUMNS": "90", "FORCE_COLOR": "1"}, True),  # NO_COLOR: bold, dim
+        (["--help"], {"COLUMNS": "90", "NO_COLOR": "", "GITHUB_ACTIONS": "true"}, True),
+        (["--help"], {"COLUMNS": "90", "NO_COLOR": "", "PY_COLORS": "1"}, True),
+        (["--help"], {"TERMINAL_WIDTH": "60", "COLUMNS": "150"}, False),
+        (["--help"], {"COLUMNS": "100", "TYPER_USE_RICH": "0"}, False),  # click's plain help
+        ([], {"COLUMNS": "80"}, False),
+        (["--help", "status"], {"COLUMNS": "100"}, False),
     ],
 )
 def test_onward_help_prints_what_the_whole_cli_prints(
-    tmp_path: Path, argv: list[str], env: dict[str, str]
+    tmp_path: Path, argv: list[str], env: dict[str, str], colour: bool
 ) -> None:
-    """The real entry point (the index) and the whole CLI (every command built), byte for
-    byte, plain and in colour, at several widths; and the index imports no command module."""
-    script = (
-        "import sys\n"
-        "from onward.cli import richlite, whole\n"
-        "richlite.install()\n"
-        "whole()(sys.argv[1:], prog_name='python -m onward')\n"
-    )
+    """The real entry point and the whole CLI, byte for byte, plain and in colour, at
+    several widths. ``onward --help`` is drawn without Typer (cli/grouphelp.py), so this is
+    what keeps it equal to Typer's rendering; the rest go to the index, and none imports
+    a command module."""
+    script = WHOLE + "whole()(sys.argv[1:], prog_name='python -m onward')\n"
     full = subprocess.run(
-        [sys.executable, "-c", script, *argv],
+        [sys.executable, "-c", "import sys\n" + script, *argv],
         cwd=tmp_path,
         capture_output=True,
         env=cli_env(**env),
@@ -322,17 +339,97 @@ def test_onward_help_prints_what_the_whole_cli_prints(
     assert (proc.returncode, proc.stdout) == (full.returncode, full.stdout)
     assert b"Usage:" in proc.stdout  # the help, not an error
     assert b"timeline" in proc.stdout
-    assert (b"\x1b[" in proc.stdout) == ("FORCE_COLOR" in env)
-    loaded = {
-        ln.rsplit("|", 1)[1].strip()
-        for ln in proc.stderr.decode().splitlines()
-        if ln.startswith("import time:")
-    }
+    assert (b"\x1b[" in proc.stdout) == colour
+    loaded = loaded_modules(proc.stderr)
+    fast = argv == ["--help"] and "TYPER_USE_RICH" not in env
+    assert ("typer" in loaded) != fast  # the page above came from grouphelp, not Typer
     assert not {m for m in loaded if m.startswith("onward.cli.")} - {
+        "onward.cli.grouphelp",
         "onward.cli.helptext",
         "onward.cli.coercion",
         "onward.cli.richlite",
     }
+
+
+@pytest.mark.parametrize(
+    ("name", "env"),
+    [
+        ("onward", {"COLUMNS": "80"}),
+        ("onward", {"COLUMNS": "52"}),
+        ("onward-" + "x" * 30, {"COLUMNS": "52"}),  # click puts the usage's words below
+        ("onward-" + "x" * 30, {"COLUMNS": "100"}),
+        ("onward", {"COLUMNS": "80", "_ONWARD_COMPLETE": "bash_source"}),  # Typer answers
+    ],
+)
+def test_the_installed_script_prints_what_the_whole_cli_prints(
+    tmp_path: Path, name: str, env: dict[str, str]
+) -> None:
+    """As the ``onward`` script (the program's name detected from argv[0], as click does)."""
+    prelude = f"import sys\nsys.argv[0] = {f'/bin/{name}'!r}\n"
+    outputs = [
+        subprocess.run(
+            [sys.executable, "-c", prelude + entry, "--help"],
+            cwd=tmp_path,
+            capture_output=True,
+            env=cli_env(**env),
+            timeout=120,
+        )
+        for entry in ("from onward.cli import main\nmain()\n", WHOLE + "whole()()\n")
+    ]
+    fast, full = ((p.returncode, p.stdout, p.stderr) for p in outputs)
+    assert fast == full
+    assert (b"Usage: " + name.encode() in fast[1]) == ("_ONWARD_COMPLETE" not in env)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX pseudo-terminal")
+@pytest.mark.parametrize("columns", [40, 100])
+@pytest.mark.parametrize("term", ["xterm-256color", "dumb"])
+def test_help_on_a_terminal_is_what_the_whole_cli_prints(
+    tmp_path: Path, columns: int, term: str
+) -> None:
+    """On a terminal (Rich finds its width and colours there, not in the environment)."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    env = {k: v for k, v in cli_env().items() if k not in ("COLUMNS", "NO_COLOR")}
+    env["TERM"] = term
+
+    def on_a_terminal(code: str) -> tuple[int, bytes]:
+        leader, follower = pty.openpty()
+        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, "--help"],
+            cwd=tmp_path,
+            stdin=follower,
+            stdout=follower,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        os.close(follower)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the follower closed (Linux: EIO)
+                break
+            if not chunk:
+                break
+            out += chunk
+        os.close(leader)
+        return proc.wait(timeout=120), out
+
+    prelude = "import sys\nsys.argv[0] = '/bin/onward'\n"
+    fast = on_a_terminal(prelude + "from onward.cli import main\nmain()\n")
+    full = on_a_terminal(prelude + WHOLE + "whole()()\n")
+    assert fast == full
+    assert fast[0] == 0
+    assert (b"\x1b[" in fast[1]) == (term != "dumb")
+    if term != "dumb":  # Rich takes a dumb terminal as 80 columns wide
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", fast[1].decode())
+        assert max(len(line) for line in plain.splitlines()) == columns  # the terminal's
 
 
 SAMPLES: list[Any] = [

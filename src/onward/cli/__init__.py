@@ -15,12 +15,13 @@ from __future__ import annotations
 import sys
 from functools import cache
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import typer
+if TYPE_CHECKING:
+    import typer
 
-from onward.cli import richlite
-from onward.cli.helptext import Group
+# Typer is imported where an app is built: ``onward --help`` draws the group's help
+# without it (cli/grouphelp.py).
 
 GROUPS = ("running", "people", "inspecting", "lifecycle", "serving")
 """The command modules, in the order ``--help`` lists their commands."""
@@ -71,15 +72,23 @@ SUMMARIES = {
 """What ``onward --help`` lists for each command, in its order: the first paragraph of the
 command's help as its docstring says it. With these the list is printed without importing
 the command modules or building the parameters of 24 commands (most of what ``--help``
-cost); tests/test_startup.py keeps them equal to the docstrings and the two helps equal."""
-SETTINGS: dict[str, Any] = {
-    "name": "onward",
-    "help": "Crash-safe long agent tasks: plan, execute, verify, resume by thread id.",
-    "no_args_is_help": True,
-    "add_completion": False,
-    "pretty_exceptions_enable": False,
-    "cls": Group,  # help as sentences: placeholders, not type tags
-}
+cost), ``onward --help`` without even Typer (cli/grouphelp.py); tests/test_startup.py
+keeps them equal to the docstrings and each help equal to the whole CLI's."""
+HELP = "Crash-safe long agent tasks: plan, execute, verify, resume by thread id."
+
+
+def settings() -> dict[str, Any]:
+    """The arguments of every ``typer.Typer`` the CLI is built as."""
+    from onward.cli.helptext import Group
+
+    return {
+        "name": "onward",
+        "help": HELP,
+        "no_args_is_help": True,
+        "add_completion": False,
+        "pretty_exceptions_enable": False,
+        "cls": Group,  # help as sentences: placeholders, not type tags
+    }
 
 
 def group(name: str) -> ModuleType:
@@ -92,7 +101,9 @@ def group(name: str) -> ModuleType:
 @cache
 def whole() -> typer.Typer:
     """The CLI with every command (help, unknown commands, tests)."""
-    made = typer.Typer(**SETTINGS)
+    import typer
+
+    made = typer.Typer(**settings())
     for name in GROUPS:
         made.add_typer(group(name).commands)
     return made
@@ -105,10 +116,13 @@ def _listed() -> None:
 
 @cache
 def index() -> typer.Typer:
-    """The CLI as ``onward --help`` shows it: every command by name and summary, none
+    """The CLI as the group's help shows it: every command by name and summary, none
     with parameters or its module imported. Only for printing the group's help: ``onward``
-    alone and ``onward --help`` (both print that help and exit before any command runs)."""
-    made = typer.Typer(**SETTINGS)
+    alone, ``onward --help ...`` (both print that help and exit before any command runs);
+    ``onward --help`` itself is drawn without Typer by :mod:`onward.cli.grouphelp`."""
+    import typer
+
+    made = typer.Typer(**settings())
     for name, summary in SUMMARIES.items():
         made.command(name, help=summary)(_listed)
     return made
@@ -125,7 +139,9 @@ def for_command(argv: list[str]) -> typer.Typer:
     name = COMMANDS.get(argv[0])
     if name is None:
         return whole()
-    narrow = typer.Typer(**SETTINGS)
+    import typer
+
+    narrow = typer.Typer(**settings())
     narrow.add_typer(group(name).commands)
     return narrow
 
@@ -137,9 +153,19 @@ def __getattr__(attr: str) -> Any:
 
 
 def main() -> None:
+    argv = sys.argv[1:]
+    if argv == ["--help"]:  # the group's help from the index, Typer not imported
+        from onward.cli import grouphelp
+
+        prog = grouphelp.program_name()
+        if grouphelp.applies(argv, prog):
+            grouphelp.show(prog, HELP, SUMMARIES)
+            return
+    from onward.cli import richlite
+
     richlite.install()  # help without rich.markdown and rich.traceback (cli/richlite.py)
     try:
-        for_command(sys.argv[1:])()
+        for_command(argv)()
     except KeyboardInterrupt:
         from onward.cli.render import err
 
