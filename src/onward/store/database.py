@@ -63,7 +63,7 @@ from onward.store.sql import (
 from onward.store.tables import schema_version
 
 DEFAULT_URL = DEFAULT_DB
-STORE_SCHEMA_VERSION = 12
+STORE_SCHEMA_VERSION = 13
 """1: runs. 2: leases and events. 3: the effect ledger. 5: event dedupe keys. 6: the work
 queue, artifact references (and bodies on Postgres). 7: API threads and runs (serve).
 8: a run's request in its own table (``onward_runs.request`` is left empty: its whole plan
@@ -75,6 +75,7 @@ they start, with their multitask strategy); assistants and their versions (serve
 11: API runs keep their stream events, ``interrupt_after``, webhook and stream modes, and
 a cancel asked of a run another process drives (:func:`_migrate_11_run_lifecycle`).
 12: crons of ``onward serve`` (:func:`_migrate_12_crons`).
+13: one index of events by kind and dedupe key for two (:func:`_migrate_13_event_index`).
 Tables are created with IF NOT EXISTS, so opening an older store brings it up to date
 under the schema lock."""
 
@@ -256,6 +257,21 @@ def _migrate_12_crons(db: Db) -> None:
     db.script(CRON_SCHEMA)
 
 
+def _migrate_13_event_index(db: Db) -> None:
+    """Store schema 13: events are looked up by kind and kept single by their dedupe key
+    with one unique index on (thread, kind, dedupe key) instead of an index on (thread,
+    kind) and another on (thread, dedupe key): a key names its kind (``step_done:s3:1``,
+    :mod:`onward.observe.progress`), so keys unique per kind are unique, and rows without
+    a key (NULL) never conflict. The two indexes were half of an event's bytes.
+    Idempotent; on an older store the new index is built before the old ones go."""
+    db.execute(
+        "CREATE UNIQUE INDEX IF NOT EXISTS onward_events_kind_once "
+        "ON onward_events (thread_id, kind, dedupe)"
+    )
+    db.execute("DROP INDEX IF EXISTS onward_events_kind")
+    db.execute("DROP INDEX IF EXISTS onward_events_once")
+
+
 class Store:
     """An open store. Use as a context manager, or call :meth:`close`."""
 
@@ -422,11 +438,8 @@ class Store:
             for name, kind in (*RUN_COLUMNS_9, *RUN_COLUMNS_10):
                 db.execute(f"ALTER TABLE onward_api_runs ADD COLUMN IF NOT EXISTS {name} {kind}")
         _migrate_11_run_lifecycle(db, sqlite_conn)
-        db.execute(
-            "CREATE UNIQUE INDEX IF NOT EXISTS onward_events_once "
-            "ON onward_events (thread_id, dedupe) WHERE dedupe IS NOT NULL"
-        )
         _migrate_12_crons(db)
+        _migrate_13_event_index(db)
         if 0 < found < 8:  # requests move out of onward_runs
             db.execute(
                 "INSERT INTO onward_requests SELECT thread_id, request FROM onward_runs "
