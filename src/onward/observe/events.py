@@ -85,7 +85,7 @@ class EventLog:
                     thread_id,
                     at.isoformat(),
                     kind,
-                    seal_text(self._cipher, json.dumps(detail, ensure_ascii=False, default=str)),
+                    seal_text(self._cipher, _json(detail)),
                     key,
                 )
                 for at, kind, detail, key in rows
@@ -144,3 +144,8 @@ def _detail(text: str) -> dict[str, Any]:
     except json.JSONDecodeError:
         return {"text": text}  # lease events store the owner as plain text
     return value if isinstance(value, dict) else {"value": value}
+
+
+def _json(detail: dict[str, Any]) -> str:
+    """A detail as compact JSON (no spaces after separators: a tenth of a step's row)."""
+    return json.dumps(detail, ensure_ascii=False, default=str, separators=(",", ":"))

@@ -12,11 +12,14 @@ fresh store at once do not race.
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import functools
 import json
+import re
 import sqlite3
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,7 +32,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from onward.checkpointing.savers import HeldRows, OnwardSqliteSaver, Statements, postgres_saver
 from onward.checkpointing.serde import checkpoint_serde
 from onward.effects.ledger import LEDGER_SCHEMA, Ledger
-from onward.errors import StoreError
+from onward.errors import StoreCorruptError, StoreError
 from onward.model.state import RunStatus, utcnow
 from onward.observe.events import EventLog, LogRow
 from onward.observe.kinds import EventKind
@@ -129,6 +132,11 @@ _POSTGRES_ONLY = """
 CREATE TABLE IF NOT EXISTS onward_artifacts (sha256 TEXT PRIMARY KEY, body BYTEA NOT NULL);
 """
 
+_DEFLATED = "z:"
+"""Prefix of a request row deflated by :meth:`Store._seal_request` (then base85)."""
+_DEFLATE_REQUEST_CHARS = 1024
+"""Shorter requests stay plain JSON (deflating them saves less than a page's slack)."""
+
 _THREAD_TABLES = (
     "onward_events",
     "onward_effects",
@@ -144,6 +152,41 @@ _THREAD_TABLES = (
 """Every onward table with a row per run (deleted by :meth:`Store.delete_run`)."""
 _API_TABLES = ("onward_api_runs", "onward_api_run_events", "onward_threads")
 """The API's records of a thread (kept when a rolled-back first run empties it)."""
+
+
+_KEYED_TABLES = (
+    "onward_meta",
+    "onward_runs",
+    "onward_requests",
+    "onward_queue",
+    "onward_artifact_refs",
+    "onward_leases",
+    "onward_threads",
+    "onward_breakers",
+    "onward_assistants",
+)
+"""SQLite tables created ``WITHOUT ROWID``: the primary key is the table, not a second
+b-tree beside it (a page per table even when empty, and each key stored twice). Only
+tables of small rows or few: such a table spills a row of more than about 1 KB to an
+overflow page (a rowid table keeps up to 4 KB in place), so the effect ledger (a row per
+effect, with its result), API runs and their stream events keep their rowid; a request
+(one row per run, deflated) or a cron (a few: :func:`_migrate_12_crons`) may spill.
+Stores created before keep their tables as they are (same columns and queries; only the
+layout differs)."""
+
+
+def _without_rowid(script: str, tables: Sequence[str] = _KEYED_TABLES) -> str:
+    """``script`` with ``tables`` created ``WITHOUT ROWID`` (SQLite only)."""
+    for table in tables:
+        script, found = re.subn(
+            rf"(CREATE TABLE IF NOT EXISTS {table} \(.*?\));",
+            r"\1 WITHOUT ROWID;",
+            script,
+            flags=re.DOTALL,
+        )
+        if found != 1:
+            raise AssertionError(f"the store schema creates {table} {found} times, not once")
+    return script
 
 
 def _migrate_11_run_lifecycle(db: Db, sqlite_conn: sqlite3.Connection | None) -> None:
@@ -254,7 +297,7 @@ class TableArtifacts(ArtifactStore):
 def _migrate_12_crons(db: Db) -> None:
     """Store schema 12: the crons table of ``onward serve`` (:mod:`onward.store.crons`).
     IF NOT EXISTS, so it is also what opening any older store runs."""
-    db.script(CRON_SCHEMA)
+    db.script(CRON_SCHEMA if db.postgres else _without_rowid(CRON_SCHEMA, ("onward_crons",)))
 
 
 def _migrate_13_event_index(db: Db) -> None:
@@ -425,7 +468,7 @@ class Store:
         script += LEDGER_SCHEMA + BREAKER_SCHEMA + THREAD_SCHEMA + ASSISTANT_SCHEMA
         script += _POSTGRES_ONLY if db.postgres else ""
         if sqlite_conn is not None:
-            sqlite_conn.executescript(script)
+            sqlite_conn.executescript(_without_rowid(script))
             columns = {r[1] for r in sqlite_conn.execute("PRAGMA table_info(onward_events)")}
             if "dedupe" not in columns:  # a version-2..4 store
                 sqlite_conn.execute("ALTER TABLE onward_events ADD COLUMN dedupe TEXT")
@@ -513,8 +556,29 @@ class Store:
             )
             db.execute(
                 "INSERT INTO onward_requests VALUES (?, ?)",
-                (thread_id, seal_text(self.cipher, json.dumps(row, ensure_ascii=False))),
+                (thread_id, self._seal_request(row)),
             )
+
+    def _seal_request(self, request: dict[str, Any]) -> str:
+        """A request's row: JSON, deflated on SQLite when it is long (a plan's steps repeat
+        their keys; Postgres compresses long values itself), sealed when the store is."""
+        text = json.dumps(request, ensure_ascii=False)
+        if self.backend is Backend.SQLITE and len(text) >= _DEFLATE_REQUEST_CHARS:
+            text = _DEFLATED + base64.b85encode(zlib.compress(text.encode(), 6)).decode()
+        return seal_text(self.cipher, text)
+
+    def _open_request(self, stored: str) -> dict[str, Any]:
+        text = open_text(self.cipher, stored)
+        if text.startswith(_DEFLATED):  # JSON objects start with "{": no request is mistaken
+            try:
+                text = zlib.decompress(base64.b85decode(text[len(_DEFLATED) :])).decode()
+            except (ValueError, zlib.error) as exc:
+                raise StoreCorruptError(
+                    f"a run's stored request cannot be read in {self.where}: its compressed "
+                    f"bytes are damaged ({exc}); restore the store from a backup"
+                ) from exc
+        value: dict[str, Any] = json.loads(text)
+        return value
 
     def run_request(self, thread_id: str) -> dict[str, Any]:
         """The request a run was started with (its input state, holding the whole plan)."""
@@ -524,7 +588,7 @@ class Store:
             ).fetchone()
         if row is None:
             raise StoreError(f"run {thread_id} has no stored request in {self.where}")
-        value: dict[str, Any] = json.loads(open_text(self.cipher, row[0]))
+        value = self._open_request(row[0])
         if blobs.SETTLED in value:
             raise StoreError(
                 f"run {thread_id}'s request was settled after its first checkpoint, but the "
@@ -550,7 +614,7 @@ class Store:
                 "SELECT request FROM onward_requests WHERE thread_id=? AND length(request) >= ?",
                 (thread_id, 0 if files is not None else blobs.LONG_CHARS),
             ).fetchone()
-            request = json.loads(open_text(self.cipher, row[0])) if row else {}
+            request = self._open_request(row[0]) if row else {}
             found: list[list[Any]] = []
             if blobs.BLOBS in request:
                 found = request.pop(blobs.BLOBS)
@@ -561,7 +625,7 @@ class Store:
                 settled = {**request, blobs.SETTLED: [path for path, _ in found]}
                 db.execute(
                     "UPDATE onward_requests SET request=? WHERE thread_id=?",
-                    (seal_text(self.cipher, json.dumps(settled, ensure_ascii=False)), thread_id),
+                    (self._seal_request(settled), thread_id),
                 )
         if files is not None:
             files.drop(thread_id)  # after the row no longer names them
