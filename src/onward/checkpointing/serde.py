@@ -122,7 +122,8 @@ class OnwardSerializer(JsonPlusSerializer):
             return super().dumps_typed(obj)
         blob = ormsgpack.packb(obj, default=_default, option=_OPTION)
         if len(blob) >= COMPRESS_MIN_BYTES:
-            squeeze = zlib.compressobj(6, zdict=ZDICT_2)
+            level = 6 if len(blob) < FAST_DEFLATE_BYTES else 1
+            squeeze = zlib.compressobj(level, zdict=ZDICT_2)
             small = squeeze.compress(blob) + squeeze.flush()
             if len(small) < len(blob):
                 return COMPRESSED, small
@@ -203,6 +204,10 @@ COMPRESSED_1 = "msgpack-z1"
 
 COMPRESS_MIN_BYTES = 256
 """Smaller blobs (most writes) are kept as they are: zlib's header would eat the gain."""
+FAST_DEFLATE_BYTES = 64 * 1024
+"""Blobs this large (a long run's snapshot) deflate at level 1, smaller ones at 6: on a
+600 KB snapshot level 6 takes 4 ms, not 1.3, for 4 % fewer bytes; on a step's 2 KB
+checkpoint it saves a tenth of the bytes for ~10 us."""
 
 ZDICT = "".join(
     (
