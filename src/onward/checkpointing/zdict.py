@@ -4,7 +4,7 @@ and task writes hold, in msgpack bytes as the serializer writes them.
 zlib finds repeats only in the dictionary and the blob itself. A checkpoint repeats, every
 time, the same channel names, model paths and 32-digit channel versions, in the same
 order; given the bytes as they appear (type markers, lengths and all), not just the names
-(``msgpack-z1``'s dictionary), a checkpoint of a long run deflates to about a third of its
+(``msgpack-z1``'s dictionary), a no-op step's checkpoint deflates to under half of its
 ``z1`` size. The values are placeholders: the dictionary is built from literals only, not
 from onward's models, so a model that changes cannot change it (tests/test_serde.py pins
 its hash; a change needs a new blob type). Most-used bytes come last (the nearest
