@@ -274,3 +274,46 @@ def test_a_schema_12_store_opens_reads_and_goes_on_after_the_upgrade(tmp_path: P
     assert step_done == (4,)
     assert types == {COMPRESSED_1, COMPRESSED}  # old blobs kept, new ones in the new form
     assert "onward_events_kind_once" in str(plan)  # kind lookups read only that kind's rows
+
+
+def _event_indexes(ow: Onward) -> set[str]:
+    with ow.store.db.use() as db:
+        if db.postgres:
+            rows = db.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'onward_events' "
+                "AND schemaname = current_schema()"
+            ).fetchall()
+        else:
+            rows = db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?",
+                ("onward_events",),
+            ).fetchall()
+    return {str(r[0]) for r in rows}
+
+
+def test_the_event_indexes_of_a_schema_12_store_are_merged(db_url: str, workdir: Path) -> None:
+    with Onward(db_url) as ow:
+        view = ow.run(plan=_chain(2), workdir=str(workdir))
+        thread = view.thread_id
+        with ow.store.db.use() as db:
+            db.execute("DROP INDEX onward_events_kind_once")
+            db.execute("CREATE INDEX onward_events_kind ON onward_events (thread_id, kind, id)")
+            db.execute(
+                "CREATE UNIQUE INDEX onward_events_once "
+                "ON onward_events (thread_id, dedupe) WHERE dedupe IS NOT NULL"
+            )
+            db.execute("UPDATE onward_meta SET value = '12' WHERE key = 'schema_version'")
+        assert {"onward_events_kind", "onward_events_once"} <= _event_indexes(ow)
+    with Onward(db_url) as ow:
+        found = _event_indexes(ow)
+        assert "onward_events_kind_once" in found
+        assert not {"onward_events_kind", "onward_events_once"} & found
+        done = ow.store.events.list(thread, [EventKind.STEP_DONE])
+        assert [e.detail["step_id"] for e in done] == ["s0", "s1"]
+        again = (done[1].at, "step_done", {"step_id": "s1"}, "step_done:s1:1")
+        ow.store.events.record_many(thread, [again])
+        assert len(ow.store.events.list(thread, [EventKind.STEP_DONE])) == 2
+        # Rows without a dedupe key never conflict with each other.
+        ow.store.events.record(thread, EventKind.ADOPTED, {"n": 1})
+        ow.store.events.record(thread, EventKind.ADOPTED, {"n": 2})
+        assert len(ow.store.events.list(thread, [EventKind.ADOPTED])) == 2
