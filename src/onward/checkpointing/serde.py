@@ -238,7 +238,7 @@ type (tests/test_serde.py pins its hash)."""
 ZDICT_2 = zdict.build(ZDICT)
 """``msgpack-z2``'s preset dictionary: :data:`ZDICT`, then the skeleton of a checkpoint and
 of the task writes as msgpack bytes (:mod:`onward.checkpointing.zdict`): a 1,000-step
-run's checkpoints deflate to 290 bytes, not 630. Pinned by tests/test_serde.py too."""
+run's checkpoints deflate to 260 bytes, not 630. Pinned by tests/test_serde.py too."""
 
 _ZDICTS = {COMPRESSED: ZDICT_2, COMPRESSED_1: ZDICT}
 

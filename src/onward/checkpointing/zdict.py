@@ -103,16 +103,16 @@ _CHANNELS = [
     "failure",
     "branch:to:plan",
     "__pregel_tasks",
-    "branch:to:execute",
     "branch:to:verify",
-    "branch:to:gate",
-    "branch:to:approve",
-    "branch:to:finalize",
 ]
+"""The channels in the order a plan run's checkpoint lists them (LangGraph's order of
+first write); the channels written more than once by then end in 3."""
+_TWICE = {"messages", "usage", "status", "branch:to:plan"}
 
 
-def _checkpoint() -> dict[str, Any]:
-    values = {
+def _checkpoint(*, executing: bool) -> dict[str, Any]:
+    """The checkpoint after execute (a task for verify pending) or after verify."""
+    values: dict[str, Any] = {
         "schema_version": 1,
         "workdir": "",
         "goal": _model("Goal", {"objective": ""}),
@@ -129,27 +129,39 @@ def _checkpoint() -> dict[str, Any]:
         "budget_warnings": [],
         "status": _enum("RunStatus", "running"),
         "failure": None,
-        "__pregel_tasks": [_task()],
+        "__pregel_tasks": [_task()] if executing else [],
     }
+    if not executing:
+        values["branch:to:verify"] = None
     return {
         "v": 4,
         "ts": ISO,
         "id": "1f000000-0000-6000-8000-000000000000",
         "channel_values": values,
-        "channel_versions": dict.fromkeys(_CHANNELS, VERSION),
+        "channel_versions": {
+            name: VERSION[:-1] + ("3" if name in _TWICE else "2") for name in _CHANNELS
+        },
         "versions_seen": {
             "__input__": {},
-            "__start__": {"__start__": VERSION},
+            "__start__": {"__start__": VERSION[:-1] + "1"},
             "plan": {"branch:to:plan": VERSION},
             "execute": {},
             "verify": {"branch:to:verify": VERSION},
         },
-        "updated_channels": ["__pregel_tasks", "steps"],
+        "updated_channels": ["__pregel_tasks", "steps"]
+        if executing
+        else ["branch:to:verify", "steps"],
     }
 
 
 def build(names: bytes) -> bytes:
     """``names`` (the ``z1`` dictionary: every model's field names), then a task write, the
-    two step-record writes, and a checkpoint."""
-    pieces = [[_task()], _record("produced"), _record("done"), _checkpoint()]
+    two step-record writes, and the checkpoints of verify and execute."""
+    pieces = [
+        [_task()],
+        _record("produced"),
+        _record("done"),
+        _checkpoint(executing=False),
+        _checkpoint(executing=True),
+    ]
     return names + b"".join(ormsgpack.packb(p) for p in pieces)
