@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import zlib
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -22,8 +23,10 @@ from onward.checkpointing import serde as serde_module
 from onward.checkpointing.serde import (
     CACHE_MIN_BYTES,
     COMPRESSED,
+    COMPRESSED_1,
     EXT_LAZY,
     ZDICT,
+    ZDICT_2,
     _default,
     checkpoint_serde,
     checkpoint_types,
@@ -165,6 +168,44 @@ def test_checkpoints_are_stored_compressed_and_read_back() -> None:
     assert records(serde.loads_typed(("msgpack", plain))) == records(value)
 
 
+def test_blobs_deflated_with_the_first_dictionary_still_load() -> None:
+    # Stores written before msgpack-z2 hold msgpack-z1 blobs (the names-only dictionary).
+    serde = checkpoint_serde(None)
+    value = snapshot(50)
+    plain = ormsgpack.packb(value, default=serde_module._default, option=serde_module._OPTION)
+    squeeze = zlib.compressobj(1, zdict=ZDICT)
+    old = squeeze.compress(plain) + squeeze.flush()
+    assert records(serde.loads_typed((COMPRESSED_1, old))) == records(value)
+    # The same bytes read with the new dictionary are damaged, not silently misread.
+    with pytest.raises(StoreCorruptError, match="compressed bytes are damaged"):
+        serde.loads_typed((COMPRESSED, old))
+
+
+def test_a_checkpoint_deflates_smaller_with_the_skeleton_dictionary() -> None:
+    # A checkpoint-shaped value like a run's: the skeleton dictionary (its channel names,
+    # versions and model paths as msgpack bytes) must beat the names-only one.
+    serde = checkpoint_serde(None)
+    value = {
+        "v": 4,
+        "ts": "2026-12-02T04:26:33.860403+00:00",
+        "id": "1f1ee088-e3b6-6d98-8257-5712c4392f5d",
+        "channel_values": {"schema_version": 1, "workdir": "/srv/job", "wave": 3},
+        "channel_versions": {
+            name: f"{7:032}"
+            for name in ("__start__", "schema_version", "messages", "workdir", "goal", "plan")
+        }
+        | {"steps": f"{601:032}", "__pregel_tasks": f"{601:032}"},
+        "versions_seen": {"verify": {"branch:to:verify": f"{600:032}"}},
+        "updated_channels": ["__pregel_tasks", "steps"],
+    }
+    type_, blob = serde.dumps_typed(value)
+    assert type_ == COMPRESSED
+    plain = ormsgpack.packb(value, default=serde_module._default, option=serde_module._OPTION)
+    squeeze = zlib.compressobj(6, zdict=ZDICT)
+    assert len(blob) < 0.8 * len(squeeze.compress(plain) + squeeze.flush())
+    assert serde.loads_typed((type_, blob)) == value
+
+
 def test_small_values_are_not_compressed() -> None:
     assert checkpoint_serde(None).dumps_typed({"wave": 1})[0] == "msgpack"
 
@@ -186,6 +227,8 @@ def test_the_preset_dictionary_is_part_of_the_format() -> None:
     # Stores hold blobs deflated with it: a change needs a new COMPRESSED type.
     pinned = "aba1d185c9d8c72ed38c41f00fee32726ccec2037114866ee82dd7756a0cf607"
     assert hashlib.sha256(ZDICT).hexdigest() == pinned
+    pinned_2 = "e98404f713113ab83b0a143fedc9034cee1e2359844675b88a5a15b536ea7b5b"
+    assert hashlib.sha256(ZDICT_2).hexdigest() == pinned_2
 
 
 @pytest.mark.parametrize(

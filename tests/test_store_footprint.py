@@ -5,6 +5,7 @@ saved, and stores written the old way still loading."""
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,7 +14,13 @@ from langgraph.types import Send
 
 from onward import Onward, Plan, PlanStep, RunStatus
 from onward.checkpointing.savers import OnwardSqliteSaver
-from onward.checkpointing.serde import checkpoint_serde
+from onward.checkpointing.serde import (
+    COMPRESSED,
+    COMPRESSED_1,
+    ZDICT,
+    _inflate,
+    checkpoint_serde,
+)
 from onward.model.state import (
     ApproveTask,
     ArtifactRef,
@@ -23,7 +30,9 @@ from onward.model.state import (
     StepStatus,
     WaitKind,
 )
+from onward.observe.kinds import EventKind
 from onward.policies.run import Deadline
+from onward.store.database import STORE_SCHEMA_VERSION
 from onward.verification.checks import FileExists, RowCount
 
 
@@ -164,3 +173,147 @@ def test_a_chain_writes_its_wave_size_once_and_waves_still_join(tmp_path: Path) 
     assert view.status == RunStatus.DONE
     assert {s.id: s.status for s in view.steps} == dict.fromkeys("abcde", StepStatus.DONE)
     assert len(_wave_writes(waves)) > 1
+
+
+def _chain(n: int) -> Plan:
+    return Plan(
+        steps=[
+            PlanStep(id=f"s{i}", tool="noop", args={"value": i}, depends_on=[f"s{i - 1}"])
+            if i
+            else PlanStep(id="s0", tool="noop", args={"value": 0})
+            for i in range(n)
+        ]
+    )
+
+
+def _as_schema_12(db: Path) -> None:
+    """Rewrite a store as onward wrote it at store schema 12: events indexed by (thread,
+    kind, id) and (thread, dedupe key), and blobs deflated with the names-only dictionary."""
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("DROP INDEX onward_events_kind_once")
+        conn.execute("CREATE INDEX onward_events_kind ON onward_events (thread_id, kind, id)")
+        conn.execute(
+            "CREATE UNIQUE INDEX onward_events_once "
+            "ON onward_events (thread_id, dedupe) WHERE dedupe IS NOT NULL"
+        )
+        conn.execute("UPDATE onward_meta SET value = '12' WHERE key = 'schema_version'")
+        for table, column, key in (
+            ("checkpoints", "checkpoint", "checkpoint_id"),
+            ("writes", "value", "checkpoint_id || task_id || idx"),
+        ):
+            rows = conn.execute(
+                f"SELECT {key}, {column} FROM {table} WHERE type = ?", (COMPRESSED,)
+            ).fetchall()
+            assert rows, f"the run wrote no compressed {table}"
+            for id_, blob in rows:
+                squeeze = zlib.compressobj(1, zdict=ZDICT)
+                old = squeeze.compress(_inflate(blob)) + squeeze.flush()
+                conn.execute(
+                    f"UPDATE {table} SET type = ?, {column} = ? WHERE {key} = ?",
+                    (COMPRESSED_1, old, id_),
+                )
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def test_a_schema_12_store_opens_reads_and_goes_on_after_the_upgrade(tmp_path: Path) -> None:
+    """Store schema 13: one index of events by (thread, kind, dedupe key), blobs deflated
+    with the skeleton dictionary. A schema-12 store's state, events and dedupe keys read as
+    they did, and a run on it goes on."""
+    db = tmp_path / "store" / "onward.db"
+    url = f"sqlite:///{db}"
+    with Onward(url) as ow:
+        thread = ow.start(plan=_chain(4), workdir=str(tmp_path))
+        for event in ow.stream(thread):
+            if event.kind == "step_done" and event.step_id == "s1":
+                break
+        state = ow.state(thread)
+        events = [(e.kind, e.detail) for e in ow.store.events.list(thread)]
+    _as_schema_12(db)
+
+    with Onward(url) as ow:
+        assert ow.state(thread).steps == state.steps
+        assert [(e.kind, e.detail) for e in ow.store.events.list(thread)] == events
+        done = ow.store.events.list(thread, [EventKind.STEP_DONE])
+        assert [e.detail["step_id"] for e in done] == ["s0", "s1"]
+        # An event logged again (a step re-run after a crash) is still dropped.
+        ow.store.events.record_many(
+            thread, [(done[0].at, "step_done", {"step_id": "s0"}, "step_done:s0:1")]
+        )
+        assert len(ow.store.events.list(thread, [EventKind.STEP_DONE])) == 2
+        view = ow.resume(thread)
+    assert view.status == RunStatus.DONE
+    assert [s.status for s in view.steps] == [StepStatus.DONE] * 4
+
+    conn = sqlite3.connect(db)
+    try:
+        indexes = {
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'onward_events'"
+            )
+        }
+        version = conn.execute(
+            "SELECT value FROM onward_meta WHERE key='schema_version'"
+        ).fetchone()
+        step_done = conn.execute(
+            "SELECT count(*) FROM onward_events WHERE kind = 'step_done'"
+        ).fetchone()
+        types = {r[0] for r in conn.execute("SELECT type FROM checkpoints")}
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM onward_events WHERE thread_id = ? "
+            "AND kind IN ('run_suspended') ORDER BY +id",
+            (thread,),
+        ).fetchall()
+    finally:
+        conn.close()
+    assert indexes == {"onward_events_thread", "onward_events_kind_once"}
+    assert version == (str(STORE_SCHEMA_VERSION),)
+    assert step_done == (4,)
+    assert types == {COMPRESSED_1, COMPRESSED}  # old blobs kept, new ones in the new form
+    assert "onward_events_kind_once" in str(plan)  # kind lookups read only that kind's rows
+
+
+def _event_indexes(ow: Onward) -> set[str]:
+    with ow.store.db.use() as db:
+        if db.postgres:
+            rows = db.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'onward_events' "
+                "AND schemaname = current_schema()"
+            ).fetchall()
+        else:
+            rows = db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?",
+                ("onward_events",),
+            ).fetchall()
+    return {str(r[0]) for r in rows}
+
+
+def test_the_event_indexes_of_a_schema_12_store_are_merged(db_url: str, workdir: Path) -> None:
+    with Onward(db_url) as ow:
+        view = ow.run(plan=_chain(2), workdir=str(workdir))
+        thread = view.thread_id
+        with ow.store.db.use() as db:
+            db.execute("DROP INDEX onward_events_kind_once")
+            db.execute("CREATE INDEX onward_events_kind ON onward_events (thread_id, kind, id)")
+            db.execute(
+                "CREATE UNIQUE INDEX onward_events_once "
+                "ON onward_events (thread_id, dedupe) WHERE dedupe IS NOT NULL"
+            )
+            db.execute("UPDATE onward_meta SET value = '12' WHERE key = 'schema_version'")
+        assert {"onward_events_kind", "onward_events_once"} <= _event_indexes(ow)
+    with Onward(db_url) as ow:
+        found = _event_indexes(ow)
+        assert "onward_events_kind_once" in found
+        assert not {"onward_events_kind", "onward_events_once"} & found
+        done = ow.store.events.list(thread, [EventKind.STEP_DONE])
+        assert [e.detail["step_id"] for e in done] == ["s0", "s1"]
+        again = (done[1].at, "step_done", {"step_id": "s1"}, "step_done:s1:1")
+        ow.store.events.record_many(thread, [again])
+        assert len(ow.store.events.list(thread, [EventKind.STEP_DONE])) == 2
+        # Rows without a dedupe key never conflict with each other.
+        ow.store.events.record(thread, EventKind.ADOPTED, {"n": 1})
+        ow.store.events.record(thread, EventKind.ADOPTED, {"n": 2})
+        assert len(ow.store.events.list(thread, [EventKind.ADOPTED])) == 2

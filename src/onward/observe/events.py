@@ -85,7 +85,7 @@ class EventLog:
                     thread_id,
                     at.isoformat(),
                     kind,
-                    seal_text(self._cipher, json.dumps(detail, ensure_ascii=False, default=str)),
+                    seal_text(self._cipher, _json(detail)),
                     key,
                 )
                 for at, kind, detail, key in rows
@@ -111,11 +111,16 @@ class EventLog:
         wanted = [str(k) for k in kinds] if kinds is not None else None
         sql = "SELECT id, thread_id, at, kind, detail FROM onward_events WHERE thread_id = ?"
         params: list[str] = [thread_id]
+        order = " ORDER BY id"
         if wanted is not None:
             sql += f" AND kind IN ({', '.join('?' * len(wanted))})" if wanted else " AND 1 = 0"
             params += wanted
+            # +id: no index gives this order, so SQLite reads the few rows of these kinds
+            # by the (thread, kind, dedupe) index and sorts them, rather than walking every
+            # event of the thread in id order (a long run's suspensions, on resume).
+            order = " ORDER BY +id"
         with self._db.use() as db:
-            rows = db.execute(sql + " ORDER BY id", params).fetchall()
+            rows = db.execute(sql + order, params).fetchall()
         return [
             Event(r[0], r[1], datetime.fromisoformat(r[2]), r[3], self._detail(r[4])) for r in rows
         ]
@@ -139,3 +144,8 @@ def _detail(text: str) -> dict[str, Any]:
     except json.JSONDecodeError:
         return {"text": text}  # lease events store the owner as plain text
     return value if isinstance(value, dict) else {"value": value}
+
+
+def _json(detail: dict[str, Any]) -> str:
+    """A detail as compact JSON (no space after each separator: ~5 % of an event row)."""
+    return json.dumps(detail, ensure_ascii=False, default=str, separators=(",", ":"))

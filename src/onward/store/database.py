@@ -12,11 +12,14 @@ fresh store at once do not race.
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import functools
 import json
+import re
 import sqlite3
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,7 +32,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from onward.checkpointing.savers import HeldRows, OnwardSqliteSaver, Statements, postgres_saver
 from onward.checkpointing.serde import checkpoint_serde
 from onward.effects.ledger import LEDGER_SCHEMA, Ledger
-from onward.errors import StoreError
+from onward.errors import StoreCorruptError, StoreError
 from onward.model.state import RunStatus, utcnow
 from onward.observe.events import EventLog, LogRow
 from onward.observe.kinds import EventKind
@@ -63,7 +66,7 @@ from onward.store.sql import (
 from onward.store.tables import schema_version
 
 DEFAULT_URL = DEFAULT_DB
-STORE_SCHEMA_VERSION = 12
+STORE_SCHEMA_VERSION = 13
 """1: runs. 2: leases and events. 3: the effect ledger. 5: event dedupe keys. 6: the work
 queue, artifact references (and bodies on Postgres). 7: API threads and runs (serve).
 8: a run's request in its own table (``onward_runs.request`` is left empty: its whole plan
@@ -75,6 +78,7 @@ they start, with their multitask strategy); assistants and their versions (serve
 11: API runs keep their stream events, ``interrupt_after``, webhook and stream modes, and
 a cancel asked of a run another process drives (:func:`_migrate_11_run_lifecycle`).
 12: crons of ``onward serve`` (:func:`_migrate_12_crons`).
+13: one index of events by kind and dedupe key for two (:func:`_migrate_13_event_index`).
 Tables are created with IF NOT EXISTS, so opening an older store brings it up to date
 under the schema lock."""
 
@@ -128,6 +132,11 @@ _POSTGRES_ONLY = """
 CREATE TABLE IF NOT EXISTS onward_artifacts (sha256 TEXT PRIMARY KEY, body BYTEA NOT NULL);
 """
 
+_DEFLATED = "z:"
+"""Prefix of a request row deflated by :meth:`Store._seal_request` (then base85)."""
+_DEFLATE_REQUEST_CHARS = 1024
+"""Shorter requests stay plain JSON (deflating them saves less than a page's slack)."""
+
 _THREAD_TABLES = (
     "onward_events",
     "onward_effects",
@@ -143,6 +152,41 @@ _THREAD_TABLES = (
 """Every onward table with a row per run (deleted by :meth:`Store.delete_run`)."""
 _API_TABLES = ("onward_api_runs", "onward_api_run_events", "onward_threads")
 """The API's records of a thread (kept when a rolled-back first run empties it)."""
+
+
+_KEYED_TABLES = (
+    "onward_meta",
+    "onward_runs",
+    "onward_requests",
+    "onward_queue",
+    "onward_artifact_refs",
+    "onward_leases",
+    "onward_threads",
+    "onward_breakers",
+    "onward_assistants",
+)
+"""SQLite tables created ``WITHOUT ROWID``: the primary key is the table, not a second
+b-tree beside it (a page per table even when empty, and each key stored twice). Only
+tables of small rows or few: such a table spills a row of more than about 1 KB to an
+overflow page (a rowid table keeps up to 4 KB in place), so the effect ledger (a row per
+effect, with its result), API runs and their stream events keep their rowid; a request
+(one row per run, deflated) or a cron (a few: :func:`_migrate_12_crons`) may spill.
+Stores created before keep their tables as they are (same columns and queries; only the
+layout differs)."""
+
+
+def _without_rowid(script: str, tables: Sequence[str] = _KEYED_TABLES) -> str:
+    """``script`` with ``tables`` created ``WITHOUT ROWID`` (SQLite only)."""
+    for table in tables:
+        script, found = re.subn(
+            rf"(CREATE TABLE IF NOT EXISTS {table} \(.*?\));",
+            r"\1 WITHOUT ROWID;",
+            script,
+            flags=re.DOTALL,
+        )
+        if found != 1:
+            raise AssertionError(f"the store schema creates {table} {found} times, not once")
+    return script
 
 
 def _migrate_11_run_lifecycle(db: Db, sqlite_conn: sqlite3.Connection | None) -> None:
@@ -253,7 +297,22 @@ class TableArtifacts(ArtifactStore):
 def _migrate_12_crons(db: Db) -> None:
     """Store schema 12: the crons table of ``onward serve`` (:mod:`onward.store.crons`).
     IF NOT EXISTS, so it is also what opening any older store runs."""
-    db.script(CRON_SCHEMA)
+    db.script(CRON_SCHEMA if db.postgres else _without_rowid(CRON_SCHEMA, ("onward_crons",)))
+
+
+def _migrate_13_event_index(db: Db) -> None:
+    """Store schema 13: events are looked up by kind and kept single by their dedupe key
+    with one unique index on (thread, kind, dedupe key) instead of an index on (thread,
+    kind) and another on (thread, dedupe key): a key names its kind (``step_done:s3:1``,
+    :mod:`onward.observe.progress`), so keys unique per kind are unique, and rows without
+    a key (NULL) never conflict. The two indexes were half of an event's bytes.
+    Idempotent; on an older store the new index is built before the old ones go."""
+    db.execute(
+        "CREATE UNIQUE INDEX IF NOT EXISTS onward_events_kind_once "
+        "ON onward_events (thread_id, kind, dedupe)"
+    )
+    db.execute("DROP INDEX IF EXISTS onward_events_kind")
+    db.execute("DROP INDEX IF EXISTS onward_events_once")
 
 
 class Store:
@@ -409,7 +468,7 @@ class Store:
         script += LEDGER_SCHEMA + BREAKER_SCHEMA + THREAD_SCHEMA + ASSISTANT_SCHEMA
         script += _POSTGRES_ONLY if db.postgres else ""
         if sqlite_conn is not None:
-            sqlite_conn.executescript(script)
+            sqlite_conn.executescript(_without_rowid(script))
             columns = {r[1] for r in sqlite_conn.execute("PRAGMA table_info(onward_events)")}
             if "dedupe" not in columns:  # a version-2..4 store
                 sqlite_conn.execute("ALTER TABLE onward_events ADD COLUMN dedupe TEXT")
@@ -422,11 +481,8 @@ class Store:
             for name, kind in (*RUN_COLUMNS_9, *RUN_COLUMNS_10):
                 db.execute(f"ALTER TABLE onward_api_runs ADD COLUMN IF NOT EXISTS {name} {kind}")
         _migrate_11_run_lifecycle(db, sqlite_conn)
-        db.execute(
-            "CREATE UNIQUE INDEX IF NOT EXISTS onward_events_once "
-            "ON onward_events (thread_id, dedupe) WHERE dedupe IS NOT NULL"
-        )
         _migrate_12_crons(db)
+        _migrate_13_event_index(db)
         if 0 < found < 8:  # requests move out of onward_runs
             db.execute(
                 "INSERT INTO onward_requests SELECT thread_id, request FROM onward_runs "
@@ -500,8 +556,29 @@ class Store:
             )
             db.execute(
                 "INSERT INTO onward_requests VALUES (?, ?)",
-                (thread_id, seal_text(self.cipher, json.dumps(row, ensure_ascii=False))),
+                (thread_id, self._seal_request(row)),
             )
+
+    def _seal_request(self, request: dict[str, Any]) -> str:
+        """A request's row: JSON, deflated on SQLite when it is long (a plan's steps repeat
+        their keys; Postgres compresses long values itself), sealed when the store is."""
+        text = json.dumps(request, ensure_ascii=False)
+        if self.backend is Backend.SQLITE and len(text) >= _DEFLATE_REQUEST_CHARS:
+            text = _DEFLATED + base64.b85encode(zlib.compress(text.encode(), 6)).decode()
+        return seal_text(self.cipher, text)
+
+    def _open_request(self, stored: str) -> dict[str, Any]:
+        text = open_text(self.cipher, stored)
+        if text.startswith(_DEFLATED):  # JSON objects start with "{": no request is mistaken
+            try:
+                text = zlib.decompress(base64.b85decode(text[len(_DEFLATED) :])).decode()
+            except (ValueError, zlib.error) as exc:
+                raise StoreCorruptError(
+                    f"a run's stored request cannot be read in {self.where}: its compressed "
+                    f"bytes are damaged ({exc}); restore the store from a backup"
+                ) from exc
+        value: dict[str, Any] = json.loads(text)
+        return value
 
     def run_request(self, thread_id: str) -> dict[str, Any]:
         """The request a run was started with (its input state, holding the whole plan)."""
@@ -511,7 +588,7 @@ class Store:
             ).fetchone()
         if row is None:
             raise StoreError(f"run {thread_id} has no stored request in {self.where}")
-        value: dict[str, Any] = json.loads(open_text(self.cipher, row[0]))
+        value = self._open_request(row[0])
         if blobs.SETTLED in value:
             raise StoreError(
                 f"run {thread_id}'s request was settled after its first checkpoint, but the "
@@ -537,7 +614,7 @@ class Store:
                 "SELECT request FROM onward_requests WHERE thread_id=? AND length(request) >= ?",
                 (thread_id, 0 if files is not None else blobs.LONG_CHARS),
             ).fetchone()
-            request = json.loads(open_text(self.cipher, row[0])) if row else {}
+            request = self._open_request(row[0]) if row else {}
             found: list[list[Any]] = []
             if blobs.BLOBS in request:
                 found = request.pop(blobs.BLOBS)
@@ -548,7 +625,7 @@ class Store:
                 settled = {**request, blobs.SETTLED: [path for path, _ in found]}
                 db.execute(
                     "UPDATE onward_requests SET request=? WHERE thread_id=?",
-                    (seal_text(self.cipher, json.dumps(settled, ensure_ascii=False)), thread_id),
+                    (self._seal_request(settled), thread_id),
                 )
         if files is not None:
             files.drop(thread_id)  # after the row no longer names them
