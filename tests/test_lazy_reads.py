@@ -130,3 +130,78 @@ def test_the_final_chat_report_of_a_long_chain_decodes_only_the_steps_it_shows(
         assert f"| s{MAX_STEP_ROWS - 1} | noop |" in report
         assert f"…and {n - MAX_STEP_ROWS} more steps" in report
         assert plan_steps.decoded() == MAX_STEP_ROWS
+
+
+class CountingDecoder:
+    """A lazy collection's decoder that counts the items it decodes (peeks included)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, blob: bytes) -> object:
+        self.calls += 1
+        return ormsgpack.unpackb(blob)
+
+
+def test_where_finds_items_by_a_field_decoding_only_the_candidates() -> None:
+    from onward.model.state import PlanSteps
+
+    steps = [PlanStep(id=f"s{i}", tool="noop", args={"value": i}) for i in range(300)]
+    steps[17] = PlanStep(id="s17", tool="find_anomalies")
+    steps[250] = PlanStep(id="s250", tool="render_report")
+    # The bytes of `tool: find_anomalies` in another step's args: a candidate, not a match.
+    steps[40] = PlanStep(id="s40", tool="noop", args={"tool": "find_anomalies"})
+    decode = CountingDecoder()
+    loaded = PlanSteps.unpacked(PlanSteps(steps).packed(), decode)
+    assert loaded.where("tool", "find_anomalies", "render_report") == [17, 250]
+    assert decode.calls == 3  # the two matches and the look-alike, of 300
+    assert loaded.where("tool", "no_such_tool") == []
+    assert decode.calls == 3
+    # A step read (decoded) or replaced is found from its object.
+    swapped = loaded.replaced(PlanStep(id="s5", tool="render_report"))
+    assert swapped.where("tool", "render_report") == [5, 250]
+    # A value that is the field's default is not in an encoded item: every item is peeked.
+    assert loaded.where("description", "") == list(range(300))
+    assert decode.calls > 300
+
+
+def test_the_final_chat_report_of_a_long_chain_peeks_no_step_of_other_tools() -> None:
+    """The report's result section looks for the steps of the tools it shows among the
+    encoded steps' bytes: on a chain of other tools its decodes are the table's rows,
+    however long the chain (it used to peek every done step's tool)."""
+    from onward.model.state import PlanSteps
+    from onward.observe.chat import MAX_STEP_ROWS, markdown_report
+
+    n = MAX_STEP_ROWS * 10
+    steps = [PlanStep(id=f"s{i}", tool="noop", args={"value": i}) for i in range(n)]
+    decode = CountingDecoder()
+    plan = Plan(steps=PlanSteps.unpacked(PlanSteps(steps).packed(), decode))
+    records = StepRecords({s.id: record(s.id, StepStatus.DONE, attempts=1) for s in steps})
+    state = RunState(goal=Goal(objective="o"), plan=plan, steps=records)
+    report = markdown_report(state, RunStatus.DONE, None, lambda ref: None)
+    assert f"| s{MAX_STEP_ROWS - 1} | noop | ✓ done |" in report
+    assert f"({n} of plan v1: {n} done)" in report
+    assert decode.calls == MAX_STEP_ROWS
+
+
+def test_open_steps_of_a_long_run_reuse_what_they_know_of_unrecorded_steps() -> None:
+    """Which plan steps have no record is found once per plan and carried to the merged
+    versions of the records (the scheduler asks after every step): a write to a step
+    with a record keeps it, a first record of a step drops it (found again when asked)."""
+    n = 400
+    plan = Plan(steps=[PlanStep(id=f"s{i}", tool="noop") for i in range(n)])
+    index = plan.index()
+    done = {f"s{i}": record(f"s{i}", StepStatus.DONE) for i in range(n - 2)}
+    state = RunState(goal=Goal(objective="o"), plan=plan, steps=StepRecords(done))
+    assert [s.id for s in state.open_steps()] == [f"s{n - 2}", f"s{n - 1}"]
+    known = state.steps.unrecorded(index)
+    assert known == {f"s{n - 2}", f"s{n - 1}"}
+    rerun = state.steps.merged([{"s3": record("s3", StepStatus.PENDING)}])
+    assert rerun.unrecorded(index) is known  # not found again: no scan of every id
+    later = state.model_copy(update={"steps": rerun})
+    assert [s.id for s in later.open_steps()] == ["s3", f"s{n - 2}", f"s{n - 1}"]
+    started = rerun.merged([{f"s{n - 2}": record(f"s{n - 2}", StepStatus.RUNNING)}])
+    assert started.unrecorded(index) == {f"s{n - 1}"}
+    assert rerun.unrecorded(index) is known  # the older version is unchanged
+    other = Plan(steps=[PlanStep(id="s0", tool="noop"), PlanStep(id="new", tool="noop")])
+    assert started.unrecorded(other.index()) == {"new"}  # another plan: its own answer

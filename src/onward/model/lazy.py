@@ -15,10 +15,12 @@ The collections are immutable: merging writes returns a new one that shares the 
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
+import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel, GetCoreSchemaHandler
 from pydantic_core import core_schema
@@ -327,6 +329,30 @@ class LazyList(Sequence[T]):
         if type(value) is not int and type(value) is not bytes:
             return getattr(value, field, default)
         return self._items.fields(value).get(field, default)
+
+    def where(self, field: str, *values: str) -> list[int]:
+        """Positions of the items whose ``field`` is one of ``values``, in order, decoding
+        only the candidates.
+
+        An encoded item holds ``field`` and its value side by side, as msgpack writes them
+        (a key, then its value; a string in its shortest form), so the encoded items are
+        searched for those bytes (in C) and only the items they occur in are peeked to
+        confirm. A value that is the field's default is left out of an encoded item
+        (``exclude_defaults``): then every encoded item is peeked."""
+        spec = self.model.model_fields[field]  # KeyError: no such field
+        items, store, wanted = self._items, self._items_list, set(values)
+        if not spec.is_required() and spec.get_default(call_default_factory=True) in wanted:
+            return [i for i in range(len(store)) if self.peek(i, field) in wanted]
+        key, slots = ormsgpack.packb(field), set()
+        for value in wanted:
+            needle, at = key + ormsgpack.packb(value), -1
+            while (at := items.body.find(needle, at + 1)) >= 0:
+                slots.add(bisect_right(items.offsets, at) - 1)
+        return [
+            i
+            for i, v in enumerate(store)
+            if (type(v) is not int or v in slots) and self.peek(i, field) in wanted
+        ]
 
     @property
     def ids(self) -> Sequence[str]:

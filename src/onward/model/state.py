@@ -222,7 +222,7 @@ class StepRecords(LazyMap[StepRecord]):
     a record decodes when first read, while every record's status and the total of attempts
     are at hand (the scheduler and the budget read them after every step)."""
 
-    __slots__ = ("_attempts_total", "_open", "_status")
+    __slots__ = ("_attempts_total", "_open", "_status", "_unrecorded")
     model = StepRecord
     dump: ClassVar[Mapping[str, Any]] = {"mode": "json", "exclude_defaults": True}
     """JSON values without defaults: a record holds no ``Any`` and no union, so it reads
@@ -232,12 +232,14 @@ class StepRecords(LazyMap[StepRecord]):
         self._status: dict[str, StepStatus] = {}
         self._attempts_total = 0
         self._open: set[str] = set()
+        self._unrecorded: tuple[PlanSteps, frozenset[str]] | None = None
 
     def _copy(self) -> StepRecords:
         new: StepRecords = super()._copy()
         new._status = dict(self._status)
         new._attempts_total = self._attempts_total
         new._open = set(self._open)
+        new._unrecorded = self._unrecorded  # valid until a write records one of them
         return new
 
     @classmethod
@@ -248,6 +250,8 @@ class StepRecords(LazyMap[StepRecord]):
         old = self.get(key)
         self._attempts_total += value.attempts - (old.attempts if old is not None else 0)
         self._status[key] = value.status
+        if self._unrecorded is not None and key in self._unrecorded[1]:
+            self._unrecorded = None
         if value.status in _OPEN:
             self._open.add(key)
         else:
@@ -261,6 +265,7 @@ class StepRecords(LazyMap[StepRecord]):
         codes, self._attempts_total, open_ids = summary
         self._status = dict(zip(ids, map(_STATUS_OF_CODE.__getitem__, codes), strict=True))
         self._open = set(open_ids)
+        self._unrecorded = None
 
     def status_of(self, step_id: str) -> StepStatus:
         """A step's status without decoding its record (pending if it has none)."""
@@ -275,6 +280,16 @@ class StepRecords(LazyMap[StepRecord]):
     def attempts_total(self) -> int:
         """Attempts of every step together (the budget's ``max_steps`` counts these)."""
         return self._attempts_total
+
+    def unrecorded(self, index: PlanSteps) -> frozenset[str]:
+        """The ids of a plan's steps (``index``) without a record. Remembered for that plan,
+        and by the versions merged from this one until a write records one of them: the
+        scheduler asks after every step, and once a long run's steps have records the
+        answer stays the same (a scan of every id was most of an idle resume's bookkeeping)."""
+        memo = self._unrecorded
+        if memo is None or memo[0] is not index:
+            memo = self._unrecorded = (index, index.id_set.difference(self._values))
+        return memo[1]
 
     @property
     def open_ids(self) -> set[str]:
@@ -677,7 +692,7 @@ class RunState(BaseModel):
         steps = self.steps
         candidates = steps.open_ids  # a new set: narrowed and extended in place
         candidates.intersection_update(index.id_set)
-        candidates.update(index.id_set.difference(steps.ids()))
+        candidates.update(steps.unrecorded(index))
         if len(candidates) * 8 < len(index):  # few: sort them; many: one pass in order
             return sorted(map(index.position.__getitem__, candidates))
         return [i for i, sid in enumerate(index.ids) if sid in candidates]

@@ -13,7 +13,9 @@ assistant-ui) render.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from itertools import compress, repeat
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
@@ -43,6 +45,7 @@ stays readable and its values small)."""
 MAX_EXAMPLES = 3
 """Example order ids per rule in the result table."""
 _SETTLED = (StepStatus.DONE, StepStatus.FAILED, StepStatus.SKIPPED)
+_SETTLED_SET: frozenset[StepStatus | None] = frozenset(_SETTLED)
 _MARK = {StepStatus.DONE: "✓ done", StepStatus.FAILED: "✗ failed", StepStatus.SKIPPED: "– skipped"}
 
 NO_PLAN_HELP = (
@@ -81,15 +84,13 @@ def markdown_report(
         if failure.kind is RunFailureKind.PLANNING and not state.plan.steps:
             out += [NO_PLAN_HELP, ""]
     index = state.plan.index()
-    mine = [s for s in (index.ids if ids is None else ids) if s in index.position]
+    # The per-step passes run in C (map, filter, Counter): a report lists every step.
+    mine = list(index.ids if ids is None else filter(index.position.__contains__, ids))
     out += _result(state, value_of, mine)
     if mine:
         statuses = state.steps.statuses
-        counts: dict[str, int] = {}
-        for sid in mine:
-            st = statuses.get(sid, StepStatus.PENDING)
-            counts[st.value] = counts.get(st.value, 0) + 1
-        tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        counts = Counter(map(statuses.get, mine, repeat(StepStatus.PENDING)))
+        tally = ", ".join(f"{n} {k}" for k, n in sorted((k.value, n) for k, n in counts.items()))
         out += [f"**Steps** ({len(mine)} of plan v{state.plan.version}: {tally})", ""]
         out += ["| step | tool | status | result |", "|---|---|---|---|"]
         for sid in mine[:MAX_STEP_ROWS]:
@@ -121,9 +122,11 @@ def _result(state: RunState, value_of: ValueOf, ids: Sequence[str]) -> list[str]
     out: list[str] = []
     index = state.plan.index()
     statuses = state.steps.statuses
+    # Only the steps of these tools are read: found by their encoded bytes, so a
+    # 10,000-step chain of other tools is neither decoded nor peeked.
+    shown = {index.ids[i] for i in index.where("tool", *_RESULTS)}
     for sid in ids:
-        # The tool is peeked, not decoded: a 10,000-step chain of other tools stays encoded.
-        if statuses.get(sid) is not StepStatus.DONE:
+        if sid not in shown or statuses.get(sid) is not StepStatus.DONE:
             continue
         view = _RESULTS.get(index.peek(index.position[sid], "tool"))
         step = index[index.position[sid]] if view is not None else None
@@ -189,9 +192,10 @@ def report_marker(state: RunState, before: Sequence[str] = ()) -> dict[str, Any]
     """``additional_kwargs`` for a goal's final report: the steps it settled (those not
     already reported by an earlier goal's report, ``before``)."""
     seen = set(before)
-    statuses = state.steps.statuses
-    ids = [s for s in state.plan.index().ids if statuses.get(s) in _SETTLED and s not in seen]
-    return {REPORT_KEY: ids}
+    plan_ids = state.plan.index().ids
+    settled = map(_SETTLED_SET.__contains__, map(state.steps.statuses.get, plan_ids))
+    ids = list(compress(plan_ids, settled))  # in C: the marker names every settled step
+    return {REPORT_KEY: [s for s in ids if s not in seen] if seen else ids}
 
 
 def reported(messages: Sequence[AnyMessage]) -> list[str]:
