@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from onward.cli.options import DbOpt, JsonOpt, errors, open_store, open_tables
+from onward.cli.options import DbOpt, JsonOpt, errors, open_store, open_tables, read_view
 from onward.cli.render import Col, clip, dump, err, out, print_rows, print_view, say, view_json
 
 commands = typer.Typer()
@@ -20,8 +20,8 @@ commands = typer.Typer()
 @commands.command()
 def status(thread_id: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """Show a run's status and steps."""
-    with errors(as_json), open_store(db, None, existing=True) as ow:
-        view = ow.get(thread_id)
+    with errors(as_json):
+        view = read_view(db, thread_id)
     if as_json:
         say(view_json(view))
     else:

@@ -22,6 +22,7 @@ from onward.errors import OnwardError, UsageError, printable
 
 if TYPE_CHECKING:
     from onward.client import Onward, RunView
+    from onward.people.inbox import PendingDecision
     from onward.store.tables import Tables
 
 
@@ -129,6 +130,41 @@ def open_tables(db: str | None) -> Tables:
     url = store_url(db)
     _require_store(url)
     return Tables.open(url)
+
+
+def read_view(db: str | None, thread_id: str) -> RunView:
+    """``Onward.get`` for ``onward status``: read from the checkpoint without LangGraph
+    (onward.observe.latest), or through it where that read cannot be exact."""
+    from onward.observe import latest
+
+    with open_tables(db) as tables:
+        try:
+            return latest.view(tables, thread_id)
+        except latest.FullRead:
+            pass
+    with open_store(db, None, existing=True) as ow:
+        return ow.get(thread_id)
+
+
+def read_inbox(db: str | None, user: str | None) -> list[PendingDecision]:
+    """``Onward.inbox`` for ``onward inbox``: no checkpoint is read when no run is
+    unfinished, and none through LangGraph unless the light read cannot be exact (or
+    resume tokens are minted: ONWARD_SECRET)."""
+    from onward.people import resume_tokens
+
+    with open_tables(db) as tables:
+        runs = tables.unfinished_runs()
+        if not runs:
+            return []  # nothing to decode: no pydantic models either
+        if resume_tokens.secret() is None:
+            from onward.observe import latest
+
+            try:
+                return latest.questions(tables, runs)
+            except latest.FullRead:
+                pass
+    with open_store(db, None, existing=True) as ow:
+        return ow.inbox(user=user)
 
 
 def duration(text: str | None, option: str = "") -> timedelta | None:
