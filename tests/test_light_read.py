@@ -20,7 +20,7 @@ from onward import Onward
 from onward.cli.render import print_view
 from onward.errors import StoreCorruptError
 from onward.model.state import RunStatus
-from onward.observe import latest
+from onward.observe import checkpoint, latest, questions
 from onward.policies.run import RunPolicy
 from onward.store.tables import Tables
 from tests.conftest import cli_env
@@ -128,7 +128,12 @@ def test_the_light_read_gives_the_full_reads_view(
         if sqlite:
             light = latest.questions(tables, tables.unfinished_runs())
             assert [p.model_dump(mode="json") for p in light] == inbox
+            plain = questions.inbox(tables, tables.unfinished_runs())
+            assert [q.model_dump(mode="json") for q in plain] == inbox
             assert len(inbox) == 3  # the plan's question, and the batch of two
+        else:
+            with pytest.raises(checkpoint.FullRead):
+                questions.inbox(tables, tables.unfinished_runs())
 
 
 def test_status_and_inbox_print_what_the_full_read_prints(
@@ -253,11 +258,10 @@ def test_the_readers_copies_of_the_format_are_the_serializers() -> None:
         "EXT_PYDANTIC_V2",
         "EXT_DELTA_SNAPSHOT",
     ):
-        assert getattr(latest, name) == getattr(jsonplus, name), name
-    assert latest.EXT_LAZY == serde.EXT_LAZY
-    assert latest.ZDICT == serde.ZDICT
+        assert getattr(checkpoint, name) == getattr(jsonplus, name), name
     allowed = {(t.__module__, t.__name__) for t in serde.checkpoint_types()}
-    assert set(latest._types()) | {("onward.model.state", "RunState")} == allowed
+    onwards = {key for key in latest._types() if key not in checkpoint.STDLIB}
+    assert onwards | {("onward.model.state", "RunState")} == allowed
     hints = get_type_hints(RunState, include_extras=True)
     deltas = {
         name: meta
@@ -272,3 +276,27 @@ def test_the_readers_copies_of_the_format_are_the_serializers() -> None:
     snap = latest.Snapshot()
     for name in latest.FIELD_TYPES:
         assert getattr(snap, name) == getattr(defaults, name), name
+
+
+def test_the_plain_questions_are_pending_decisions() -> None:
+    """questions.Question mirrors PendingDecision: its fields in order, the enums' values,
+    and pydantic's JSON form of a time."""
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from pydantic import TypeAdapter
+
+    from onward.model.state import WaitKind
+    from onward.people.inbox import PendingDecision
+    from onward.policies.run import ExpiryAction
+
+    assert list(questions.Question.__slots__) == list(PendingDecision.model_fields)
+    assert {k.value for k in WaitKind} == questions.WAIT_KINDS
+    assert {a.value for a in ExpiryAction} == questions.EXPIRY_ACTIONS
+    times = TypeAdapter(datetime)
+    for at in (
+        datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC),
+        datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        datetime(2026, 1, 2, 3, 4, 5, 120000),
+        datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=-5, minutes=-30))),
+    ):
+        assert questions.json_time(at) == times.dump_python(at, mode="json"), at

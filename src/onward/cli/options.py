@@ -7,7 +7,7 @@ but only a command that runs opens the store (and so imports LangGraph).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from enum import StrEnum
@@ -22,7 +22,7 @@ from onward.errors import OnwardError, UsageError, printable
 
 if TYPE_CHECKING:
     from onward.client import Onward, RunView
-    from onward.people.inbox import PendingDecision
+    from onward.observe.questions import Asked
     from onward.store.tables import Tables
 
 
@@ -146,22 +146,31 @@ def read_view(db: str | None, thread_id: str) -> RunView:
         return ow.get(thread_id)
 
 
-def read_inbox(db: str | None, user: str | None) -> list[PendingDecision]:
+def read_inbox(db: str | None, user: str | None) -> Sequence[Asked]:
     """``Onward.inbox`` for ``onward inbox``: no checkpoint is read when no run is
-    unfinished, and none through LangGraph unless the light read cannot be exact (or
-    resume tokens are minted: ONWARD_SECRET)."""
+    unfinished; the questions are read without LangGraph and pydantic
+    (onward.observe.questions), else with onward's models (onward.observe.latest), and
+    through LangGraph only where neither can be exact, or to mint resume tokens
+    (ONWARD_SECRET)."""
     from onward.people import resume_tokens
 
     with open_tables(db) as tables:
         runs = tables.unfinished_runs()
         if not runs:
-            return []  # nothing to decode: no pydantic models either
+            return []  # nothing to decode
         if resume_tokens.secret() is None:
+            from onward.observe import questions
+            from onward.observe.checkpoint import FullRead
+
+            try:
+                return questions.inbox(tables, runs)
+            except FullRead:
+                pass
             from onward.observe import latest
 
             try:
                 return latest.questions(tables, runs)
-            except latest.FullRead:
+            except FullRead:
                 pass
     with open_store(db, None, existing=True) as ow:
         return ow.inbox(user=user)

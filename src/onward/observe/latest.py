@@ -24,19 +24,11 @@ value of another shape than the field's, an older state schema. Damaged bytes ar
 
 from __future__ import annotations
 
-import datetime as _dt
-import threading
-import uuid
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import ormsgpack
-
-from onward.checkpointing.format import COMPRESSED, EXT_LAZY, ZDICT
-from onward.errors import StoreCorruptError
 from onward.model.state import (
     LIGHT_TYPES,
     SCHEMA_VERSION,
@@ -56,24 +48,25 @@ from onward.model.state import (
     merge_optional_records,
     replace_value,
 )
+from onward.observe.checkpoint import (
+    STDLIB,
+    Decoder,
+    Interrupt,
+    Message,
+    Seed,
+    corrupt,
+    interrupts,
+    latest_row,
+)
+from onward.observe.checkpoint import (
+    FullRead as FullRead,
+)
 from onward.observe.kinds import EventKind
 from onward.observe.view import RunView, run_view
 from onward.people.inbox import PendingDecision
-from onward.store.sql import Backend
 from onward.store.tables import RunEntry, Tables
 from onward.verification import checks
 
-
-class FullRead(Exception):
-    """This light read cannot give exactly what LangGraph's would: read through LangGraph."""
-
-
-# LangGraph's msgpack extension codes (langgraph.checkpoint.serde.jsonplus; a test keeps
-# them equal) and onward's (checkpointing/serde.py).
-EXT_CONSTRUCTOR_SINGLE_ARG, EXT_CONSTRUCTOR_POS_ARGS, EXT_CONSTRUCTOR_KW_ARGS = 0, 1, 2
-EXT_METHOD_SINGLE_ARG, EXT_PYDANTIC_V2, EXT_DELTA_SNAPSHOT = 3, 5, 7
-
-INTERRUPT = "__interrupt__"
 DELTA_DEFAULTS: Mapping[str, Callable[[], Any]] = {
     "messages": list,
     "plan": Plan,
@@ -84,29 +77,6 @@ DELTA_DEFAULTS: Mapping[str, Callable[[], Any]] = {
 }
 """RunState's DeltaChannels and the empty value each starts from (a test keeps them equal
 to RunState's annotations)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    """A chat message as far as a view reads it (LangChain's classes are not imported)."""
-
-    kind: str
-    content: Any
-    id: str | None
-
-    @property
-    def text(self) -> str:
-        """``BaseMessage.text``: the content, or its text blocks joined."""
-        if isinstance(self.content, str):
-            return self.content
-        if not isinstance(self.content, list):
-            raise FullRead("a message whose content is neither text nor blocks")
-        return "".join(
-            b if isinstance(b, str) else b["text"]
-            for b in self.content
-            if isinstance(b, str)
-            or (isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
-        )
 
 
 def append_messages(current: list[Message], writes: Sequence[Any]) -> list[Message]:
@@ -151,14 +121,6 @@ REDUCERS: Mapping[str, Callable[[Any, Sequence[Any]], Any]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Interrupt:
-    """``langgraph.types.Interrupt``: what a question asks, and its id."""
-
-    value: Any
-    id: str
-
-
 @dataclass(slots=True)
 class Snapshot:
     """A run's latest values (a :class:`~onward.observe.view.ViewedState`) and questions."""
@@ -201,176 +163,39 @@ FIELD_TYPES: Mapping[str, type | tuple[type, ...]] = {
 # -- decoding ------------------------------------------------------------------------
 
 
-def _types() -> dict[tuple[str, str], type]:
-    found: dict[tuple[str, str], type] = {(t.__module__, t.__name__): t for t in LIGHT_TYPES}
+def _types() -> dict[tuple[str, str], Callable[..., Any]]:
+    """onward's checkpoint types but RunState (as serde.checkpoint_types()), and the
+    standard ones."""
+    found: dict[tuple[str, str], Callable[..., Any]] = dict(STDLIB)
+    found.update({(t.__module__, t.__name__): t for t in LIGHT_TYPES})
     for t in vars(checks).values():  # as serde.checkpoint_types()
         if isinstance(t, type) and issubclass(t, checks._Check) and t.__module__ == checks.__name__:
             found[(t.__module__, t.__name__)] = t
     return found
 
 
-_STDLIB: Mapping[tuple[str, str], Callable[..., Any]] = {
-    ("datetime", "datetime"): _dt.datetime,
-    ("datetime", "date"): _dt.date,
-    ("datetime", "time"): _dt.time,
-    ("datetime", "timedelta"): _dt.timedelta,
-    ("datetime", "timezone"): _dt.timezone,
-    ("uuid", "UUID"): uuid.UUID,
-    ("builtins", "set"): set,
-    ("builtins", "frozenset"): frozenset,
-}
-"""The standard types onward's checkpoints hold (LangGraph's safe list has more: a value
-of another one is read through LangGraph)."""
-_METHODS = frozenset(
-    {("datetime", "datetime", "fromisoformat"), ("datetime", "date", "fromisoformat")}
-)
-
-
-class _Failed(threading.local):
-    """Why the hook failed (ormsgpack replaces a hook's exception with its own)."""
-
-    error: Exception | None = None
-
-
-class Decoder:
-    """onward's checkpoint msgpack (serde.OnwardSerializer's output) without LangGraph."""
-
-    def __init__(self, tables: Tables) -> None:
-        self.cipher = tables.cipher
-        self.types = _types()
-        self.failed = _Failed()
-
-    def loads(self, type_: str, blob: bytes) -> Any:
-        """A stored (type, bytes) pair, as the store's serializer loads it."""
-        if "+" in type_:  # EncryptedSerializer: "<type>+<cipher>"
-            type_, cipher_name = type_.split("+", 1)
-            if self.cipher is None:
-                raise FullRead("an encrypted value and no key")  # the full read says so
-            blob = self.cipher.decrypt(cipher_name, bytes(blob))
-        if type_ == "null":
-            return None
-        if type_ == COMPRESSED:
-            try:
-                inflate = zlib.decompressobj(zdict=ZDICT)
-                blob = inflate.decompress(bytes(blob)) + inflate.flush()
-            except zlib.error as exc:
-                raise _corrupt(f"its compressed bytes are damaged ({exc})") from exc
-        elif type_ != "msgpack":
-            raise FullRead(f"a value of type {type_!r}")
-        return self.unpack(bytes(blob))
-
-    def unpack(self, blob: bytes) -> Any:
-        self.failed.error = None
-        try:
-            return ormsgpack.unpackb(blob, ext_hook=self.hook, option=ormsgpack.OPT_NON_STR_KEYS)
-        except (ValueError, TypeError) as exc:  # MsgpackDecodeError is a ValueError
-            error = self.failed.error
-            if isinstance(error, FullRead):
-                raise error from None
-            raise _corrupt(str(error or exc) or type(exc).__name__) from exc
-
-    def hook(self, code: int, data: bytes) -> Any:
-        try:
-            return self._ext(code, data)
-        except Exception as exc:
-            if self.failed.error is None:
-                self.failed.error = exc
-            raise
-
-    def _inner(self, data: bytes) -> Any:
-        return ormsgpack.unpackb(data, ext_hook=self.hook, option=ormsgpack.OPT_NON_STR_KEYS)
-
-    def _ext(self, code: int, data: bytes) -> Any:
-        if code == EXT_LAZY:
-            kind, packed = ormsgpack.unpackb(data)
-            if kind == "steps":
-                return StepRecords.unpacked(packed, self._item)
-            if kind == "artifacts":
-                return ArtifactRefs.unpacked(packed, self._item)
-            if kind == "plan":
-                version, source, steps = packed
-                return Plan(
-                    version=version,
-                    source=PlanSource(source),
-                    steps=PlanSteps.unpacked(steps, self._item),
-                )
-            raise ValueError(f"an onward collection of unknown kind {kind!r}")
-        if code == EXT_DELTA_SNAPSHOT:
-            return _Seed(self._inner(data))
-        tup = self._inner(data)
-        if code == EXT_METHOD_SINGLE_ARG:
-            module, name, arg, method = tup
-            if (module, name, method) not in _METHODS:
-                raise FullRead(f"a value made by {module}.{name}.{method}")
-            return getattr(_STDLIB[(module, name)], method)(arg)
-        module, name = tup[0], tup[1]
-        if module.startswith("langchain_core.messages.") and code == EXT_PYDANTIC_V2:
-            fields = tup[2]
-            return Message(name, fields.get("content", ""), fields.get("id"))
-        if (module, name) == ("langgraph.types", "Interrupt") and code == EXT_CONSTRUCTOR_KW_ARGS:
-            return Interrupt(tup[2]["value"], tup[2]["id"])  # what onward reads of one
-        if (module, name) == ("langgraph.types", "Send") and code == EXT_CONSTRUCTOR_POS_ARGS:
-            return _Send(tuple(tup[2]))  # a task LangGraph would start (never read here)
-        if (module, name) == ("onward.model.state", "RunState"):
-            return _Send((tup[2],))  # a run's input (``__start__``; never read here)
-        make = self.types.get((module, name)) or _STDLIB.get((module, name))
-        if make is None:
-            raise FullRead(f"a value of {module}.{name}")
-        if code == EXT_CONSTRUCTOR_SINGLE_ARG:
-            return make(tup[2])
-        if code == EXT_CONSTRUCTOR_POS_ARGS:
-            return make(*tup[2])
-        if code in (EXT_CONSTRUCTOR_KW_ARGS, EXT_PYDANTIC_V2):
-            return make(**tup[2])  # LangGraph falls back to model_construct: so does its read
-        raise FullRead(f"a msgpack extension of code {code}")
-
-    def _item(self, blob: bytes) -> Any:
-        """One item of a lazy collection, decoded when it is read (:class:`Decode`)."""
-        return self.unpack(blob)
-
-
-@dataclass(frozen=True, slots=True)
-class _Send:
-    """A value no view reads, kept undecoded: a ``langgraph.types.Send`` (the pending
-    tasks channel) or a whole ``RunState`` (a run's input)."""
-
-    args: tuple[Any, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _Seed:
-    """``_DeltaSnapshot``: a delta channel's whole value, stored every so many updates."""
-
-    value: Any
-
-
-def _corrupt(reason: str) -> StoreCorruptError:
-    return StoreCorruptError(
-        f"a checkpoint cannot be read: {reason}. Nothing was changed; restore the store "
-        "from a backup or upgrade onward if a newer one wrote it"
-    )
-
-
-# -- reading -------------------------------------------------------------------------
+def _lazy(kind: str, packed: Any, item: Callable[[bytes], Any]) -> Any:
+    """onward's lazy collections (serde._LAZY_KINDS), their items decoded when read."""
+    if kind == "steps":
+        return StepRecords.unpacked(packed, item)
+    if kind == "artifacts":
+        return ArtifactRefs.unpacked(packed, item)
+    if kind == "plan":
+        version, source, steps = packed
+        return Plan(
+            version=version, source=PlanSource(source), steps=PlanSteps.unpacked(steps, item)
+        )
+    raise ValueError(f"an onward collection of unknown kind {kind!r}")
 
 
 def latest(tables: Tables, thread_id: str) -> Snapshot:
     """The thread's latest values and open questions, as ``graph.get_state`` gives them."""
-    if tables.db.backend is not Backend.SQLITE:
-        raise FullRead("a Postgres store")  # its blobs live in checkpoint_blobs
-    decoder = Decoder(tables)
     db = tables.db
-    row = db.execute(
-        "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint FROM checkpoints "
-        "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1",
-        (thread_id,),
-    ).fetchone()
-    if row is None:
-        raise FullRead("no checkpoint yet (the run's request is its state)")
-    checkpoint_id, parent_id, type_, blob = row
+    checkpoint_id, parent_id, type_, blob = latest_row(db, thread_id)
+    decoder = Decoder(tables.cipher, _types(), _lazy)
     checkpoint = decoder.loads(type_, blob)
     if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("channel_values"), dict):
-        raise _corrupt("it holds no channel values")
+        raise corrupt("it holds no channel values")
     if checkpoint.get("v", 1) < 1:
         raise FullRead("a checkpoint of an older LangGraph format")
     values: dict[str, Any] = dict(checkpoint["channel_values"])
@@ -395,7 +220,7 @@ def latest(tables: Tables, thread_id: str) -> Snapshot:
         raise FullRead("waiting entries of another shape")
     if not all(isinstance(d, Decision) for d in snap.decisions):
         raise FullRead("decisions of another shape")
-    snap.interrupts = _interrupts(decoder, db, thread_id, checkpoint_id)
+    snap.interrupts = interrupts(decoder, db, thread_id, checkpoint_id)
     _materialise(snap)
     return snap
 
@@ -427,7 +252,7 @@ def _rebuilt(
         stored = decoder.loads(found[1], found[2])
         stored_values = stored.get("channel_values") if isinstance(stored, dict) else None
         if not isinstance(stored_values, dict):
-            raise _corrupt("an ancestor holds no channel values")
+            raise corrupt("an ancestor holds no channel values")
         for ch in [c for c in remaining if c in stored_values]:
             seeds[ch] = _seeded(ch, stored_values[ch])
             remaining.discard(ch)
@@ -453,31 +278,9 @@ def _rebuilt(
 
 def _seeded(channel: str, stored: Any) -> Any:
     """``DeltaChannel.from_checkpoint``: a snapshot's value, empty for None, else as is."""
-    if isinstance(stored, _Seed):
+    if isinstance(stored, Seed):
         return stored.value
     return DELTA_DEFAULTS[channel]() if stored is None else stored
-
-
-def _interrupts(decoder: Decoder, db: Any, thread_id: str, checkpoint_id: str) -> list[Interrupt]:
-    """The questions of the checkpoint's pending writes; any other pending write (a task
-    that finished, an answer, an error) needs LangGraph's bookkeeping."""
-    rows = db.execute(
-        "SELECT task_path, task_id, idx, channel, type, value FROM writes "
-        "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
-        (thread_id, checkpoint_id),
-    ).fetchall()
-    if any(r[3] != INTERRUPT for r in rows):
-        raise FullRead("pending writes other than questions")
-    if len({r[1] for r in rows}) > 1:
-        raise FullRead("questions of several tasks (LangGraph orders them by task)")
-    found: list[Interrupt] = []
-    for r in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
-        value = decoder.loads(r[4], r[5])
-        items = value if isinstance(value, list | tuple) else [value]
-        if not all(isinstance(i, Interrupt) for i in items):
-            raise FullRead("an interrupt write of another shape")
-        found.extend(items)
-    return found
 
 
 def _materialise(snap: Snapshot) -> None:
