@@ -20,7 +20,7 @@ from onward import Onward
 from onward.cli.render import print_view
 from onward.errors import StoreCorruptError
 from onward.model.state import RunStatus
-from onward.observe import checkpoint, latest, questions
+from onward.observe import checkpoint, latest, plain, questions
 from onward.policies.run import RunPolicy
 from onward.store.tables import Tables
 from tests.conftest import cli_env
@@ -121,15 +121,19 @@ def test_the_light_read_gives_the_full_reads_view(
             if not sqlite:  # Postgres: the CLI reads through LangGraph
                 with pytest.raises(latest.FullRead):
                     latest.view(tables, tid)
+                with pytest.raises(checkpoint.FullRead):
+                    plain.view(tables, tid)
                 continue
             got = latest.view(tables, tid)
             assert got.model_dump_json(indent=2) == expected[name].model_dump_json(indent=2), name
-            assert printed(got, capsys) == printed(expected[name], capsys), name
+            text = printed(expected[name], capsys)
+            assert printed(got, capsys) == text, name
+            assert printed(plain.view(tables, tid), capsys) == text, name
         if sqlite:
             light = latest.questions(tables, tables.unfinished_runs())
             assert [p.model_dump(mode="json") for p in light] == inbox
-            plain = questions.inbox(tables, tables.unfinished_runs())
-            assert [q.model_dump(mode="json") for q in plain] == inbox
+            asked = questions.inbox(tables, tables.unfinished_runs())
+            assert [q.model_dump(mode="json") for q in asked] == inbox
             assert len(inbox) == 3  # the plan's question, and the batch of two
         else:
             with pytest.raises(checkpoint.FullRead):
@@ -185,11 +189,14 @@ def test_status_and_inbox_load_neither_langgraph_nor_langchain(
             policy=RunPolicy(approve_plan=True),
             workdir=workdir,
         ).thread_id
-    for argv in (("status", done), ("status", waiting, "--json"), ("inbox",), ("inbox", "--json")):
+    cases = [("status", done), ("status", waiting), ("inbox",), ("inbox", "--json")]
+    for argv in [*cases, ("status", waiting, "--json")]:
         code, out, loaded = commands_load(workdir, sqlite_url, *argv)
         assert (code, bool(out.strip())) == (0, True), argv
         assert not loaded & set(HEAVY), (argv, loaded & set(HEAVY))
         assert "onward" in loaded  # the list is the process's own
+        if argv in cases:  # the text and the questions need no models either
+            assert "pydantic" not in loaded, argv
 
 
 def tamper(path: Path, thread_id: str, sql: str) -> None:
@@ -216,8 +223,11 @@ def test_a_damaged_checkpoint_is_a_clear_error(
     with Onward(sqlite_url) as ow:
         tid = ow.run(plan=plan_file(workdir, "two", TWO_STEPS), workdir=workdir).thread_id
     tamper(Path(sqlite_url.removeprefix("sqlite:///")), tid, damage)
-    with Tables.open(sqlite_url) as tables, pytest.raises(StoreCorruptError):
-        latest.view(tables, tid)
+    with Tables.open(sqlite_url) as tables:
+        with pytest.raises(StoreCorruptError):
+            latest.view(tables, tid)
+        with pytest.raises(StoreCorruptError):
+            plain.view(tables, tid)
     shown = run_cli("status", tid, db=sqlite_url)
     assert shown.code == 2, shown.stderr
     assert "a checkpoint cannot be read" in shown.stderr
@@ -234,8 +244,11 @@ def test_what_it_cannot_read_exactly_goes_through_langgraph(
     with Onward(sqlite_url) as ow:
         queued = ow.submit(plan=plan_file(workdir, "two", TWO_STEPS), workdir=workdir)
         expected = ow.get(queued).model_dump_json(indent=2)
-    with Tables.open(sqlite_url) as tables, pytest.raises(latest.FullRead):
-        latest.view(tables, queued)
+    with Tables.open(sqlite_url) as tables:
+        with pytest.raises(latest.FullRead):
+            latest.view(tables, queued)
+        with pytest.raises(checkpoint.FullRead):
+            plain.view(tables, queued)
     shown = run_cli("status", queued, "--json", db=sqlite_url)
     assert (shown.code, shown.stdout.strip()) == (0, expected)
 
@@ -300,3 +313,13 @@ def test_the_plain_questions_are_pending_decisions() -> None:
         datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=-5, minutes=-30))),
     ):
         assert questions.json_time(at) == times.dump_python(at, mode="json"), at
+
+
+def test_the_plain_defaults_are_the_models() -> None:
+    """observe.plain reads a field not stored as the model's default."""
+    from onward.model import state
+
+    for name, defaults in plain.DEFAULTS.items():
+        fields = getattr(state, name).model_fields
+        for field, default in defaults.items():
+            assert fields[field].get_default(call_default_factory=True) == default, (name, field)

@@ -22,6 +22,7 @@ from onward.errors import OnwardError, UsageError, printable
 
 if TYPE_CHECKING:
     from onward.client import Onward, RunView
+    from onward.observe.plain import PlainView
     from onward.observe.questions import Asked
     from onward.store.tables import Tables
 
@@ -130,6 +131,19 @@ def open_tables(db: str | None) -> Tables:
     url = store_url(db)
     _require_store(url)
     return Tables.open(url)
+
+
+def read_plain(db: str | None, thread_id: str) -> PlainView | None:
+    """What ``onward status`` prints of a run, read without LangGraph and pydantic
+    (onward.observe.plain); None where that read cannot be exact."""
+    from onward.observe import plain
+    from onward.observe.checkpoint import FullRead
+
+    with open_tables(db) as tables:
+        try:
+            return plain.view(tables, thread_id)
+        except FullRead:
+            return None
 
 
 def read_view(db: str | None, thread_id: str) -> RunView:

@@ -168,9 +168,9 @@ class Decoder:
         if (module, name) == ("langgraph.types", "Interrupt") and code == EXT_CONSTRUCTOR_KW_ARGS:
             return Interrupt(tup[2]["value"], tup[2]["id"])  # what onward reads of one
         if (module, name) == ("langgraph.types", "Send") and code == EXT_CONSTRUCTOR_POS_ARGS:
-            return _Send(tuple(tup[2]))  # a task LangGraph would start (never read here)
+            return Unread(tuple(tup[2]))  # a task LangGraph would start (never read here)
         if (module, name) == ("onward.model.state", "RunState"):
-            return _Send((tup[2],))  # a run's input (``__start__``; never read here)
+            return Unread((tup[2],))  # a run's input (``__start__``; never read here)
         make = self.types.get((module, name))
         if make is None:
             raise FullRead(f"a value of {module}.{name}")
@@ -188,7 +188,7 @@ class Decoder:
 
 
 @dataclass(frozen=True, slots=True)
-class _Send:
+class Unread:
     """A value no view reads, kept undecoded: a ``langgraph.types.Send`` (the pending
     tasks channel) or a whole ``RunState`` (a run's input)."""
 
