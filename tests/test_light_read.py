@@ -283,6 +283,13 @@ def test_the_readers_copies_of_the_format_are_the_serializers() -> None:
         if isinstance(meta, DeltaChannel)
     }
     assert set(deltas) == set(latest.DELTA_DEFAULTS) == set(latest.REDUCERS)
+    reduced = {
+        name
+        for name, hint in hints.items()
+        for meta in getattr(hint, "__metadata__", ())
+        if callable(meta) and not isinstance(meta, DeltaChannel)
+    }
+    assert reduced == checkpoint.REDUCED
     defaults = RunState()
     for name in latest.DELTA_DEFAULTS:
         assert latest.DELTA_DEFAULTS[name]() == getattr(defaults, name), name
@@ -323,3 +330,52 @@ def test_the_plain_defaults_are_the_models() -> None:
         fields = getattr(state, name).model_fields
         for field, default in defaults.items():
             assert fields[field].get_default(call_default_factory=True) == default, (name, field)
+
+
+FORCE_FULL = """
+from onward.observe import checkpoint, latest, plain, questions
+def refuse(*args, **kwargs):
+    raise checkpoint.FullRead("the full read, for comparison")
+for module in (latest, plain, questions):
+    module.latest_row = refuse
+"""
+"""Makes every light read give up: the CLI reads through LangGraph."""
+SAY_LOADED = """
+import atexit
+atexit.register(lambda: print("langgraph" in sys.modules, file=sys.stderr))
+"""
+"""Says at exit (stderr's last line) whether the process loaded LangGraph."""
+
+
+def in_process(workdir: Path, argv: list[str], env: dict[str, str], prefix: str = "") -> Any:
+    """``onward ARGV`` in a new interpreter, after ``prefix`` (code) ran."""
+    code = f"import sys\n{prefix}\nfrom onward.cli import main\n"
+    code += f"sys.argv = ['onward', *{argv!r}]\nmain()\n"
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=cli_env(**env),
+        timeout=120,
+    )
+
+
+def test_an_encrypted_store_is_read_with_its_key(sqlite_url: str, workdir: Path) -> None:
+    """Checkpoints sealed with ONWARD_AES_KEY are opened with it by the light reads."""
+    key = {"ONWARD_AES_KEY": "k" * 32}
+    plan_file(workdir, "two", TWO_STEPS)
+    argv = ["run", "--plan", "two.json", "--json", "--approve-plan", "--db", sqlite_url]
+    ran = in_process(workdir, argv, key)
+    assert ran.returncode == 3, ran.stderr
+    tid = json.loads(ran.stdout)["thread_id"]
+    with sqlite3.connect(sqlite_url.removeprefix("sqlite:///")) as conn:
+        types = {t for (t,) in conn.execute("SELECT type FROM checkpoints")}
+    assert all("+" in t for t in types), types  # sealed
+    for args in (["status", tid], ["status", tid, "--json"], ["inbox", "--json"]):
+        light = in_process(workdir, [*args, "--db", sqlite_url], key, SAY_LOADED)
+        full = in_process(workdir, [*args, "--db", sqlite_url], key, FORCE_FULL + SAY_LOADED)
+        assert (light.returncode, full.returncode) == (0, 0), (light.stderr, full.stderr)
+        assert light.stdout == full.stdout != "", args
+        loaded = [p.stderr.strip().splitlines()[-1] for p in (light, full)]
+        assert loaded == ["False", "True"], args  # the light read did read it

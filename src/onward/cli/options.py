@@ -166,12 +166,12 @@ def read_inbox(db: str | None, user: str | None) -> Sequence[Asked]:
     (onward.observe.questions), else with onward's models (onward.observe.latest), and
     through LangGraph only where neither can be exact, or to mint resume tokens
     (ONWARD_SECRET)."""
-    from onward.people import resume_tokens
-
     with open_tables(db) as tables:
         runs = tables.unfinished_runs()
         if not runs:
             return []  # nothing to decode
+        from onward.people import resume_tokens
+
         if resume_tokens.secret() is None:
             from onward.observe import questions
             from onward.observe.checkpoint import FullRead

@@ -19,14 +19,10 @@ from typing import Any
 import ormsgpack
 
 from onward.checkpointing.format import COMPRESSED, EXT_LAZY, ZDICT
+from onward.errors import FullRead as FullRead
 from onward.errors import StoreCorruptError
 from onward.store.encryption import Cipher
 from onward.store.sql import Backend, Db
-
-
-class FullRead(Exception):
-    """This light read cannot give exactly what LangGraph's would: read through LangGraph."""
-
 
 # LangGraph's msgpack extension codes (langgraph.checkpoint.serde.jsonplus; a test keeps
 # them equal).
@@ -34,6 +30,10 @@ EXT_CONSTRUCTOR_SINGLE_ARG, EXT_CONSTRUCTOR_POS_ARGS, EXT_CONSTRUCTOR_KW_ARGS = 
 EXT_METHOD_SINGLE_ARG, EXT_PYDANTIC_V2, EXT_DELTA_SNAPSHOT = 3, 5, 7
 
 INTERRUPT = "__interrupt__"
+REDUCED = frozenset({"usage", "waiting", "wave", "budget_warnings"})
+"""RunState's reducer channels that are not deltas (BinaryOperatorAggregate): one with a
+version and no stored value was a delta channel once, and LangGraph rebuilds it from its
+writes; that is left to LangGraph (a test keeps the set equal to RunState's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +207,12 @@ def corrupt(reason: str) -> StoreCorruptError:
         f"a checkpoint cannot be read: {reason}. Nothing was changed; restore the store "
         "from a backup or upgrade onward if a newer one wrote it"
     )
+
+
+def check_reduced(values: dict[str, Any], versions: dict[str, Any]) -> None:
+    """:data:`REDUCED` channels are stored at every version (else: :class:`FullRead`)."""
+    if any(ch in versions and ch not in values for ch in REDUCED):
+        raise FullRead("a reducer channel with nothing stored (written as a delta once)")
 
 
 def latest_row(db: Db, thread_id: str) -> tuple[str, str | None, str, bytes]:

@@ -54,6 +54,7 @@ from onward.observe.checkpoint import (
     Interrupt,
     Message,
     Seed,
+    check_reduced,
     corrupt,
     interrupts,
     latest_row,
@@ -200,6 +201,7 @@ def latest(tables: Tables, thread_id: str) -> Snapshot:
         raise FullRead("a checkpoint of an older LangGraph format")
     values: dict[str, Any] = dict(checkpoint["channel_values"])
     versions = checkpoint.get("channel_versions") or {}
+    check_reduced(values, versions)
     # As LangGraph: a delta channel stored here is its value (a snapshot; None is empty);
     # one written but not stored is rebuilt; one never written is empty.
     replay = [ch for ch in DELTA_DEFAULTS if ch in versions and ch not in values]

@@ -25,6 +25,7 @@ from onward.observe.checkpoint import (
     FullRead,
     Seed,
     Unread,
+    check_reduced,
     corrupt,
     interrupts,
     latest_row,
@@ -121,7 +122,7 @@ class PlainDecoder(Decoder):
         out: dict[str, Any] = {}
         for i, key in enumerate(ids):
             found = self._inner(body[ends[i] : ends[i + 1]])
-            out[key if isinstance(key, str) else found.get("id", key)] = found
+            out[key] = found
         return out
 
 
@@ -216,6 +217,7 @@ def view(tables: Tables, thread_id: str) -> PlainView:
         raise corrupt("it holds no channel values")
     values: dict[str, Any] = dict(checkpoint["channel_values"])
     versions = checkpoint.get("channel_versions") or {}
+    check_reduced(values, versions)
     if int(values.get("schema_version", 1)) != 1:
         raise FullRead("state of another schema")
     empty = {"plan": PlainPlan(1, []), "steps": {}, "artifacts": {}}
