@@ -235,6 +235,9 @@ def test_a_damaged_checkpoint_is_a_clear_error(
     as_json = run_cli("status", tid, "--json", db=sqlite_url)
     assert as_json.code == 2
     assert as_json.json()["error"] == "StoreCorruptError"
+    if "msgpack-z1" in damage:  # the serializer's own check: the full read says the same
+        full = in_process(workdir, ["status", tid, "--db", sqlite_url], {}, FORCE_FULL)
+        assert (full.returncode, full.stderr) == (2, shown.stderr)
 
 
 def test_what_it_cannot_read_exactly_goes_through_langgraph(

@@ -121,7 +121,10 @@ class Decoder:
                 inflate = zlib.decompressobj(zdict=ZDICT)
                 blob = inflate.decompress(bytes(blob)) + inflate.flush()
             except zlib.error as exc:
-                raise corrupt(f"its compressed bytes are damaged ({exc})") from exc
+                raise StoreCorruptError(  # serde._inflate's words
+                    f"a checkpoint cannot be read: its compressed bytes are damaged ({exc}). "
+                    "Nothing was changed; restore the store from a backup"
+                ) from exc
         elif type_ != "msgpack":
             raise FullRead(f"a value of type {type_!r}")
         return self.unpack(bytes(blob))
