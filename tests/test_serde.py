@@ -20,13 +20,9 @@ from langgraph.checkpoint.serde.jsonplus import (
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from onward.checkpointing import serde as serde_module
+from onward.checkpointing.format import COMPRESSED, COMPRESSED_1, EXT_LAZY, ZDICT, ZDICT_2, inflate
 from onward.checkpointing.serde import (
     CACHE_MIN_BYTES,
-    COMPRESSED,
-    COMPRESSED_1,
-    EXT_LAZY,
-    ZDICT,
-    ZDICT_2,
     _default,
     checkpoint_serde,
     checkpoint_types,
@@ -67,7 +63,7 @@ def big() -> tuple[Any, tuple[str, bytes]]:
 
 def raw(dumped: tuple[str, bytes]) -> bytes:
     """The msgpack bytes of a dumped value (inflated when it was stored compressed)."""
-    return serde_module._inflate(dumped[1]) if dumped[0] == COMPRESSED else dumped[1]
+    return inflate(dumped[1], COMPRESSED) if dumped[0] == COMPRESSED else dumped[1]
 
 
 def test_a_large_blob_read_twice_is_decoded_once(big: tuple[Any, tuple[str, bytes]]) -> None:

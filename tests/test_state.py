@@ -356,14 +356,14 @@ def test_run_state_round_trips_under_strict_msgpack_without_warnings(
 READ_WITHOUT_ALLOWLIST = """
 import sqlite3, sys
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from onward.checkpointing.serde import COMPRESSED, _inflate
+from onward.checkpointing.format import COMPRESSED, inflate
 row = sqlite3.connect(sys.argv[1]).execute(
     "SELECT type, checkpoint FROM checkpoints WHERE thread_id = ?"
     " ORDER BY checkpoint_id DESC LIMIT 1", (sys.argv[2],)
 ).fetchone()
 type_, blob = row
 if type_ == COMPRESSED:  # deflated by onward's serializer: inflate, then decode as LangGraph
-    type_, blob = "msgpack", _inflate(blob)
+    type_, blob = "msgpack", inflate(blob, COMPRESSED)
 JsonPlusSerializer().loads_typed((type_, blob))
 """
 

@@ -13,14 +13,9 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Send
 
 from onward import Onward, Plan, PlanStep, RunStatus
+from onward.checkpointing.format import COMPRESSED, COMPRESSED_1, ZDICT, inflate
 from onward.checkpointing.savers import OnwardSqliteSaver
-from onward.checkpointing.serde import (
-    COMPRESSED,
-    COMPRESSED_1,
-    ZDICT,
-    _inflate,
-    checkpoint_serde,
-)
+from onward.checkpointing.serde import checkpoint_serde
 from onward.model.state import (
     ApproveTask,
     ArtifactRef,
@@ -208,7 +203,7 @@ def _as_schema_12(db: Path) -> None:
             assert rows, f"the run wrote no compressed {table}"
             for id_, blob in rows:
                 squeeze = zlib.compressobj(1, zdict=ZDICT)
-                old = squeeze.compress(_inflate(blob)) + squeeze.flush()
+                old = squeeze.compress(inflate(blob, COMPRESSED)) + squeeze.flush()
                 conn.execute(
                     f"UPDATE {table} SET type = ?, {column} = ? WHERE {key} = ?",
                     (COMPRESSED_1, old, id_),

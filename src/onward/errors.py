@@ -313,6 +313,12 @@ class DrainRequested(Exception):
     node ran, so resuming (another worker) starts it afresh."""
 
 
+class FullRead(Exception):
+    """A read without LangGraph (onward.observe.checkpoint: ``status``, ``inbox``) cannot
+    give exactly what LangGraph's would; the caller reads through LangGraph instead. Never
+    reaches a user."""
+
+
 def printable(text: str) -> str:
     """``text`` with what UTF-8 cannot encode (a lone surrogate quoted from bad input)
     escaped as ``\\udXXX``, so printing or sending the message cannot fail."""

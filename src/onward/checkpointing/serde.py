@@ -22,7 +22,6 @@ import functools
 import importlib
 import sys
 import threading
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -44,7 +43,14 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.types import Send
 from pydantic import BaseModel
 
-from onward.checkpointing import zdict
+from onward.checkpointing.format import (
+    COMPRESS_MIN_BYTES,
+    COMPRESSED,
+    EXT_LAZY,
+    ZDICTS,
+    deflate,
+    inflate,
+)
 from onward.errors import StoreCorruptError
 from onward.model.lazy import Decode
 from onward.model.state import (
@@ -122,27 +128,24 @@ class OnwardSerializer(JsonPlusSerializer):
             return super().dumps_typed(obj)
         blob = ormsgpack.packb(obj, default=_default, option=_OPTION)
         if len(blob) >= COMPRESS_MIN_BYTES:
-            primed = _DEFLATE_6 if len(blob) < FAST_DEFLATE_BYTES else _DEFLATE_1
-            squeeze = primed.copy()
-            small = squeeze.compress(blob) + squeeze.flush()
+            small = deflate(blob)
             if len(small) < len(blob):
                 return COMPRESSED, small
         return "msgpack", blob
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_, blob = data
-        zdict = _ZDICTS.get(type_)
-        if zdict is None and type_ != "msgpack":
+        compressed = type_ in ZDICTS
+        if not compressed and type_ != "msgpack":
             return super().loads_typed(data)
-        compressed = zdict is not None
         # A compressed blob may inflate past the cache's threshold: look it up from a
         # sixteenth of it (a checkpoint deflates to a quarter or less).
         if len(blob) < (CACHE_MIN_BYTES // 16 if compressed else CACHE_MIN_BYTES):
-            return self._unpack(_inflate(blob, zdict) if zdict is not None else blob)
+            return self._unpack(inflate(blob, type_) if compressed else blob)
         key = (self._unpack_ext_hook, bytes(blob))  # a memoryview (some drivers) is unhashable
         value = self._cache.get(key)
         if value is None:
-            raw = _inflate(blob, zdict) if zdict is not None else blob
+            raw = inflate(blob, type_) if compressed else blob
             value = self._unpack(raw)
             if len(raw) < CACHE_MIN_BYTES:
                 return value
@@ -195,76 +198,8 @@ class OnwardSerializer(JsonPlusSerializer):
         return hook
 
 
-COMPRESSED = "msgpack-z2"
-"""The type of a msgpack blob deflated with :data:`ZDICT_2` (no ``+`` in it: LangGraph's
-EncryptedSerializer splits the cipher's name off at the first one). Stores written
-before it hold ``msgpack-z1`` blobs (:data:`ZDICT`) or plain ``msgpack`` ones, which load
-as before."""
-COMPRESSED_1 = "msgpack-z1"
-
-COMPRESS_MIN_BYTES = 256
-"""Smaller blobs (most writes) are kept as they are: zlib's header would eat the gain."""
-FAST_DEFLATE_BYTES = 64 * 1024
-"""Blobs this large (a long run's snapshot) deflate at level 1, smaller ones at 6: on a
-600 KB snapshot level 6 takes 4 ms, not 1.3, for 4 % fewer bytes; on a step's 2 KB
-checkpoint it saves a tenth of the bytes for ~10 us."""
-
-ZDICT = "".join(
-    (
-        "channel_valueschannel_versionsversions_seenupdated_channels__start____input__",
-        "__pregel_taskslanggraph.typesSendbranch:to:planbranch:to:executebranch:to:verify",
-        "branch:to:gatebranch:to:finalizebranch:to:approvebranch:to:retrybranch:to:replan",
-        "schema_versionworkdirgoalonward.model.stateGoalobjectiveacceptanceconstraints",
-        "inputsjudgemodel_validate_jsonbudgetBudgetmax_stepssteps_usedmax_replans",
-        "max_run_timemax_tokensmax_costtool_modulesmax_concurrencywavewaitingplan_approval",
-        "policyonward.policies.runRunPolicyapprove_toolsbuiltinsfrozensetauto_approve",
-        "approve_allapprove_planconfine_pathsescalate_failuresallow_toolsdeadlineremind_after",
-        "datetimetimedeltaexpire_afteron_expiryExpiryActionrejecttool_deadlinesstarted_at",
-        "fromisoformatresume_atusageUsagecallsinput_tokensoutput_tokenscostbudget_warnings",
-        "statusRunStatusrunningfailureStepFailurefailure_classmessageerror_typehint",
-        "ExecuteTaskApproveTaskNoteTasksteptoolargsvaluedepends_onoutputchecksdescription",
-        "retryrecordStepStatuspendingproducedfaileddoneskippedattemptseffect_keyfindings",
-        "ended_atnotenot_beforereplansstreakattempt_floorhistoryapproval_requiredapproval",
-        "judge_goalmessagesplanstepsartifactsdecisionsapprovalsStepRecordnameuri",
-        "artifact://sha256/sha256sizesummarybodyexecuteverifygateapprovefinalize",
-        "0000000000000000000000000000000",
-    )
-).encode()
-"""zlib's preset dictionary: the names every checkpoint repeats (channels, models, their
-fields, LangGraph's padded versions), so even a small blob compresses (a checkpoint to
-about a quarter). Part of the stored format: changing it needs a new :data:`COMPRESSED`
-type (tests/test_serde.py pins its hash)."""
-
-ZDICT_2 = zdict.build(ZDICT)
-"""``msgpack-z2``'s preset dictionary: :data:`ZDICT`, then the skeleton of a checkpoint and
-of the task writes as msgpack bytes (:mod:`onward.checkpointing.zdict`): a 1,000-step
-run's checkpoints deflate to 260 bytes, not 630. Pinned by tests/test_serde.py too."""
-
-_ZDICTS = {COMPRESSED: ZDICT_2, COMPRESSED_1: ZDICT}
-
-# Primed once: loading a 7 KB dictionary into a new stream cost ~10 µs of a blob's ~19;
-# a copy of a primed stream costs ~2 (zlib's objects lock themselves, so threads may share).
-_DEFLATE_6 = zlib.compressobj(6, zdict=ZDICT_2)
-_DEFLATE_1 = zlib.compressobj(1, zdict=ZDICT_2)
-_INFLATE = {z: zlib.decompressobj(zdict=z) for z in (ZDICT_2, ZDICT)}
-
-
-def _inflate(blob: bytes, zdict: bytes = ZDICT_2) -> bytes:
-    try:
-        inflate = _INFLATE[zdict].copy()
-        return inflate.decompress(blob) + inflate.flush()
-    except zlib.error as exc:
-        raise StoreCorruptError(
-            f"a checkpoint cannot be read: its compressed bytes are damaged ({exc}). Nothing "
-            "was changed; restore the store from a backup"
-        ) from exc
-
-
 _FAILED = threading.local()
 """Why the lazy-collection hook failed in this thread (ormsgpack hides the hook's error)."""
-
-EXT_LAZY = 64
-"""msgpack extension code of onward's lazy collections (LangGraph's own codes are 0-7)."""
 
 
 def _plan(packed: list[Any], decode: Decode) -> Plan:

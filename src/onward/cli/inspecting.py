@@ -11,7 +11,15 @@ from typing import Annotated, Any
 
 import typer
 
-from onward.cli.options import DbOpt, JsonOpt, errors, open_store, open_tables
+from onward.cli.options import (
+    DbOpt,
+    JsonOpt,
+    errors,
+    open_store,
+    open_tables,
+    read_plain,
+    read_view,
+)
 from onward.cli.render import Col, clip, dump, err, out, print_rows, print_view, say, view_json
 
 commands = typer.Typer()
@@ -20,8 +28,13 @@ commands = typer.Typer()
 @commands.command()
 def status(thread_id: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """Show a run's status and steps."""
-    with errors(as_json), open_store(db, None, existing=True) as ow:
-        view = ow.get(thread_id)
+    with errors(as_json):
+        if not as_json:  # the text needs a few fields: read without pydantic if it can
+            shown = read_plain(db, thread_id)
+            if shown is not None:
+                print_view(shown)
+                return
+        view = read_view(db, thread_id)
     if as_json:
         say(view_json(view))
     else:

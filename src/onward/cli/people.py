@@ -23,7 +23,7 @@ from onward.cli.options import (
     edits,
     errors,
     open_store,
-    open_tables,
+    read_inbox,
 )
 from onward.cli.render import Col, clip, dump, err, out, print_rows, print_view, say, view_json
 from onward.cli.running import drive, finish
@@ -111,12 +111,8 @@ def inbox(
     as_json: JsonOpt = False,
 ) -> None:
     """Every decision waiting for a person, across all runs (oldest first)."""
-    items: list[PendingDecision] = []
-    with errors(as_json), open_tables(db) as tables:
-        waiting = bool(tables.unfinished_runs())
-    if waiting:  # questions live in checkpoints: LangGraph reads them
-        with errors(as_json), open_store(db, None, existing=True) as ow:
-            items = ow.inbox(user=user)
+    with errors(as_json):
+        items = read_inbox(db, user)
     if as_json:
         dump([i.model_dump(mode="json") for i in items])
         return

@@ -23,6 +23,7 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from onward.client import RunView
+    from onward.observe.plain import PlainView
 
 out = Console()
 err = Console(stderr=True)  # progress, hints and errors: stdout stays the command's result
@@ -128,12 +129,12 @@ def view_json(view: RunView) -> str:
     return view.model_dump_json(indent=2)
 
 
-def print_view(view: RunView) -> None:
-    from onward.model.state import StepStatus
-
+def print_view(view: RunView | PlainView) -> None:
+    """A run's view (or the plain one ``onward status`` reads without pydantic:
+    onward.observe.plain); statuses are compared by value, so neither needs the enums."""
     colour = {"done": "green", "failed": "red"}.get(view.status.value, "yellow")
     shown = "stalled" if view.stalled else view.status.value
-    skipped = sum(s.status is StepStatus.SKIPPED for s in view.steps)
+    skipped = sum(s.status.value == "skipped" for s in view.steps)
     if skipped:  # done, but not all of it: say so where the eye lands first
         shown += f", {skipped} step{'s' if skipped > 1 else ''} skipped"
         colour = "yellow" if colour == "green" else colour
@@ -165,13 +166,11 @@ def print_view(view: RunView) -> None:
                 for s in view.steps
             ],
         )
-        count = Counter(s.status for s in view.steps)
-        remaining = (
-            count[StepStatus.PENDING] + count[StepStatus.RUNNING] + count[StepStatus.PRODUCED]
-        )
+        count = Counter(s.status.value for s in view.steps)
+        remaining = count["pending"] + count["running"] + count["produced"]
         out.print(
-            f"done {count[StepStatus.DONE]} · failed {count[StepStatus.FAILED]} · skipped "
-            f"{count[StepStatus.SKIPPED]} · remaining {remaining}",
+            f"done {count['done']} · failed {count['failed']} · skipped "
+            f"{count['skipped']} · remaining {remaining}",
             highlight=False,
         )
     if view.artifacts:  # what the run made (the report's last lines; the table has the rest)

@@ -17,11 +17,10 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from functools import cached_property
-from typing import Any, ClassVar, Generic, TypeVar, overload
+from functools import cache, cached_property
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
 
 import ormsgpack
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel, GetCoreSchemaHandler
 from pydantic_core import core_schema
 
@@ -29,12 +28,22 @@ T = TypeVar("T")
 Decode = Callable[[bytes], Any]
 """Bytes of one item → the item (the store's serializer, with its allowlist)."""
 
-_ENCODER = JsonPlusSerializer()
+if TYPE_CHECKING:
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+
+@cache
+def _encoder() -> JsonPlusSerializer:
+    """LangGraph's serializer, imported when an item is first encoded or re-read from its
+    own bytes: reading a checkpoint's collections needs no LangGraph (onward status)."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    return JsonPlusSerializer()
 
 
 def pack_item(item: BaseModel, dump: Mapping[str, Any]) -> bytes:
     """One item's fields (``model_dump(**dump)``) in LangGraph's msgpack format."""
-    return _ENCODER.dumps_typed(item.model_dump(**dump))[1]
+    return _encoder().dumps_typed(item.model_dump(**dump))[1]
 
 
 def _no_decoder(_: bytes) -> Any:
@@ -67,7 +76,7 @@ class _Items(Generic[T]):
         """An encoded item's fields: a slot's through the store's decoder; an item this
         process encoded itself (``bytes``, see :meth:`LazyMap._settled`) as it was packed."""
         if type(value) is bytes:
-            return _ENCODER.loads_typed(("msgpack", value))
+            return _encoder().loads_typed(("msgpack", value))
         return self.decode(self.raw(value))
 
     def raw(self, value: Any) -> bytes:
@@ -124,13 +133,14 @@ class LazyMap(Mapping[str, T]):
     def _start(self) -> None:
         """Subclasses set up empty summaries here."""
 
-    def _put(self, key: str, value: Any) -> None:
+    def _put(self, key: str, value: Any, pack: bool = True) -> None:
         if not isinstance(value, self.model):
             value = self.model.model_validate(value)
         self._note(key, value)  # before the write: a summary may need the old item
         # A settled item is kept encoded (its checkpoint bytes, a twentieth of the
         # object's memory): a long run holds thousands that are rarely read again.
-        self._values[key] = pack_item(value, self.dump) if self._settled(value) else value
+        settle = pack and self._settled(value)
+        self._values[key] = pack_item(value, self.dump) if settle else value
 
     @classmethod
     def _settled(cls, value: Any) -> bool:
@@ -208,12 +218,14 @@ class LazyMap(Mapping[str, T]):
 
     # -- versions --------------------------------------------------------------
 
-    def merged(self, writes: Iterable[Mapping[str, T]]) -> Any:
-        """A new mapping with ``writes`` applied in order (later wins per key)."""
+    def merged(self, writes: Iterable[Mapping[str, T]], *, pack: bool = True) -> Any:
+        """A new mapping with ``writes`` applied in order (later wins per key).
+        ``pack=False`` keeps settled items as they are: a read that prints them and
+        exits need not encode them (that needs LangGraph's encoder: onward status)."""
         new = self._copy()
         for write in writes:
             for key, value in write.items():
-                new._put(key, value)
+                new._put(key, value, pack)
         return new
 
     def _copy(self) -> Any:

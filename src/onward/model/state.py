@@ -13,11 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import cached_property
-from typing import Annotated, Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from langchain_core.messages import AnyMessage, convert_to_messages
-from langgraph.channels import DeltaChannel
-from langgraph.graph.message import add_messages
 from pydantic import BaseModel, ConfigDict, Field
 
 from onward.errors import IllegalTransitionError as IllegalTransitionError
@@ -26,6 +23,12 @@ from onward.model.lazy import LazyList, LazyMap
 from onward.policies.retry import RetryPolicy
 from onward.policies.run import Deadline, ExpiryAction, RunPolicy
 from onward.verification.checks import Check
+
+if TYPE_CHECKING:
+    from onward.model.run_state import CHECKPOINT_TYPES as CHECKPOINT_TYPES
+    from onward.model.run_state import RunState as RunState
+    from onward.model.run_state import RunUpdate as RunUpdate
+    from onward.model.run_state import append_messages as append_messages
 
 SCHEMA_VERSION = 1
 SNAPSHOT_EVERY = 1000
@@ -588,121 +591,6 @@ def take_last(current: int, new: int) -> int:
     return new
 
 
-def append_messages(current: list[AnyMessage], writes: Sequence[Any]) -> list[AnyMessage]:
-    """``add_messages`` for a DeltaChannel: batched, and replay-deterministic because a
-    message without an id gets one from its position, not a random uuid."""
-    result: Any = list(current)
-    for write in writes:
-        batch: list[Any] = convert_to_messages(write if isinstance(write, list) else [write])
-        for i, m in enumerate(batch):
-            if m.id is None:
-                batch[i] = m.model_copy(update={"id": f"m{len(result) + i}"})
-        result = add_messages(result, batch)
-    return list(result)
-
-
-class RunUpdate(TypedDict, total=False):
-    """What a node returns: some of :class:`RunState`'s channels, each as its reducer takes
-    it (a plan edit or a list of them for ``plan``, records by id for ``steps``...)."""
-
-    schema_version: int
-    messages: Sequence[AnyMessage] | AnyMessage
-    workdir: str
-    goal: Goal | None
-    plan: Plan | PlanEdit | list[PlanEdit]
-    steps: Mapping[str, StepRecord]
-    artifacts: Mapping[str, ArtifactRef]
-    budget: Budget
-    tool_modules: list[str]
-    max_concurrency: int
-    wave: int
-    waiting: Mapping[str, Waiting | None]
-    decisions: Sequence[Decision]
-    approvals: Mapping[str, Approval | None]
-    plan_approval: Approval | None
-    policy: RunPolicy
-    started_at: datetime | None
-    resume_at: datetime | None
-    usage: Usage
-    budget_warnings: Sequence[str]
-    status: RunStatus
-    failure: RunFailure | None
-
-
-class RunState(BaseModel):
-    """The graph state. Small fields are plain channels; growing ones are deltas."""
-
-    schema_version: int = SCHEMA_VERSION
-    messages: Annotated[list[AnyMessage], DeltaChannel(append_messages, list)] = Field(
-        default_factory=list
-    )
-    workdir: str = "."
-    goal: Goal | None = None
-    plan: Annotated[Plan, DeltaChannel(replace_value, snapshot_frequency=1)] = Field(
-        default_factory=Plan
-    )
-    steps: Annotated[
-        StepRecords, DeltaChannel(merge_steps, StepRecords, snapshot_frequency=SNAPSHOT_EVERY)
-    ] = Field(default_factory=StepRecords)
-    """Step records by step id (a plain dict of them is accepted)."""
-    artifacts: Annotated[
-        ArtifactRefs,
-        DeltaChannel(merge_artifacts, ArtifactRefs, snapshot_frequency=SNAPSHOT_EVERY),
-    ] = Field(default_factory=ArtifactRefs)
-    """Artifact refs by name (a plain dict of them is accepted)."""
-    budget: Budget = Field(default_factory=Budget)
-    tool_modules: list[str] = Field(default_factory=list)
-    """User tool modules the run needs; re-imported when a new process resumes it."""
-    max_concurrency: int = 4
-    wave: Annotated[int, take_last] = 1
-    """Size of the last wave of steps sent together (routing after execute reads it)."""
-    waiting: Annotated[dict[str, Waiting | None], merge_waiting] = Field(default_factory=dict)
-    """Steps waiting for a human, by step id (empty almost always)."""
-    decisions: Annotated[list[Decision], DeltaChannel(append_items, list)] = Field(
-        default_factory=list
-    )
-    """The decision log (append-only)."""
-    approvals: Annotated[
-        dict[str, Approval | None],
-        DeltaChannel(merge_optional_records, dict, snapshot_frequency=SNAPSHOT_EVERY),
-    ] = Field(default_factory=dict)
-    """Standing approvals by step id; execute checks each against the step's args hash."""
-    plan_approval: Approval | None = None
-    policy: RunPolicy = Field(default_factory=RunPolicy)
-    started_at: datetime | None = None
-    resume_at: datetime | None = None
-    """A suspended run waits for this time (backoff, an open breaker) before going on."""
-    usage: Annotated[Usage, add_usage] = Field(default_factory=Usage)
-    """Model calls, tokens and cost so far (the budget's tokens and cost count these)."""
-    budget_warnings: Annotated[list[str], add_unique] = Field(default_factory=list)
-    """Budget thresholds already warned about, e.g. ``steps:50``."""
-    status: RunStatus = RunStatus.PLANNING
-    failure: RunFailure | None = None
-
-    def record(self, step_id: str) -> StepRecord:
-        return self.steps.get(step_id) or StepRecord(id=step_id)
-
-    def status_of(self, step_id: str) -> StepStatus:
-        return self.steps.status_of(step_id)
-
-    def open_positions(self) -> list[int]:
-        """Where the plan's steps that are not done or skipped are, in plan order, found
-        without decoding the others (a long run's resume reads only these)."""
-        index = self.plan.index()
-        steps = self.steps
-        candidates = steps.open_ids  # a new set: narrowed and extended in place
-        candidates.intersection_update(index.id_set)
-        candidates.update(steps.unrecorded(index))
-        if len(candidates) * 8 < len(index):  # few: sort them; many: one pass in order
-            return sorted(map(index.position.__getitem__, candidates))
-        return [i for i, sid in enumerate(index.ids) if sid in candidates]
-
-    def open_steps(self) -> list[PlanStep]:
-        """The plan's steps that are not done or skipped, in plan order."""
-        index = self.plan.index()
-        return [index[i] for i in self.open_positions()]
-
-
 # Migrations: schema_version N → N+1, applied to raw state values on load.
 MIGRATIONS: dict[int, Any] = {}
 
@@ -717,7 +605,7 @@ def migrate(values: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-CHECKPOINT_TYPES: tuple[type[Any], ...] = (
+LIGHT_TYPES: tuple[type[Any], ...] = (
     StepStatus,
     RunStatus,
     FailureClass,
@@ -750,6 +638,19 @@ CHECKPOINT_TYPES: tuple[type[Any], ...] = (
     RetryPolicy,
     Deadline,
     ExpiryAction,
-    RunState,
 )
-"""onward types that go into checkpoints: registered with LangGraph's msgpack allowlist."""
+"""onward's types in checkpoints except :class:`RunState` (see :data:`CHECKPOINT_TYPES`):
+what the LangGraph-free read path (onward.observe.latest) may decode."""
+
+_GRAPH_STATE = frozenset({"CHECKPOINT_TYPES", "RunState", "RunUpdate", "append_messages"})
+"""Names that live in :mod:`onward.model.run_state` (LangChain and LangGraph declare them)."""
+
+
+def __getattr__(name: str) -> Any:
+    """The graph state's names, imported on first use: the rest of this module must not
+    import LangChain and LangGraph (``onward status`` reads records without them)."""
+    if name in _GRAPH_STATE:
+        from onward.model import run_state
+
+        return getattr(run_state, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,246 @@
+"""Reading checkpoint rows without LangGraph and without pydantic: the bytes, onward's
+msgpack (a hook given the types it may make), the latest checkpoint and its questions.
+
+The base of onward.observe.latest (a run's state, with onward's models) and of
+``onward inbox`` (its questions, with none): see that module for what is read and when a
+read gives up (:class:`FullRead`) for the full read through LangGraph.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import ormsgpack
+
+from onward.checkpointing.format import EXT_LAZY, ZDICTS, inflate
+from onward.errors import FullRead as FullRead
+from onward.errors import StoreCorruptError
+from onward.store.encryption import Cipher
+from onward.store.sql import Backend, Db
+
+# LangGraph's msgpack extension codes (langgraph.checkpoint.serde.jsonplus; a test keeps
+# them equal).
+EXT_CONSTRUCTOR_SINGLE_ARG, EXT_CONSTRUCTOR_POS_ARGS, EXT_CONSTRUCTOR_KW_ARGS = 0, 1, 2
+EXT_METHOD_SINGLE_ARG, EXT_PYDANTIC_V2, EXT_DELTA_SNAPSHOT = 3, 5, 7
+
+INTERRUPT = "__interrupt__"
+REDUCED = frozenset({"usage", "waiting", "wave", "budget_warnings"})
+"""RunState's reducer channels that are not deltas (BinaryOperatorAggregate): one with a
+version and no stored value was a delta channel once, and LangGraph rebuilds it from its
+writes; that is left to LangGraph (a test keeps the set equal to RunState's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A chat message as far as a view reads it (LangChain's classes are not imported)."""
+
+    kind: str
+    content: Any
+    id: str | None
+
+    @property
+    def text(self) -> str:
+        """``BaseMessage.text``: the content, or its text blocks joined."""
+        if isinstance(self.content, str):
+            return self.content
+        if not isinstance(self.content, list):
+            raise FullRead("a message whose content is neither text nor blocks")
+        return "".join(
+            b if isinstance(b, str) else b["text"]
+            for b in self.content
+            if isinstance(b, str)
+            or (isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """``langgraph.types.Interrupt``: what a question asks, and its id."""
+
+    value: Any
+    id: str
+
+
+STDLIB: Mapping[tuple[str, str], Callable[..., Any]] = {
+    ("datetime", "datetime"): _dt.datetime,
+    ("datetime", "date"): _dt.date,
+    ("datetime", "time"): _dt.time,
+    ("datetime", "timedelta"): _dt.timedelta,
+    ("datetime", "timezone"): _dt.timezone,
+    ("uuid", "UUID"): uuid.UUID,
+    ("builtins", "set"): set,
+    ("builtins", "frozenset"): frozenset,
+}
+"""The standard types onward's checkpoints hold (LangGraph's safe list has more: a value
+of another one is read through LangGraph)."""
+_METHODS = frozenset(
+    {("datetime", "datetime", "fromisoformat"), ("datetime", "date", "fromisoformat")}
+)
+
+
+class _Failed(threading.local):
+    """Why the hook failed (ormsgpack replaces a hook's exception with its own)."""
+
+    error: Exception | None = None
+
+
+class Decoder:
+    """onward's checkpoint msgpack (serde.OnwardSerializer's output) without LangGraph."""
+
+    def __init__(
+        self,
+        cipher: Cipher | None,
+        types: Mapping[tuple[str, str], Callable[..., Any]],
+        lazy: Callable[[str, Any, Callable[[bytes], Any]], Any] | None = None,
+    ) -> None:
+        """``types``: the classes by (module, name) it may make (any other is a
+        :class:`FullRead`); ``lazy``: makes onward's lazy collections (kind, packed, item
+        decoder), None to read none."""
+        self.cipher = cipher
+        self.types = types
+        self.lazy = lazy
+        self.failed = _Failed()
+
+    def loads(self, type_: str, blob: bytes) -> Any:
+        """A stored (type, bytes) pair, as the store's serializer loads it."""
+        if "+" in type_:  # EncryptedSerializer: "<type>+<cipher>"
+            type_, cipher_name = type_.split("+", 1)
+            if self.cipher is None:
+                raise FullRead("an encrypted value and no key")  # the full read says so
+            blob = self.cipher.decrypt(cipher_name, bytes(blob))
+        if type_ == "null":
+            return None
+        if type_ in ZDICTS:
+            blob = inflate(bytes(blob), type_)
+        elif type_ != "msgpack":
+            raise FullRead(f"a value of type {type_!r}")
+        return self.unpack(bytes(blob))
+
+    def unpack(self, blob: bytes) -> Any:
+        self.failed.error = None
+        try:
+            return ormsgpack.unpackb(blob, ext_hook=self.hook, option=ormsgpack.OPT_NON_STR_KEYS)
+        except (ValueError, TypeError) as exc:  # MsgpackDecodeError is a ValueError
+            error = self.failed.error
+            if isinstance(error, FullRead):
+                raise error from None
+            raise corrupt(str(error or exc) or type(exc).__name__) from exc
+
+    def hook(self, code: int, data: bytes) -> Any:
+        try:
+            return self._ext(code, data)
+        except Exception as exc:
+            if self.failed.error is None:
+                self.failed.error = exc
+            raise
+
+    def _inner(self, data: bytes) -> Any:
+        return ormsgpack.unpackb(data, ext_hook=self.hook, option=ormsgpack.OPT_NON_STR_KEYS)
+
+    def _ext(self, code: int, data: bytes) -> Any:
+        if code == EXT_LAZY:
+            kind, packed = ormsgpack.unpackb(data)
+            if self.lazy is None:
+                raise FullRead("an onward collection")
+            return self.lazy(kind, packed, self._item)
+        if code == EXT_DELTA_SNAPSHOT:
+            return Seed(self._inner(data))
+        tup = self._inner(data)
+        if code == EXT_METHOD_SINGLE_ARG:
+            module, name, arg, method = tup
+            if (module, name, method) not in _METHODS:
+                raise FullRead(f"a value made by {module}.{name}.{method}")
+            return getattr(STDLIB[(module, name)], method)(arg)
+        module, name = tup[0], tup[1]
+        if module.startswith("langchain_core.messages.") and code == EXT_PYDANTIC_V2:
+            fields = tup[2]
+            return Message(name, fields.get("content", ""), fields.get("id"))
+        if (module, name) == ("langgraph.types", "Interrupt") and code == EXT_CONSTRUCTOR_KW_ARGS:
+            return Interrupt(tup[2]["value"], tup[2]["id"])  # what onward reads of one
+        if (module, name) == ("langgraph.types", "Send") and code == EXT_CONSTRUCTOR_POS_ARGS:
+            return Unread(tuple(tup[2]))  # a task LangGraph would start (never read here)
+        if (module, name) == ("onward.model.state", "RunState"):
+            return Unread((tup[2],))  # a run's input (``__start__``; never read here)
+        make = self.types.get((module, name))
+        if make is None:
+            raise FullRead(f"a value of {module}.{name}")
+        if code == EXT_CONSTRUCTOR_SINGLE_ARG:
+            return make(tup[2])
+        if code == EXT_CONSTRUCTOR_POS_ARGS:
+            return make(*tup[2])
+        if code in (EXT_CONSTRUCTOR_KW_ARGS, EXT_PYDANTIC_V2):
+            return make(**tup[2])  # LangGraph falls back to model_construct: so does its read
+        raise FullRead(f"a msgpack extension of code {code}")
+
+    def _item(self, blob: bytes) -> Any:
+        """One item of a lazy collection, decoded when it is read (:class:`Decode`)."""
+        return self.unpack(blob)
+
+
+@dataclass(frozen=True, slots=True)
+class Unread:
+    """A value no view reads, kept undecoded: a ``langgraph.types.Send`` (the pending
+    tasks channel) or a whole ``RunState`` (a run's input)."""
+
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    """``_DeltaSnapshot``: a delta channel's whole value, stored every so many updates."""
+
+    value: Any
+
+
+def corrupt(reason: str) -> StoreCorruptError:
+    return StoreCorruptError(
+        f"a checkpoint cannot be read: {reason}. Nothing was changed; restore the store "
+        "from a backup or upgrade onward if a newer one wrote it"
+    )
+
+
+def check_reduced(values: dict[str, Any], versions: dict[str, Any]) -> None:
+    """:data:`REDUCED` channels are stored at every version (else: :class:`FullRead`)."""
+    if any(ch in versions and ch not in values for ch in REDUCED):
+        raise FullRead("a reducer channel with nothing stored (written as a delta once)")
+
+
+def latest_row(db: Db, thread_id: str) -> tuple[str, str | None, str, bytes]:
+    """(id, parent id, type, bytes) of the thread's latest checkpoint."""
+    if db.backend is not Backend.SQLITE:
+        raise FullRead("a Postgres store")  # its values live in checkpoint_blobs
+    row = db.execute(
+        "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint FROM checkpoints "
+        "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1",
+        (thread_id,),
+    ).fetchone()
+    if row is None:
+        raise FullRead("no checkpoint yet (the run's request is its state)")
+    return row[0], row[1], row[2], row[3]
+
+
+def interrupts(decoder: Decoder, db: Db, thread_id: str, checkpoint_id: str) -> list[Interrupt]:
+    """The questions of the checkpoint's pending writes; any other pending write (a task
+    that finished, an answer, an error) needs LangGraph's bookkeeping."""
+    rows = db.execute(
+        "SELECT task_path, task_id, idx, channel, type, value FROM writes "
+        "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
+        (thread_id, checkpoint_id),
+    ).fetchall()
+    if any(r[3] != INTERRUPT for r in rows):
+        raise FullRead("pending writes other than questions")
+    if len({r[1] for r in rows}) > 1:
+        raise FullRead("questions of several tasks (LangGraph orders them by task)")
+    found: list[Interrupt] = []
+    for r in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
+        value = decoder.loads(r[4], r[5])
+        items = value if isinstance(value, list | tuple) else [value]
+        if not all(isinstance(i, Interrupt) for i in items):
+            raise FullRead("an interrupt write of another shape")
+        found.extend(items)
+    return found

@@ -1,0 +1,349 @@
+"""A run's latest state read straight from its checkpoint rows, without LangGraph.
+
+``onward status`` and ``onward inbox`` print a run as it is now: its latest checkpoint's
+channel values and the questions its pending interrupts ask. Reading them through
+LangGraph (``graph.get_state``) imports LangGraph, LangChain and LangSmith and compiles
+the graph: about 1.8 s of CPU for a table of a few rows. Here the same values are read
+from the store's ``checkpoints`` and ``writes`` tables (SQLite; LangGraph's format with
+onward's serializer, checkpointing/serde.py) and decoded with a msgpack hook that knows
+onward's types only:
+
+* the checkpoint's ``channel_values``, each channel at its value, or at
+  :class:`~onward.model.run_state.RunState`'s default when it was never written;
+* each delta channel not stored in it rebuilt as LangGraph does: its last snapshot up
+  the parent chain, then the writes since, oldest first, through onward's reducer;
+* the pending ``__interrupt__`` writes of the latest checkpoint: the questions.
+
+Anything this does not read exactly as LangGraph would raises :class:`FullRead`, and the
+caller reads through LangGraph instead (same output, the old cost): a Postgres store,
+other pending writes (a wave whose other tasks finished), interrupts of several tasks, a
+running run (``paused_before`` needs LangGraph's next tasks), a type outside onward's, a
+value of another shape than the field's, an older state schema. Damaged bytes are a
+:class:`~onward.errors.StoreCorruptError` (exit 2), as on the full path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from onward.model.state import (
+    LIGHT_TYPES,
+    SCHEMA_VERSION,
+    ArtifactRefs,
+    Budget,
+    Decision,
+    Goal,
+    Plan,
+    PlanSource,
+    PlanSteps,
+    RunFailure,
+    RunStatus,
+    StepRecords,
+    Usage,
+    Waiting,
+    append_items,
+    merge_optional_records,
+    replace_value,
+)
+from onward.observe.checkpoint import (
+    STDLIB,
+    Decoder,
+    Interrupt,
+    Message,
+    Seed,
+    check_reduced,
+    corrupt,
+    interrupts,
+    latest_row,
+)
+from onward.observe.checkpoint import (
+    FullRead as FullRead,
+)
+from onward.observe.kinds import EventKind
+from onward.observe.view import RunView, run_view
+from onward.people.inbox import PendingDecision
+from onward.store.tables import RunEntry, Tables
+from onward.verification import checks
+
+DELTA_DEFAULTS: Mapping[str, Callable[[], Any]] = {
+    "messages": list,
+    "plan": Plan,
+    "steps": StepRecords,
+    "artifacts": ArtifactRefs,
+    "decisions": list,
+    "approvals": dict,
+}
+"""RunState's DeltaChannels and the empty value each starts from (a test keeps them equal
+to RunState's annotations)."""
+
+
+def append_messages(current: list[Message], writes: Sequence[Any]) -> list[Message]:
+    """run_state.append_messages on :class:`Message`: an id from its position when it has
+    none, and a message whose id is already there replaces it (``add_messages``)."""
+    result = list(current)
+    for write in writes:
+        batch = write if isinstance(write, list) else [write]
+        if not all(isinstance(m, Message) and m.kind != "RemoveMessage" for m in batch):
+            raise FullRead("a message write other than LangChain messages")
+        named = [
+            m if m.id is not None else Message(m.kind, m.content, f"m{len(result) + i}")
+            for i, m in enumerate(batch)
+        ]
+        at = {m.id: i for i, m in enumerate(result)}
+        for m in named:
+            if m.id in at:
+                result[at[m.id]] = m
+            else:
+                at[m.id] = len(result)
+                result.append(m)
+    return result
+
+
+def merge_records(current: Mapping[str, Any], writes: Sequence[Mapping[str, Any]]) -> Any:
+    """state.merge_steps, its settled records kept decoded (see LazyMap.merged)."""
+    return StepRecords.of(current).merged(writes, pack=False)
+
+
+def merge_refs(current: Mapping[str, Any], writes: Sequence[Mapping[str, Any]]) -> Any:
+    """state.merge_artifacts, kept decoded."""
+    return ArtifactRefs.of(current).merged(writes, pack=False)
+
+
+REDUCERS: Mapping[str, Callable[[Any, Sequence[Any]], Any]] = {
+    "messages": append_messages,
+    "plan": replace_value,
+    "steps": merge_records,
+    "artifacts": merge_refs,
+    "decisions": append_items,
+    "approvals": merge_optional_records,
+}
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """A run's latest values (a :class:`~onward.observe.view.ViewedState`) and questions."""
+
+    status: RunStatus = RunStatus.PLANNING
+    goal: Goal | None = None
+    workdir: str = "."
+    plan: Plan = field(default_factory=Plan)
+    steps: StepRecords = field(default_factory=StepRecords)
+    artifacts: ArtifactRefs = field(default_factory=ArtifactRefs)
+    failure: RunFailure | None = None
+    resume_at: datetime | None = None
+    usage: Usage = field(default_factory=Usage)
+    budget: Budget = field(default_factory=Budget)
+    waiting: dict[str, Waiting | None] = field(default_factory=dict)
+    decisions: list[Decision] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    interrupts: list[Interrupt] = field(default_factory=list)
+
+
+FIELD_TYPES: Mapping[str, type | tuple[type, ...]] = {
+    "status": RunStatus,
+    "goal": (Goal, type(None)),
+    "workdir": str,
+    "plan": Plan,
+    "steps": StepRecords,
+    "artifacts": ArtifactRefs,
+    "failure": (RunFailure, type(None)),
+    "resume_at": (datetime, type(None)),
+    "usage": Usage,
+    "budget": Budget,
+    "waiting": dict,
+    "decisions": list,
+    "messages": list,
+}
+"""The channels a view reads, and the types RunState's validation would keep as they are
+(any other shape: RunState coerces it, so the full read does)."""
+
+
+# -- decoding ------------------------------------------------------------------------
+
+
+def _types() -> dict[tuple[str, str], Callable[..., Any]]:
+    """onward's checkpoint types but RunState (as serde.checkpoint_types()), and the
+    standard ones."""
+    found: dict[tuple[str, str], Callable[..., Any]] = dict(STDLIB)
+    found.update({(t.__module__, t.__name__): t for t in LIGHT_TYPES})
+    for t in vars(checks).values():  # as serde.checkpoint_types()
+        if isinstance(t, type) and issubclass(t, checks._Check) and t.__module__ == checks.__name__:
+            found[(t.__module__, t.__name__)] = t
+    return found
+
+
+def _lazy(kind: str, packed: Any, item: Callable[[bytes], Any]) -> Any:
+    """onward's lazy collections (serde._LAZY_KINDS), their items decoded when read."""
+    if kind == "steps":
+        return StepRecords.unpacked(packed, item)
+    if kind == "artifacts":
+        return ArtifactRefs.unpacked(packed, item)
+    if kind == "plan":
+        version, source, steps = packed
+        return Plan(
+            version=version, source=PlanSource(source), steps=PlanSteps.unpacked(steps, item)
+        )
+    raise ValueError(f"an onward collection of unknown kind {kind!r}")
+
+
+def latest(tables: Tables, thread_id: str) -> Snapshot:
+    """The thread's latest values and open questions, as ``graph.get_state`` gives them."""
+    db = tables.db
+    checkpoint_id, parent_id, type_, blob = latest_row(db, thread_id)
+    decoder = Decoder(tables.cipher, _types(), _lazy)
+    checkpoint = decoder.loads(type_, blob)
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("channel_values"), dict):
+        raise corrupt("it holds no channel values")
+    if checkpoint.get("v", 1) < 1:
+        raise FullRead("a checkpoint of an older LangGraph format")
+    values: dict[str, Any] = dict(checkpoint["channel_values"])
+    versions = checkpoint.get("channel_versions") or {}
+    check_reduced(values, versions)
+    # As LangGraph: a delta channel stored here is its value (a snapshot; None is empty);
+    # one written but not stored is rebuilt; one never written is empty.
+    replay = [ch for ch in DELTA_DEFAULTS if ch in versions and ch not in values]
+    values.update(_rebuilt(decoder, db, thread_id, parent_id, replay))
+    for ch in DELTA_DEFAULTS:
+        if ch in values:
+            values[ch] = _seeded(ch, values[ch])
+    if int(values.get("schema_version", SCHEMA_VERSION)) != SCHEMA_VERSION:
+        raise FullRead("state of an older schema (RunState migrates it)")
+    snap = Snapshot()
+    for name, kind in FIELD_TYPES.items():
+        if name not in values:
+            continue  # never written: RunState's default
+        if not isinstance(values[name], kind):
+            raise FullRead(f"{name} as {type(values[name]).__name__}")
+        setattr(snap, name, values[name])
+    if not all(isinstance(w, Waiting | None) for w in snap.waiting.values()):
+        raise FullRead("waiting entries of another shape")
+    if not all(isinstance(d, Decision) for d in snap.decisions):
+        raise FullRead("decisions of another shape")
+    snap.interrupts = interrupts(decoder, db, thread_id, checkpoint_id)
+    _materialise(snap)
+    return snap
+
+
+def _rebuilt(
+    decoder: Decoder, db: Any, thread_id: str, parent_id: str | None, channels: list[str]
+) -> dict[str, Any]:
+    """Delta channels at the checkpoint whose parent is ``parent_id``: each from its
+    nearest snapshot up the chain (or empty at the root), then every write since, oldest
+    first, ordered within a checkpoint as LangGraph replays them (task path, task, index)."""
+    if not channels:
+        return {}
+    remaining = set(channels)
+    seeds: dict[str, Any] = {}
+    chains: dict[str, list[str]] = {ch: [] for ch in channels}
+    seen: set[str] = set()
+    cursor = parent_id
+    while cursor is not None and remaining and cursor not in seen:
+        seen.add(cursor)
+        found = db.execute(
+            "SELECT parent_checkpoint_id, type, checkpoint FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
+            (thread_id, cursor),
+        ).fetchone()
+        if found is None:
+            break
+        for ch in remaining:
+            chains[ch].append(cursor)
+        stored = decoder.loads(found[1], found[2])
+        stored_values = stored.get("channel_values") if isinstance(stored, dict) else None
+        if not isinstance(stored_values, dict):
+            raise corrupt("an ancestor holds no channel values")
+        for ch in [c for c in remaining if c in stored_values]:
+            seeds[ch] = _seeded(ch, stored_values[ch])
+            remaining.discard(ch)
+        cursor = found[0]
+    out: dict[str, Any] = {}
+    for ch in channels:
+        value = seeds[ch] if ch in seeds else DELTA_DEFAULTS[ch]()
+        writes: list[Any] = []
+        for cid in reversed(chains[ch]):
+            rows = db.execute(
+                "SELECT task_path, task_id, idx, type, value FROM writes WHERE thread_id = ? "
+                "AND checkpoint_ns = '' AND checkpoint_id = ? AND channel = ?",
+                (thread_id, cid, ch),
+            ).fetchall()
+            for r in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
+                written = decoder.loads(r[3], r[4])
+                if isinstance(written, dict) and "__overwrite__" in written:
+                    raise FullRead("an Overwrite write")
+                writes.append(written)
+        out[ch] = REDUCERS[ch](value, writes) if writes else value
+    return out
+
+
+def _seeded(channel: str, stored: Any) -> Any:
+    """``DeltaChannel.from_checkpoint``: a snapshot's value, empty for None, else as is."""
+    if isinstance(stored, Seed):
+        return stored.value
+    return DELTA_DEFAULTS[channel]() if stored is None else stored
+
+
+def _materialise(snap: Snapshot) -> None:
+    """Decode what a view reads now, so that a damaged item is this read's error, not one
+    raised later while printing."""
+    for step in snap.plan.steps:
+        snap.steps.get(step.id)
+    for name in snap.artifacts:
+        snap.artifacts[name]
+
+
+# -- the views -----------------------------------------------------------------------
+
+
+def status_of(tables: Tables, thread_id: str, snap: Snapshot) -> RunStatus:
+    """views.state_of's correction: an unfinished run with questions waits for a person,
+    or is suspended (a budget stop, or a question a sweep suspended)."""
+    if not snap.interrupts or snap.status.finished:
+        return snap.status
+    asked = {i.id for i in snap.interrupts}
+    budget_stop = any(
+        isinstance(i.value, dict) and i.value.get("onward", {}).get("kind") == "budget"
+        for i in snap.interrupts
+    )
+    suspended = budget_stop or any(
+        e.detail.get("interrupt_id") in asked
+        for e in tables.events.list(thread_id, [EventKind.RUN_SUSPENDED])
+    )
+    return RunStatus.SUSPENDED if suspended else RunStatus.WAITING_FOR_HUMAN
+
+
+def pending(thread_id: str, run: RunEntry, snap: Snapshot) -> list[PendingDecision]:
+    """views.pending_of: the questions, oldest first."""
+    found = [
+        p
+        for i in snap.interrupts
+        for p in PendingDecision.of_interrupt(thread_id, i.id, i.value, run.objective)
+    ]
+    return sorted(found, key=lambda p: p.asked_at)
+
+
+def view(tables: Tables, thread_id: str) -> RunView:
+    """``Onward.get``: the run's view, read without LangGraph (or :class:`FullRead`)."""
+    run = tables.run(thread_id)
+    snap = latest(tables, thread_id)
+    snap.status = status_of(tables, thread_id, snap)
+    if snap.status is RunStatus.RUNNING:
+        raise FullRead("a running run: what it pauses before is LangGraph's next tasks")
+    return run_view(
+        tables.leases,
+        thread_id,
+        snap,
+        report=snap.messages[-1].text if snap.status.finished and snap.messages else "",
+        pending=pending(thread_id, run, snap) if snap.status.waiting else [],
+        paused_before=[],
+    )
+
+
+def questions(tables: Tables, runs: Sequence[RunEntry]) -> list[PendingDecision]:
+    """``Onward.inbox`` without resume tokens: every question of these runs, oldest first."""
+    items: list[PendingDecision] = []
+    for run in runs:
+        items += pending(run.thread_id, run, latest(tables, run.thread_id))
+    return sorted(items, key=lambda p: p.asked_at)
