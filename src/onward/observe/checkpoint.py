@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -222,6 +222,44 @@ def latest_row(db: Db, thread_id: str) -> tuple[str, str | None, str, bytes]:
     if row is None:
         raise FullRead("no checkpoint yet (the run's request is its state)")
     return row[0], row[1], row[2], row[3]
+
+
+def ancestor(
+    decoder: Decoder, db: Any, thread_id: str, checkpoint_id: str
+) -> tuple[str | None, dict[str, Any]] | None:
+    """(parent id, channel values) of a checkpoint up a thread's chain; None if it is gone."""
+    found = db.execute(
+        "SELECT parent_checkpoint_id, type, checkpoint FROM checkpoints "
+        "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
+        (thread_id, checkpoint_id),
+    ).fetchone()
+    if found is None:
+        return None
+    stored = decoder.loads(found[1], found[2])
+    values = stored.get("channel_values") if isinstance(stored, dict) else None
+    if not isinstance(values, dict):
+        raise corrupt("an ancestor holds no channel values")
+    return found[0], values
+
+
+def channel_writes(
+    decoder: Decoder, db: Any, thread_id: str, chain: Sequence[str], ch: str
+) -> list[Any]:
+    """A delta channel's writes in the checkpoints of ``chain`` (newest first), oldest
+    first, ordered within a checkpoint as LangGraph replays them (task path, task, index)."""
+    writes: list[Any] = []
+    for cid in reversed(chain):
+        rows = db.execute(
+            "SELECT task_path, task_id, idx, type, value FROM writes WHERE thread_id = ? "
+            "AND checkpoint_ns = '' AND checkpoint_id = ? AND channel = ?",
+            (thread_id, cid, ch),
+        ).fetchall()
+        for r in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
+            written = decoder.loads(r[3], r[4])
+            if isinstance(written, dict) and "__overwrite__" in written:
+                raise FullRead("an Overwrite write")
+            writes.append(written)
+    return writes
 
 
 def interrupts(decoder: Decoder, db: Db, thread_id: str, checkpoint_id: str) -> list[Interrupt]:

@@ -54,6 +54,8 @@ from onward.observe.checkpoint import (
     Interrupt,
     Message,
     Seed,
+    ancestor,
+    channel_writes,
     check_reduced,
     corrupt,
     interrupts,
@@ -242,19 +244,12 @@ def _rebuilt(
     cursor = parent_id
     while cursor is not None and remaining and cursor not in seen:
         seen.add(cursor)
-        found = db.execute(
-            "SELECT parent_checkpoint_id, type, checkpoint FROM checkpoints "
-            "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
-            (thread_id, cursor),
-        ).fetchone()
+        found = ancestor(decoder, db, thread_id, cursor)
         if found is None:
             break
         for ch in remaining:
             chains[ch].append(cursor)
-        stored = decoder.loads(found[1], found[2])
-        stored_values = stored.get("channel_values") if isinstance(stored, dict) else None
-        if not isinstance(stored_values, dict):
-            raise corrupt("an ancestor holds no channel values")
+        stored_values = found[1]
         for ch in [c for c in remaining if c in stored_values]:
             seeds[ch] = _seeded(ch, stored_values[ch])
             remaining.discard(ch)
@@ -262,18 +257,7 @@ def _rebuilt(
     out: dict[str, Any] = {}
     for ch in channels:
         value = seeds[ch] if ch in seeds else DELTA_DEFAULTS[ch]()
-        writes: list[Any] = []
-        for cid in reversed(chains[ch]):
-            rows = db.execute(
-                "SELECT task_path, task_id, idx, type, value FROM writes WHERE thread_id = ? "
-                "AND checkpoint_ns = '' AND checkpoint_id = ? AND channel = ?",
-                (thread_id, cid, ch),
-            ).fetchall()
-            for r in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
-                written = decoder.loads(r[3], r[4])
-                if isinstance(written, dict) and "__overwrite__" in written:
-                    raise FullRead("an Overwrite write")
-                writes.append(written)
+        writes = channel_writes(decoder, db, thread_id, chains[ch], ch)
         out[ch] = REDUCERS[ch](value, writes) if writes else value
     return out
 

@@ -25,6 +25,8 @@ from onward.observe.checkpoint import (
     FullRead,
     Seed,
     Unread,
+    ancestor,
+    channel_writes,
     check_reduced,
     corrupt,
     interrupts,
@@ -305,35 +307,17 @@ def _rebuilt(
     cursor, seen = parent_id, set()
     while cursor is not None and cursor not in seen:
         seen.add(cursor)
-        found = db.execute(
-            "SELECT parent_checkpoint_id, type, checkpoint FROM checkpoints "
-            "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
-            (thread_id, cursor),
-        ).fetchone()
+        found = ancestor(decoder, db, thread_id, cursor)
         if found is None:
             break
         chain.append(cursor)
-        stored = decoder.loads(found[1], found[2])
-        stored_values = stored.get("channel_values") if isinstance(stored, dict) else None
-        if not isinstance(stored_values, dict):
-            raise corrupt("an ancestor holds no channel values")
+        stored_values = found[1]
         if ch in stored_values:
             value = stored_values[ch]
             seed = value.value if isinstance(value, Seed) else (value or empty)
             break
         cursor = found[0]
-    writes: list[Any] = []
-    for cid in reversed(chain):
-        rows = db.execute(
-            "SELECT task_path, task_id, idx, type, value FROM writes WHERE thread_id = ? "
-            "AND checkpoint_ns = '' AND checkpoint_id = ? AND channel = ?",
-            (thread_id, cid, ch),
-        ).fetchall()
-        for r in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
-            written = decoder.loads(r[3], r[4])
-            if isinstance(written, dict) and "__overwrite__" in written:
-                raise FullRead("an Overwrite write")
-            writes.append(written)
+    writes = channel_writes(decoder, db, thread_id, chain, ch)
     if not writes:
         return seed
     if ch == "plan":
