@@ -312,3 +312,41 @@ def test_the_event_indexes_of_a_schema_12_store_are_merged(db_url: str, workdir:
         ow.store.events.record(thread, EventKind.ADOPTED, {"n": 1})
         ow.store.events.record(thread, EventKind.ADOPTED, {"n": 2})
         assert len(ow.store.events.list(thread, [EventKind.ADOPTED])) == 2
+
+
+SERVE_TABLES = {
+    "onward_threads",
+    "onward_api_runs",
+    "onward_api_run_events",
+    "onward_assistants",
+    "onward_crons",
+}
+
+
+def _tables(db: Path) -> set[str]:
+    with sqlite3.connect(db) as conn:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+
+
+def test_a_store_that_never_served_has_no_serve_tables_until_one_is_used(tmp_path: Path) -> None:
+    """Their empty pages were a fifth of a 100-step run's store: a SQLite store makes the
+    tables of `onward serve` on first use, and a run, its deletion and its API records work
+    either side of that."""
+    db = tmp_path / "o.db"
+    with Onward(f"sqlite:///{db}", model=None) as ow:
+        first = ow.start(plan=_chain(3), workdir=tmp_path)
+        assert ow.resume(first).status is RunStatus.DONE
+        assert not ow.store.serving()
+        assert ow.store.delete_run(first)[0] > 0  # the tables it lacks are skipped
+    assert not SERVE_TABLES & _tables(db)
+    with Onward(f"sqlite:///{db}", model=None) as ow:
+        assert ow.store.threads.get("t-api") is None  # first use: the tables appear
+        assert ow.store.serving()
+        assert ow.store.threads.create("t-api", None, {})
+        second = ow.start(plan=_chain(2), workdir=tmp_path, thread_id="t-api")
+        assert ow.resume(second).status is RunStatus.DONE
+    assert _tables(db) >= SERVE_TABLES
+    with Onward(f"sqlite:///{db}", model=None) as ow:
+        assert ow.store.serving()  # another instance finds them
+        ow.store.delete_run("t-api")
+        assert ow.store.threads.get("t-api") is None

@@ -141,7 +141,7 @@ def stream(
             # An API thread's run may be cancelled through the store by another process.
             watch = (
                 CancelWatch(ow.store, thread_id, ow.deps)
-                if ow.store.threads.get(thread_id) is not None
+                if ow.store.serving() and ow.store.threads.get(thread_id) is not None
                 else None
             )
             try:
