@@ -50,7 +50,8 @@ class KillPoint:
         return f"line{self.line}-{where}-{int(self.delay * 1000)}ms"
 
 
-# Demo: 5 steps → 10 journal lines. Copy: 30 steps → 60 lines, run 4 at a time.
+# Demo: 5 steps → 10 journal lines. Copy: 30 steps → 60 lines, run 4 at a time. After the
+# last line only verify and finalize are left: a short delay, or the run ends first.
 DEMO_POINTS = [
     *(KillPoint(line, tool_delay=0.3) for line in (1, 3, 5, 7, 9)),  # inside each tool
     *(
@@ -62,7 +63,7 @@ COPY_POINTS = [
     *(KillPoint(line, tool_delay=0.2) for line in (1, 11, 25, 41, 59)),  # inside a copy
     *(
         KillPoint(line, delay=d)
-        for line, d in ((4, 0.0), (18, 0.01), (32, 0.003), (48, 0.0), (60, 0.02))
+        for line, d in ((4, 0.0), (18, 0.01), (32, 0.003), (48, 0.0), (60, 0.002))
     ),
 ]
 
