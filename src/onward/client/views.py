@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
@@ -13,7 +14,7 @@ from onward.observe.kinds import EventKind
 from onward.observe.view import RunView as RunView
 from onward.observe.view import StepView as StepView
 from onward.observe.view import StepViews as StepViews
-from onward.observe.view import run_view
+from onward.observe.view import run_view, waiting_status
 from onward.observe.view import step_view as step_view
 from onward.people.inbox import PendingDecision
 from onward.store.database import RunRow, Store
@@ -49,16 +50,12 @@ def state_of(store: Store, thread_id: str, snap: StateSnapshot) -> RunState:
         values if isinstance(values, RunState) else RunState.model_validate(migrate(dict(values)))
     )
     if snap.interrupts and not state.status.finished:
-        asked = {i.id for i in snap.interrupts}
-        budget_stop = any(
-            isinstance(i.value, dict) and i.value.get("onward", {}).get("kind") == "budget"
-            for i in snap.interrupts
-        )
-        suspended = budget_stop or any(
-            e.detail.get("interrupt_id") in asked
-            for e in store.events.list(thread_id, [EventKind.RUN_SUSPENDED])
-        )
-        status = RunStatus.SUSPENDED if suspended else RunStatus.WAITING_FOR_HUMAN
+
+        def suspended() -> Iterator[Any]:
+            for e in store.events.list(thread_id, [EventKind.RUN_SUSPENDED]):
+                yield e.detail.get("interrupt_id")
+
+        status = waiting_status(snap.interrupts, suspended)
         state = state.model_copy(update={"status": status})
     return state
 

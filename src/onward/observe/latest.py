@@ -24,7 +24,7 @@ value of another shape than the field's, an older state schema. Damaged bytes ar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -65,7 +65,7 @@ from onward.observe.checkpoint import (
     FullRead as FullRead,
 )
 from onward.observe.kinds import EventKind
-from onward.observe.view import RunView, run_view
+from onward.observe.view import RunView, run_view, waiting_status
 from onward.people.inbox import PendingDecision
 from onward.store.tables import RunEntry, Tables
 from onward.verification import checks
@@ -286,16 +286,12 @@ def status_of(tables: Tables, thread_id: str, snap: Snapshot) -> RunStatus:
     or is suspended (a budget stop, or a question a sweep suspended)."""
     if not snap.interrupts or snap.status.finished:
         return snap.status
-    asked = {i.id for i in snap.interrupts}
-    budget_stop = any(
-        isinstance(i.value, dict) and i.value.get("onward", {}).get("kind") == "budget"
-        for i in snap.interrupts
-    )
-    suspended = budget_stop or any(
-        e.detail.get("interrupt_id") in asked
-        for e in tables.events.list(thread_id, [EventKind.RUN_SUSPENDED])
-    )
-    return RunStatus.SUSPENDED if suspended else RunStatus.WAITING_FOR_HUMAN
+
+    def suspended() -> Iterator[Any]:
+        for e in tables.events.list(thread_id, [EventKind.RUN_SUSPENDED]):
+            yield e.detail.get("interrupt_id")
+
+    return waiting_status(snap.interrupts, suspended)
 
 
 def pending(thread_id: str, run: RunEntry, snap: Snapshot) -> list[PendingDecision]:

@@ -8,7 +8,7 @@ values; :func:`run_view` is where both turn a state into a view.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
@@ -287,3 +287,18 @@ def run_view(
         and not state.status.finished
         and leases.policy.stale(lease.heartbeat_at, leases.clock()),
     )
+
+
+def waiting_status(
+    interrupts: Sequence[Any], suspended_ids: Callable[[], Iterable[Any]]
+) -> RunStatus:
+    """What an unfinished run with these questions (``.id``, ``.value``) is: waiting for a
+    person, or suspended (a budget stop, or a question whose id a sweep suspended:
+    ``suspended_ids``, read only when no budget stop settles it)."""
+    asked = {i.id for i in interrupts}
+    budget_stop = any(
+        isinstance(i.value, dict) and i.value.get("onward", {}).get("kind") == "budget"
+        for i in interrupts
+    )
+    suspended = budget_stop or any(i in asked for i in suspended_ids())
+    return RunStatus.SUSPENDED if suspended else RunStatus.WAITING_FOR_HUMAN
