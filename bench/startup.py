@@ -6,7 +6,9 @@ What is compared
     store where nothing waits, each a new ``python -m onward`` process on a small real
     SQLite store the script makes first (onward's defaults: WAL, ``synchronous=NORMAL``;
     reads only, so durability settings do not enter): run ``T`` done (two ``noop`` steps),
-    run ``W`` waiting for its plan's approval. The baseline is the price of the CLI's two
+    run ``W`` waiting for its plan's approval; and ``status T`` and ``inbox`` on the same
+    runs in a Postgres store (a fresh schema in ``$ONWARD_BENCH_PG``; ``--no-postgres``
+    skips them). The baseline is the price of the CLI's two
     libraries alone, ``python -c "import typer, rich"``. Targets: ``--help`` ≤ 1.5, the
     read commands ≤ 3. For reference (no target), a one-command Typer app the script
     writes: its ``--help`` and one run of its command — what any Typer + Rich CLI pays
@@ -40,18 +42,22 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from _common import write_json
+from _common import pg_schema, write_json
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
 """The onward the children import (``--onward-src``; default this checkout's)."""
 HEAVY = ("langchain_core", "langgraph", "langsmith", "pydantic")
 BASELINE = ["-c", "import typer, rich"]
+PG_FLOOR = "import typer, rich, psycopg"
+"""For reference: a read of a Postgres store needs its driver too (psycopg imports
+asyncio, logging and importlib.metadata: about 2.4 times the baseline by itself)."""
 
 TYPER_APP = '''"""The smallest Typer + Rich CLI: one command, one option, a Rich table."""
 import typer
@@ -117,22 +123,18 @@ steps:
 """
 
 
-def make_stores(root: Path, src: Path) -> tuple[str, str]:
-    """With this checkout's CLI: a store with run T done and run W waiting for its plan's
-    approval, and a store with T alone."""
+def make_store(root: Path, src: Path, url: str, *, waiting: bool = True) -> str:
+    """With this checkout's CLI: run T done and (``waiting``) run W waiting for its
+    plan's approval, in the store at ``url``."""
     (root / "plan.yaml").write_text(PLAN, encoding="utf-8")
-    urls = []
-    for name, waiting in (("store", True), ("idle", False)):
-        url = f"sqlite:///{root / name / 'onward.db'}"
-        runs = [("T", [], 0), *([("W", ["--approve-plan"], 3)] if waiting else [])]
-        for tid, extra, code in runs:
-            argv = [sys.executable, "-m", "onward", "run", "--plan", "plan.yaml", "--json"]
-            argv += ["--thread-id", tid, "--db", url, *extra]
-            proc = subprocess.run(argv, cwd=root, env=env(src), capture_output=True, text=True)
-            if proc.returncode != code:
-                raise SystemExit(f"run {tid} exited {proc.returncode}: {proc.stderr[-1500:]}")
-        urls.append(url)
-    return urls[0], urls[1]
+    runs = [("T", [], 0), *([("W", ["--approve-plan"], 3)] if waiting else [])]
+    for tid, extra, code in runs:
+        argv = [sys.executable, "-m", "onward", "run", "--plan", "plan.yaml", "--json"]
+        argv += ["--thread-id", tid, "--db", url, *extra]
+        proc = subprocess.run(argv, cwd=root, env=env(src), capture_output=True, text=True)
+        if proc.returncode != code:
+            raise SystemExit(f"run {tid} exited {proc.returncode}: {proc.stderr[-1500:]}")
+    return url
 
 
 def env(src: Path) -> dict[str, str]:
@@ -174,7 +176,7 @@ def imported(argv: list[str], cwd: Path, src: Path) -> set[str]:
 def check(argv: list[str], cwd: Path, src: Path) -> None:
     proc = subprocess.run(argv, cwd=cwd, env=env(src), capture_output=True, text=True)
     if proc.returncode != 0 or not (
-        proc.stdout.strip() or argv[1:] in (BASELINE, ["-c", RENDERER])
+        proc.stdout.strip() or argv[1:] in (BASELINE, ["-c", RENDERER], ["-c", PG_FLOOR])
     ):
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr[-1500:]}")
     if argv[1:3] == ["-m", "onward"]:
@@ -194,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--json", type=Path, help="write the ratios here (run_all.py)")
     parser.add_argument(
+        "--no-postgres",
+        action="store_true",
+        help="skip status and inbox on a Postgres store ($ONWARD_BENCH_PG)",
+    )
+    parser.add_argument(
         "--onward-src",
         type=Path,
         default=SRC,
@@ -204,9 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"onward from {src}")
     console = Console(width=120)
     py = sys.executable
-    with tempfile.TemporaryDirectory(prefix="onward-bench-startup-") as tmp:
-        root = Path(tmp)
-        store, idle = make_stores(root, src)
+    with ExitStack() as stack:
+        root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="onward-bench-")))
+        store = make_store(root, src, f"sqlite:///{root / 'store' / 'onward.db'}")
+        idle = make_store(root, src, f"sqlite:///{root / 'idle' / 'onward.db'}", waiting=False)
+        pg = None if args.no_postgres else make_store(root, src, stack.enter_context(pg_schema()))
         (root / "app.py").write_text(TYPER_APP, encoding="utf-8")
         (root / "wide.py").write_text(WIDE_APP, encoding="utf-8")
         ow = [py, "-m", "onward"]
@@ -219,6 +228,15 @@ def main(argv: list[str] | None = None) -> int:
             ("onward inbox", [*ow, "inbox", "--db", store], 3.0),
             ("onward timeline T", [*ow, "timeline", "T", "--db", store], 3.0),
             ("onward inbox, idle", [*ow, "inbox", "--db", idle], 3.0),
+            *(
+                [
+                    ("import typer, rich, psycopg", [py, "-c", PG_FLOOR], None),
+                    ("onward status T, Postgres", [*ow, "status", "T", "--db", pg], 3.0),
+                    ("onward inbox, Postgres", [*ow, "inbox", "--db", pg], 3.0),
+                ]
+                if pg
+                else []
+            ),
             ("Typer app --help", [py, "app.py", "--help"], None),
             ("Typer app show x", [py, "app.py", "show", "x"], None),
             ("Typer app, 24 commands --help", [py, "wide.py", "--help"], None),

@@ -23,7 +23,7 @@ from onward.model.state import RunStatus
 from onward.observe import checkpoint, latest, plain, questions
 from onward.policies.run import RunPolicy
 from onward.store.tables import Tables
-from tests.conftest import cli_env
+from tests.conftest import cli_env, postgres_schema
 
 HEAVY = ("langchain_core", "langgraph", "langsmith")
 TWO_STEPS = {
@@ -108,7 +108,6 @@ def printed(view: Any, capsys: pytest.CaptureFixture[str]) -> str:
 def test_the_light_read_gives_the_full_reads_view(
     db_url: str, runs: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sqlite = db_url.startswith("sqlite")
     with Onward(db_url) as ow:
         expected = {name: ow.get(tid) for name, tid in runs.items()}
         inbox = [p.model_dump(mode="json") for p in ow.inbox()]
@@ -118,26 +117,16 @@ def test_the_light_read_gives_the_full_reads_view(
     assert expected["approvals"].pending
     with Tables.open(db_url) as tables:
         for name, tid in runs.items():
-            if not sqlite:  # Postgres: the CLI reads through LangGraph
-                with pytest.raises(latest.FullRead):
-                    latest.view(tables, tid)
-                with pytest.raises(checkpoint.FullRead):
-                    plain.view(tables, tid)
-                continue
             got = latest.view(tables, tid)
             assert got.model_dump_json(indent=2) == expected[name].model_dump_json(indent=2), name
             text = printed(expected[name], capsys)
             assert printed(got, capsys) == text, name
             assert printed(plain.view(tables, tid), capsys) == text, name
-        if sqlite:
-            light = latest.questions(tables, tables.unfinished_runs())
-            assert [p.model_dump(mode="json") for p in light] == inbox
-            asked = questions.inbox(tables, tables.unfinished_runs())
-            assert [q.model_dump(mode="json") for q in asked] == inbox
-            assert len(inbox) == 3  # the plan's question, and the batch of two
-        else:
-            with pytest.raises(checkpoint.FullRead):
-                questions.inbox(tables, tables.unfinished_runs())
+        light = latest.questions(tables, tables.unfinished_runs())
+        assert [p.model_dump(mode="json") for p in light] == inbox
+        asked = questions.inbox(tables, tables.unfinished_runs())
+        assert [q.model_dump(mode="json") for q in asked] == inbox
+        assert len(inbox) == 3  # the plan's question, and the batch of two
 
 
 def test_status_and_inbox_print_what_the_full_read_prints(
@@ -180,9 +169,9 @@ def commands_load(workdir: Path, db_url: str, *argv: str) -> tuple[int, str, set
 
 
 def test_status_and_inbox_load_neither_langgraph_nor_langchain(
-    sqlite_url: str, workdir: Path
+    db_url: str, workdir: Path
 ) -> None:
-    with Onward(sqlite_url) as ow:
+    with Onward(db_url) as ow:
         done = ow.run(plan=plan_file(workdir, "two", TWO_STEPS), workdir=workdir).thread_id
         waiting = ow.run(
             plan=plan_file(workdir, "two", TWO_STEPS),
@@ -191,7 +180,7 @@ def test_status_and_inbox_load_neither_langgraph_nor_langchain(
         ).thread_id
     cases = [("status", done), ("status", waiting), ("inbox",), ("inbox", "--json")]
     for argv in [*cases, ("status", waiting, "--json")]:
-        code, out, loaded = commands_load(workdir, sqlite_url, *argv)
+        code, out, loaded = commands_load(workdir, db_url, *argv)
         assert (code, bool(out.strip())) == (0, True), argv
         assert not loaded & set(HEAVY), (argv, loaded & set(HEAVY))
         assert "onward" in loaded  # the list is the process's own
@@ -240,6 +229,37 @@ def test_a_damaged_checkpoint_is_a_clear_error(
         assert (full.returncode, full.stderr) == (2, shown.stderr)
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE checkpoint_blobs SET blob = '\\xc1c1c1'::bytea WHERE thread_id = %s",
+        "UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{channel_values}', '[1]') "
+        "WHERE thread_id = %s",
+    ],
+    ids=["blob-not-msgpack", "values-not-a-mapping"],
+)
+def test_a_damaged_postgres_checkpoint_is_a_clear_error(
+    workdir: Path, run_cli: Any, damage: str
+) -> None:
+    """On Postgres the values live in checkpoint_blobs and the JSON checkpoint row."""
+    import psycopg
+
+    with postgres_schema() as url:
+        with Onward(url) as ow:
+            tid = ow.run(plan=plan_file(workdir, "two", TWO_STEPS), workdir=workdir).thread_id
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute(damage, (tid,)).rowcount > 0
+        with Tables.open(url) as tables:
+            with pytest.raises(StoreCorruptError):
+                latest.view(tables, tid)
+            with pytest.raises(StoreCorruptError):
+                plain.view(tables, tid)
+        shown = run_cli("status", tid, db=url)
+        assert shown.code == 2, shown.stderr
+        assert "a checkpoint cannot be read" in shown.stderr
+        assert "Traceback" not in shown.stderr
+
+
 def test_what_it_cannot_read_exactly_goes_through_langgraph(
     sqlite_url: str, workdir: Path, run_cli: Any
 ) -> None:
@@ -286,6 +306,7 @@ def test_the_readers_copies_of_the_format_are_the_serializers() -> None:
         if isinstance(meta, DeltaChannel)
     }
     assert set(deltas) == set(latest.DELTA_DEFAULTS) == set(latest.REDUCERS)
+    assert set(deltas) == checkpoint.DELTA_CHANNELS
     reduced = {
         name
         for name, hint in hints.items()
@@ -339,8 +360,7 @@ FORCE_FULL = """
 from onward.observe import checkpoint, latest, plain, questions
 def refuse(*args, **kwargs):
     raise checkpoint.FullRead("the full read, for comparison")
-for module in (latest, plain, questions):
-    module.latest_row = refuse
+latest.latest_checkpoint = plain.latest_checkpoint = questions.latest_id = refuse
 """
 """Makes every light read give up: the CLI reads through LangGraph."""
 SAY_LOADED = """

@@ -29,6 +29,8 @@ EXT_CONSTRUCTOR_SINGLE_ARG, EXT_CONSTRUCTOR_POS_ARGS, EXT_CONSTRUCTOR_KW_ARGS = 
 EXT_METHOD_SINGLE_ARG, EXT_PYDANTIC_V2, EXT_DELTA_SNAPSHOT = 3, 5, 7
 
 INTERRUPT = "__interrupt__"
+DELTA_CHANNELS = frozenset({"messages", "plan", "steps", "artifacts", "decisions", "approvals"})
+"""RunState's DeltaChannels (a test keeps the set equal to RunState's)."""
 REDUCED = frozenset({"usage", "waiting", "wave", "budget_warnings"})
 """RunState's reducer channels that are not deltas (BinaryOperatorAggregate): one with a
 version and no stored value was a delta channel once, and LangGraph rebuilds it from its
@@ -210,52 +212,131 @@ def check_reduced(values: dict[str, Any], versions: dict[str, Any]) -> None:
         raise FullRead("a reducer channel with nothing stored (written as a delta once)")
 
 
-def latest_row(db: Db, thread_id: str) -> tuple[str, str | None, str, bytes]:
-    """(id, parent id, type, bytes) of the thread's latest checkpoint."""
-    if db.backend is not Backend.SQLITE:
-        raise FullRead("a Postgres store")  # its values live in checkpoint_blobs
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """A checkpoint as the light read needs it: its values decoded (each channel stored
+    in it), its channels' versions, its parent."""
+
+    id: str
+    parent_id: str | None
+    values: dict[str, Any]
+    versions: dict[str, Any]
+    v: int
+
+
+def latest_id(db: Db, thread_id: str) -> str:
+    """The id of the thread's latest checkpoint."""
     row = db.execute(
-        "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint FROM checkpoints "
-        "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1",
+        "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
+        "ORDER BY checkpoint_id DESC LIMIT 1",
         (thread_id,),
     ).fetchone()
     if row is None:
         raise FullRead("no checkpoint yet (the run's request is its state)")
-    return row[0], row[1], row[2], row[3]
+    return str(row[0])
+
+
+def latest_checkpoint(decoder: Decoder, db: Db, thread_id: str) -> Stored:
+    """The thread's latest checkpoint, as the store's saver loads it."""
+    found = _checkpoint(decoder, db, thread_id, None)
+    if found is None:
+        raise FullRead("no checkpoint yet (the run's request is its state)")
+    return found
 
 
 def ancestor(
-    decoder: Decoder, db: Any, thread_id: str, checkpoint_id: str
+    decoder: Decoder, db: Db, thread_id: str, checkpoint_id: str
 ) -> tuple[str | None, dict[str, Any]] | None:
     """(parent id, channel values) of a checkpoint up a thread's chain; None if it is gone."""
-    found = db.execute(
-        "SELECT parent_checkpoint_id, type, checkpoint FROM checkpoints "
-        "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
-        (thread_id, checkpoint_id),
-    ).fetchone()
-    if found is None:
-        return None
-    stored = decoder.loads(found[1], found[2])
-    values = stored.get("channel_values") if isinstance(stored, dict) else None
-    if not isinstance(values, dict):
-        raise corrupt("an ancestor holds no channel values")
-    return found[0], values
+    found = _checkpoint(decoder, db, thread_id, checkpoint_id)
+    return None if found is None else (found.parent_id, found.values)
+
+
+def _checkpoint(
+    decoder: Decoder, db: Db, thread_id: str, checkpoint_id: str | None
+) -> Stored | None:
+    """One checkpoint (the latest when ``checkpoint_id`` is None), or None."""
+    where = "thread_id = ? AND checkpoint_ns = ''"
+    params: tuple[str, ...] = (thread_id,)
+    if checkpoint_id is not None:
+        where, params = f"{where} AND checkpoint_id = ?", (thread_id, checkpoint_id)
+    if db.backend is Backend.SQLITE:
+        # SqliteSaver: the whole checkpoint, values and all, is one serialized blob.
+        row = db.execute(
+            "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint FROM checkpoints "
+            f"WHERE {where} ORDER BY checkpoint_id DESC LIMIT 1",
+            params,
+        ).fetchone()
+        if row is None:
+            return None
+        checkpoint = decoder.loads(row[2], row[3])
+        blobs: list[Any] = []
+    else:
+        # PostgresSaver: JSON with the primitive values inline; every other value is a
+        # checkpoint_blobs row at the channel's version (its SELECT_SQL, as one query).
+        row = db.execute(
+            "SELECT checkpoint_id, parent_checkpoint_id, checkpoint, ("
+            "SELECT array_agg(array[bl.channel::bytea, bl.type::bytea, bl.blob]) "
+            "FROM jsonb_each_text(checkpoint -> 'channel_versions') AS v "
+            "JOIN checkpoint_blobs bl ON bl.thread_id = checkpoints.thread_id "
+            "AND bl.checkpoint_ns = checkpoints.checkpoint_ns "
+            "AND bl.channel = v.key AND bl.version = v.value"
+            f") FROM checkpoints WHERE {where} ORDER BY checkpoint_id DESC LIMIT 1",
+            params,
+        ).fetchone()
+        if row is None:
+            return None
+        checkpoint, blobs = row[2], row[3] or []
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("channel_values"), dict):
+        raise corrupt("it holds no channel values")
+    values: dict[str, Any] = dict(checkpoint["channel_values"])
+    placeholders = {ch for ch, value in values.items() if value is True}
+    for channel, type_, blob in blobs:
+        name, kind = bytes(channel).decode(), bytes(type_).decode()
+        if kind != "empty":  # PostgresSaver._load_blobs
+            values[name] = decoder.loads(kind, blob)
+            placeholders.discard(name)
+    if db.backend is Backend.POSTGRES and any(
+        not isinstance(values[ch], Seed) for ch in placeholders if ch in DELTA_CHANNELS
+    ):
+        raise FullRead("a delta snapshot's placeholder without its blob")
+    versions = checkpoint.get("channel_versions") or {}
+    if not isinstance(versions, dict):
+        raise corrupt("its channel versions are not a mapping")
+    version = checkpoint.get("v", 1)
+    return Stored(str(row[0]), row[1], values, versions, version if isinstance(version, int) else 1)
+
+
+WRITES_TABLE = {
+    Backend.SQLITE: ("writes", "value"),
+    Backend.POSTGRES: ("checkpoint_writes", "blob"),
+}
+"""The pending writes' table and value column of each saver."""
+
+
+def _writes(db: Db, thread_id: str, checkpoint_id: str, channel: str | None) -> list[Any]:
+    """(task path, task id, idx, channel, type, bytes) of a checkpoint's writes (of one
+    channel, or all), in LangGraph's replay order (task path, task, index)."""
+    table, value = WRITES_TABLE[db.backend]
+    sql = (
+        f"SELECT task_path, task_id, idx, channel, type, {value} FROM {table} "
+        "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?"
+    )
+    params: tuple[str, ...] = (thread_id, checkpoint_id)
+    if channel is not None:
+        sql, params = f"{sql} AND channel = ?", (*params, channel)
+    return sorted(db.execute(sql, params).fetchall(), key=lambda r: (r[0], r[1], r[2]))
 
 
 def channel_writes(
-    decoder: Decoder, db: Any, thread_id: str, chain: Sequence[str], ch: str
+    decoder: Decoder, db: Db, thread_id: str, chain: Sequence[str], ch: str
 ) -> list[Any]:
     """A delta channel's writes in the checkpoints of ``chain`` (newest first), oldest
     first, ordered within a checkpoint as LangGraph replays them (task path, task, index)."""
     writes: list[Any] = []
     for cid in reversed(chain):
-        rows = db.execute(
-            "SELECT task_path, task_id, idx, type, value FROM writes WHERE thread_id = ? "
-            "AND checkpoint_ns = '' AND checkpoint_id = ? AND channel = ?",
-            (thread_id, cid, ch),
-        ).fetchall()
-        for r in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
-            written = decoder.loads(r[3], r[4])
+        for r in _writes(db, thread_id, cid, ch):
+            written = decoder.loads(r[4], r[5])
             if isinstance(written, dict) and "__overwrite__" in written:
                 raise FullRead("an Overwrite write")
             writes.append(written)
@@ -265,17 +346,13 @@ def channel_writes(
 def interrupts(decoder: Decoder, db: Db, thread_id: str, checkpoint_id: str) -> list[Interrupt]:
     """The questions of the checkpoint's pending writes; any other pending write (a task
     that finished, an answer, an error) needs LangGraph's bookkeeping."""
-    rows = db.execute(
-        "SELECT task_path, task_id, idx, channel, type, value FROM writes "
-        "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
-        (thread_id, checkpoint_id),
-    ).fetchall()
+    rows = _writes(db, thread_id, checkpoint_id, None)
     if any(r[3] != INTERRUPT for r in rows):
         raise FullRead("pending writes other than questions")
     if len({r[1] for r in rows}) > 1:
         raise FullRead("questions of several tasks (LangGraph orders them by task)")
     found: list[Interrupt] = []
-    for r in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
+    for r in rows:
         value = decoder.loads(r[4], r[5])
         items = value if isinstance(value, list | tuple) else [value]
         if not all(isinstance(i, Interrupt) for i in items):

@@ -4,9 +4,10 @@
 channel values and the questions its pending interrupts ask. Reading them through
 LangGraph (``graph.get_state``) imports LangGraph, LangChain and LangSmith and compiles
 the graph: about 1.8 s of CPU for a table of a few rows. Here the same values are read
-from the store's ``checkpoints`` and ``writes`` tables (SQLite; LangGraph's format with
-onward's serializer, checkpointing/serde.py) and decoded with a msgpack hook that knows
-onward's types only:
+from the store's checkpoint tables (LangGraph's formats with onward's serializer,
+checkpointing/serde.py: on SQLite each checkpoint one blob, on Postgres a JSON row with
+the primitive values inline and the others in ``checkpoint_blobs``) and decoded with a
+msgpack hook that knows onward's types only:
 
 * the checkpoint's ``channel_values``, each channel at its value, or at
   :class:`~onward.model.run_state.RunState`'s default when it was never written;
@@ -15,10 +16,10 @@ onward's types only:
 * the pending ``__interrupt__`` writes of the latest checkpoint: the questions.
 
 Anything this does not read exactly as LangGraph would raises :class:`FullRead`, and the
-caller reads through LangGraph instead (same output, the old cost): a Postgres store,
-other pending writes (a wave whose other tasks finished), interrupts of several tasks, a
-running run (``paused_before`` needs LangGraph's next tasks), a type outside onward's, a
-value of another shape than the field's, an older state schema. Damaged bytes are a
+caller reads through LangGraph instead (same output, the old cost): other pending writes
+(a wave whose other tasks finished), interrupts of several tasks, a running run
+(``paused_before`` needs LangGraph's next tasks), a type outside onward's, a value of
+another shape than the field's, an older state schema. Damaged bytes are a
 :class:`~onward.errors.StoreCorruptError` (exit 2), as on the full path.
 """
 
@@ -57,9 +58,8 @@ from onward.observe.checkpoint import (
     ancestor,
     channel_writes,
     check_reduced,
-    corrupt,
     interrupts,
-    latest_row,
+    latest_checkpoint,
 )
 from onward.observe.checkpoint import (
     FullRead as FullRead,
@@ -194,20 +194,21 @@ def _lazy(kind: str, packed: Any, item: Callable[[bytes], Any]) -> Any:
 def latest(tables: Tables, thread_id: str) -> Snapshot:
     """The thread's latest values and open questions, as ``graph.get_state`` gives them."""
     db = tables.db
-    checkpoint_id, parent_id, type_, blob = latest_row(db, thread_id)
     decoder = Decoder(tables.cipher, _types(), _lazy)
-    checkpoint = decoder.loads(type_, blob)
-    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("channel_values"), dict):
-        raise corrupt("it holds no channel values")
-    if checkpoint.get("v", 1) < 1:
+    stored = latest_checkpoint(decoder, db, thread_id)
+    if stored.v < 1:
         raise FullRead("a checkpoint of an older LangGraph format")
-    values: dict[str, Any] = dict(checkpoint["channel_values"])
-    versions = checkpoint.get("channel_versions") or {}
+    values, versions = stored.values, stored.versions
+    if type(values.get("status")) is str:  # Postgres keeps text inline: RunState's coercion
+        try:
+            values["status"] = RunStatus(values["status"])
+        except ValueError:
+            raise FullRead("a status onward does not know") from None
     check_reduced(values, versions)
     # As LangGraph: a delta channel stored here is its value (a snapshot; None is empty);
     # one written but not stored is rebuilt; one never written is empty.
     replay = [ch for ch in DELTA_DEFAULTS if ch in versions and ch not in values]
-    values.update(_rebuilt(decoder, db, thread_id, parent_id, replay))
+    values.update(_rebuilt(decoder, db, thread_id, stored.parent_id, replay))
     for ch in DELTA_DEFAULTS:
         if ch in values:
             values[ch] = _seeded(ch, values[ch])
@@ -224,7 +225,7 @@ def latest(tables: Tables, thread_id: str) -> Snapshot:
         raise FullRead("waiting entries of another shape")
     if not all(isinstance(d, Decision) for d in snap.decisions):
         raise FullRead("decisions of another shape")
-    snap.interrupts = interrupts(decoder, db, thread_id, checkpoint_id)
+    snap.interrupts = interrupts(decoder, db, thread_id, stored.id)
     _materialise(snap)
     return snap
 

@@ -28,9 +28,8 @@ from onward.observe.checkpoint import (
     ancestor,
     channel_writes,
     check_reduced,
-    corrupt,
     interrupts,
-    latest_row,
+    latest_checkpoint,
 )
 from onward.observe.kinds import EventKind
 from onward.observe.questions import Question, of_interrupt
@@ -212,20 +211,16 @@ def view(tables: Tables, thread_id: str) -> PlainView:
     """The run as ``onward status`` prints it (or :class:`FullRead`)."""
     run = tables.run(thread_id)
     db = tables.db
-    checkpoint_id, parent_id, type_, blob = latest_row(db, thread_id)
     decoder = PlainDecoder(tables)
-    checkpoint = decoder.loads(type_, blob)
-    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("channel_values"), dict):
-        raise corrupt("it holds no channel values")
-    values: dict[str, Any] = dict(checkpoint["channel_values"])
-    versions = checkpoint.get("channel_versions") or {}
+    latest = latest_checkpoint(decoder, db, thread_id)
+    values, versions = latest.values, latest.versions
     check_reduced(values, versions)
     if int(values.get("schema_version", 1)) != 1:
         raise FullRead("state of another schema")
     empty = {"plan": PlainPlan(1, []), "steps": {}, "artifacts": {}}
     for ch in DELTAS:
         if ch in versions and ch not in values:
-            values[ch] = _rebuilt(decoder, tables, thread_id, parent_id, ch, empty[ch])
+            values[ch] = _rebuilt(decoder, tables, thread_id, latest.parent_id, ch, empty[ch])
         stored = values.get(ch)
         values[ch] = stored.value if isinstance(stored, Seed) else (stored or empty[ch])
     plan, records, artifacts = values["plan"], values["steps"], values["artifacts"]
@@ -244,7 +239,7 @@ def view(tables: Tables, thread_id: str) -> PlainView:
         raise FullRead("a failure or usage of another shape")
     if not isinstance(resume_at, datetime | None):
         raise FullRead("resume_at of another shape")
-    asked = interrupts(decoder, db, thread_id, checkpoint_id)
+    asked = interrupts(decoder, db, thread_id, latest.id)
     if asked and status not in FINISHED:
         ids = {i.id for i in asked}
         budget_stop = any(

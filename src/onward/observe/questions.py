@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from onward.observe.checkpoint import STDLIB, Decoder, FullRead, Interrupt, interrupts, latest_row
+from onward.observe.checkpoint import STDLIB, Decoder, FullRead, Interrupt, interrupts, latest_id
 from onward.store.tables import RunEntry, Tables
 
 WAIT_KINDS = frozenset({"approval", "plan", "escalation", "budget"})
@@ -201,7 +201,7 @@ def of_interrupt(thread_id: str, interrupt_id: str, value: Any, objective: str) 
 
 def pending(tables: Tables, run: RunEntry) -> list[Question]:
     """``Onward.pending`` of one run: its latest checkpoint's questions, oldest first."""
-    checkpoint_id = latest_row(tables.db, run.thread_id)[0]
+    checkpoint_id = latest_id(tables.db, run.thread_id)
     decoder = Decoder(tables.cipher, STDLIB)
     found: list[Interrupt] = interrupts(decoder, tables.db, run.thread_id, checkpoint_id)
     items = [q for i in found for q in of_interrupt(run.thread_id, i.id, i.value, run.objective)]
