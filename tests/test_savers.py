@@ -22,7 +22,7 @@ from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
 from onward import Onward, Plan, PlanStep, RunStatus
-from onward.checkpointing.savers import OnwardSqliteSaver
+from onward.checkpointing.savers import OnwardSqliteSaver, grouped
 from onward.model.state import append_items
 from onward.store.database import Store
 
@@ -197,3 +197,31 @@ def test_a_second_load_reuses_the_decoded_snapshots(tmp_path: Path) -> None:
         assert reads_first == 1
         assert len(seed_reads) == 1  # later loads read no snapshot checkpoint
         assert again == first
+
+
+def test_a_batch_is_sent_grouped_by_statement_with_each_tables_rows_in_order() -> None:
+    ins_a, ins_b = "INSERT INTO a (x) VALUES (?)", "INSERT INTO b (x) VALUES (?)"
+    up_a = "INSERT INTO a (x) VALUES (?) ON CONFLICT (x) DO UPDATE SET x = excluded.x"
+    batch = [
+        (ins_a, [(1,)]),
+        (ins_b, [(2,)]),
+        (ins_a, [(3,)]),  # joins the first: only table b was written in between
+        (up_a, [(4,)]),  # another statement on a: later rows of a may not pass it
+        (ins_a, [(5,)]),
+        (ins_b, [(6,)]),  # joins b's first: a's statements do not touch b
+        ("VACUUM", []),  # a statement of unknown reach: nothing joins across it
+        (ins_b, [(7,)]),
+    ]
+    assert grouped(batch) == [
+        (ins_a, [(1,), (3,)]),
+        (ins_b, [(2,), (6,)]),
+        (up_a, [(4,)]),
+        (ins_a, [(5,)]),
+        ("VACUUM", []),
+        (ins_b, [(7,)]),
+    ]
+    assert batch[0] == (ins_a, [(1,)])  # the saved statements are not changed
+    flat = [(sql, row) for sql, rows in grouped(batch) for row in rows]
+    assert sorted(flat, key=str) == sorted(
+        [(sql, row) for sql, rows in batch for row in rows], key=str
+    )

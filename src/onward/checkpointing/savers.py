@@ -31,6 +31,7 @@ verify's writes and checkpoint (deferred).
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -179,6 +180,38 @@ class Deferred:
 
     def __bool__(self) -> bool:
         return any(self._by_thread.values())
+
+
+_TABLE = re.compile(r"\b(?:INSERT\s+INTO|DELETE\s+FROM|UPDATE)\s+(\w+)", re.IGNORECASE)
+
+
+def grouped(statements: Statements) -> Statements:
+    """The same statements with each one's rows added to an earlier one of the same SQL
+    when no statement in between writes that table: the order within each table is kept
+    (the rows of one table are written in the order they were saved), only statements of
+    different tables change places, which none of these depend on. A step's batch of eight
+    statements (two checkpoints, their blobs, two tasks' writes and events) is sent as
+    four, each a call of the driver fewer."""
+    out: Statements = []
+    last: dict[str, int] = {}
+    """The index in ``out`` of the last statement of each SQL text."""
+    table_at: dict[str | None, int] = {}
+    """The index of the last statement that wrote each table (None: an unknown one)."""
+    for sql, rows in statements:
+        match = _TABLE.search(sql)
+        table = match.group(1).lower() if match else None
+        at = last.get(sql)
+        barrier = max(table_at.get(table, -1), table_at.get(None, -1))
+        if table is not None and at is not None and at >= barrier:
+            out[at][1].extend(rows)
+            continue
+        out.append((sql, list(rows)))
+        last[sql] = len(out) - 1
+        table_at[table] = len(out) - 1
+        if table is None:  # a statement of unknown reach: nothing moves past it
+            for key in table_at:
+                table_at[key] = len(out) - 1
+    return out
 
 
 class _Recorder:
@@ -350,7 +383,7 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
         without their events.) On failure the deferred rows stay for the next commit."""
         cur = self.conn.cursor()
         try:
-            for sql, params in [*self._deferred.take(), *statements]:
+            for sql, params in grouped([*self._deferred.take(), *statements]):
                 cur.executemany(sql, params)
             self.conn.commit()
             self._deferred.clear()
@@ -521,14 +554,16 @@ def postgres_saver(
                     yield cur
                 self._deferred.clear()
                 return
-            # BEGIN and COMMIT are sent in the pipeline with the batch (psycopg's
-            # transaction() would add two round trips to each batch).
+            # The batch is recorded, then sent after the deferred statements, grouped
+            # (grouped()), with BEGIN and COMMIT, in one pipeline: one commit and one round
+            # trip (psycopg's transaction() would add two round trips to each batch).
+            batch: Statements = []
+            yield _Recorder(batch)
             with self.lock:
                 try:
                     with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
                         cur.execute("BEGIN")
-                        self._replay(cur)
-                        yield cur
+                        self._replay(cur, batch)
                         cur.execute("COMMIT")
                     self._deferred.clear()
                 except BaseException:
@@ -537,8 +572,8 @@ def postgres_saver(
                             conn.execute("ROLLBACK")
                     raise
 
-        def _replay(self, cur: Any) -> None:
-            for sql, rows in self._deferred.take():
+        def _replay(self, cur: Any, batch: Statements | None = None) -> None:
+            for sql, rows in grouped([*self._deferred.take(), *(batch or [])]):
                 cur.executemany(sql, rows)
 
         @contextmanager
