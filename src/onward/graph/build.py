@@ -48,8 +48,8 @@ REPRODUCIBLE = frozenset({Node.VERIFY, Node.GATE})
 (checkpointing/savers.py, "one durable commit per plan step")."""
 
 
-def logged(default: NodeDeps, fn: Any, *, reproducible: bool = False, checks: bool = False) -> Any:
-    """Log the events a node emits with its writes: the saver inserts them in the
+class Logged:
+    """A node that logs the events it emits with its writes: the saver inserts them in the
     transaction that saves the node's writes (``deps.held``), so a step's events are in
     the log exactly when its result is in the checkpoint. Without a saver, the node
     writes them itself before its writes commit (a node killed before them runs again,
@@ -57,33 +57,41 @@ def logged(default: NodeDeps, fn: Any, *, reproducible: bool = False, checks: bo
 
     The node's dependencies come from LangGraph's run context (``Runtime[NodeDeps]``, the
     ``context=`` onward passes to every drive); ``default`` serves a host that runs the
-    graph without onward's context (``langgraph dev``, LangGraph Studio)."""
-    wants = set(inspect.signature(fn).parameters)
+    graph without onward's context (``langgraph dev``, LangGraph Studio).
 
-    def node(arg: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> Any:
+    A callable object rather than a closure: LangGraph's compile looks through a node
+    function's closure and globals for subgraphs (disassembling its bytecode, about 3 ms a
+    node: half of compiling onward's graph), and an object has none to look through."""
+
+    def __init__(
+        self, default: NodeDeps, fn: Any, *, reproducible: bool = False, checks: bool = False
+    ) -> None:
+        self.default, self.fn = default, fn
+        self.reproducible, self.checks = reproducible, checks
+        self.wants = set(inspect.signature(fn).parameters)
+        self.__name__ = getattr(fn, "__name__", "node")
+
+    def __call__(self, arg: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> Any:
         if not isinstance(runtime.context, NodeDeps):  # a host without onward's context
-            runtime = runtime.override(context=default)
+            runtime = runtime.override(context=self.default)
         deps = runtime.context
-        if deps.draining.is_set() and not (checks and deps.cancelling.is_set()):
-            raise DrainRequested(getattr(fn, "__name__", "node"))
+        if deps.draining.is_set() and not (self.checks and deps.cancelling.is_set()):
+            raise DrainRequested(self.__name__)
         thread_id = thread_of(config)
         task_id = _task_id() if deps.held is not None else None
-        if deps.held is not None and task_id and reproducible:
+        if deps.held is not None and task_id and self.reproducible:
             deps.held.mark_reproducible(thread_id, task_id)
         given = {"config": config, "runtime": runtime}
-        kwargs = {k: v for k, v in given.items() if k in wants}
+        kwargs = {k: v for k, v in given.items() if k in self.wants}
         with EVENT_ROWS.collecting() as rows, ARTIFACT_REFS.collecting() as refs:
             try:
-                return fn(arg, **kwargs)
+                return self.fn(arg, **kwargs)
             finally:
                 if (rows or refs) and deps.events is not None:
                     if deps.held is not None and task_id:
                         deps.held.hold(thread_id, task_id, rows, refs)
                     else:
                         deps.events.record_many(thread_id, rows, artifact_refs=refs)
-
-    node.__name__ = getattr(fn, "__name__", "node")
-    return node
 
 
 def _task_id() -> str | None:
@@ -123,12 +131,11 @@ def build_graph(deps: NodeDeps, *, hosted: bool = False) -> StateGraph[Any, Node
     }
     for name, fn in nodes.items():
         exits = {str(t): label(name, t) for t in EXITS[name]} if name in routes_itself else None
-        g.add_node(
-            name.value,
-            logged(deps, fn, reproducible=name in REPRODUCIBLE, checks=name is Node.VERIFY),
-            destinations=exits,
-        )
-    g.add_node(Node.GATE.value, logged(deps, join, reproducible=True))
+        # Any: LangGraph types a node by its function's parameters, an object by none.
+        node: Any = Logged(deps, fn, reproducible=name in REPRODUCIBLE, checks=name is Node.VERIFY)
+        g.add_node(name.value, node, destinations=exits)
+    gate: Any = Logged(deps, join, reproducible=True)
+    g.add_node(Node.GATE.value, gate)
     g.add_edge(START, Node.PLAN.value)
     for source, targets in EXITS.items():
         if source in routes_itself:
