@@ -168,9 +168,7 @@ def commands_load(workdir: Path, db_url: str, *argv: str) -> tuple[int, str, set
     return proc.returncode, proc.stdout, loaded
 
 
-def test_status_and_inbox_load_neither_langgraph_nor_langchain(
-    db_url: str, workdir: Path
-) -> None:
+def test_status_and_inbox_load_neither_langgraph_nor_langchain(db_url: str, workdir: Path) -> None:
     with Onward(db_url) as ow:
         done = ow.run(plan=plan_file(workdir, "two", TWO_STEPS), workdir=workdir).thread_id
         waiting = ow.run(
@@ -196,6 +194,21 @@ def tamper(path: Path, thread_id: str, sql: str) -> None:
         conn.execute(sql, (thread_id, latest_id))
 
 
+def read_as_damaged(url: str, thread_id: str, run_cli: Any) -> Any:
+    """Both light reads refuse the damaged checkpoint, and ``onward status`` says so with
+    exit 2 and no traceback; returns what it printed."""
+    with Tables.open(url) as tables:
+        with pytest.raises(StoreCorruptError):
+            latest.view(tables, thread_id)
+        with pytest.raises(StoreCorruptError):
+            plain.view(tables, thread_id)
+    shown = run_cli("status", thread_id, db=url)
+    assert shown.code == 2, shown.stderr
+    assert "a checkpoint cannot be read" in shown.stderr
+    assert "Traceback" not in shown.stderr
+    return shown
+
+
 @pytest.mark.parametrize(
     "damage",
     [
@@ -212,15 +225,7 @@ def test_a_damaged_checkpoint_is_a_clear_error(
     with Onward(sqlite_url) as ow:
         tid = ow.run(plan=plan_file(workdir, "two", TWO_STEPS), workdir=workdir).thread_id
     tamper(Path(sqlite_url.removeprefix("sqlite:///")), tid, damage)
-    with Tables.open(sqlite_url) as tables:
-        with pytest.raises(StoreCorruptError):
-            latest.view(tables, tid)
-        with pytest.raises(StoreCorruptError):
-            plain.view(tables, tid)
-    shown = run_cli("status", tid, db=sqlite_url)
-    assert shown.code == 2, shown.stderr
-    assert "a checkpoint cannot be read" in shown.stderr
-    assert "Traceback" not in shown.stderr
+    shown = read_as_damaged(sqlite_url, tid, run_cli)
     as_json = run_cli("status", tid, "--json", db=sqlite_url)
     assert as_json.code == 2
     assert as_json.json()["error"] == "StoreCorruptError"
@@ -249,15 +254,7 @@ def test_a_damaged_postgres_checkpoint_is_a_clear_error(
             tid = ow.run(plan=plan_file(workdir, "two", TWO_STEPS), workdir=workdir).thread_id
         with psycopg.connect(url, autocommit=True) as conn:
             assert conn.execute(damage, (tid,)).rowcount > 0
-        with Tables.open(url) as tables:
-            with pytest.raises(StoreCorruptError):
-                latest.view(tables, tid)
-            with pytest.raises(StoreCorruptError):
-                plain.view(tables, tid)
-        shown = run_cli("status", tid, db=url)
-        assert shown.code == 2, shown.stderr
-        assert "a checkpoint cannot be read" in shown.stderr
-        assert "Traceback" not in shown.stderr
+        read_as_damaged(url, tid, run_cli)
 
 
 def test_what_it_cannot_read_exactly_goes_through_langgraph(
