@@ -23,7 +23,7 @@ from onward.model.state import RunStatus
 from onward.observe import checkpoint, latest, plain, questions
 from onward.policies.run import RunPolicy
 from onward.store.tables import Tables
-from tests.conftest import cli_env, postgres_schema
+from tests.conftest import cli_env, cli_runner, postgres_schema
 
 HEAVY = ("langchain_core", "langgraph", "langsmith")
 TWO_STEPS = {
@@ -243,9 +243,7 @@ def test_a_damaged_checkpoint_is_a_clear_error(
     ],
     ids=["blob-not-msgpack", "values-not-a-mapping"],
 )
-def test_a_damaged_postgres_checkpoint_is_a_clear_error(
-    workdir: Path, run_cli: Any, damage: str
-) -> None:
+def test_a_damaged_postgres_checkpoint_is_a_clear_error(workdir: Path, damage: str) -> None:
     """On Postgres the values live in checkpoint_blobs and the JSON checkpoint row."""
     import psycopg
 
@@ -254,7 +252,30 @@ def test_a_damaged_postgres_checkpoint_is_a_clear_error(
             tid = ow.run(plan=plan_file(workdir, "two", TWO_STEPS), workdir=workdir).thread_id
         with psycopg.connect(url, autocommit=True) as conn:
             assert conn.execute(damage, (tid,)).rowcount > 0
-        read_as_damaged(url, tid, run_cli)
+        read_as_damaged(url, tid, cli_runner(workdir, url))
+
+
+def test_a_postgres_snapshot_without_its_blob_goes_through_langgraph(workdir: Path) -> None:
+    """The plan is a delta channel snapshotted at every write: PostgresSaver leaves
+    ``true`` inline in its place and the value in checkpoint_blobs. Without that row the
+    light read cannot be exact, and leaves the run to the full read."""
+    import psycopg
+
+    with postgres_schema() as url:
+        with Onward(url) as ow:
+            tid = ow.run(plan=plan_file(workdir, "two", TWO_STEPS), workdir=workdir).thread_id
+        with Tables.open(url) as tables:
+            latest.view(tables, tid)  # exact while the blob is there
+        with psycopg.connect(url, autocommit=True) as conn:
+            deleted = conn.execute(
+                "DELETE FROM checkpoint_blobs WHERE thread_id = %s AND channel = 'plan'", (tid,)
+            )
+            assert deleted.rowcount > 0
+        with Tables.open(url) as tables:
+            with pytest.raises(latest.FullRead, match="placeholder without its blob"):
+                latest.view(tables, tid)
+            with pytest.raises(checkpoint.FullRead, match="placeholder without its blob"):
+                plain.view(tables, tid)
 
 
 def test_what_it_cannot_read_exactly_goes_through_langgraph(

@@ -37,6 +37,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -185,6 +186,14 @@ class Deferred:
 _TABLE = re.compile(r"\b(?:INSERT\s+INTO|DELETE\s+FROM|UPDATE)\s+(\w+)", re.IGNORECASE)
 
 
+@cache
+def _table_written(sql: str) -> str | None:
+    """The table a statement writes (None: one this cannot tell); the savers send a
+    handful of distinct statements, so each is parsed once."""
+    match = _TABLE.search(sql)
+    return match.group(1).lower() if match else None
+
+
 def grouped(statements: Statements) -> Statements:
     """The same statements with each one's rows added to an earlier one of the same SQL
     when no statement in between writes that table: the order within each table is kept
@@ -196,21 +205,17 @@ def grouped(statements: Statements) -> Statements:
     last: dict[str, int] = {}
     """The index in ``out`` of the last statement of each SQL text."""
     table_at: dict[str | None, int] = {}
-    """The index of the last statement that wrote each table (None: an unknown one)."""
+    """The index of the last statement that wrote each table (None: one of unknown reach,
+    which nothing is moved past)."""
     for sql, rows in statements:
-        match = _TABLE.search(sql)
-        table = match.group(1).lower() if match else None
+        table = _table_written(sql)
         at = last.get(sql)
         barrier = max(table_at.get(table, -1), table_at.get(None, -1))
         if table is not None and at is not None and at >= barrier:
             out[at][1].extend(rows)
             continue
         out.append((sql, list(rows)))
-        last[sql] = len(out) - 1
-        table_at[table] = len(out) - 1
-        if table is None:  # a statement of unknown reach: nothing moves past it
-            for key in table_at:
-                table_at[key] = len(out) - 1
+        last[sql] = table_at[table] = len(out) - 1
     return out
 
 
@@ -550,7 +555,7 @@ def postgres_saver(
                     conn.transaction(),
                     conn.cursor(binary=True, row_factory=dict_row) as cur,
                 ):
-                    self._replay(cur)
+                    self._replay(cur, [])
                     yield cur
                 self._deferred.clear()
                 return
@@ -572,8 +577,8 @@ def postgres_saver(
                             conn.execute("ROLLBACK")
                     raise
 
-        def _replay(self, cur: Any, batch: Statements | None = None) -> None:
-            for sql, rows in grouped([*self._deferred.take(), *(batch or [])]):
+        def _replay(self, cur: Any, batch: Statements) -> None:
+            for sql, rows in grouped([*self._deferred.take(), *batch]):
                 cur.executemany(sql, rows)
 
         @contextmanager

@@ -224,6 +224,9 @@ class Stored:
     v: int
 
 
+NO_CHECKPOINT = "no checkpoint yet (the run's request is its state)"
+
+
 def latest_id(db: Db, thread_id: str) -> str:
     """The id of the thread's latest checkpoint."""
     row = db.execute(
@@ -232,7 +235,7 @@ def latest_id(db: Db, thread_id: str) -> str:
         (thread_id,),
     ).fetchone()
     if row is None:
-        raise FullRead("no checkpoint yet (the run's request is its state)")
+        raise FullRead(NO_CHECKPOINT)
     return str(row[0])
 
 
@@ -240,7 +243,7 @@ def latest_checkpoint(decoder: Decoder, db: Db, thread_id: str) -> Stored:
     """The thread's latest checkpoint, as the store's saver loads it."""
     found = _checkpoint(decoder, db, thread_id, None)
     if found is None:
-        raise FullRead("no checkpoint yet (the run's request is its state)")
+        raise FullRead(NO_CHECKPOINT)
     return found
 
 
@@ -260,51 +263,75 @@ def _checkpoint(
     params: tuple[str, ...] = (thread_id,)
     if checkpoint_id is not None:
         where, params = f"{where} AND checkpoint_id = ?", (thread_id, checkpoint_id)
-    if db.backend is Backend.SQLITE:
-        # SqliteSaver: the whole checkpoint, values and all, is one serialized blob.
-        row = db.execute(
-            "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint FROM checkpoints "
-            f"WHERE {where} ORDER BY checkpoint_id DESC LIMIT 1",
-            params,
-        ).fetchone()
-        if row is None:
-            return None
-        checkpoint = decoder.loads(row[2], row[3])
-        blobs: list[Any] = []
-    else:
-        # PostgresSaver: JSON with the primitive values inline; every other value is a
-        # checkpoint_blobs row at the channel's version (its SELECT_SQL, as one query).
-        row = db.execute(
-            "SELECT checkpoint_id, parent_checkpoint_id, checkpoint, ("
-            "SELECT array_agg(array[bl.channel::bytea, bl.type::bytea, bl.blob]) "
-            "FROM jsonb_each_text(checkpoint -> 'channel_versions') AS v "
-            "JOIN checkpoint_blobs bl ON bl.thread_id = checkpoints.thread_id "
-            "AND bl.checkpoint_ns = checkpoints.checkpoint_ns "
-            "AND bl.channel = v.key AND bl.version = v.value"
-            f") FROM checkpoints WHERE {where} ORDER BY checkpoint_id DESC LIMIT 1",
-            params,
-        ).fetchone()
-        if row is None:
-            return None
-        checkpoint, blobs = row[2], row[3] or []
-    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("channel_values"), dict):
-        raise corrupt("it holds no channel values")
-    values: dict[str, Any] = dict(checkpoint["channel_values"])
-    placeholders = {ch for ch, value in values.items() if value is True}
-    for channel, type_, blob in blobs:
-        name, kind = bytes(channel).decode(), bytes(type_).decode()
-        if kind != "empty":  # PostgresSaver._load_blobs
-            values[name] = decoder.loads(kind, blob)
-            placeholders.discard(name)
-    if db.backend is Backend.POSTGRES and any(
-        not isinstance(values[ch], Seed) for ch in placeholders if ch in DELTA_CHANNELS
-    ):
-        raise FullRead("a delta snapshot's placeholder without its blob")
+    read = _sqlite_row if db.backend is Backend.SQLITE else _postgres_row
+    found = read(decoder, db, where, params)
+    if found is None:
+        return None
+    row_id, parent_id, checkpoint = found
     versions = checkpoint.get("channel_versions") or {}
     if not isinstance(versions, dict):
         raise corrupt("its channel versions are not a mapping")
     version = checkpoint.get("v", 1)
-    return Stored(str(row[0]), row[1], values, versions, version if isinstance(version, int) else 1)
+    return Stored(
+        str(row_id),
+        parent_id,
+        checkpoint["channel_values"],
+        versions,
+        version if isinstance(version, int) else 1,
+    )
+
+
+Row = tuple[str, str | None, dict[str, Any]]
+"""(id, parent id, checkpoint with its ``channel_values`` decoded)."""
+
+
+def _sqlite_row(decoder: Decoder, db: Db, where: str, params: tuple[str, ...]) -> Row | None:
+    """SqliteSaver's layout: the whole checkpoint, values and all, is one serialized blob."""
+    row = db.execute(
+        "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint FROM checkpoints "
+        f"WHERE {where} ORDER BY checkpoint_id DESC LIMIT 1",
+        params,
+    ).fetchone()
+    if row is None:
+        return None
+    checkpoint = decoder.loads(row[2], row[3])
+    _check_values(checkpoint)
+    checkpoint["channel_values"] = dict(checkpoint["channel_values"])
+    return row[0], row[1], checkpoint
+
+
+def _postgres_row(decoder: Decoder, db: Db, where: str, params: tuple[str, ...]) -> Row | None:
+    """PostgresSaver's layout: JSON with the primitive values inline; every other value is
+    a checkpoint_blobs row at the channel's version (its SELECT_SQL, as one query), and a
+    delta channel's snapshot leaves ``true`` inline in its place."""
+    row = db.execute(
+        "SELECT checkpoint_id, parent_checkpoint_id, checkpoint, ("
+        "SELECT array_agg(array[bl.channel::bytea, bl.type::bytea, bl.blob]) "
+        "FROM jsonb_each_text(checkpoint -> 'channel_versions') AS v "
+        "JOIN checkpoint_blobs bl ON bl.thread_id = checkpoints.thread_id "
+        "AND bl.checkpoint_ns = checkpoints.checkpoint_ns "
+        "AND bl.channel = v.key AND bl.version = v.value"
+        f") FROM checkpoints WHERE {where} ORDER BY checkpoint_id DESC LIMIT 1",
+        params,
+    ).fetchone()
+    if row is None:
+        return None
+    checkpoint = row[2]
+    _check_values(checkpoint)
+    values: dict[str, Any] = dict(checkpoint["channel_values"])
+    for channel, type_, blob in row[3] or []:
+        kind = bytes(type_).decode()
+        if kind != "empty":  # PostgresSaver._load_blobs
+            values[bytes(channel).decode()] = decoder.loads(kind, blob)
+    if any(values[ch] is True for ch in DELTA_CHANNELS if ch in values):
+        raise FullRead("a delta snapshot's placeholder without its blob")
+    checkpoint["channel_values"] = values
+    return row[0], row[1], checkpoint
+
+
+def _check_values(checkpoint: Any) -> None:
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("channel_values"), dict):
+        raise corrupt("it holds no channel values")
 
 
 WRITES_TABLE = {
