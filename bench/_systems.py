@@ -13,6 +13,9 @@ runs inside it and reads its durability settings back from its own live connecti
   saver's ``setup()``), ``synchronous`` as onward's; Postgres: autocommit connection, as
   LangGraph documents it.
 * ``langgraph-none``: the same loop without a checkpointer (LangGraph's own cost).
+* ``langgraph-shape-none``: onward's graph shape (below) without a checkpointer: what
+  LangGraph's loop itself spends per plan step, saving nothing. Every onward step pays it;
+  the rest of onward's step is its own (nodes, savers, serializer, the commit).
 * ``langgraph-shape``: LangGraph's own saver, as ``langgraph``, running the *shape* of
   onward's graph with no-op nodes: a routing function ``Send``s each step to ``execute``,
   an edge leads to ``verify``, whose routing function sends the next one (two supersteps
@@ -36,7 +39,14 @@ from typing import Any, TypedDict
 
 from _common import SYNC_NAMES, chain_plan
 
-SYSTEMS = ("onward", "langgraph", "langgraph-shape", "langgraph-none", "dbos")
+SYSTEMS = (
+    "onward",
+    "langgraph",
+    "langgraph-shape",
+    "langgraph-none",
+    "langgraph-shape-none",
+    "dbos",
+)
 
 Window = Callable[[], AbstractContextManager["Clock"]]
 """Opens the counted window (markers, commit counter) and times what runs in it."""
@@ -80,6 +90,7 @@ def run(system: str, db: str, workdir: Path, steps: int, window: Window) -> dict
         "langgraph": _langgraph,
         "langgraph-shape": _langgraph_shape,
         "langgraph-none": _langgraph_none,
+        "langgraph-shape-none": _langgraph_shape_none,
         "dbos": _dbos,
     }[system]
     return runner(db, workdir, steps, window)
@@ -206,13 +217,19 @@ def _langgraph_pg(url: str, steps: int, window: Window, build: Any) -> dict[str,
     return settings
 
 
-def _langgraph_none(db: str, workdir: Path, steps: int, window: Window) -> dict[str, str]:
+def _langgraph_none(
+    db: str, workdir: Path, steps: int, window: Window, build: Any = counter_graph
+) -> dict[str, str]:
     # No durability argument: LangGraph 1.2 warns that it has no effect without a
     # checkpointer, then fails on the missing checkpoint future when it is "sync".
-    graph = counter_graph(steps, None)
+    graph = build(steps, None)
     with window() as clock:
         _invoke(graph, steps, None, clock)
     return {}
+
+
+def _langgraph_shape_none(db: str, workdir: Path, steps: int, window: Window) -> dict[str, str]:
+    return _langgraph_none(db, workdir, steps, window, shape_graph)
 
 
 def _dbos(db: str, workdir: Path, steps: int, window: Window) -> dict[str, str]:

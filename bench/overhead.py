@@ -9,6 +9,11 @@ What is compared (bench/_systems.py runs each; N = ``--steps``, default 200)
       with ``durability="sync"``; one node increments a counter and a conditional edge
       loops back until it reaches N: one superstep and one checkpoint per step.
     * **LangGraph, no checkpointer**: the same loop without one (LangGraph's own cost).
+    * **LangGraph sync, onward's shape**: LangGraph's own saver on the shape of onward's
+      graph with no-op nodes (two supersteps per step, as many channels as ``RunState``).
+    * **LangGraph on onward's shape, no checkpointer**: that shape saving nothing: what
+      LangGraph's loop costs every onward step. onward's step minus this is onward's own
+      (its nodes, savers, serializer and commit); DBOS's whole step is the bar for it.
     * **DBOS**: a ``@DBOS.workflow`` calling a no-op ``@DBOS.step`` N times (each step's
       output is checkpointed): the durable-execution peer a user would pick instead.
 
@@ -108,7 +113,13 @@ def variants(postgres: bool) -> list[Variant]:
         for s in ("onward", "langgraph", "langgraph-shape", "dbos")
     ]
     out.append(Variant("LangGraph, no checkpointer", "langgraph-none", "NORMAL"))
+    out.append(Variant(LOOP_ONLY, "langgraph-shape-none", "NORMAL"))
     return out
+
+
+LOOP_ONLY = "LangGraph on onward's shape, no checkpointer"
+"""The part of every onward step that is LangGraph's loop (no saving, no-op nodes)."""
+NO_SAVER = ("langgraph-none", "langgraph-shape-none")
 
 
 def expected(mode: str, settings: dict[str, str]) -> bool:
@@ -155,7 +166,7 @@ def count(vs: list[Variant], steps: list[int], admin: str | None) -> dict[str, d
     checkout = Checkout("src", REPO / "src")
     out: dict[str, dict[str, Any]] = {}
     for v in vs:
-        if v.system == "langgraph-none":
+        if v.system in NO_SAVER:
             continue
         print(f"  counting: {v.label}", flush=True)
         if v.mode != "postgres":
@@ -298,6 +309,25 @@ def report(
                 "met": None,
             }
         )
+        # What of onward's step is LangGraph's loop (the shape saving nothing), and what is
+        # onward's own; the loop is the same process work in every mode.
+        loop = statistics.median(wall[LOOP_ONLY])
+        console.print(
+            f"of onward's {med[ours]:.3f} ms per step ({what}): LangGraph's loop on the shape "
+            f"{loop:.3f} ms ({loop / med[ours]:.0%}), onward's own {med[ours] - loop:.3f} ms "
+            f"(nodes, savers, serializer, commit); DBOS's whole step {med[dbos]:.3f} ms"
+        )
+        rows.append(
+            {
+                "bench": "overhead.py",
+                "measure": f"LangGraph's loop on onward's shape, no checkpointer ÷ DBOS, {what}",
+                "onward": round(loop, 3),
+                "baseline": f"DBOS {med[dbos]:.3f}; onward's own part {med[ours] - loop:.3f} ms",
+                "ratio": round(loop / med[dbos], 2),
+                "target": "—",
+                "met": None,
+            }
+        )
     return rows
 
 
@@ -323,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     wall, cpu, settings = time_rounds(vs, args.steps, args.rounds, admin)
     for v in vs:
         got = [settings[v.label], *([counts[v.label]["settings"]] if v.label in counts else [])]
-        if v.system != "langgraph-none" and not all(expected(v.mode, s) for s in got):
+        if v.system not in NO_SAVER and not all(expected(v.mode, s) for s in got):
             raise SystemExit(f"{v.label}: durability settings read back {got}, not {v.mode}")
     pg = {v.label: settings[v.label] for v in vs if v.mode == "postgres"}
     if len({tuple(s.items()) for s in pg.values()}) > 1:
