@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import ormsgpack
+import pytest
 
 from onward import Onward, Plan, PlanStep, RunStatus
 from onward.model.state import (
@@ -205,3 +206,76 @@ def test_open_steps_of_a_long_run_reuse_what_they_know_of_unrecorded_steps() -> 
     assert rerun.unrecorded(index) is known  # the older version is unchanged
     other = Plan(steps=[PlanStep(id="s0", tool="noop"), PlanStep(id="new", tool="noop")])
     assert started.unrecorded(other.index()) == {"new"}  # another plan: its own answer
+
+
+def _long_records(n: int) -> StepRecords:
+    done = {f"s{i}": record(f"s{i}", StepStatus.DONE, attempts=1, note=f"n{i}") for i in range(n)}
+    return StepRecords().merged([done])
+
+
+def test_a_large_collection_is_stored_in_chunks_and_a_read_inflates_only_its_chunk() -> None:
+    """A long run's snapshot is not one deflated blob that every load inflates whole: its
+    body is stored in chunks, and reading one record inflates one chunk."""
+    from onward.checkpointing.format import CHUNK_BYTES, ChunkedBody
+    from onward.checkpointing.serde import checkpoint_serde
+
+    serde = checkpoint_serde(None)
+    recs = _long_records(10_000)
+    type_, blob = serde.dumps_typed({"steps": recs})
+    # Its body in deflated chunks: the blob is not deflated again (a load would inflate it).
+    assert type_ == "msgpack"
+    body = StepRecords.unpacked(recs.packed(), ormsgpack.unpackb)._items.body
+    assert isinstance(body, ChunkedBody)
+    assert len(body) > 4 * CHUNK_BYTES
+    assert len(body.starts) > 5
+    assert len(blob) < len(body) / 3  # the chunks are deflated
+    loaded = serde.loads_typed((type_, blob))["steps"]
+    chunks = loaded._items.body
+    assert chunks.inflated() == 0  # loading inflated nothing
+    assert loaded["s4321"] == recs["s4321"]
+    assert chunks.inflated() == 1
+    assert loaded.status_of("s10") is StepStatus.DONE  # read without decoding
+    assert chunks.inflated() == 1
+    assert dict(loaded) == dict(recs)  # every item, across every chunk boundary
+    # Stored again (a later snapshot) it is the same.
+    again = serde.loads_typed(serde.dumps_typed({"steps": loaded}))["steps"]
+    assert dict(again) == dict(recs)
+
+
+def test_a_small_collection_is_one_body_and_its_blob_is_deflated() -> None:
+    from onward.checkpointing.format import COMPRESSED
+    from onward.checkpointing.serde import checkpoint_serde
+
+    recs = _long_records(50)
+    assert isinstance(recs.packed()[1], bytes)
+    assert checkpoint_serde(None).dumps_typed({"steps": recs})[0] == COMPRESSED
+
+
+def test_where_searches_a_chunked_body() -> None:
+    from onward.checkpointing.format import ChunkedBody
+    from onward.model.state import PlanSteps
+
+    steps = [PlanStep(id=f"s{i}", tool="noop", args={"value": "x" * 80}) for i in range(3000)]
+    steps[2900] = PlanStep(id="s2900", tool="render_report")
+    decode = CountingDecoder()
+    loaded = PlanSteps.unpacked(PlanSteps(steps).packed(), decode)
+    assert isinstance(loaded._items.body, ChunkedBody)
+    assert loaded.where("tool", "render_report") == [2900]
+    assert decode.calls == 1
+    assert loaded[2999] == steps[2999]
+
+
+def test_a_damaged_chunk_is_a_store_error_when_it_is_read() -> None:
+    from onward.checkpointing.format import ChunkedBody
+    from onward.errors import StoreCorruptError
+
+    ids, (starts, chunks), offsets, *summary = _long_records(10_000).packed()
+    chunks = list(chunks)
+    chunks[1] = chunks[1][:10] + bytes(len(chunks[1]) - 10)  # zeros after its header
+    loaded = StepRecords.unpacked([ids, [starts, chunks], offsets, *summary], ormsgpack.unpackb)
+    assert isinstance(loaded._items.body, ChunkedBody)
+    assert loaded["s0"].status is StepStatus.DONE  # chunk 0 is intact
+    with pytest.raises(StoreCorruptError, match="restore the store from a backup"):
+        dict(loaded)
+    with pytest.raises(ValueError, match="differ in number"):
+        StepRecords.unpacked([ids, [starts, chunks[:-1]], offsets, *summary], ormsgpack.unpackb)

@@ -143,6 +143,41 @@ def test_status_and_inbox_print_what_the_full_read_prints(
     assert (listed.code, listed.json()) == (0, inbox)
 
 
+def test_a_long_plan_stored_in_chunks_reads_the_same_light_and_full_and_resumes(
+    db_url: str, workdir: Path, run_cli: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plan whose steps fill more than two chunks (model/lazy.py: a large body is stored
+    as deflated chunks): status and inbox read it without LangGraph as the full read does,
+    and the run resumes from it."""
+    steps: list[dict[str, Any]] = [
+        {"id": f"s{i}", "tool": "noop", "args": {"value": i}, "description": f"{i:04d}" * 100}
+        for i in range(300)
+    ]
+    steps.append({"id": "gate", "tool": "wait", "args": {"seconds": 0}, "depends_on": ["s299"]})
+    plan = plan_file(workdir, "long", {"goal": "a long plan", "steps": steps})
+    with Onward(db_url) as ow:
+        view = ow.run(plan=plan, policy=RunPolicy(approve_tools={"wait"}), workdir=workdir)
+        tid = view.thread_id
+        assert view.pending
+        expected = ow.get(tid)
+        inbox = [p.model_dump(mode="json") for p in ow.inbox()]
+        chunks = ow.state(tid).plan.steps._items.body
+    assert type(chunks).__name__ == "ChunkedBody"
+    assert len(chunks.starts) > 3
+    with Tables.open(db_url) as tables:
+        assert latest.view(tables, tid).model_dump_json() == expected.model_dump_json()
+        text = printed(expected, capsys)
+        assert printed(plain.view(tables, tid), capsys) == text
+        asked = questions.inbox(tables, tables.unfinished_runs())
+        assert [q.model_dump(mode="json") for q in asked] == inbox
+    shown = run_cli("status", tid, "--json")
+    assert (shown.code, shown.stdout.strip()) == (0, full(db_url, tid))
+    with Onward(db_url) as ow:
+        done = ow.approve(tid, "gate")
+    assert done.status is RunStatus.DONE
+    assert len(done.steps) == 301
+
+
 def commands_load(workdir: Path, db_url: str, *argv: str) -> tuple[int, str, set[str]]:
     """``onward ARGV --db`` in a new interpreter: exit code, stdout, top-level packages."""
     code = (

@@ -44,6 +44,7 @@ from langgraph.types import Send
 from pydantic import BaseModel
 
 from onward.checkpointing.format import (
+    CHUNKED,
     COMPRESS_MIN_BYTES,
     COMPRESSED,
     EXT_LAZY,
@@ -126,8 +127,12 @@ class OnwardSerializer(JsonPlusSerializer):
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         if obj is None or isinstance(obj, bytes | bytearray):
             return super().dumps_typed(obj)
+        CHUNKED.bodies = 0
         blob = ormsgpack.packb(obj, default=_default, option=_OPTION)
-        if len(blob) >= COMPRESS_MIN_BYTES:
+        # A blob with a body in deflated chunks (a long run's snapshot) stays as it is:
+        # deflating it whole again would cost every load an inflate of all of it, the
+        # cost the chunks are there to avoid, for the few bytes of ids and statuses.
+        if len(blob) >= COMPRESS_MIN_BYTES and not CHUNKED.bodies:
             small = deflate(blob)
             if len(small) < len(blob):
                 return COMPRESSED, small

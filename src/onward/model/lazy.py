@@ -10,6 +10,11 @@ and the total of attempts). Loading it creates no object per item; an item is de
 is read, and stays decoded.
 
 The collections are immutable: merging writes returns a new one that shares the items.
+
+A large body (a long run's snapshot of its step records or plan) is stored as chunks
+deflated one by one (:class:`ChunkedBody`): a load inflates only the chunks of the items it
+reads, where one deflated checkpoint blob had to be inflated whole (at 10,000 steps a
+4.6 MB snapshot: ~12 ms of every resume).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
 import ormsgpack
 from pydantic import BaseModel, GetCoreSchemaHandler
 from pydantic_core import core_schema
+
+from onward.checkpointing.format import ChunkedBody, stored_items, storing_items
 
 T = TypeVar("T")
 Decode = Callable[[bytes], Any]
@@ -58,7 +65,9 @@ class _Items(Generic[T]):
 
     __slots__ = ("body", "decode", "kind", "offsets")
 
-    def __init__(self, kind: Any, decode: Decode, body: bytes = b"", offsets: bytes = b"") -> None:
+    def __init__(
+        self, kind: Any, decode: Decode, body: bytes | ChunkedBody = b"", offsets: bytes = b""
+    ) -> None:
         self.kind = kind
         self.decode = decode
         self.body = body
@@ -88,15 +97,15 @@ class _Items(Generic[T]):
         return pack_item(value, self.kind.dump)
 
 
-def _pack(items: _Items[Any], values: Iterable[Any]) -> tuple[bytes, bytes]:
-    """``(body, offsets)`` of these items."""
+def _pack(items: _Items[Any], values: Iterable[Any]) -> tuple[Any, bytes]:
+    """``(body, offsets)`` of these items, as a checkpoint stores them."""
     parts = [items.raw(v) for v in values]
     offsets = array("Q", [0])
     end = 0
     for part in parts:
         end += len(part)
         offsets.append(end)
-    return b"".join(parts), offsets.tobytes()
+    return storing_items(b"".join(parts), offsets)
 
 
 def wrapper_schema(cls: Any, plain: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
@@ -251,7 +260,7 @@ class LazyMap(Mapping[str, T]):
     def unpacked(cls, packed: list[Any], decode: Decode) -> Any:
         ids, body, offsets, *summary = packed
         new = object.__new__(cls)
-        new._items = _Items(cls, decode, body, offsets)
+        new._items = _Items(cls, decode, *stored_items(body, offsets))
         if len(new._items.offsets) != len(ids) + 1:
             raise ValueError("a packed collection whose ids and items differ in number")
         new._values = dict(zip(ids, range(len(ids)), strict=True))
@@ -416,7 +425,7 @@ class LazyList(Sequence[T]):
     def unpacked(cls, packed: list[Any], decode: Decode) -> Any:
         ids, body, offsets = packed
         new = object.__new__(cls)
-        new._items = _Items(cls, decode, body, offsets)
+        new._items = _Items(cls, decode, *stored_items(body, offsets))
         if len(new._items.offsets) != len(ids) + 1:
             raise ValueError("a packed list whose ids and items differ in number")
         new._items_list = list(range(len(ids)))

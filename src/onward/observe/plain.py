@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from onward.checkpointing.format import stored_items
 from onward.observe.checkpoint import (
     EXT_CONSTRUCTOR_SINGLE_ARG,
     EXT_PYDANTIC_V2,
@@ -116,7 +117,7 @@ class PlainDecoder(Decoder):
         raise ValueError(f"an onward collection of unknown kind {kind!r}")
 
     def _items(self, packed: Sequence[Any]) -> dict[str, Any]:
-        ids, body, offsets = packed[0], packed[1], packed[2]
+        ids, (body, offsets) = packed[0], stored_items(packed[1], packed[2])
         ends = memoryview(offsets).cast("Q")
         if len(ends) != len(ids) + 1:
             raise ValueError("a packed collection whose ids and items differ in number")
