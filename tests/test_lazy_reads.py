@@ -3,6 +3,7 @@ view builds the steps it is asked for, and finalize's report reads the statuses.
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 
 import ormsgpack
@@ -279,3 +280,14 @@ def test_a_damaged_chunk_is_a_store_error_when_it_is_read() -> None:
         dict(loaded)
     with pytest.raises(ValueError, match="differ in number"):
         StepRecords.unpacked([ids, [starts, chunks[:-1]], offsets, *summary], ormsgpack.unpackb)
+    # Chunks in each other's places: the last, short one inflates short of the first's
+    # slot; the first inflates past the last's and is cut one byte past it. Both refused.
+    whole = _long_records(10_000).packed()[1][1]
+    swapped = [whole[-1], *whole[1:-1], whole[0]]
+    bad = StepRecords.unpacked([ids, [starts, swapped], offsets, *summary], ormsgpack.unpackb)
+    for sid in ("s0", "s9999"):
+        with pytest.raises(StoreCorruptError, match="wrong length"):
+            bad[sid]
+    backwards = array("Q", [0, 5, 3, *array("Q", starts)[3:]]).tobytes()
+    with pytest.raises(ValueError, match="go backwards"):
+        ChunkedBody(backwards, list(whole))

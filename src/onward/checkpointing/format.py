@@ -80,10 +80,13 @@ def _deflate_1(blob: bytes) -> bytes:
     return squeeze.compress(blob) + squeeze.flush()
 
 
-def inflate(blob: bytes, type_: str) -> bytes:
-    """A compressed blob of ``type_`` (a key of :data:`ZDICTS`) back to its msgpack bytes."""
+def inflate(blob: bytes, type_: str, limit: int = 0) -> bytes:
+    """A compressed blob of ``type_`` (a key of :data:`ZDICTS`) back to its msgpack bytes;
+    with a ``limit``, at most that many bytes (a damaged blob cannot inflate without end)."""
     try:
         stream = _INFLATE[ZDICTS[type_]].copy()
+        if limit:
+            return stream.decompress(blob, limit)
         return stream.decompress(blob) + stream.flush()
     except zlib.error as exc:
         raise StoreCorruptError(
@@ -116,8 +119,10 @@ class ChunkedBody:
     def __init__(self, starts: bytes, chunks: list[bytes]) -> None:
         self.starts = array("Q")
         self.starts.frombytes(starts)
-        if len(self.starts) != len(chunks) + 1 or (self.starts and self.starts[0] != 0):
+        if len(self.starts) != len(chunks) + 1 or self.starts[0] != 0:
             raise ValueError("a chunked body whose chunks and offsets differ in number")
+        if any(a > b for a, b in zip(self.starts, self.starts[1:], strict=False)):
+            raise ValueError("a chunked body whose offsets go backwards")
         self._chunks: list[bytes] = list(chunks)
         self._plain: dict[int, bytes] = {}
         self._whole: bytes | None = None
@@ -147,8 +152,9 @@ class ChunkedBody:
         """Chunk ``k`` inflated (kept: an item read once is often read again)."""
         plain = self._plain.get(k)
         if plain is None:
-            plain = inflate(self._chunks[k], COMPRESSED)
-            if len(plain) != self.starts[k + 1] - self.starts[k]:
+            size = self.starts[k + 1] - self.starts[k]
+            plain = inflate(self._chunks[k], COMPRESSED, size + 1)
+            if len(plain) != size:
                 raise StoreCorruptError(
                     "a checkpoint cannot be read: a chunk of a collection has the wrong "
                     "length. Nothing was changed; restore the store from a backup"
