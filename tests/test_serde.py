@@ -245,3 +245,29 @@ def test_datetimes_and_enums_take_the_fast_path_to_langgraphs_own_bytes(value: A
     assert ours == theirs
     serde = checkpoint_serde(None)
     assert serde.loads_typed(serde.dumps_typed({"v": value}))["v"] == value
+
+
+def test_a_chunked_snapshot_costs_the_cache_what_its_chunks_inflate_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long run's records are stored in deflated chunks (a blob much smaller than what it
+    inflates to, a chunk at a time): the cache counts what the chunks inflate to, so its
+    size bound holds however many of them a process reads."""
+    from onward.checkpointing.format import ChunkedBody
+    from onward.model.state import StepRecords
+
+    done = {
+        f"s{i}": StepRecord(id=f"s{i}", status=StepStatus.DONE, note="n" * 40) for i in range(8000)
+    }
+    dumped = checkpoint_serde(None).dumps_typed({"steps": StepRecords().merged([done])})
+    monkeypatch.setattr(serde_module, "CACHE_MIN_BYTES", len(dumped[1]))  # cached at all
+    serde = checkpoint_serde(None)
+    body = serde.loads_typed(dumped)["steps"]._items.body
+    assert isinstance(body, ChunkedBody), "the records must be many enough to be chunked"
+    assert len(dumped[1]) < len(body)
+    assert serde._cache._size == len(dumped[1]) + len(body)
+    # Room for the blob but not for what its chunks inflate to: not kept.
+    monkeypatch.setattr(serde_module, "CACHE_MAX_BYTES", len(dumped[1]) + len(body) - 1)
+    narrow = checkpoint_serde(None)
+    narrow.loads_typed(dumped)
+    assert narrow._cache._size == 0

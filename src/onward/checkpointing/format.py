@@ -204,7 +204,9 @@ def stored_items(body: Any, offsets: bytes) -> tuple[bytes | ChunkedBody, bytes]
     if isinstance(body, bytes):
         return body, offsets
     if isinstance(body, list) and len(body) == 2:
-        return ChunkedBody(*body), inflate(offsets, COMPRESSED)
+        chunked = ChunkedBody(*body)
+        CHUNKED.readable += len(chunked)
+        return chunked, inflate(offsets, COMPRESSED)
     raise ValueError("a collection body that is neither bytes nor chunks")
 
 
@@ -212,6 +214,9 @@ class _Chunked(threading.local):
     bodies = 0
     """Large bodies stored in chunks in the blob this thread is encoding: such a blob (a
     long run's snapshot) is not deflated again (serde.py)."""
+    readable = 0
+    """Bytes the chunked bodies of the blob this thread is decoding inflate to, read or
+    not: what keeping the decoded blob may come to cost (serde.py's cache)."""
 
 
 CHUNKED = _Chunked()

@@ -151,10 +151,13 @@ class OnwardSerializer(JsonPlusSerializer):
         value = self._cache.get(key)
         if value is None:
             raw = inflate(blob, type_) if compressed else blob
+            CHUNKED.readable = 0
             value = self._unpack(raw)
-            if len(raw) < CACHE_MIN_BYTES:
+            # What it costs to decode, not to store; with the chunks it may inflate.
+            cost = len(raw) + CHUNKED.readable
+            if cost < CACHE_MIN_BYTES:
                 return value
-            self._cache.put(key, value, len(raw))  # what it costs to decode, not to store
+            self._cache.put(key, value, cost)
         return fresh(value)
 
     def _unpack(self, blob: bytes) -> Any:
