@@ -8,7 +8,9 @@ import sqlite3
 import zlib
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Send
 
@@ -181,18 +183,38 @@ def _chain(n: int) -> Plan:
     )
 
 
+_OLD_EVENT_INDEXES = {
+    12: {
+        "onward_events_kind": "CREATE INDEX onward_events_kind "
+        "ON onward_events (thread_id, kind, id)",
+        "onward_events_once": "CREATE UNIQUE INDEX onward_events_once "
+        "ON onward_events (thread_id, dedupe) WHERE dedupe IS NOT NULL",
+    },
+    13: {
+        "onward_events_kind_once": "CREATE UNIQUE INDEX onward_events_kind_once "
+        "ON onward_events (thread_id, kind, dedupe)",
+    },
+}
+"""The event indexes of older store schemas (14 replaced them)."""
+NEW_EVENT_INDEXES = {"onward_events_thread", "onward_events_attempt", "onward_events_unkeyed_kind"}
+
+
+def _with_old_event_indexes(db: Any, version: int) -> None:
+    """Put back the event indexes of store schema ``version`` (on a ``Db`` or a sqlite3
+    connection) and mark the store as of that version."""
+    db.execute("DROP INDEX onward_events_attempt")
+    db.execute("DROP INDEX onward_events_unkeyed_kind")
+    for sql in _OLD_EVENT_INDEXES[version].values():
+        db.execute(sql)
+    db.execute("UPDATE onward_meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+
+
 def _as_schema_12(db: Path) -> None:
     """Rewrite a store as onward wrote it at store schema 12: events indexed by (thread,
     kind, id) and (thread, dedupe key), and blobs deflated with the names-only dictionary."""
     conn = sqlite3.connect(db)
     try:
-        conn.execute("DROP INDEX onward_events_kind_once")
-        conn.execute("CREATE INDEX onward_events_kind ON onward_events (thread_id, kind, id)")
-        conn.execute(
-            "CREATE UNIQUE INDEX onward_events_once "
-            "ON onward_events (thread_id, dedupe) WHERE dedupe IS NOT NULL"
-        )
-        conn.execute("UPDATE onward_meta SET value = '12' WHERE key = 'schema_version'")
+        _with_old_event_indexes(conn, 12)
         for table, column, key in (
             ("checkpoints", "checkpoint", "checkpoint_id"),
             ("writes", "value", "checkpoint_id || task_id || idx"),
@@ -259,16 +281,16 @@ def test_a_schema_12_store_opens_reads_and_goes_on_after_the_upgrade(tmp_path: P
         types = {r[0] for r in conn.execute("SELECT type FROM checkpoints")}
         plan = conn.execute(
             "EXPLAIN QUERY PLAN SELECT id FROM onward_events WHERE thread_id = ? "
-            "AND kind IN ('run_suspended') ORDER BY +id",
+            "AND kind IN ('run_suspended') AND dedupe IS NULL ORDER BY +id",
             (thread,),
         ).fetchall()
     finally:
         conn.close()
-    assert indexes == {"onward_events_thread", "onward_events_kind_once"}
+    assert indexes == NEW_EVENT_INDEXES
     assert version == (str(STORE_SCHEMA_VERSION),)
     assert step_done == (4,)
     assert types == {COMPRESSED_1, COMPRESSED}  # old blobs kept, new ones in the new form
-    assert "onward_events_kind_once" in str(plan)  # kind lookups read only that kind's rows
+    assert "onward_events_unkeyed_kind" in str(plan)  # kind lookups read only that kind's rows
 
 
 def _event_indexes(ow: Onward) -> set[str]:
@@ -283,26 +305,21 @@ def _event_indexes(ow: Onward) -> set[str]:
                 "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?",
                 ("onward_events",),
             ).fetchall()
-    return {str(r[0]) for r in rows}
+    return {str(r[0]) for r in rows} - {"onward_events_pkey"}
 
 
-def test_the_event_indexes_of_a_schema_12_store_are_merged(db_url: str, workdir: Path) -> None:
+@pytest.mark.parametrize("version", [12, 13])
+def test_the_event_indexes_of_an_older_store_are_replaced(
+    db_url: str, workdir: Path, version: int
+) -> None:
     with Onward(db_url) as ow:
         view = ow.run(plan=_chain(2), workdir=str(workdir))
         thread = view.thread_id
         with ow.store.db.use() as db:
-            db.execute("DROP INDEX onward_events_kind_once")
-            db.execute("CREATE INDEX onward_events_kind ON onward_events (thread_id, kind, id)")
-            db.execute(
-                "CREATE UNIQUE INDEX onward_events_once "
-                "ON onward_events (thread_id, dedupe) WHERE dedupe IS NOT NULL"
-            )
-            db.execute("UPDATE onward_meta SET value = '12' WHERE key = 'schema_version'")
-        assert {"onward_events_kind", "onward_events_once"} <= _event_indexes(ow)
+            _with_old_event_indexes(db, version)
+        assert _event_indexes(ow) == {"onward_events_thread", *_OLD_EVENT_INDEXES[version]}
     with Onward(db_url) as ow:
-        found = _event_indexes(ow)
-        assert "onward_events_kind_once" in found
-        assert not {"onward_events_kind", "onward_events_once"} & found
+        assert _event_indexes(ow) == NEW_EVENT_INDEXES
         done = ow.store.events.list(thread, [EventKind.STEP_DONE])
         assert [e.detail["step_id"] for e in done] == ["s0", "s1"]
         again = (done[1].at, "step_done", {"step_id": "s1"}, "step_done:s1:1")

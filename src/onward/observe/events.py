@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from onward.model.clock import utcnow
-from onward.observe.kinds import EventKind
+from onward.observe.kinds import ONCE_FIELDS, EventKind
 from onward.store.connection import SharedConnection
 from onward.store.encryption import Cipher, open_text, seal_text
 from onward.store.sql import Db
@@ -115,9 +115,13 @@ class EventLog:
         if wanted is not None:
             sql += f" AND kind IN ({', '.join('?' * len(wanted))})" if wanted else " AND 1 = 0"
             params += wanted
-            # +id: no index gives this order, so SQLite reads the few rows of these kinds
-            # by the (thread, kind, dedupe) index and sorts them, rather than walking every
-            # event of the thread in id order (a long run's suspensions, on resume).
+            if not any(k in ONCE_FIELDS for k in wanted):
+                # Rows of these kinds have no dedupe key: saying so lets both databases
+                # read them by the index of such rows' kinds (store schema 14), a long
+                # run's few suspensions on resume rather than its every event.
+                sql += " AND dedupe IS NULL"
+            # +id: SQLite reads the rows of these kinds by that index and sorts them,
+            # rather than walking every event of the thread in id order.
             order = " ORDER BY +id"
         with self._db.use() as db:
             rows = db.execute(sql + order, params).fetchall()

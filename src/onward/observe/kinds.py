@@ -67,3 +67,21 @@ class EventKind(StrEnum):
     delete): the server's recovery sweep deletes it when the server stopped first."""
     WEBHOOK_SENT = "webhook_sent"
     """An API run's webhook was called when the run ended (its answer, or why it failed)."""
+
+
+ONCE_FIELDS: dict[EventKind, tuple[str, ...]] = {
+    EventKind.PLAN_CREATED: ("version",),
+    EventKind.PLAN_REVISED: ("version",),
+    EventKind.STEP_STARTED: ("step_id", "attempt"),
+    EventKind.TOOL_CALLED: ("step_id", "attempt"),
+    EventKind.VERIFIED: ("step_id", "attempt"),
+    EventKind.STEP_DONE: ("step_id", "attempt"),
+    EventKind.STEP_FAILED: ("step_id", "attempt"),
+    EventKind.APPROVAL_REQUESTED: ("ask_key",),
+    EventKind.APPROVAL_DECIDED: ("ask_key",),
+    EventKind.RUN_FINISHED: (),
+}
+"""Events that happen once per these fields: a node that runs again after a crash (or a
+question asked again on resume) does not log them twice. Their rows carry a dedupe key
+(``step_done:s3:1``: the kind, then these fields' values); every other kind's rows none,
+which the event log's index of kinds relies on (onward.observe.events)."""

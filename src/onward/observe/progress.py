@@ -9,23 +9,8 @@ from langgraph.config import get_stream_writer
 from pydantic import BaseModel, ConfigDict
 
 from onward.model.clock import utcnow
-from onward.observe.kinds import EventKind
+from onward.observe.kinds import ONCE_FIELDS, EventKind
 from onward.observe.per_thread import PerThread
-
-_ONCE = {
-    EventKind.PLAN_CREATED: ("version",),
-    EventKind.PLAN_REVISED: ("version",),
-    EventKind.STEP_STARTED: ("step_id", "attempt"),
-    EventKind.TOOL_CALLED: ("step_id", "attempt"),
-    EventKind.VERIFIED: ("step_id", "attempt"),
-    EventKind.STEP_DONE: ("step_id", "attempt"),
-    EventKind.STEP_FAILED: ("step_id", "attempt"),
-    EventKind.APPROVAL_REQUESTED: ("ask_key",),
-    EventKind.APPROVAL_DECIDED: ("ask_key",),
-    EventKind.RUN_FINISHED: (),
-}
-"""Events that happen once per these fields: a node that runs again after a crash (or a
-question asked again on resume) does not log them twice."""
 
 
 class ProgressEvent(BaseModel):
@@ -53,7 +38,7 @@ class ProgressEvent(BaseModel):
             if v is not None
         }
         detail.update(self.detail)
-        fields = _ONCE.get(self.kind)
+        fields = ONCE_FIELDS.get(self.kind)
         key = None
         if fields is not None:
             key = ":".join([self.kind.value, *(str(detail.get(f)) for f in fields)])

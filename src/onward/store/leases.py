@@ -214,7 +214,9 @@ class Leases:
         try:
             rows = conn.execute(
                 "SELECT at, kind, detail FROM onward_events WHERE thread_id = ? "
-                "AND kind IN (?, ?, ?) ORDER BY +id",  # +id: by the kind index, see EventLog.list
+                # Lease events have no dedupe key: by the index of such rows' kinds, see
+                # EventLog.list.
+                "AND kind IN (?, ?, ?) AND dedupe IS NULL ORDER BY +id",
                 (thread_id, *_LEASE_KINDS),
             ).fetchall()
         finally:
