@@ -31,6 +31,7 @@ from onward.observe.kinds import EventKind
 from onward.policies.run import Deadline
 from onward.store.database import STORE_SCHEMA_VERSION
 from onward.verification.checks import FileExists, RowCount
+from tests.conftest import postgres_schema
 
 
 def _task() -> ExecuteTask:
@@ -367,3 +368,39 @@ def test_a_store_that_never_served_has_no_serve_tables_until_one_is_used(tmp_pat
         assert ow.store.serving()  # another instance finds them
         ow.store.delete_run("t-api")
         assert ow.store.threads.get("t-api") is None
+
+
+def test_a_postgres_store_keeps_no_second_index_on_thread_id(workdir: Path) -> None:
+    """PostgresSaver's tables have a primary key that begins with thread_id; the extra
+    thread_id index its migrations add cost a WAL record per row and served no lookup.
+    A new store is made without them, an older one loses them, and what reads by thread
+    (state, history, delete) goes on by the primary key."""
+    with postgres_schema() as url:
+        with Onward(url) as ow:
+            thread = ow.run(plan=_chain(3), workdir=str(workdir)).thread_id
+            assert _thread_indexes(ow) == set()
+            with ow.store.db.use() as db:  # a store of schema 13, as LangGraph made it
+                for table in SAVER_TABLES:
+                    db.execute(f"CREATE INDEX {table}_thread_id_idx ON {table} (thread_id)")
+                db.execute("UPDATE onward_meta SET value = '13' WHERE key = 'schema_version'")
+            assert len(_thread_indexes(ow)) == 3
+        with Onward(url) as ow:
+            assert _thread_indexes(ow) == set()
+            assert [r.status for r in ow.state(thread).steps.values()] == [StepStatus.DONE] * 3
+            assert len(list(ow.history(thread))) > 3
+            ow.store.delete_run(thread)
+            with ow.store.db.use() as db:
+                left = db.execute("SELECT count(*) FROM checkpoints WHERE thread_id = ?", (thread,))
+                assert left.fetchone()[0] == 0
+
+
+SAVER_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+
+def _thread_indexes(ow: Onward) -> set[str]:
+    with ow.store.db.use() as db:
+        rows = db.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND indexname LIKE '%thread_id_idx'"
+        ).fetchall()
+    return {str(r[0]) for r in rows}

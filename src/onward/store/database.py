@@ -80,7 +80,8 @@ they start, with their multitask strategy); assistants and their versions (serve
 a cancel asked of a run another process drives (:func:`_migrate_11_run_lifecycle`).
 12: crons of ``onward serve`` (:func:`_migrate_12_crons`).
 13: one index of events by kind and dedupe key for two. 14: event indexes in the order
-events are written (:func:`_migrate_14_event_indexes`); a new SQLite store's event ids
+events are written, and no second index on thread_id beside the primary keys of
+PostgresSaver's tables (:func:`_migrate_14_indexes`); a new SQLite store's event ids
 without AUTOINCREMENT (no ``sqlite_sequence`` row rewritten by every commit).
 Tables are created with IF NOT EXISTS, so opening an older store brings it up to date
 under the schema lock."""
@@ -327,9 +328,10 @@ def _migrate_12_crons(db: Db) -> None:
     db.script(CRON_SCHEMA if db.postgres else _without_rowid(CRON_SCHEMA, ("onward_crons",)))
 
 
-def _migrate_14_event_indexes(db: Db) -> None:
-    """Store schema 14: the event indexes follow the order events are written in.
+def _migrate_14_indexes(db: Db) -> None:
+    """Store schema 14: fewer index pages and records written per step.
 
+    The event indexes follow the order events are written in.
     Keyed events (a step attempt's four, ``step_started:s3:1`` … ``step_done:s3:1``) are
     kept single by a unique index on (thread, the key without its kind, kind): a step's
     events sit side by side, so a commit that logs them dirties one leaf page of it, where
@@ -353,6 +355,13 @@ def _migrate_14_event_indexes(db: Db) -> None:
     )
     for old in ("onward_events_kind_once", "onward_events_kind", "onward_events_once"):
         db.execute(f"DROP INDEX IF EXISTS {old}")
+    if db.postgres:
+        # PostgresSaver's migrations add an index on thread_id to each of its tables, whose
+        # primary keys begin with thread_id already: every lookup by thread (list, delete)
+        # reads the key as well, and each index cost a WAL record per row (8 of a plan
+        # step's 54). Dropped by name; a later LangGraph migration is not affected.
+        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+            db.execute(f"DROP INDEX IF EXISTS {table}_thread_id_idx")
 
 
 class Store:
@@ -534,7 +543,7 @@ class Store:
         if serve:
             _migrate_11_run_lifecycle(db, sqlite_conn)
             _migrate_12_crons(db)
-        _migrate_14_event_indexes(db)
+        _migrate_14_indexes(db)
         if 0 < found < 8:  # requests move out of onward_runs
             db.execute(
                 "INSERT INTO onward_requests SELECT thread_id, request FROM onward_runs "
