@@ -24,6 +24,9 @@ SQLite (a fresh ``onward.db`` in a temporary directory)
       and does not fsync; the WAL is synced when it is checkpointed) and with
       ``ONWARD_FSYNC=1`` (``synchronous=FULL``: every commit fsyncs the WAL; artifact
       files are fsynced too).
+    * **WAL pages**: pages written to the WAL (``pwrite64`` calls of a 24-byte frame
+      header to a ``-wal`` file, in the same strace log): what a commit costs in bytes
+      (every page it changed, 4 KB each, whatever part of the page changed).
     * a WAL checkpoint (copying committed pages into the database file) costs three
       fsyncs of its own with FULL: the WAL before copying, the database after, the
       restarted WAL's header. onward's connections checkpoint every 10,000 WAL pages
@@ -278,7 +281,7 @@ class Worker:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child"]
         cmd += ["--hook"] if self.hook else []
         if self.strace_log is not None:
-            trace = "trace=fsync,fdatasync,access,faccessat,faccessat2"
+            trace = "trace=fsync,fdatasync,pwrite64,access,faccessat,faccessat2"
             # --seccomp-bpf: only the traced calls stop the child, so it runs near full speed.
             cmd = [
                 "strace",
@@ -345,9 +348,12 @@ class Worker:
 
 
 def fsyncs_by_mark(log: Path) -> dict[str, dict[str, int]]:
-    """fsync/fdatasync calls between each mark's start and end, by the file synced."""
+    """fsync/fdatasync calls between each mark's start and end, by the file synced; and
+    under "wal pages", the pages written to a WAL file (SQLite writes each WAL frame as
+    a 24-byte frame header, then the page)."""
     mark_re = re.compile(re.escape(MARK_DIR) + r"/(.+)-(start|end)\"")
     sync_re = re.compile(r"^\d+\s+(?:fsync|fdatasync)\(\d+<([^>]*)>")
+    frame_re = re.compile(r"^\d+\s+pwrite64\(\d+<[^>]*-wal>, .*, 24, \d+\) = 24$")
     counts: dict[str, dict[str, int]] = {}
     current: str | None = None
     for line in log.read_text().splitlines():
@@ -358,6 +364,8 @@ def fsyncs_by_mark(log: Path) -> dict[str, dict[str, int]]:
             path = m.group(1)
             kind = "wal" if path.endswith("-wal") else "db" if path.endswith(".db") else "other"
             counts[current][kind] = counts[current].get(kind, 0) + 1
+        elif current is not None and frame_re.match(line):
+            counts[current]["wal pages"] = counts[current].get("wal pages", 0) + 1
     return counts
 
 
@@ -381,6 +389,7 @@ def count_sqlite(
             worker.quit()
         syncs = fsyncs_by_mark(log)
     commits = {n: int(r["commits"]) for n, r in replies.items()}
+    pages = {n: syncs.get(f"n{n}", {}).pop("wal pages", 0) for n in steps}
     fsyncs = {n: sum(syncs.get(f"n{n}", {}).values()) for n in steps}
     kinds = {k for r in replies.values() for k in r["kinds"]}
     return {
@@ -393,6 +402,8 @@ def count_sqlite(
         },
         "commits_per_step": slope(commits),
         "fsyncs_per_step": slope(fsyncs),
+        "wal_pages": pages,
+        "wal_pages_per_step": slope(pages),
         "settings": replies[steps[-1]]["settings"],
     }
 
@@ -685,9 +696,9 @@ def report(
         table.add_column(label, justify="right", no_wrap=True)
     for mode in ("fsync=0", "fsync=1"):
         name = "default" if mode == "fsync=0" else "ONWARD_FSYNC=1"
-        for what in ("commits", "fsyncs"):
+        for what in ("commits", "fsyncs", "wal_pages"):
             table.add_row(
-                f"sqlite {name}: {what}",
+                f"sqlite {name}: {what.replace('_', ' ')}",
                 *(
                     cell(
                         results["sqlite"][lb][mode][f"{what}_per_step"],

@@ -174,6 +174,7 @@ def count(vs: list[Variant], steps: list[int], admin: str | None) -> dict[str, d
             out[v.label] = {
                 "commits": c["commits_per_step"],
                 "fsyncs": c["fsyncs_per_step"],
+                "wal": c["wal_pages_per_step"],
                 "settings": c["settings"],
             }
             continue
@@ -187,6 +188,7 @@ def count(vs: list[Variant], steps: list[int], admin: str | None) -> dict[str, d
         out[v.label] = {
             "durable commits": c["per_step"]["durable_commits"],
             "xact_commit": c["per_step"]["xact_commit"],
+            "wal": c["per_step"]["wal_records_ours"],
             "settings": c["settings"],
         }
     return out
@@ -212,13 +214,14 @@ def report(
         "CPU",
         "commits",
         "fsyncs",
+        "WAL",
         "read back",
     ):
         table.add_column(col, justify="left" if col in ("variant", "read back") else "right")
     for v in vs:
         c = counts.get(v.label, {})
         commits = c.get("commits", c.get("durable commits"))
-        fsyncs = c.get("fsyncs")
+        fsyncs, wal = c.get("fsyncs"), c.get("wal")
         table.add_row(
             v.label,
             f"{med[v.label]:.3f}",
@@ -227,6 +230,7 @@ def report(
             f"{statistics.median(cpu[v.label]):.3f}",
             "-" if commits is None else f"{commits:.2f}",
             "-" if fsyncs is None else f"{fsyncs:.2f}",
+            "-" if wal is None else f"{wal:.1f}",
             "/".join(settings[v.label].values()) or "-",
         )
     console.print(table)
@@ -235,8 +239,9 @@ def report(
         "each system's live connection.\n"
         "CPU: the child's CPU ms per step (all threads; not the Postgres server's).\n"
         "commits: SQLite commits (sqlite3_commit_hook) / Postgres durable commits (WAL "
-        "commit records); fsyncs: fsync+fdatasync calls (strace); per step = slope "
-        "between the --count-steps lengths."
+        "commit records); fsyncs: fsync+fdatasync calls (strace); WAL: SQLite pages "
+        "written to the WAL (strace) / Postgres WAL records of the run's transactions "
+        "(pg_walinspect); per step = slope between the --count-steps lengths."
     )
     pg_x = {k: v["xact_commit"] for k, v in counts.items() if "xact_commit" in v}
     if pg_x:
@@ -265,6 +270,9 @@ def report(
                 if key in c_ours and key in c_peer
                 else ""
             )
+            if "wal" in c_ours and "wal" in c_peer:
+                unit = "WAL pages" if mode != "postgres" else "WAL records"
+                structural += f"; {unit}/step {c_ours['wal']:.1f} vs {c_peer['wal']:.1f}"
             rows.append(
                 {
                     "bench": "overhead.py",
