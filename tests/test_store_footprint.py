@@ -404,3 +404,46 @@ def _thread_indexes(ow: Onward) -> set[str]:
             "AND indexname LIKE '%thread_id_idx'"
         ).fetchall()
     return {str(r[0]) for r in rows}
+
+
+def test_a_new_postgres_store_opens_while_another_client_holds_a_snapshot() -> None:
+    """Setting up PostgresSaver's tables used to run CREATE INDEX CONCURRENTLY, which waits
+    for every transaction in the database that holds an older snapshot: a new store
+    (a new schema) could not be opened while anyone kept a REPEATABLE READ transaction
+    open. onward runs LangGraph's migrations without those indexes, recorded as done, so
+    LangGraph's own setup() on the store later adds nothing."""
+    import threading
+
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    from tests.conftest import PG_URL
+
+    with psycopg.connect(PG_URL) as other, postgres_schema() as url:
+        other.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        other.execute("SELECT 1")  # idle in a transaction that holds its snapshot
+        opened: list[Exception | None] = []
+
+        def open_store() -> None:
+            try:
+                with Onward(url) as ow:
+                    ow.store  # noqa: B018  # opening it makes the store
+                opened.append(None)
+            except Exception as exc:  # reported below, with the snapshot released
+                opened.append(exc)
+
+        worker = threading.Thread(target=open_store, daemon=True)
+        worker.start()
+        worker.join(120)  # a guard against a hang, not a time limit on the open
+        opened_meanwhile = bool(opened)  # before the other transaction ends
+        other.rollback()
+        worker.join(120)
+        assert opened == [None]
+        assert opened_meanwhile, "the store waited for another client's transaction"
+        with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+            PostgresSaver(conn).setup()  # LangGraph's own setup finds its migrations done
+            versions = [r["v"] for r in conn.execute("SELECT v FROM checkpoint_migrations")]
+        assert sorted(versions) == list(range(len(PostgresSaver.MIGRATIONS)))
+        with Onward(url) as ow:
+            assert _thread_indexes(ow) == set()

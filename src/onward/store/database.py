@@ -328,6 +328,29 @@ def _migrate_12_crons(db: Db) -> None:
     db.script(CRON_SCHEMA if db.postgres else _without_rowid(CRON_SCHEMA, ("onward_crons",)))
 
 
+_THREAD_ID_INDEX = re.compile(r"^\s*CREATE INDEX CONCURRENTLY IF NOT EXISTS \w+_thread_id_idx ")
+"""PostgresSaver's migrations that add an index on thread_id (see _migrate_14_indexes)."""
+
+
+def _setup_postgres_saver(conn: Any) -> None:
+    """``PostgresSaver.setup()`` (the same loop over its ``MIGRATIONS``, each recorded in
+    ``checkpoint_migrations`` as it records them, so its own ``setup()`` later finds them
+    done and runs only newer ones), except the migrations that add a second index on
+    thread_id: onward drops them (store schema 14), and each was a ``CREATE INDEX
+    CONCURRENTLY``, which waits for every transaction open in the database when it starts
+    (a new store waited on other clients' work)."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    migrations = PostgresSaver.MIGRATIONS
+    conn.execute(migrations[0])
+    row = conn.execute("SELECT v FROM checkpoint_migrations ORDER BY v DESC LIMIT 1").fetchone()
+    for version in range(-1 if row is None else row["v"], len(migrations) - 1):
+        migration = migrations[version + 1]
+        if not _THREAD_ID_INDEX.match(migration):
+            conn.execute(migration)
+        conn.execute("INSERT INTO checkpoint_migrations (v) VALUES (%s)", (version + 1,))
+
+
 def _migrate_14_indexes(db: Db) -> None:
     """Store schema 14: fewer index pages and records written per step.
 
@@ -513,11 +536,10 @@ class Store:
             serial = "INTEGER PRIMARY KEY"
         else:
             import psycopg
-            from langgraph.checkpoint.postgres import PostgresSaver
             from psycopg.rows import dict_row
 
             with psycopg.connect(self.url, autocommit=True, row_factory=dict_row) as setup_conn:
-                PostgresSaver(setup_conn).setup()
+                _setup_postgres_saver(setup_conn)
             serial = "BIGSERIAL PRIMARY KEY"
         # A new SQLite store makes the tables of `onward serve` when one is first used
         # (_serve_schema); an older store has them, and they are brought up to date here.
