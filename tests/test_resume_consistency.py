@@ -23,10 +23,17 @@ LONG_PATH = "reports/" + "q" * 200 + ".txt"
 
 
 def _stop_after(ow: Onward, thread_id: str, step_id: str) -> None:
-    """Drive until ``step_id`` is done, then stop (as a killed driver would)."""
+    """Drive until ``step_id`` is done and saved, then stop (as a killed driver would).
+    ``step_done`` streams while verify still runs, before its writes are saved (stopping
+    there left the step produced on Postgres, where the writes go to LangGraph's
+    executor); the next step starts only once that superstep is checkpointed."""
+    done = False
     for event in ow.stream(thread_id):
         if event.kind == "step_done" and event.step_id == step_id:
+            done = True
+        elif done and event.kind == "step_started":
             break
+    assert done, f"{step_id} never finished"
 
 
 def _damage(ow: Onward, thread_id: str, name: str, new_body: bytes | None) -> None:
