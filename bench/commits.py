@@ -576,8 +576,8 @@ def time_rounds(
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+def add_checkout_args(parser: argparse.ArgumentParser) -> None:
+    """``--onward-src PATH`` and ``--onward-rev REV``, repeatable, in the order given."""
     parser.add_argument(
         "--onward-src",
         dest="checkouts",
@@ -594,6 +594,19 @@ def main(argv: list[str] | None = None) -> int:
         metavar="REV",
         help="src/ of this repo's REV, via git archive (repeatable)",
     )
+
+
+def checkouts_of(args: argparse.Namespace, revs: Path) -> list[Checkout]:
+    """The checkouts :func:`add_checkout_args` asked for (a REV unpacked under ``revs``)."""
+    return [
+        from_rev(v, revs) if kind == "rev" else Checkout(checkout_label(Path(v)), Path(v).resolve())
+        for kind, v in (args.checkouts or [("src", str(REPO / "src"))])
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    add_checkout_args(parser)
     parser.add_argument(
         "--steps",
         type=int,
@@ -622,12 +635,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("strace") is None:
         parser.error("strace is needed to count fsyncs (apt-get install strace)")
     with tempfile.TemporaryDirectory(prefix="onward-bench-revs-") as revs:
-        checkouts = [
-            from_rev(v, Path(revs))
-            if kind == "rev"
-            else Checkout(checkout_label(Path(v)), Path(v).resolve())
-            for kind, v in (args.checkouts or [("src", str(REPO / "src"))])
-        ]
+        checkouts = checkouts_of(args, Path(revs))
         if len({c.label for c in checkouts}) != len(checkouts):
             for i, c in enumerate(checkouts):
                 c.label = f"{i + 1}:{c.label}"

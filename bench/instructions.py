@@ -37,10 +37,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from commits import PG_ADMIN, Checkout, checkout_label, fresh_schema, from_rev, scratch_database
+from commits import (
+    PG_ADMIN,
+    Checkout,
+    add_checkout_args,
+    checkouts_of,
+    fresh_schema,
+    scratch_database,
+)
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 
 CHILD = """
 import os, subprocess, sys, tempfile
@@ -96,22 +102,7 @@ def instructions(checkout: Checkout, steps: int, url: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument(
-        "--onward-src",
-        dest="checkouts",
-        action="append",
-        type=lambda s: ("src", s),
-        metavar="PATH",
-        help="a checkout's src/ dir (repeatable; default ./src)",
-    )
-    parser.add_argument(
-        "--onward-rev",
-        dest="checkouts",
-        action="append",
-        type=lambda s: ("rev", s),
-        metavar="REV",
-        help="src/ of this repo's REV, via git archive (repeatable)",
-    )
+    add_checkout_args(parser)
     parser.add_argument("--steps", type=int, nargs=2, default=[20, 100], metavar=("N1", "N2"))
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     parser.add_argument(
@@ -131,12 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     table.add_column(f"total at {n1} / {n2}", justify="right")
     table.add_column("× first", justify="right")
     with tempfile.TemporaryDirectory(prefix="onward-bench-revs-") as revs:
-        checkouts = [
-            from_rev(v, Path(revs))
-            if kind == "rev"
-            else Checkout(checkout_label(Path(v)), Path(v).resolve())
-            for kind, v in (args.checkouts or [("src", str(REPO / "src"))])
-        ]
+        checkouts = checkouts_of(args, Path(revs))
         backends = ["sqlite"] + ([] if args.no_postgres else ["postgres"])
         first: dict[str, float] = {}
         for backend in backends:
