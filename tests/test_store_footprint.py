@@ -198,6 +198,7 @@ _OLD_EVENT_INDEXES = {
 }
 """The event indexes of older store schemas (14 replaced them)."""
 NEW_EVENT_INDEXES = {"onward_events_thread", "onward_events_attempt", "onward_events_unkeyed_kind"}
+SAVER_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
 
 def _with_old_event_indexes(db: Any, version: int) -> None:
@@ -394,9 +395,6 @@ def test_a_postgres_store_keeps_no_second_index_on_thread_id(workdir: Path) -> N
                 assert left.fetchone()[0] == 0
 
 
-SAVER_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
-
-
 def _thread_indexes(ow: Onward) -> set[str]:
     with ow.store.db.use() as db:
         rows = db.execute(
@@ -447,3 +445,43 @@ def test_a_new_postgres_store_opens_while_another_client_holds_a_snapshot() -> N
         assert sorted(versions) == list(range(len(PostgresSaver.MIGRATIONS)))
         with Onward(url) as ow:
             assert _thread_indexes(ow) == set()
+
+
+def _wal_pages(tmp_path: Path, steps: int) -> float:
+    """Pages in the WAL after a chain of ``steps`` no-op steps on a new SQLite store (no
+    WAL checkpoint runs before 10,000 pages: store/sql.py)."""
+    db = tmp_path / f"wal-{steps}" / "onward.db"
+    with Onward(f"sqlite:///{db}") as ow:
+        ow.run(plan=_chain(steps), workdir=str(tmp_path))
+        page = ow.store.conn.execute("PRAGMA page_size").fetchone()[0]
+        size = db.with_name("onward.db-wal").stat().st_size
+    return (size - 32) / (page + 24)  # the WAL header, then a 24-byte header per page
+
+
+def test_a_plan_step_writes_a_few_wal_pages_not_one_per_event_kind(tmp_path: Path) -> None:
+    """A step's one commit writes every page it changed. With the schema-13 index on
+    (thread, kind, key) each of a step's four event kinds dirtied a page of its own:
+    16.5 pages a step between 50 and 150 steps. Store schema 14 keeps a step attempt's
+    events side by side and event ids without AUTOINCREMENT: 12.9 (bench/overhead.py
+    prints the count beside DBOS's)."""
+    per_step = (_wal_pages(tmp_path, 150) - _wal_pages(tmp_path, 50)) / 100
+    assert per_step <= 14.5, per_step
+
+
+def test_event_ids_of_a_new_sqlite_store_grow_within_a_run_without_autoincrement(
+    tmp_path: Path,
+) -> None:
+    """No sqlite_sequence row to rewrite in every commit; a run's ids still grow, also
+    after the run holding the highest ids is deleted."""
+    with Onward(f"sqlite:///{tmp_path / 'store' / 'onward.db'}") as ow:
+        first = ow.run(plan=_chain(2), workdir=str(tmp_path)).thread_id
+        second = ow.run(plan=_chain(2), workdir=str(tmp_path)).thread_id
+        sql = ow.store.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'onward_events'")
+        assert "AUTOINCREMENT" not in sql.fetchone()[0]
+        before = [e.id for e in ow.store.events.list(first)]
+        assert max(e.id for e in ow.store.events.list(second)) > max(before)
+        ow.store.delete_run(second)  # the highest ids go
+        ow.store.events.record(first, EventKind.RUN_RESUMED)
+        ids = [e.id for e in ow.store.events.list(first)]
+    assert ids[:-1] == before
+    assert ids[-1] > max(before)

@@ -328,8 +328,12 @@ def _migrate_12_crons(db: Db) -> None:
     db.script(CRON_SCHEMA if db.postgres else _without_rowid(CRON_SCHEMA, ("onward_crons",)))
 
 
-_THREAD_ID_INDEX = re.compile(r"^\s*CREATE INDEX CONCURRENTLY IF NOT EXISTS \w+_thread_id_idx ")
-"""PostgresSaver's migrations that add an index on thread_id (see _migrate_14_indexes)."""
+_SAVER_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+"""PostgresSaver's tables; each has a primary key that begins with thread_id."""
+_THREAD_ID_INDEXES = tuple(f"{table}_thread_id_idx" for table in _SAVER_TABLES)
+"""The second index on thread_id PostgresSaver's migrations add to each (store schema 14
+neither makes nor keeps them: each cost a WAL record per row and served no lookup the
+primary key does not)."""
 
 
 def _setup_postgres_saver(conn: Any) -> None:
@@ -346,7 +350,7 @@ def _setup_postgres_saver(conn: Any) -> None:
     row = conn.execute("SELECT v FROM checkpoint_migrations ORDER BY v DESC LIMIT 1").fetchone()
     for version in range(-1 if row is None else row["v"], len(migrations) - 1):
         migration = migrations[version + 1]
-        if not _THREAD_ID_INDEX.match(migration):
+        if not any(name in migration for name in _THREAD_ID_INDEXES):
             conn.execute(migration)
         conn.execute("INSERT INTO checkpoint_migrations (v) VALUES (%s)", (version + 1,))
 
@@ -378,13 +382,9 @@ def _migrate_14_indexes(db: Db) -> None:
     )
     for old in ("onward_events_kind_once", "onward_events_kind", "onward_events_once"):
         db.execute(f"DROP INDEX IF EXISTS {old}")
-    if db.postgres:
-        # PostgresSaver's migrations add an index on thread_id to each of its tables, whose
-        # primary keys begin with thread_id already: every lookup by thread (list, delete)
-        # reads the key as well, and each index cost a WAL record per row (8 of a plan
-        # step's 54). Dropped by name; a later LangGraph migration is not affected.
-        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
-            db.execute(f"DROP INDEX IF EXISTS {table}_thread_id_idx")
+    if db.postgres:  # an older store's (a new one never made them: _setup_postgres_saver)
+        for name in _THREAD_ID_INDEXES:
+            db.execute(f"DROP INDEX IF EXISTS {name}")
 
 
 class Store:
