@@ -363,7 +363,7 @@ def _migrate_14_indexes(db: Db) -> None:
     kept single by a unique index on (thread, the key without its kind, kind): a step's
     events sit side by side, so a commit that logs them dirties one leaf page of it, where
     the (thread, kind, key) index of schema 13 put each kind in a region of its own (about
-    six of a step's seventeen WAL pages on SQLite). The key names its kind (``kind:…``,
+    six of a step's 16.6 WAL pages on SQLite). The key names its kind (``kind:…``,
     :data:`onward.observe.kinds.ONCE_FIELDS`) and kinds hold no ``:``, so the pair is
     unique exactly when the key is. Kind lookups (a run's suspensions, cancel requests,
     all of kinds without a key) read a second index over the rows without a key only.
