@@ -656,3 +656,40 @@ def test_cli_reports_a_closing_tag_lookalike_without_crashing(workdir: Path, run
     assert "Traceback" not in result.stderr
     assert result.code == 2
     assert "pattern '([/]' is not a valid regex" in result.stderr
+
+
+# -- a plan passed to Onward.start / Onward.run ------------------------------------------------
+
+
+def test_plan_document_passed_as_a_mapping_runs_like_its_file(tmp_path: Path) -> None:
+    from onward import Onward
+
+    document = {"goal": "echo twice", "steps": [step("a", "noop"), step("b", "noop")]}
+    with Onward(str(tmp_path / "o.db"), model=None) as ow:
+        view = ow.run(plan=document, workdir=tmp_path)
+    assert view.status == "done"
+    assert [s.id for s in view.steps] == ["a", "b"]
+
+
+def test_plan_document_with_problems_is_refused_before_a_run_exists(tmp_path: Path) -> None:
+    from onward import Onward
+
+    with (
+        Onward(str(tmp_path / "o.db"), model=None) as ow,
+        pytest.raises(PlanValidationError, match="no_such_tool"),
+    ):
+        ow.start(plan={"steps": [step("a", "no_such_tool")]}, workdir=tmp_path)
+    assert not (tmp_path / "o.db").exists()  # no run, not even a store
+
+
+@pytest.mark.parametrize("plan", [["a", "b"], 42, b"steps: []"])
+def test_plan_of_an_unsupported_type_is_a_usage_error_not_ignored(
+    tmp_path: Path, plan: object
+) -> None:
+    from onward import Onward
+
+    with (
+        Onward(str(tmp_path / "o.db"), model=None) as ow,
+        pytest.raises(UsageError, match="plan must be a Plan, a plan document"),
+    ):
+        ow.start("do it", plan=plan, workdir=tmp_path)  # type: ignore[arg-type]

@@ -149,7 +149,7 @@ class Onward:
         self,
         goal: str | None = None,
         *,
-        plan: Plan | str | Path | None = None,
+        plan: Plan | Mapping[str, Any] | str | Path | None = None,
         inputs: Sequence[str] = (),
         workdir: str | Path | None = None,
         max_concurrency: int | None = None,
@@ -163,8 +163,9 @@ class Onward:
     ) -> str:
         """Create a run (nothing executes yet) and return its thread id.
 
-        ``plan`` is a :class:`Plan` or a path to a declared plan file; without
-        one, the goal is planned by the template rules when the run starts.
+        ``plan`` is a :class:`Plan`, a declared plan document (the mapping a plan file
+        holds: ``{"goal": ..., "steps": [...]}``, validated the same way) or the path of a
+        plan file; without one, the goal is planned by the template rules when the run starts.
         ``policy``: which tools need approval or may run at all, and wait deadlines.
         ``acceptance`` and ``constraints``: the goal's own checks and constraints (a plan
         file carries its own; these add to them). ``fail_fast=False``: a goal no planner

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import HumanMessage
 
@@ -38,7 +38,7 @@ def start(
     ow: Onward,
     goal: str | None,
     *,
-    plan: Plan | str | Path | None,
+    plan: Plan | Mapping[str, Any] | str | Path | None,
     inputs: Sequence[str],
     workdir: str | Path | None,
     max_concurrency: int | None,
@@ -60,9 +60,12 @@ def start(
     goal_obj = Goal(objective=goal or "", inputs=list(inputs))
     plan_obj = Plan()
     concurrency = max_concurrency
-    if isinstance(plan, (str, Path)):
-        declared_goal, plan_obj, file_concurrency = load_plan_file(
-            plan, ow.registry, policy.allow_tools
+    if isinstance(plan, (str, Path, Mapping)):
+        # A path to a plan file, or a plan document already parsed (what the file holds).
+        declared_goal, plan_obj, file_concurrency = (
+            parse_declared(plan, ow.registry, source="plan", allow_tools=policy.allow_tools)
+            if isinstance(plan, Mapping)
+            else load_plan_file(plan, ow.registry, policy.allow_tools)
         )
         goal_obj = declared_goal.model_copy(
             update={
@@ -74,6 +77,11 @@ def start(
     elif isinstance(plan, Plan):
         plan_obj = plan
         goal_obj = goal_obj.model_copy(update={"objective": goal or "run plan"})
+    elif plan is not None:
+        raise UsageError(
+            f"plan must be a Plan, a plan document (a mapping with 'goal' and 'steps') or "
+            f"the path of a plan file, not {type(plan).__name__}"
+        )
     if acceptance or constraints:
         goal_obj = goal_obj.model_copy(
             update={
