@@ -253,3 +253,38 @@ def test_the_loop_guard_stops_a_drive_and_keeps_its_state(
         assert [e.kind for e in ow.store.events.list(tid, ["loop_guard"])] == ["loop_guard"]
         monkeypatch.undo()
         assert ow.resume(tid).status == "done"
+
+
+def test_a_drive_without_listener_logs_the_same_events_as_one_that_streams(
+    db_url: str, workdir: Path
+) -> None:
+    """A drive nobody streams progress from builds no stream payloads (``QUIET``); its event
+    log must still hold every event, field for field, that a streamed drive logs."""
+    plan = Plan(
+        steps=[
+            PlanStep(id="ok", tool="noop", args={"value": 1}),
+            PlanStep(id="bug", tool="always_value_error", args={"x": 1}, depends_on=["ok"]),
+        ]
+    )
+    streamed: list[Any] = []
+
+    def logged(ow: Onward, tid: str) -> list[tuple[str, str | None, Any]]:
+        return [
+            (
+                e.kind,
+                e.step_id,
+                {k: v for k, v in e.detail.items() if k != "duration"},
+            )
+            for e in ow.timeline(tid)
+            if not e.kind.startswith("lease_")  # their text names the drive
+        ]
+
+    with Onward(db_url, tool_modules=[FAULTS]) as ow:
+        policy = RunPolicy(escalate_failures=False)
+        quiet = ow.start("observe me", plan=plan, policy=policy, workdir=workdir)
+        assert ow.drive(quiet).status == "failed"
+        loud = ow.start("observe me", plan=plan, policy=policy, workdir=workdir)
+        assert ow.drive(loud, on_event=streamed.append).status == "failed"
+        assert logged(ow, quiet) == logged(ow, loud)
+    kinds = [e.kind.value for e in streamed]
+    assert {"step_failed", "step_done", "tool_called"} <= set(kinds)

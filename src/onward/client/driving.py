@@ -40,7 +40,7 @@ from onward.model.state import (
     utcnow,
 )
 from onward.observe.kinds import EventKind
-from onward.observe.progress import ProgressEvent
+from onward.observe.progress import QUIET, ProgressEvent
 from onward.policies.retry import DEFAULT_RETRY
 from onward.store.leases import Heartbeat, new_owner
 from onward.tools.registry import Registry, load_tool_modules
@@ -128,15 +128,16 @@ def stream(
             # LangGraph's task pool defaults to cpu_count + 4 threads: size it to the
             # run's concurrency (plus routing), or 10 parallel steps on 2 cores run in
             # two waves.
+            # The last values are the end state: a finished run's view is built from
+            # them instead of loading the thread again (a load walks its history).
+            wanted = list(modes) if "values" in modes else [*modes, "values"]
             limited: RunnableConfig = {
                 **at,
+                "configurable": {**at["configurable"], QUIET: "custom" not in wanted},
                 "recursion_limit": limit,
                 "max_concurrency": max(state.max_concurrency + 2, 8),
             }
             checked = time.monotonic()
-            # The last values are the end state: a finished run's view is built from
-            # them instead of loading the thread again (a load walks its history).
-            wanted = list(modes) if "values" in modes else [*modes, "values"]
             last: Any = None
             # An API thread's run may be cancelled through the store by another process.
             watch = (

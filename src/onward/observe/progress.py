@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.config import get_stream_writer
+from langgraph.config import get_config, get_stream_writer
 from pydantic import BaseModel, ConfigDict
 
 from onward.model.clock import utcnow
@@ -26,23 +26,36 @@ class ProgressEvent(BaseModel):
 
     def log_row(self) -> tuple[str, dict[str, Any], str | None]:
         """(kind, detail, dedupe key) for the event log."""
-        detail: dict[str, Any] = {
-            k: v
-            for k, v in (
-                ("step_id", self.step_id),
-                ("tool", self.tool),
-                ("attempt", self.attempt),
-                ("total_steps", self.total_steps),
-                ("message", self.message or None),
-            )
-            if v is not None
-        }
-        detail.update(self.detail)
-        fields = ONCE_FIELDS.get(self.kind)
-        key = None
-        if fields is not None:
-            key = ":".join([self.kind.value, *(str(detail.get(f)) for f in fields)])
-        return self.kind.value, detail, key
+        return log_row(
+            self.kind,
+            step_id=self.step_id,
+            tool=self.tool,
+            attempt=self.attempt,
+            total_steps=self.total_steps,
+            message=self.message,
+            detail=self.detail,
+        )
+
+
+_HEADER = ("step_id", "tool", "attempt", "total_steps", "message")
+"""The event fields an event-log row keeps beside its detail (when set)."""
+
+
+def log_row(kind: EventKind, **fields: Any) -> tuple[str, dict[str, Any], str | None]:
+    """(kind, detail, dedupe key) of an event with :class:`ProgressEvent`'s fields."""
+    detail: dict[str, Any] = {k: v for k in _HEADER if (v := fields.get(k)) is not None}
+    if not detail.get("message", True):
+        del detail["message"]  # "" is the model's default: no message
+    detail.update(fields.get("detail") or ())
+    once = ONCE_FIELDS.get(kind)
+    key = None if once is None else ":".join([kind.value, *(str(detail.get(f)) for f in once)])
+    return kind.value, detail, key
+
+
+QUIET = "__onward_quiet"
+"""A ``configurable`` key: set by a drive that does not stream LangGraph's custom mode, so
+:func:`emit` builds no stream payload nobody reads (``__`` keys stay out of checkpoint
+metadata). Unset (LangGraph's own server, a host's graph), events are streamed."""
 
 
 EVENT_ROWS: PerThread[Any] = PerThread()
@@ -53,9 +66,10 @@ def emit(kind: EventKind, **fields: Any) -> None:
     """Send a progress event on LangGraph's custom stream, and keep it for the event log
     (written by the node wrapper before the node's writes commit, see :data:`EVENT_ROWS`)."""
     try:
-        writer = get_stream_writer()
+        configurable = get_config().get("configurable") or {}
     except RuntimeError:  # called outside a graph run (unit tests of a node)
         return
-    event = ProgressEvent(kind=kind, **fields)
-    EVENT_ROWS.add((utcnow(), *event.log_row()))
-    writer(event.model_dump(mode="json"))
+    EVENT_ROWS.add((utcnow(), *log_row(kind, **fields)))
+    if not configurable.get(QUIET):
+        event = ProgressEvent(kind=kind, **fields)
+        get_stream_writer()(event.model_dump(mode="json"))
