@@ -72,6 +72,11 @@ RowsToSql = Callable[[str, Sequence[LogRow], Sequence[tuple[str, str]]], Stateme
 """(thread id, event rows, artifact references) → the inserts that record them."""
 
 
+_META_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""Checkpoint metadata as compact JSON (a fifth of a checkpoint row was the metadata's
+spaces and counters); one encoder, which keeps no state between calls."""
+
+
 class HeldRows:
     """Event rows and artifact references of tasks that finished and whose writes the
     saver has not saved yet, by (thread id, task id)."""
@@ -344,9 +349,7 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
         conf = config["configurable"]
         type_, blob = self.serde.dumps_typed(checkpoint)
         # Compact JSON (a fifth of a checkpoint row was the metadata's spaces and counters).
-        meta = json.dumps(
-            get_checkpoint_metadata(config, metadata), ensure_ascii=False, separators=(",", ":")
-        )
+        meta = _META_JSON.encode(get_checkpoint_metadata(config, metadata))
         row = (
             str(conf["thread_id"]),
             conf["checkpoint_ns"],

@@ -30,9 +30,13 @@ URI_PREFIX = "artifact://sha256/"
 
 def canonical_json(value: Any) -> bytes:
     """The one byte encoding of a JSON value: sorted keys, no spaces, UTF-8."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-    ).encode("utf-8")
+    return _CANONICAL.encode(value).encode("utf-8")
+
+
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+)
+"""``json.dumps`` with these options, made once (an encoder keeps no state between calls)."""
 
 
 def summarize(value: Any, limit: int = 120) -> str:
