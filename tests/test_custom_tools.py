@@ -215,3 +215,44 @@ def test_custom_tool_args_are_checked_against_the_tool_signature(
     [found] = info.value.problems
     assert found.location == f"steps[0] (hi).args.{where}"
     assert problem in found.message
+
+
+THREADS = """\
+import threading
+
+from onward import tool
+
+
+@tool
+def bounded() -> dict:
+    return {"thread": threading.current_thread().name}
+
+
+@tool(timeout=None)
+def unbounded() -> dict:
+    return {"thread": threading.current_thread().name}
+"""
+
+
+def test_a_tool_with_a_timeout_runs_on_a_worker_and_one_without_on_the_steps_thread(
+    tmp_path: Path,
+) -> None:
+    """A timeout needs a call it can abandon (a worker thread); ``timeout=None`` runs the
+    call on the step's own thread, without the hand-off (docs/tools.md)."""
+    from onward import Plan, PlanStep
+
+    tools = tmp_path / "thread_tools.py"
+    tools.write_text(THREADS, encoding="utf-8")
+    plan = Plan(
+        steps=[
+            PlanStep(id="b", tool="bounded", output="b"),
+            PlanStep(id="u", tool="unbounded", output="u", depends_on=["b"]),
+        ]
+    )
+    with Onward(str(tmp_path / "o.db"), model=None, tool_modules=[str(tools)]) as ow:
+        tid = ow.start(plan=plan, workdir=tmp_path)
+        assert ow.drive(tid).status == "done"
+        ran = {e.step_id: e.detail["summary"] for e in ow.timeline(tid, kinds=["tool_called"])}
+    assert ran["b"] == "thread='onward-tool'"
+    assert ran["u"] != "thread='onward-tool'"
+    assert ran["u"].startswith("thread=")
