@@ -24,25 +24,14 @@ class ProgressEvent(BaseModel):
     message: str = ""
     detail: dict[str, Any] = {}
 
-    def log_row(self) -> tuple[str, dict[str, Any], str | None]:
-        """(kind, detail, dedupe key) for the event log."""
-        return log_row(
-            self.kind,
-            step_id=self.step_id,
-            tool=self.tool,
-            attempt=self.attempt,
-            total_steps=self.total_steps,
-            message=self.message,
-            detail=self.detail,
-        )
-
 
 _HEADER = ("step_id", "tool", "attempt", "total_steps", "message")
 """The event fields an event-log row keeps beside its detail (when set)."""
 
 
-def log_row(kind: EventKind, **fields: Any) -> tuple[str, dict[str, Any], str | None]:
-    """(kind, detail, dedupe key) of an event with :class:`ProgressEvent`'s fields."""
+def _log_row(kind: EventKind, **fields: Any) -> tuple[str, dict[str, Any], str | None]:
+    """(kind, detail, dedupe key) of an event with :class:`ProgressEvent`'s fields, for the
+    event log (built without the model: a step emits four)."""
     detail: dict[str, Any] = {k: v for k in _HEADER if (v := fields.get(k)) is not None}
     if not detail.get("message", True):
         del detail["message"]  # "" is the model's default: no message
@@ -69,7 +58,7 @@ def emit(kind: EventKind, **fields: Any) -> None:
         configurable = get_config().get("configurable") or {}
     except RuntimeError:  # called outside a graph run (unit tests of a node)
         return
-    EVENT_ROWS.add((utcnow(), *log_row(kind, **fields)))
+    EVENT_ROWS.add((utcnow(), *_log_row(kind, **fields)))
     if not configurable.get(QUIET):
         event = ProgressEvent(kind=kind, **fields)
         get_stream_writer()(event.model_dump(mode="json"))
