@@ -216,7 +216,9 @@ def test_a_run_another_server_drives_is_cancelled_and_rolled_back_through_the_st
 
         # cancel_many with rollback, of a run B drives, asked on A: removed, thread empty.
         tid = on_b.threads.create()["thread_id"]
-        run = on_b.runs.create(tid, "onward", input=chain("x", "y", seconds=1.5))
+        # x runs long enough for the cancel to land while it runs, even on a loaded
+        # machine (at 1.5 s a slow cancel once found the run finished, nothing to remove).
+        run = on_b.runs.create(tid, "onward", input=chain("x", "y", seconds=4))
         wait_until("step x to run", lambda: "x" in labels(workdir, "calls.jsonl"))
         on_a.runs.cancel_many(thread_id=tid, run_ids=[run["run_id"]], action="rollback")
         wait_until("the run to be removed", lambda: on_a.runs.list(tid) == [], timeout=60)
