@@ -125,12 +125,12 @@ def stream(
                 )
             ow.store.set_run_status(thread_id, RunStatus.RUNNING)
             limit = superstep_limit(state, ow.registry)
-            # LangGraph's task pool defaults to cpu_count + 4 threads: size it to the
-            # run's concurrency (plus routing), or 10 parallel steps on 2 cores run in
-            # two waves.
             # The last values are the end state: a finished run's view is built from
             # them instead of loading the thread again (a load walks its history).
             wanted = list(modes) if "values" in modes else [*modes, "values"]
+            # LangGraph's task pool defaults to cpu_count + 4 threads: size it to the
+            # run's concurrency (plus routing), or 10 parallel steps on 2 cores run in
+            # two waves. Without the custom mode, nodes build no progress payloads.
             limited: RunnableConfig = {
                 **at,
                 "configurable": {**at["configurable"], QUIET: "custom" not in wanted},
