@@ -167,6 +167,68 @@ def test_merge_steps_gives_the_same_result_however_writes_are_batched(seed: int)
     assert summary(one_by_one) == summary(batched)
 
 
+def random_dag(rng: random.Random, n: int) -> PlanSteps:
+    """n steps, each depending on up to three earlier ones."""
+    return PlanSteps(
+        PlanStep(
+            id=f"s{i}",
+            tool="noop",
+            depends_on=rng.sample([f"s{j}" for j in range(i)], min(i, rng.randint(0, 3))),
+        )
+        for i in range(n)
+    )
+
+
+def ready_by_scan(records: StepRecords, index: PlanSteps) -> set[int]:
+    """The never-started steps whose dependencies are all done or skipped, by a full scan."""
+    settled = {D, StepStatus.SKIPPED}
+    return {
+        i
+        for i, step in enumerate(index)
+        if step.id not in records and all(records.status_of(d) in settled for d in step.depends_on)
+    }
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_ready_steps_kept_by_the_writes_agree_with_a_full_scan(seed: int) -> None:
+    """The frontier each write keeps up to date (what the scheduler reads instead of
+    scanning a long plan's waiting steps) equals a scan of the whole plan after every
+    write, along branches that share a parent, when a settled step is reopened, and when
+    the plan changes."""
+    rng = random.Random(seed)
+    index = random_dag(rng, 12)
+    records: StepRecords = merge_steps({}, [])
+    assert records.ready_positions(index) == ready_by_scan(records, index)
+    for _ in range(30):
+        branch = records  # a second child of the same parent must not see this one's writes
+        ids = rng.sample([f"s{i}" for i in range(12)], rng.randint(1, 3))
+        write = {k: StepRecord(id=k, status=rng.choice(list(StepStatus))) for k in ids}
+        records = merge_steps(records, [write])
+        assert records.ready_positions(index) == ready_by_scan(records, index)
+        assert branch.ready_positions(index) == ready_by_scan(branch, index)
+        if rng.random() < 0.1:  # a replan: another plan over the same records
+            index = random_dag(rng, 12)
+            assert records.ready_positions(index) == ready_by_scan(records, index)
+
+
+def test_a_long_chain_schedules_only_its_next_step() -> None:
+    index = PlanSteps(
+        PlanStep(id=f"s{i}", tool="noop", depends_on=[f"s{i - 1}"] if i else [])
+        for i in range(2000)
+    )
+    state = RunState(plan=Plan(steps=index))
+    assert state.schedulable_positions() == [0]
+    done = {f"s{i}": StepRecord(id=f"s{i}", status=D) for i in range(700)}
+    state = state.model_copy(update={"steps": merge_steps(state.steps, [done])})
+    assert state.schedulable_positions() == [700]
+    running = {"s700": StepRecord(id="s700", status=StepStatus.RUNNING)}
+    state = state.model_copy(update={"steps": merge_steps(state.steps, [running])})
+    assert state.schedulable_positions() == [700]
+    finished = {"s700": StepRecord(id="s700", status=D)}
+    state = state.model_copy(update={"steps": merge_steps(state.steps, [finished])})
+    assert state.schedulable_positions() == [701]
+
+
 def test_merge_steps_later_write_wins_and_current_is_not_changed() -> None:
     a, b, c = (StepRecord(id=k) for k in "abc")
     a2, a3 = StepRecord(id="a", attempts=2), StepRecord(id="a", attempts=3)

@@ -149,17 +149,9 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         ids = index.ids
         status_of = steps.statuses.get  # read without decoding records or steps
         blockers = index.blockers
-        # Most open steps of a long plan have never started and still wait for the
-        # dependency they waited for last time: the loop below would only skip them, so
-        # they are dropped first, in one pass (a chain of N steps: N passes of the loop
-        # body per step were a tenth of a step at 200 steps).
-        positions = [
-            i
-            for i in state.open_positions()
-            if (hint := blockers.get(i)) is None
-            or status_of(hint) in _SETTLED
-            or status_of(ids[i]) is not None
-        ]
+        # Of the steps never started, only those whose dependencies are all settled
+        # (kept up to date by the writes: a long chain's waiting steps are not scanned).
+        positions = state.schedulable_positions()
         for i in positions:
             sid = ids[i]
             status = status_of(sid)

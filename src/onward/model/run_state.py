@@ -164,6 +164,18 @@ class RunState(BaseModel):
             return sorted(map(index.position.__getitem__, candidates))
         return [i for i, sid in enumerate(index.ids) if sid in candidates]
 
+    def schedulable_positions(self) -> list[int]:
+        """Where the steps the scheduler looks at are, in plan order: every step with a
+        record that is not done or skipped (running, produced, failed, pending a retry),
+        and the never-started steps whose dependencies are all settled. Never-started
+        steps still waiting are not looked at (a long chain has thousands)."""
+        index = self.plan.index()
+        position = index.position
+        steps = self.steps
+        found = {position[s] for s in steps.open_ids if s in position}
+        found.update(steps.ready_positions(index))
+        return sorted(found)
+
     def open_steps(self) -> list[PlanStep]:
         """The plan's steps that are not done or skipped, in plan order."""
         index = self.plan.index()
