@@ -148,11 +148,9 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         index = state.plan.index()
         ids = index.ids
         status_of = steps.statuses.get  # read without decoding records or steps
-        blockers = index.blockers
         # Of the steps never started, only those whose dependencies are all settled
         # (kept up to date by the writes: a long chain's waiting steps are not scanned).
-        positions = state.schedulable_positions()
-        for i in positions:
+        for i in state.schedulable_positions():
             sid = ids[i]
             status = status_of(sid)
             if status is StepStatus.FAILED:
@@ -165,23 +163,15 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                 continue
             if status is not None and status is not StepStatus.PENDING:
                 continue  # running
-            hint = blockers.get(i)
-            if hint is not None and status_of(hint) not in _SETTLED:
-                if status is not None:
-                    blocked.append(sid)
-                continue  # still waiting for the dependency it waited for last time
             step = index[i]
-            for d in step.depends_on:
-                if status_of(d) not in _SETTLED:
-                    blockers[i] = d
-                    if status is not None:
-                        blocked.append(sid)
-                    break
-            else:
-                if status is not None and (later := steps[sid].not_before) and later > now:
-                    deferred.add(sid)
-                    continue
-                ready.append(step)
+            if any(status_of(d) not in _SETTLED for d in step.depends_on):
+                if status is not None:
+                    blocked.append(sid)  # a retry or a reopened step waiting again
+                continue
+            if status is not None and (later := steps[sid].not_before) and later > now:
+                deferred.add(sid)
+                continue
+            ready.append(step)
         if produced:
             return VERIFY  # a wave's or a person's output: verified before anything else
         if failed:

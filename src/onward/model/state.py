@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -131,14 +130,6 @@ class PlanSteps(LazyList[PlanStep]):
     plan's index (``ids``, ``position``, ``children``, ``by_id``)."""
 
     model = PlanStep
-
-    @cached_property
-    def blockers(self) -> dict[int, str]:
-        """Position → a dependency the scheduler last found not settled. The scheduler
-        looks at that one first: while it is unsettled the step stays blocked, with no
-        look at the step itself (a chain's scan was most of a no-op step's bookkeeping).
-        A hint only: whether it holds is read from the statuses every time."""
-        return {}
 
 
 class Plan(_Frozen):
