@@ -7,7 +7,9 @@ What is compared
         at every 1,000th ``step_done``. Baseline, in its own process: a bare LangGraph
         loop of as many supersteps (one node adding 1 to a counter, ``SqliteSaver``,
         ``durability="sync"``), sampled the same way. Target: onward grows ≤ 50 MB from
-        step 1,000 to the last.
+        step 1,000 to the last. Also printed (no target): the wall time of each 1,000
+        steps, and the last thousand's ms per step ÷ the second thousand's, for both:
+        whether a step costs more the longer the plan is.
     (b) Order template. ``--csv-mb`` (200) MB of generated orders (with injected
         anomalies of every rule) analysed by the template (``Onward.run`` with the demo
         goal: read_csv → validate_fields → find_anomalies → aggregate → render_report) in
@@ -35,11 +37,13 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
+import itertools
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +91,7 @@ def curve_onward(steps: int, every: int) -> dict[str, Any]:
     from onward import Onward, ProgressEvent
 
     samples: dict[int, float] = {}
+    times: dict[int, float] = {}
     done = 0
 
     def on_event(event: ProgressEvent) -> None:
@@ -94,6 +99,7 @@ def curve_onward(steps: int, every: int) -> dict[str, Any]:
         if event.kind == "step_done":
             done += 1
             if done % every == 0:
+                times[done] = time.perf_counter()  # before the sample's gc
                 gc.collect()
                 samples[done] = rss_mb()
 
@@ -102,7 +108,7 @@ def curve_onward(steps: int, every: int) -> dict[str, Any]:
             view = ow.run(plan=chain_plan(steps), workdir=tmp, on_event=on_event)
         if view.status != "done":
             raise SystemExit(f"the chain ended {view.status}")
-    return {"samples": samples}
+    return {"samples": samples, "times": times}
 
 
 def curve_langgraph(steps: int, every: int) -> dict[str, Any]:
@@ -123,6 +129,7 @@ def curve_langgraph(steps: int, every: int) -> dict[str, Any]:
     g.add_edge(START, "step")
     g.add_conditional_edges("step", lambda s: END if s["n"] >= steps else "step")
     samples: dict[int, float] = {}
+    times: dict[int, float] = {}
     with tempfile.TemporaryDirectory(prefix="onward-bench-mem-") as tmp:
         conn = sqlite3.connect(f"{tmp}/lg.db", check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
@@ -132,10 +139,11 @@ def curve_langgraph(steps: int, every: int) -> dict[str, Any]:
         for chunk in graph.stream({"n": 0}, cfg, stream_mode="values", durability="sync"):
             n = chunk["n"]
             if n and n % every == 0:
+                times[n] = time.perf_counter()
                 gc.collect()
                 samples[n] = rss_mb()
         conn.close()
-    return {"samples": samples}
+    return {"samples": samples, "times": times}
 
 
 # -- (b) the order template on a big CSV ---------------------------------------------
@@ -330,12 +338,34 @@ def run_curve(console: Console, steps: int, every: int) -> dict[str, Any]:
         ours, _ = child(["curve-onward", str(steps), str(every)])
         theirs, _ = child(["curve-langgraph", str(steps), str(every)])
     table = Table(title=f"RSS (MB) during a {steps:,}-step chain, after gc.collect()")
-    for col in ("steps done", "onward", "LangGraph bare loop"):
+    for col in (
+        "steps done",
+        "onward",
+        "LangGraph bare loop",
+        "onward ms/step (last 1,000)",
+        "LangGraph ms/step",
+    ):
         table.add_column(col, justify="right")
     mine, base = ours["samples"], theirs["samples"]
+    pace, base_pace = per_step(ours["times"]), per_step(theirs["times"])
     for n in mine:
-        table.add_row(f"{int(n):,}", f"{mine[n]:.1f}", f"{base.get(n, float('nan')):.1f}")
+        table.add_row(
+            f"{int(n):,}",
+            f"{mine[n]:.1f}",
+            f"{base.get(n, float('nan')):.1f}",
+            f"{pace[n]:.3f}" if n in pace else "",
+            f"{base_pace[n]:.3f}" if n in base_pace else "",
+        )
     console.print(table)
+    late = max(pace, key=int)
+    early = min(pace, key=int)
+    slowdown = pace[late] / pace[early]
+    base_slowdown = base_pace[late] / base_pace[early] if late in base_pace else float("nan")
+    console.print(
+        f"ms per step, steps to {int(late):,} ÷ steps to {int(early):,}: onward "
+        f"{slowdown:.2f}, LangGraph {base_slowdown:.2f} (no target: a step should not "
+        "cost more the longer the plan)"
+    )
     first, last = str(every), max(mine, key=int)
     growth = mine[last] - mine[first]
     base_growth = base[last] - base[first] if first in base and last in base else float("nan")
@@ -347,10 +377,20 @@ def run_curve(console: Console, steps: int, every: int) -> dict[str, Any]:
         "bench": "memory.py",
         "measure": f"RSS growth (MB) from step {int(first):,} to {int(last):,} of a chain",
         "onward": round(growth, 1),
-        "baseline": f"LangGraph bare loop: {base_growth:+.1f} MB",
+        "baseline": f"LangGraph bare loop: {base_growth:+.1f} MB; ms per step, last 1,000 ÷ "
+        f"second 1,000: onward {slowdown:.2f}, LangGraph {base_slowdown:.2f}",
         "ratio": None,
         "target": "≤ 50 MB",
         "met": growth <= 50,
+    }
+
+
+def per_step(times: dict[Any, float]) -> dict[Any, float]:
+    """ms per step over each window between two samples, at the window's end (JSON keys
+    come back as text, so they are ordered by their number)."""
+    keys = sorted(times, key=int)
+    return {
+        b: (times[b] - times[a]) * 1000 / (int(b) - int(a)) for a, b in itertools.pairwise(keys)
     }
 
 
