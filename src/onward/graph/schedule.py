@@ -31,6 +31,7 @@ from onward.graph.routes import FAILURE_ROUTES, TASK_NODES, Node, check_exit
 from onward.model import budget
 from onward.model.state import (
     PLAN_TARGET,
+    SETTLED,
     ApproveTask,
     AskBatch,
     ExecuteTask,
@@ -62,7 +63,6 @@ REPLAN = Node.REPLAN.value
 WAIT = Node.WAIT.value
 NOTE = Node.NOTE.value
 VERIFY = Node.VERIFY.value
-_SETTLED = (StepStatus.DONE, StepStatus.SKIPPED)
 
 
 def downstream(plan: Plan, step_id: str) -> list[str]:
@@ -164,7 +164,7 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             if status is not None and status is not StepStatus.PENDING:
                 continue  # running
             step = index[i]
-            if any(status_of(d) not in _SETTLED for d in step.depends_on):
+            if any(status_of(d) not in SETTLED for d in step.depends_on):
                 if status is not None:
                     blocked.append(sid)  # a retry or a reopened step waiting again
                 continue

@@ -205,8 +205,8 @@ class StepRecord(_Frozen):
 
 
 _OPEN = frozenset({StepStatus.PENDING, StepStatus.RUNNING, StepStatus.PRODUCED, StepStatus.FAILED})
-_SETTLED = frozenset({StepStatus.DONE, StepStatus.SKIPPED})
-"""A dependency in one of these lets the steps after it run."""
+SETTLED = frozenset({StepStatus.DONE, StepStatus.SKIPPED})
+"""A step in one of these lets the steps that depend on it run, and is not scheduled again."""
 _Frontier = tuple["PlanSteps", set[int], Mapping[str, list[int]]]
 """(plan index, positions of never-started steps that can run, step id → positions of
 never-started steps waiting for it)."""
@@ -246,7 +246,7 @@ class StepRecords(LazyMap[StepRecord]):
 
     @classmethod
     def _settled(cls, value: Any) -> bool:
-        return value.status is StepStatus.DONE or value.status is StepStatus.SKIPPED
+        return value.status in SETTLED
 
     def _note(self, key: str, value: Any) -> None:
         old = self.get(key)
@@ -260,7 +260,7 @@ class StepRecords(LazyMap[StepRecord]):
         else:
             self._open.discard(key)
         if self._ready is not None:
-            self._advance(self._ready, key, was in _SETTLED, value.status in _SETTLED)
+            self._advance(self._ready, key, was in SETTLED, value.status in SETTLED)
 
     def _advance(self, frontier: _Frontier, key: str, was: bool, now: bool) -> None:
         """The frontier after ``key``'s record was written (settled ``was`` → ``now``)."""
@@ -274,7 +274,7 @@ class StepRecords(LazyMap[StepRecord]):
             status = self._status.get
             for p in waits.get(key, ()):
                 if index.ids[p] not in self._status and all(
-                    status(d) in _SETTLED for d in index[p].depends_on
+                    status(d) in SETTLED for d in index[p].depends_on
                 ):
                     ready.add(p)
 
@@ -331,7 +331,7 @@ class StepRecords(LazyMap[StepRecord]):
         position = index.position
         for sid in self.unrecorded(index):
             p = position[sid]
-            unsettled = [d for d in index[p].depends_on if status(d) not in _SETTLED]
+            unsettled = [d for d in index[p].depends_on if status(d) not in SETTLED]
             if not unsettled:
                 ready.add(p)
             for d in unsettled:
