@@ -534,6 +534,10 @@ def postgres_saver(
     from psycopg.pq import TransactionStatus
     from psycopg.rows import dict_row
 
+    from onward.checkpointing.onestatement import one_statement
+
+    IDLE = TransactionStatus.IDLE
+
     class OnwardPostgresSaver(FlushedReads, PostgresSaver):
         _deferred: Deferred
         _local: threading.local
@@ -563,16 +567,28 @@ def postgres_saver(
                 self._deferred.clear()
                 return
             # The batch is recorded, then sent after the deferred statements, grouped
-            # (grouped()), with BEGIN and COMMIT, in one pipeline: one commit and one round
-            # trip (psycopg's transaction() would add two round trips to each batch).
+            # (grouped()): as one statement where that cannot change the result
+            # (onestatement.py: one message, and in autocommit one transaction), else
+            # with BEGIN and COMMIT in one pipeline: one commit and one round trip either
+            # way (psycopg's transaction() would add two round trips to each batch).
             batch: Statements = []
             yield _Recorder(batch)
             with self.lock:
                 try:
-                    with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
-                        cur.execute("BEGIN")
-                        self._replay(cur, batch)
-                        cur.execute("COMMIT")
+                    statements = grouped([*self._deferred.take(), *batch])
+                    joined = one_statement(statements)
+                    if joined is not None and conn.info.transaction_status is IDLE:
+                        with conn.cursor(binary=True) as cur:
+                            cur.execute(*joined)
+                    else:
+                        with (
+                            conn.pipeline(),
+                            conn.cursor(binary=True, row_factory=dict_row) as cur,
+                        ):
+                            cur.execute("BEGIN")
+                            for sql, rows in statements:
+                                cur.executemany(sql, rows)
+                            cur.execute("COMMIT")
                     self._deferred.clear()
                 except BaseException:
                     if conn.info.transaction_status is not TransactionStatus.IDLE:

@@ -1,0 +1,130 @@
+"""A Postgres commit's inserts as one statement: one message, one round trip, no BEGIN.
+
+A plan step's commit on Postgres inserts a dozen rows into four tables (two checkpoints,
+their blobs, two tasks' writes, their events). Sent as a pipeline (BEGIN, one execute per
+row, COMMIT) it cost ~16 socket writes, ~30 polls and as many statements for the server
+to parse and run; psycopg flushes each row of an ``executemany`` as it goes. Sent as one
+statement — each table's rows in one multi-row ``INSERT``, the tables joined by
+data-modifying ``WITH`` clauses — it is one message, and in autocommit mode one
+statement is one transaction: all of it or none, as before.
+
+One statement is not a sequence, so this is used only where the result cannot differ
+(else :func:`one_statement` returns None and the saver sends the pipeline):
+
+* every statement is ``INSERT INTO t (cols) VALUES (%s, ...)`` with an optional
+  ``ON CONFLICT`` clause (what the savers send); anything else is not rewritten;
+* each table appears once: clauses of one ``WITH`` cannot see each other's rows, and
+  two touching one row would apply in no defined order;
+* ``ON CONFLICT ... DO UPDATE`` rows have distinct conflict keys (Postgres refuses a
+  command that updates a row twice; in sequence the last would have won).
+  ``DO NOTHING`` keeps the first of equal keys, as the sequence did;
+* at most :data:`MAX_PARAMS` parameters (the protocol allows 65,535).
+
+Rows keep their order within each table (a multi-row ``VALUES`` inserts in order, so
+serial ids, which the event log orders by, come out as before).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+Statements = Sequence[tuple[str, Sequence[tuple[Any, ...]]]]
+
+MAX_PARAMS = 20_000
+"""Above this (a large parallel wave's deferred rows) the pipeline is sent instead."""
+
+_INSERT = re.compile(
+    r"""^\s*INSERT\s+INTO\s+(?P<table>\w+)\s*\((?P<cols>[^()]*)\)\s*
+        VALUES\s*(?P<values>\(\s*%s(?:\s*,\s*%s)*\s*\))\s*
+        (?P<tail>ON\s+CONFLICT\b[^;]*)?;?\s*$""",
+    re.IGNORECASE | re.DOTALL | re.VERBOSE,
+)
+_TARGET = re.compile(r"ON\s+CONFLICT\s*\((?P<keys>[^()]*)\)", re.IGNORECASE)
+_UPDATE = re.compile(r"\bDO\s+UPDATE\b", re.IGNORECASE)
+
+
+class _Insert:
+    """What one statement of the savers is: its table, width and (for ``DO UPDATE``)
+    the positions of its conflict key in a row."""
+
+    __slots__ = ("head", "keys", "table", "tail", "width")
+
+    def __init__(self, table: str, head: str, width: int, tail: str, keys: tuple[int, ...]):
+        self.table, self.head, self.width, self.tail, self.keys = table, head, width, tail, keys
+
+
+@lru_cache(maxsize=64)
+def _parse(sql: str) -> _Insert | None:
+    """The statement as an :class:`_Insert`, or None where it is not one this can join
+    (the savers send a handful of distinct statements: each is parsed once)."""
+    match = _INSERT.match(sql)
+    if match is None:
+        return None
+    cols = [c.strip().lower() for c in match["cols"].split(",")]
+    width = match["values"].count("%s")
+    if width != len(cols):
+        return None
+    tail = " ".join((match["tail"] or "").split())
+    keys: tuple[int, ...] = ()
+    if _UPDATE.search(tail):
+        target = _TARGET.search(tail)
+        if target is None:
+            return None  # an update without a named key: cannot check for repeats
+        names = [k.strip().lower() for k in target["keys"].split(",")]
+        if not set(names) <= set(cols):
+            return None
+        keys = tuple(cols.index(k) for k in names)
+    head = f"INSERT INTO {match['table']} ({', '.join(cols)}) VALUES "
+    return _Insert(match["table"].lower(), head, width, tail, keys)
+
+
+@lru_cache(maxsize=128)
+def _text(shape: tuple[tuple[str, int], ...]) -> str:
+    """The statement for these (SQL, row count) pairs; a step's batches repeat a few
+    shapes, so the text is built once each (and psycopg prepares it after five uses)."""
+    parts = []
+    for sql, count in shape:
+        insert = _parse(sql)
+        assert insert is not None
+        row = "(" + ", ".join(["%s"] * insert.width) + ")"
+        parts.append(f"{insert.head}{', '.join([row] * count)} {insert.tail}".rstrip())
+    if len(parts) == 1:
+        return parts[0]
+    clauses = ", ".join(f"w{i} AS ({part})" for i, part in enumerate(parts[:-1]))
+    return f"WITH {clauses} {parts[-1]}"
+
+
+def one_statement(statements: Statements) -> tuple[str, list[Any]] | None:
+    """``statements`` (each SQL with its rows, as :func:`~onward.checkpointing.savers.grouped`
+    makes them) as one statement and its parameters, or None where one statement could
+    give another result than running them in order (see the module docstring)."""
+    shape: list[tuple[str, int]] = []
+    params: list[Any] = []
+    tables: set[str] = set()
+    for sql, rows in statements:
+        if not rows:
+            continue
+        insert = _parse(sql)
+        if insert is None or insert.table in tables:
+            return None
+        tables.add(insert.table)
+        for row in rows:
+            if len(row) != insert.width:
+                return None
+            params.extend(row)
+        if insert.keys:
+            try:
+                seen = {tuple(row[i] for i in insert.keys) for row in rows}
+            except TypeError:  # a key of a type without equality by value
+                return None
+            if len(seen) != len(rows):
+                return None
+        if len(params) > MAX_PARAMS:
+            return None
+        shape.append((sql, len(rows)))
+    if not shape:
+        return None
+    return _text(tuple(shape)), params
