@@ -266,6 +266,9 @@ class Worker:
     hook: bool = False
     fsync: bool = False
     strace_log: Path | None = None
+    trace: str = "fsync,fdatasync,pwrite64"
+    """The calls strace logs (with the marks' access calls): fsyncs and WAL writes on
+    SQLite; :data:`SENDS` on Postgres."""
     proc: subprocess.Popen[str] = field(init=False)
     stderr: IO[str] = field(init=False)
     method: str = field(init=False)
@@ -281,7 +284,7 @@ class Worker:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child"]
         cmd += ["--hook"] if self.hook else []
         if self.strace_log is not None:
-            trace = "trace=fsync,fdatasync,pwrite64,access,faccessat,faccessat2"
+            trace = f"trace={self.trace},access,faccessat,faccessat2"
             # --seccomp-bpf: only the traced calls stop the child, so it runs near full speed.
             cmd = [
                 "strace",
@@ -366,6 +369,26 @@ def fsyncs_by_mark(log: Path) -> dict[str, dict[str, int]]:
             counts[current][kind] = counts[current].get(kind, 0) + 1
         elif current is not None and frame_re.match(line):
             counts[current]["wal pages"] = counts[current].get("wal pages", 0) + 1
+    return counts
+
+
+SENDS = "sendto,sendmsg,write"
+"""A Postgres client's messages to the server: libpq writes its output buffer with
+``send`` (``sendto``) when it flushes, once per message or per batch it sends."""
+
+
+def sends_by_mark(log: Path) -> dict[str, int]:
+    """Writes to a socket between each mark's start and end (``strace -y`` names the fd)."""
+    mark_re = re.compile(re.escape(MARK_DIR) + r"/(.+)-(start|end)\"")
+    send_re = re.compile(r"^\d+\s+(?:sendto|sendmsg|write)\(\d+<(?:TCP|TCPv6|UNIX|socket)")
+    counts: dict[str, int] = {}
+    current: str | None = None
+    for line in log.read_text().splitlines():
+        if m := mark_re.search(line):
+            current = m.group(1) if m.group(2) == "start" else None
+            counts.setdefault(m.group(1), 0)
+        elif current is not None and send_re.match(line):
+            counts[current] += 1
     return counts
 
 
@@ -512,7 +535,7 @@ def count_postgres(
         url = fresh_schema(admin, dbname)
         worker.run(url, 1, system=system)  # migrations, outside the window
         before = pg_counters(admin, dbname)
-        settings = worker.run(url, n, system=system)["settings"]
+        settings = worker.run(url, n, mark=f"n{n}", system=system)["settings"]
         after = pg_counters(admin, dbname)
         durable, records = wal_of_database(
             admin, dbname, before["insert_lsn"], after["flush_lsn"], after["oid"]
@@ -521,6 +544,9 @@ def count_postgres(
             totals[key][n] = after[key] - before[key]
         totals["durable_commits"][n] = durable
         totals["wal_records_ours"][n] = records
+    if worker.strace_log is not None and worker.trace == SENDS:
+        sent = sends_by_mark(worker.strace_log)
+        totals["sends"] = {n: sent.get(f"n{n}", 0) for n in steps}
     per_step = {k: slope(v) for k, v in totals.items()}
     return {"totals": totals, "per_step": per_step, "settings": settings}
 

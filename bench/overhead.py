@@ -59,6 +59,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
+import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +72,7 @@ from _common import write_json
 from commits import (
     PG_ADMIN,
     REPO,
+    SENDS,
     Checkout,
     Worker,
     count_postgres,
@@ -179,8 +181,11 @@ def count(vs: list[Variant], steps: list[int], admin: str | None) -> dict[str, d
             }
             continue
         assert admin is not None
-        with scratch_database(admin) as dbname:
-            worker = Worker(checkout)
+        with (
+            scratch_database(admin) as dbname,
+            tempfile.TemporaryDirectory(prefix="onward-bench-strace-") as tmp,
+        ):
+            worker = Worker(checkout, strace_log=Path(tmp) / "strace.log", trace=SENDS)
             try:
                 c = count_postgres(worker, admin, dbname, steps, v.system)
             finally:
@@ -189,6 +194,7 @@ def count(vs: list[Variant], steps: list[int], admin: str | None) -> dict[str, d
             "durable commits": c["per_step"]["durable_commits"],
             "xact_commit": c["per_step"]["xact_commit"],
             "wal": c["per_step"]["wal_records_ours"],
+            "sends": c["per_step"]["sends"],
             "settings": c["settings"],
         }
     return out
@@ -215,13 +221,14 @@ def report(
         "commits",
         "fsyncs",
         "WAL",
+        "sends",
         "read back",
     ):
         table.add_column(col, justify="left" if col in ("variant", "read back") else "right")
     for v in vs:
         c = counts.get(v.label, {})
         commits = c.get("commits", c.get("durable commits"))
-        fsyncs, wal = c.get("fsyncs"), c.get("wal")
+        fsyncs, wal, sends = c.get("fsyncs"), c.get("wal"), c.get("sends")
         table.add_row(
             v.label,
             f"{med[v.label]:.3f}",
@@ -231,6 +238,7 @@ def report(
             "-" if commits is None else f"{commits:.2f}",
             "-" if fsyncs is None else f"{fsyncs:.2f}",
             "-" if wal is None else f"{wal:.1f}",
+            "-" if sends is None else f"{sends:.1f}",
             "/".join(settings[v.label].values()) or "-",
         )
     console.print(table)
@@ -241,7 +249,8 @@ def report(
         "commits: SQLite commits (sqlite3_commit_hook) / Postgres durable commits (WAL "
         "commit records); fsyncs: fsync+fdatasync calls (strace); WAL: SQLite pages "
         "written to the WAL (strace) / Postgres WAL records of the run's transactions "
-        "(pg_walinspect); per step = slope between the --count-steps lengths."
+        "(pg_walinspect); sends: the Postgres client's socket writes (strace), a message "
+        "or a batch of them each; per step = slope between the --count-steps lengths."
     )
     pg_x = {k: v["xact_commit"] for k, v in counts.items() if "xact_commit" in v}
     if pg_x:
@@ -273,6 +282,8 @@ def report(
             if "wal" in c_ours and "wal" in c_peer:
                 unit = "WAL pages" if mode != "postgres" else "WAL records"
                 structural += f"; {unit}/step {c_ours['wal']:.1f} vs {c_peer['wal']:.1f}"
+            if "sends" in c_ours and "sends" in c_peer:
+                structural += f"; sends/step {c_ours['sends']:.1f} vs {c_peer['sends']:.1f}"
             rows.append(
                 {
                     "bench": "overhead.py",
