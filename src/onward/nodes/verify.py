@@ -46,6 +46,9 @@ from onward.verification.checks import artifact_names, evaluate, with_args
 from onward.verification.failures import settle
 from onward.verification.judge import judge_step
 
+_NO_USAGE = Usage()
+"""The usage of a step no model reviewed (frozen, so one instance serves every step)."""
+
 
 def check_step(deps: NodeDeps, task: ExecuteTask, produced: StepRecord, output: Any) -> StepRecord:
     """The deterministic verdict on a produced output: the record done, or failed with its
@@ -96,18 +99,19 @@ def verify(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) 
     )
     steps: dict[str, StepRecord] = {}
     artifacts: dict[str, ArtifactRef] = {}
-    usage = Usage()
+    usage = _NO_USAGE
     for sid in produced:
         step = state.plan.step(sid)
         record, spent = _verify_one(deps, state, step, state.steps[sid], thread_id)
-        usage = add_usage(usage, spent)
+        if spent is not _NO_USAGE:  # adding nothing gives the same usage
+            usage = add_usage(usage, spent)
         steps[sid] = record
         if record.status is StepStatus.DONE and step.output and record.output is not None:
             artifacts[step.output] = record.output
     updates: RunUpdate = {"steps": steps}
     if artifacts:
         updates["artifacts"] = artifacts
-    if usage != Usage():
+    if usage is not _NO_USAGE and usage != _NO_USAGE:
         updates["usage"] = usage
     return updates
 
@@ -127,7 +131,7 @@ def _verify_one(
         confine_paths=state.policy.confine_paths,
         judge_goal=judge_goal(deps, state, step),
     )
-    usage = Usage()
+    usage = _NO_USAGE
     diagnostics.fault_point("before_verify", step.id)
     output = deps.artifacts.get(produced.output)
     record = check_step(deps, task, produced, output)
@@ -143,9 +147,11 @@ def _verify_one(
         verdict, findings, usage = judge_step(deps, task, output, thread_id)
         if verdict is not None:  # the judge fails what the checks passed, never more
             record = transition(produced, StepStatus.FAILED, failure=verdict, findings=findings)
-    # Convergence is judged against the record as the attempt found it.
-    before = produced.model_copy(
-        update={"failure": produced.history[-1] if produced.history else None}
+    # Convergence is judged against the record as the attempt found it (no copy when the
+    # record already says so: a first attempt, whose failure and history are empty).
+    found = produced.history[-1] if produced.history else None
+    before = (
+        produced if produced.failure is found else produced.model_copy(update={"failure": found})
     )
     policy = step.retry or (spec.retry if spec else None) or DEFAULT_RETRY
     record = settle(record, before, policy, state.budget.max_replans, step.tool)
