@@ -11,12 +11,12 @@ none escapes.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import hashlib
 import queue
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -275,16 +275,18 @@ _SLOTS: dict[str, threading.BoundedSemaphore] = {}
 _SLOTS_LOCK = threading.Lock()
 
 
-@contextmanager
-def _slot(service: str | None, limit: int | None) -> Iterator[None]:
-    """At most ``limit`` concurrent calls to ``service`` in this process."""
+_UNLIMITED: AbstractContextManager[object] = nullcontext()
+"""The slot of a call without a concurrency limit (reusable: it holds nothing)."""
+
+
+def _slot(service: str | None, limit: int | None) -> AbstractContextManager[object]:
+    """At most ``limit`` concurrent calls to ``service`` in this process: the service's
+    semaphore, held for the call. A plain function, not a generator context manager: most
+    tools have no limit, and building a generator per call was overhead of every step."""
     if not service or not limit:
-        yield
-        return
+        return _UNLIMITED
     with _SLOTS_LOCK:
-        sem = _SLOTS.setdefault(service, threading.BoundedSemaphore(limit))
-    with sem:
-        yield
+        return _SLOTS.setdefault(service, threading.BoundedSemaphore(limit))
 
 
 def _breaker_saw(
@@ -297,6 +299,13 @@ def _breaker_saw(
 ) -> None:
     if spec is not None and service and deps.breakers is not None:
         deps.breakers.record(service, ok, spec.breaker or BreakerPolicy(), thread_id, caller)
+
+
+@functools.lru_cache(maxsize=64)
+def _path(workdir: str) -> Path:
+    """The run's work directory as a Path, built once per directory: a Path is immutable, so
+    one serves every step (building it was a measurable part of a no-op step)."""
+    return Path(workdir)
 
 
 def _run_tool(
@@ -322,7 +331,7 @@ def _run_tool(
         thread_id=thread_id,
         step_id=step.id,
         attempt=attempt,
-        workdir=Path(task.workdir),
+        workdir=_path(task.workdir),
         confined=task.confine_paths,
         artifacts=deps.artifacts,
     )
