@@ -31,6 +31,7 @@ MAX_DEPTH = 100
 MAX_STEPS = 20_000
 MAX_VALUES = 1_000_000
 INT_RANGE = (-(2**63), 2**63 - 1)
+_LOW, _HIGH = INT_RANGE
 MAX_PROBLEMS = 20
 """Value problems reported for one plan (the rest are counted): one mistake repeated in a
 large generated plan should not print a thousand lines."""
@@ -106,15 +107,32 @@ class Cleaner:
             if not math.isfinite(v):
                 self.add(where, f"{v} is not a number a plan can hold; write a finite number")
             return v
-        if isinstance(v, dict | list | tuple):
+        if isinstance(v, (dict, list, tuple)):  # a tuple of types: no union built per call
             if depth > MAX_DEPTH:
                 self.add(
                     _clip(where),
                     f"nested more than {MAX_DEPTH} levels deep (the limit of a plan); flatten it",
                 )
                 return None
+            # A plain value (None, a bool, an int within 64 bits, ASCII text without NUL:
+            # kept as it is, never a problem) is counted and kept right here: no call per
+            # value, and no location text, which only a problem needs. Exact types only: a
+            # subclass (a StrEnum) takes value(), as before.
             if not isinstance(v, dict):  # a tuple (from Python) is stored as a list
-                return [self.value(x, _join(where, i), depth + 1) for i, x in enumerate(v)]
+                items: list[Any] = []
+                for i, x in enumerate(v):
+                    t = type(x)
+                    if (
+                        (t is str and x.isascii() and "\x00" not in x)
+                        or x is None
+                        or t is bool
+                        or (t is int and _LOW <= x <= _HIGH)
+                    ):
+                        self.count += 1
+                        items.append(x if self.count <= MAX_VALUES else None)
+                    else:
+                        items.append(self.value(x, _join(where, i), depth + 1))
+                return items
             out: dict[str, Any] = {}
             for k, x in v.items():
                 if not isinstance(k, str):
@@ -123,8 +141,19 @@ class Cleaner:
                         f"a key must be text, not {type(k).__name__} {k!r}; quote it",
                     )
                     continue
-                key = self.text(k, _join(where, k))
-                out[key] = self.value(x, _join(where, key), depth + 1)
+                plain_key = type(k) is str and k.isascii() and "\x00" not in k
+                key = k if plain_key else self.text(k, _join(where, k))
+                t = type(x)
+                if (
+                    (t is str and x.isascii() and "\x00" not in x)
+                    or x is None
+                    or t is bool
+                    or (t is int and _LOW <= x <= _HIGH)
+                ):
+                    self.count += 1
+                    out[key] = x if self.count <= MAX_VALUES else None
+                else:
+                    out[key] = self.value(x, _join(where, key), depth + 1)
             return out
         if isinstance(v, dt.date | dt.time):  # YAML reads 2024-01-31 as a date
             return v.isoformat()
