@@ -42,7 +42,10 @@ JsonPath = list[str | int]
 
 def lift(value: Any, keep: Callable[[str], str]) -> tuple[Any, list[list[Any]]]:
     """``value`` with each long string replaced by ``keep(text)`` (what the row holds in
-    its place), and ``[path, that]`` for each. ``value`` is not changed."""
+    its place), and ``[path, that]`` for each. ``value`` is not changed (it is what is
+    returned when it holds no long string: most requests, whose copy would be dropped)."""
+    if not _holds_long(value):
+        return value, []
     found: list[list[Any]] = []
 
     def walk(node: Any, path: JsonPath) -> Any:
@@ -56,6 +59,22 @@ def lift(value: Any, keep: Callable[[str], str]) -> tuple[Any, list[list[Any]]]:
         return node
 
     return walk(value, []), found
+
+
+def _holds_long(value: Any) -> bool:
+    """Whether ``value`` holds a string :func:`lift` takes out: its walk (mappings' values,
+    lists' items) without building paths or copies."""
+    todo = [value]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, str):
+            if len(node) >= LONG_CHARS:
+                return True
+        elif isinstance(node, dict):
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+    return False
 
 
 def restore(value: Any, found: list[list[Any]], load: Callable[[str], str]) -> Any:
