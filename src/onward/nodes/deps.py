@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -70,7 +71,14 @@ class NodeDeps:
                 raise KeyError(f"artifact {name!r} has not been produced yet")
             return self.artifacts.get(refs[name])
 
-        return CheckContext(Path(workdir), value_of, confined=confined)
+        return CheckContext(workdir_path(workdir), value_of, confined=confined)
+
+
+@functools.lru_cache(maxsize=64)
+def workdir_path(workdir: str) -> Path:
+    """A run's work directory as a Path, built once per directory: a Path is immutable, so
+    one serves every step (building one was a measurable part of a no-op step, twice)."""
+    return Path(workdir)
 
 
 def thread_of(config: RunnableConfig) -> str:

@@ -11,13 +11,11 @@ none escapes.
 from __future__ import annotations
 
 import concurrent.futures
-import functools
 import hashlib
 import queue
 import threading
 import time
 from contextlib import AbstractContextManager, nullcontext
-from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -36,7 +34,7 @@ from onward.model.state import (
     transition,
     utcnow,
 )
-from onward.nodes.deps import NodeDeps, thread_of
+from onward.nodes.deps import NodeDeps, thread_of, workdir_path
 from onward.observe.kinds import EventKind
 from onward.observe.progress import emit
 from onward.people.approvals import step_hash
@@ -301,13 +299,6 @@ def _breaker_saw(
         deps.breakers.record(service, ok, spec.breaker or BreakerPolicy(), thread_id, caller)
 
 
-@functools.lru_cache(maxsize=64)
-def _path(workdir: str) -> Path:
-    """The run's work directory as a Path, built once per directory: a Path is immutable, so
-    one serves every step (building it was a measurable part of a no-op step)."""
-    return Path(workdir)
-
-
 def _run_tool(
     deps: NodeDeps, task: ExecuteTask, thread_id: str, attempt: int
 ) -> tuple[Any, str | None]:
@@ -331,7 +322,7 @@ def _run_tool(
         thread_id=thread_id,
         step_id=step.id,
         attempt=attempt,
-        workdir=_path(task.workdir),
+        workdir=workdir_path(task.workdir),
         confined=task.confine_paths,
         artifacts=deps.artifacts,
     )

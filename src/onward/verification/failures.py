@@ -147,7 +147,8 @@ def settle(
     ``before`` (the record as the attempt found it, its attempt counted): a failure may turn
     non-convergent; a success resets the streak."""
     if record.status is not StepStatus.FAILED or record.failure is None:
-        return record.model_copy(update={"streak": 0})
+        # Records are frozen: one whose streak is already 0 is the answer as it is.
+        return record if record.streak == 0 else record.model_copy(update={"streak": 0})
     found = record.failure
     if not found.signature:  # verifier findings
         found = failure(found.failure_class, found.message, tool=tool, error_type=found.error_type)
