@@ -247,6 +247,18 @@ def test_datetimes_and_enums_take_the_fast_path_to_langgraphs_own_bytes(value: A
     assert serde.loads_typed(serde.dumps_typed({"v": value}))["v"] == value
 
 
+def test_kept_datetime_encodings_are_per_object_not_per_value() -> None:
+    # Equal instants in two zones (one pydantic's own TzInfo, as a validated field holds)
+    # encode differently; each is encoded twice, the second time from what was kept.
+    utc = StepRecord.model_validate({"id": "s", "started_at": "2026-01-01T00:00:00Z"})
+    assert utc.started_at is not None
+    india = utc.started_at.astimezone(timezone(timedelta(hours=5, minutes=30)))
+    assert india == utc.started_at
+    value = {"a": utc.started_at, "b": india, "c": [utc.started_at, india]}
+    ours = ormsgpack.packb(value, default=_default, option=_option)
+    assert ours == ormsgpack.packb(value, default=_msgpack_default, option=_option)
+
+
 def test_a_chunked_snapshot_costs_the_cache_what_its_chunks_inflate_to(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -254,12 +254,21 @@ def _default(obj: Any) -> Any:
     # the dozen attribute probes its generic default makes before it reaches them (the
     # same bytes: tests/test_serde.py compares them).
     if kind is datetime:
-        return ormsgpack.Ext(
+        # Kept by identity as a frozen model is: a record's times go into its write and
+        # again into the checkpoint, and the run's start into every checkpoint, and
+        # ``isoformat`` is most of the cost (more with pydantic's ``TzInfo``). Not by
+        # value: equal datetimes in other zones encode differently.
+        hit = _ENCODED.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        encoded = ormsgpack.Ext(
             EXT_METHOD_SINGLE_ARG,
             ormsgpack.packb(
                 ("datetime", "datetime", obj.isoformat(), "fromisoformat"), option=_OPTION
             ),
         )
+        _keep(obj, encoded)
+        return encoded
     if isinstance(obj, Enum) and kind in _allowed_enums():
         hit = _ENUMS.get((kind, obj.value))
         if hit is None:
@@ -347,14 +356,21 @@ def _encoded_frozen(obj: BaseModel) -> Any:
     if hit is not None and hit[0] is obj:  # the entry holds obj: its id is not reused
         return hit[1]
     encoded = _encoded_model(obj)
-    if len(_ENCODED) >= ENCODED_KEPT:
-        _ENCODED.clear()  # a few per run are read again and again; this bounds the rest
-    _ENCODED[id(obj)] = (obj, encoded)
+    _keep(obj, encoded)
     return encoded
 
 
+def _keep(obj: Any, encoded: Any) -> None:
+    """Keep an immutable value's encoding for the next time the same object is encoded."""
+    if len(_ENCODED) >= ENCODED_KEPT:
+        _ENCODED.clear()  # a few per run are read again and again; this bounds the rest
+    _ENCODED[id(obj)] = (obj, encoded)
+
+
 ENCODED_KEPT = 256
-_ENCODED: dict[int, tuple[BaseModel, Any]] = {}
+_ENCODED: dict[int, tuple[Any, Any]] = {}
+"""Encodings of frozen models and datetimes by ``id``; an entry holds its object, so the
+``id`` is not reused while it is here."""
 
 
 def fresh(value: Any) -> Any:
