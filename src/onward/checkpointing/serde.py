@@ -18,7 +18,6 @@ are immutable.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import sys
 import threading
@@ -227,69 +226,99 @@ _LAZY_NAMES: dict[type, str] = {StepRecords: "steps", ArtifactRefs: "artifacts"}
 def _default(obj: Any) -> Any:
     """LangGraph's msgpack encoding, except that a lazy collection (and a plan, for its
     steps) is stored as its items' own bytes, so a load decodes only what it reads."""
-    kind = type(obj)
-    if kind is _DeltaSnapshot:
-        return ormsgpack.Ext(
-            EXT_DELTA_SNAPSHOT, ormsgpack.packb(obj.value, default=_default, option=_OPTION)
-        )
-    name = _LAZY_NAMES.get(kind)
-    if name is not None:
-        return ormsgpack.Ext(EXT_LAZY, ormsgpack.packb([name, obj.packed()]))
-    if kind is Plan:
-        steps = PlanSteps.of(obj.steps).packed()
-        return ormsgpack.Ext(
-            EXT_LAZY, ormsgpack.packb(["plan", [obj.version, obj.source.value, steps]])
-        )
-    if kind is Send:  # as LangGraph's, with its payload encoded here (below)
-        args = (obj.node, obj.arg) if obj.timeout is None else (obj.node, obj.arg, obj.timeout)
-        return ormsgpack.Ext(
-            EXT_CONSTRUCTOR_POS_ARGS,
-            ormsgpack.packb(("langgraph.types", "Send", args), default=_default, option=_OPTION),
-        )
-    if kind in _allowed_models():
-        if obj.model_config.get("frozen"):
-            return _encoded_frozen(obj)
-        return _encoded_model(obj)
-    # LangGraph's encodings of the two kinds every record and checkpoint holds, without
-    # the dozen attribute probes its generic default makes before it reaches them (the
-    # same bytes: tests/test_serde.py compares them).
-    if kind is datetime:
-        # Kept by identity as a frozen model is: a record's times go into its write and
-        # again into the checkpoint, and the run's start into every checkpoint, and
-        # ``isoformat`` is most of the cost (more with pydantic's ``TzInfo``). Not by
-        # value: equal datetimes in other zones encode differently.
-        hit = _ENCODED.get(id(obj))
-        if hit is not None and hit[0] is obj:
-            return hit[1]
-        encoded = ormsgpack.Ext(
-            EXT_METHOD_SINGLE_ARG,
-            ormsgpack.packb(
-                ("datetime", "datetime", obj.isoformat(), "fromisoformat"), option=_OPTION
-            ),
-        )
-        _keep(obj, encoded)
-        return encoded
-    if isinstance(obj, Enum) and kind in _allowed_enums():
-        hit = _ENUMS.get((kind, obj.value))
-        if hit is None:
-            hit = _ENUMS[(kind, obj.value)] = _msgpack_default(obj)
-        return hit
-    return _msgpack_default(obj)
+    # One lookup by exact type (a checkpoint calls this a few dozen times per step).
+    encode = _ENCODERS.get(type(obj))
+    if encode is None:
+        encode = _encoder(type(obj))
+    return encode(obj)
 
 
-_ENUMS: dict[tuple[type[Enum], Any], Any] = {}
-"""Encoded members of onward's enums (a member never changes; there are a few dozen)."""
+_ENCODERS: dict[type[Any], Callable[[Any], Any]] = {}
+"""How :func:`_default` encodes each of the types it does not leave to LangGraph (filled
+on first use: the allowlist's types are listed once)."""
 
 
-@functools.cache
+def _encoder(kind: type[Any]) -> Callable[[Any], Any]:
+    if not _ENCODERS:
+        table: dict[type[Any], Callable[[Any], Any]] = {}
+        for enum in _allowed(Enum):
+            table[enum] = _encoded_enum
+        table[datetime] = _encoded_datetime
+        for model in _allowed(BaseModel):
+            table[model] = _encoded_frozen if model.model_config.get("frozen") else _encoded_model
+        # These before the allowlist's encodings (a plan is an allowed model too).
+        table[Send] = _encoded_send
+        table[Plan] = _encoded_plan
+        for lazy in _LAZY_NAMES:
+            table[lazy] = _encoded_lazy
+        table[_DeltaSnapshot] = _encoded_delta
+        _ENCODERS.update(table)
+    return _ENCODERS.get(kind, _msgpack_default)
+
+
+def _encoded_delta(obj: _DeltaSnapshot) -> Any:
+    return ormsgpack.Ext(
+        EXT_DELTA_SNAPSHOT, ormsgpack.packb(obj.value, default=_default, option=_OPTION)
+    )
+
+
+def _encoded_lazy(obj: Any) -> Any:
+    return ormsgpack.Ext(EXT_LAZY, ormsgpack.packb([_LAZY_NAMES[type(obj)], obj.packed()]))
+
+
+def _encoded_plan(obj: Plan) -> Any:
+    steps = PlanSteps.of(obj.steps).packed()
+    return ormsgpack.Ext(
+        EXT_LAZY, ormsgpack.packb(["plan", [obj.version, obj.source.value, steps]])
+    )
+
+
+def _encoded_send(obj: Send) -> Any:
+    """As LangGraph's, with its payload encoded here."""
+    args = (obj.node, obj.arg) if obj.timeout is None else (obj.node, obj.arg, obj.timeout)
+    return ormsgpack.Ext(
+        EXT_CONSTRUCTOR_POS_ARGS,
+        ormsgpack.packb(("langgraph.types", "Send", args), default=_default, option=_OPTION),
+    )
+
+
+# LangGraph's encodings of the two kinds every record and checkpoint holds, without the
+# dozen attribute probes its generic default makes before it reaches them (the same
+# bytes: tests/test_serde.py compares them).
+
+
+def _encoded_datetime(obj: datetime) -> Any:
+    # Kept by identity as a frozen model is: a record's times go into its write and again
+    # into the checkpoint, and the run's start into every checkpoint, and ``isoformat`` is
+    # most of the cost (more with pydantic's ``TzInfo``). Not by value: equal datetimes
+    # in other zones encode differently.
+    hit = _ENCODED.get(id(obj))
+    if hit is not None and hit[0] is obj:
+        return hit[1]
+    encoded = ormsgpack.Ext(
+        EXT_METHOD_SINGLE_ARG,
+        ormsgpack.packb(("datetime", "datetime", obj.isoformat(), "fromisoformat"), option=_OPTION),
+    )
+    _keep(obj, encoded)
+    return encoded
+
+
+def _encoded_enum(obj: Enum) -> Any:
+    hit = _ENUMS.get(id(obj))
+    if hit is None:
+        hit = _ENUMS[id(obj)] = (obj, _msgpack_default(obj))
+    return hit[1]
+
+
+_ENUMS: dict[int, tuple[Enum, Any]] = {}
+"""Encoded members of onward's enums by ``id`` (a member lives as long as its class, and
+these are module-level classes; there are a few dozen)."""
+
+
 def _allowed(base: type[Any]) -> frozenset[type[Any]]:
     """onward's subclasses of ``base`` on the checkpoint allowlist (others keep LangGraph's
-    encoding), listed once."""
+    encoding)."""
     return frozenset(t for t in checkpoint_types() if isinstance(t, type) and issubclass(t, base))
-
-
-def _allowed_enums() -> frozenset[type[Any]]:
-    return _allowed(Enum)
 
 
 def _encoded_model(obj: BaseModel) -> Any:
@@ -342,10 +371,6 @@ def _defaults(cls: type[BaseModel]) -> tuple[tuple[str, Any], ...]:
             pairs.append((name, default))
         found = _DEFAULTS[cls] = tuple(pairs)
     return found
-
-
-def _allowed_models() -> frozenset[type[Any]]:
-    return _allowed(BaseModel)
 
 
 def _encoded_frozen(obj: BaseModel) -> Any:
