@@ -331,16 +331,24 @@ def _encoded_model(obj: BaseModel) -> Any:
     discriminator left out (a check's ``check``), and a frozen one is encoded once
     (:func:`_encoded_frozen`); only onward's lazy collections (a plan in a question)
     become plain values as before. Checkpoints written with every field load as before."""
-    fields = {
-        name: value if type(value) not in _LAZY_TYPES else obj.model_dump(include={name})[name]
-        for name, default in _defaults(type(obj))
-        if (value := getattr(obj, name)) is not default
-        and (default is _REQUIRED or type(value) is not type(default) or value != default)
-    }
+    cls = type(obj)
+    values = obj.__dict__  # a field's value, without a getattr call per field
+    fields = {}
+    for name, default in _DEFAULTS.get(cls) or _defaults(cls):
+        try:
+            value = values[name]
+        except KeyError:  # not set on the instance (a model built without validation)
+            value = getattr(obj, name)
+        if value is not default and (
+            default is _REQUIRED or type(value) is not type(default) or value != default
+        ):
+            fields[name] = (
+                value if type(value) not in _LAZY_TYPES else obj.model_dump(include={name})[name]
+            )
     return ormsgpack.Ext(
         EXT_PYDANTIC_V2,
         ormsgpack.packb(
-            (type(obj).__module__, type(obj).__name__, fields, "model_validate_json"),
+            (cls.__module__, cls.__name__, fields, "model_validate_json"),
             default=_default,
             option=_OPTION,
         ),
