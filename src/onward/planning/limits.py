@@ -121,13 +121,7 @@ class Cleaner:
             if not isinstance(v, dict):  # a tuple (from Python) is stored as a list
                 items: list[Any] = []
                 for i, x in enumerate(v):
-                    t = type(x)
-                    if (
-                        (t is str and x.isascii() and "\x00" not in x)
-                        or x is None
-                        or t is bool
-                        or (t is int and _LOW <= x <= _HIGH)
-                    ):
+                    if _plain(x):
                         self.count += 1
                         items.append(x if self.count <= MAX_VALUES else None)
                     else:
@@ -143,13 +137,7 @@ class Cleaner:
                     continue
                 plain_key = type(k) is str and k.isascii() and "\x00" not in k
                 key = k if plain_key else self.text(k, _join(where, k))
-                t = type(x)
-                if (
-                    (t is str and x.isascii() and "\x00" not in x)
-                    or x is None
-                    or t is bool
-                    or (t is int and _LOW <= x <= _HIGH)
-                ):
+                if _plain(x):
                     self.count += 1
                     out[key] = x if self.count <= MAX_VALUES else None
                 else:
@@ -190,6 +178,18 @@ class Cleaner:
                 "pair): it is not a character. Write the character itself, or its full pair",
             )
             return s
+
+
+def _plain(x: Any) -> bool:
+    """None, a bool, an int within 64 bits, or ASCII text without NUL: a value that is
+    never a problem (exact types: a subclass such as a StrEnum takes the full check)."""
+    t = type(x)
+    return (
+        (t is str and x.isascii() and "\x00" not in x)
+        or x is None
+        or t is bool
+        or (t is int and _LOW <= x <= _HIGH)
+    )
 
 
 def _show(s: str) -> str:
