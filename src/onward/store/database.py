@@ -59,10 +59,9 @@ from onward.store.sql import (
     Backend,
     Db,
     backend_of,
-    classify_postgres,
-    classify_sqlite,
     redact,
     sqlite_path,
+    store_error,
     translate_errors,
     wal_checkpoints,
 )
@@ -270,21 +269,18 @@ def _map_saver_errors(saver: BaseCheckpointSaver[Any], backend: Backend, where: 
     while a step's writes commit says what to do instead of a traceback. Wrapped on the
     instance, at the store's boundary, so the savers stay LangGraph's (``checkpointing``)."""
 
-    postgres = backend is Backend.POSTGRES
-
     def mapped(method: Callable[..., Any]) -> Callable[..., Any]:
-        # translate_errors spelled out: a plan step makes four of these calls, and the
-        # context manager's generator cost more than the mapping (same errors, same chain).
+        # translate_errors without its context manager: a plan step makes four of these
+        # calls, and entering the generator cost more than the mapping (same errors).
         @functools.wraps(method)
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
                 return method(*args, **kwargs)
-            except sqlite3.Error as exc:
-                raise classify_sqlite(exc, where) from exc
             except Exception as exc:
-                if postgres and type(exc).__module__.startswith("psycopg"):
-                    raise classify_postgres(exc, where) from exc
-                raise
+                error = store_error(exc, backend, where)
+                if error is None:
+                    raise
+                raise error from exc
 
         return call
 

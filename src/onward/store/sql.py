@@ -156,12 +156,20 @@ def translate_errors(backend: Backend, where: str) -> Iterator[None]:
     """Driver errors → onward StoreErrors that say what to do."""
     try:
         yield
-    except sqlite3.Error as exc:
-        raise classify_sqlite(exc, where) from exc
     except Exception as exc:
-        if backend is Backend.POSTGRES and type(exc).__module__.startswith("psycopg"):
-            raise classify_postgres(exc, where) from exc
-        raise
+        mapped = store_error(exc, backend, where)
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
+def store_error(exc: Exception, backend: Backend, where: str) -> Exception | None:
+    """The onward StoreError a driver error means; None for an error not the driver's."""
+    if isinstance(exc, sqlite3.Error):
+        return classify_sqlite(exc, where)
+    if backend is Backend.POSTGRES and type(exc).__module__.startswith("psycopg"):
+        return classify_postgres(exc, where)
+    return None
 
 
 WAL_CHECKPOINT_PAGES = 10_000
