@@ -8,8 +8,7 @@ the event log in one transaction before the node's checkpoint writes commit.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -21,14 +20,8 @@ class PerThread(Generic[T]):
     def __init__(self) -> None:
         self._local = threading.local()
 
-    @contextmanager
-    def collecting(self) -> Iterator[list[T]]:
-        previous = getattr(self._local, "items", None)
-        self._local.items = []
-        try:
-            yield self._local.items
-        finally:
-            self._local.items = previous
+    def collecting(self) -> Collecting[T]:
+        return Collecting(self._local)
 
     def add(self, item: T) -> bool:
         """Keep ``item`` for the collector of this thread; False when none is active."""
@@ -37,3 +30,30 @@ class PerThread(Generic[T]):
             return False
         items.append(item)
         return True
+
+
+class Collecting(Generic[T]):
+    """:meth:`PerThread.collecting`: a new list for this thread while inside, the previous
+    one (or none) after. A class rather than a ``@contextmanager`` generator: every node
+    enters two (events, artifact references), and the generator's machinery cost more
+    than the collecting."""
+
+    __slots__ = ("_local", "_previous")
+    _previous: list[T] | None
+
+    def __init__(self, local: threading.local) -> None:
+        self._local = local
+
+    def __enter__(self) -> list[T]:
+        self._previous = getattr(self._local, "items", None)
+        items: list[T] = []
+        self._local.items = items
+        return items
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._local.items = self._previous
