@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.config import get_config, get_stream_writer
 from pydantic import BaseModel, ConfigDict
@@ -11,6 +11,9 @@ from pydantic import BaseModel, ConfigDict
 from onward.model.clock import utcnow
 from onward.observe.kinds import ONCE_FIELDS, EventKind
 from onward.observe.per_thread import PerThread
+
+if TYPE_CHECKING:
+    from onward.observe.events import LogRow
 
 
 class ProgressEvent(BaseModel):
@@ -25,20 +28,37 @@ class ProgressEvent(BaseModel):
     detail: dict[str, Any] = {}
 
 
-_HEADER = ("step_id", "tool", "attempt", "total_steps", "message")
-"""The event fields an event-log row keeps beside its detail (when set)."""
+_HEADER = ("step_id", "tool", "attempt", "total_steps")
+"""The event fields an event-log row keeps beside its detail when set (and ``message``
+when not empty)."""
+
+_KINDS: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
+    kind: (
+        kind.value,
+        None if once is None else kind.value.replace("%", "%%") + ":%s" * len(once),
+        once or (),
+    )
+    for kind, once in ((kind, ONCE_FIELDS.get(kind)) for kind in EventKind)
+}
+"""Each kind's stored value, the %-format of its dedupe key (the kind, then its once
+fields' values: ``step_done:s3:1``; None: no key) and those fields, looked up once per
+event (``kind.value`` is a descriptor call, and formatting beats a join of a generator)."""
 
 
-def _log_row(kind: EventKind, **fields: Any) -> tuple[str, dict[str, Any], str | None]:
-    """(kind, detail, dedupe key) of an event with :class:`ProgressEvent`'s fields, for the
-    event log (built without the model: a step emits four)."""
-    detail: dict[str, Any] = {k: v for k in _HEADER if (v := fields.get(k)) is not None}
-    if not detail.get("message", True):
-        del detail["message"]  # "" is the model's default: no message
-    detail.update(fields.get("detail") or ())
-    once = ONCE_FIELDS.get(kind)
-    key = None if once is None else ":".join([kind.value, *(str(detail.get(f)) for f in once)])
-    return kind.value, detail, key
+def _log_row(kind: EventKind, fields: dict[str, Any]) -> LogRow:
+    """The event-log row of an event with :class:`ProgressEvent`'s fields (built without
+    the model and without comprehensions' frames: a step emits four)."""
+    detail: dict[str, Any] = {}
+    for name in _HEADER:
+        if (value := fields.get(name)) is not None:
+            detail[name] = value
+    if message := fields.get("message"):  # "" is the model's default: no message
+        detail["message"] = message
+    if extra := fields.get("detail"):
+        detail.update(extra)
+    stored, key_format, once = _KINDS[kind]
+    key = None if key_format is None else key_format % tuple(map(detail.get, once))
+    return utcnow(), stored, detail, key
 
 
 QUIET = "__onward_quiet"
@@ -47,7 +67,7 @@ QUIET = "__onward_quiet"
 metadata). Unset (LangGraph's own server, a host's graph), events are streamed."""
 
 
-EVENT_ROWS: PerThread[Any] = PerThread()
+EVENT_ROWS: PerThread[LogRow] = PerThread()
 """The event-log rows of the node running on this thread (see :mod:`onward.observe.per_thread`)."""
 
 
@@ -58,7 +78,7 @@ def emit(kind: EventKind, **fields: Any) -> None:
         configurable = get_config().get("configurable") or {}
     except RuntimeError:  # called outside a graph run (unit tests of a node)
         return
-    EVENT_ROWS.add((utcnow(), *_log_row(kind, **fields)))
+    EVENT_ROWS.add(_log_row(kind, fields))
     if not configurable.get(QUIET):
         event = ProgressEvent(kind=kind, **fields)
         get_stream_writer()(event.model_dump(mode="json"))
