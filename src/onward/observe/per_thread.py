@@ -8,7 +8,6 @@ the event log in one transaction before the node's checkpoint writes commit.
 from __future__ import annotations
 
 import threading
-from types import TracebackType
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -50,10 +49,5 @@ class Collecting(Generic[T]):
         self._local.items = items
         return items
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:  # restored on an error too, never suppressed
         self._local.items = self._previous
