@@ -9,7 +9,9 @@ How it is measured
     ``run`` only: wall ms per step, and the process's user and system CPU ms per step
     (``getrusage``). The ratios are medians over rounds of one-statement ÷ pipeline within
     the round (paired: neighbouring runs share the machine's load). The server's own CPU
-    is not counted. Not in ``run_all.py`` (no target).
+    is not counted. Both ways run against the same server at its defaults, and the
+    ``synchronous_commit`` read back from it is printed (the same durability for both).
+    Not in ``run_all.py`` (no target).
 
 Run from the repo root: ``python bench/onestatement.py [--steps 150] [--rounds 8]``.
 """
@@ -22,6 +24,8 @@ import statistics
 import time
 import uuid
 from typing import Any
+
+import psycopg
 
 from _common import chain_plan, pg_schema
 from onward import Onward
@@ -57,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
 
     results: dict[str, list[tuple[float, float, float]]] = {"one": [], "pipeline": []}
     with pg_schema() as url:
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SHOW synchronous_commit").fetchone()
+        print(f"Postgres synchronous_commit = {row[0] if row else '?'} (read back; both ways)")
         for r in range(args.rounds):
             order = ["one", "pipeline"] if r % 2 == 0 else ["pipeline", "one"]
             for way in order:

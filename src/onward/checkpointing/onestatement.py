@@ -27,11 +27,11 @@ serial ids, which the event log orders by, come out as before).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-Statements = Sequence[tuple[str, Sequence[tuple[Any, ...]]]]
+if TYPE_CHECKING:
+    from onward.checkpointing.savers import Statements
 
 MAX_PARAMS = 20_000
 """Above this (a large parallel wave's deferred rows) the pipeline is sent instead."""

@@ -562,7 +562,7 @@ def postgres_saver(
                     conn.transaction(),
                     conn.cursor(binary=True, row_factory=dict_row) as cur,
                 ):
-                    self._replay(cur, [])
+                    self._replay(cur, self._pending([]))
                     yield cur
                 self._deferred.clear()
                 return
@@ -575,7 +575,7 @@ def postgres_saver(
             yield _Recorder(batch)
             with self.lock:
                 try:
-                    statements = grouped([*self._deferred.take(), *batch])
+                    statements = self._pending(batch)
                     joined = one_statement(statements)
                     if joined is not None and conn.info.transaction_status is IDLE:
                         with conn.cursor(binary=True) as cur:
@@ -586,18 +586,22 @@ def postgres_saver(
                             conn.cursor(binary=True, row_factory=dict_row) as cur,
                         ):
                             cur.execute("BEGIN")
-                            for sql, rows in statements:
-                                cur.executemany(sql, rows)
+                            self._replay(cur, statements)
                             cur.execute("COMMIT")
                     self._deferred.clear()
                 except BaseException:
-                    if conn.info.transaction_status is not TransactionStatus.IDLE:
+                    if conn.info.transaction_status is not IDLE:
                         with suppress(Exception):  # a dead connection: keep the first error
                             conn.execute("ROLLBACK")
                     raise
 
-        def _replay(self, cur: Any, batch: Statements) -> None:
-            for sql, rows in grouped([*self._deferred.take(), *batch]):
+        def _pending(self, batch: Statements) -> Statements:
+            """The deferred statements, then ``batch``, grouped: what the next commit sends."""
+            return grouped([*self._deferred.take(), *batch])
+
+        @staticmethod
+        def _replay(cur: Any, statements: Statements) -> None:
+            for sql, rows in statements:
                 cur.executemany(sql, rows)
 
         @contextmanager

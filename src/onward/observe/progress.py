@@ -32,7 +32,7 @@ _HEADER = ("step_id", "tool", "attempt", "total_steps")
 """The event fields an event-log row keeps beside its detail when set (and ``message``
 when not empty)."""
 
-_KINDS: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
+_KINDS: dict[EventKind, tuple[str, str | None, tuple[str, ...]]] = {
     kind: (
         kind.value,
         None if once is None else kind.value.replace("%", "%%") + ":%s" * len(once),

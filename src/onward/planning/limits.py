@@ -135,8 +135,7 @@ class Cleaner:
                         f"a key must be text, not {type(k).__name__} {k!r}; quote it",
                     )
                     continue
-                plain_key = type(k) is str and k.isascii() and "\x00" not in k
-                key = k if plain_key else self.text(k, _join(where, k))
+                key = k if _plain(k) else self.text(k, _join(where, k))
                 if _plain(x):
                     self.count += 1
                     out[key] = x if self.count <= MAX_VALUES else None
