@@ -11,10 +11,11 @@ failed call's future carries the exception, and a failed ``put_writes`` is re-ra
 when the loop's executor exits, as LangGraph does with its background tasks.
 
 Only calls to an onward saver are run inline; parallel tasks and any other
-checkpointer still go to the executor. A ``put_writes`` that may wait on the disk or the
-network (Postgres, SQLite with ``synchronous=FULL``: the step's one durable commit) stays
-on the executor, where it overlaps the loop's own work until the ``put`` that follows
-waits for it; only a saver whose commits are cheap sets ``inline_writes``.
+checkpointer still go to the executor. That includes a ``put_writes`` that waits on the
+disk or the network (Postgres, SQLite with ``synchronous=FULL``: the step's one durable
+commit): on the executor it overlapped the loop's work until the next ``put`` waited for
+it, but the hand-off cost more than the overlap saved (paired, ``bench/commits.py``:
+see docs/benchmarks.md, ninth pass).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def _ours(fn: Any) -> bool:
         fn = inspect.unwrap(fn)
     owner = getattr(fn, "__self__", None)
     if isinstance(owner, FlushedReads):  # put_writes, bound to the saver
-        return owner.inline_writes
+        return True
     return getattr(fn, "__func__", None) is _PUT_AFTER_PREVIOUS and isinstance(
         getattr(owner, "checkpointer", None), FlushedReads
     )

@@ -242,9 +242,6 @@ class FlushedReads(BaseCheckpointSaver[Any]):
 
     lock: threading.Lock
     _deferred: Deferred
-    inline_writes = False
-    """LangGraph may run this saver's ``put_writes`` in the calling thread: its commits do
-    not wait on a disk or a network (checkpointing/inline.py)."""
 
     def flush(self) -> None:
         raise NotImplementedError

@@ -484,7 +484,6 @@ class Store:
         )
         self.saver.is_setup = True  # created under the lock above
         _map_saver_errors(self.saver, Backend.SQLITE, self.where)
-        self.saver.inline_writes = sync == "NORMAL"  # a commit appends to the WAL, no fsync
 
     def _open_postgres(self) -> None:
         import psycopg
