@@ -4,6 +4,7 @@ what the statements sent one by one in a transaction would, and is used only whe
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 
 from onward import Onward
 from onward.checkpointing import onestatement
-from onward.checkpointing.onestatement import MAX_PARAMS, one_statement
+from onward.checkpointing.onestatement import MAX_PARAMS, one_statement, send
 from onward.model.state import Plan, PlanStep
 from tests.conftest import postgres_schema
 
@@ -55,8 +56,7 @@ def in_sequence(conn: psycopg.Connection[Any], batch: list[Any]) -> None:
 def as_one(conn: psycopg.Connection[Any], batch: list[Any]) -> None:
     joined = one_statement(batch)
     assert joined is not None
-    with conn.cursor(binary=True) as cur:
-        cur.execute(*joined)
+    send(conn, joined)
 
 
 def reset(conn: psycopg.Connection[Any]) -> None:
@@ -94,8 +94,8 @@ def test_a_failing_statement_writes_none_of_its_rows(conn: psycopg.Connection[An
     bad = [(BLOBS, [("b9", b"x")]), (PLAIN, [("k", b""), (None, b"")])]  # k is NOT NULL
     joined = one_statement(bad)
     assert joined is not None
-    with pytest.raises(psycopg.Error), conn.cursor() as cur:
-        cur.execute(*joined)
+    with pytest.raises(psycopg.Error):
+        send(conn, joined)
     assert contents(conn)["bl"] == []
 
 
@@ -104,15 +104,43 @@ def test_the_text_joins_tables_and_repeats_rows_and_keeps_params_in_order() -> N
     assert joined is not None
     sql, params = joined
     assert sql == (
-        "WITH w0 AS (INSERT INTO bl (k, v) VALUES (%s, %s), (%s, %s) ON CONFLICT (k) DO "
-        "NOTHING) INSERT INTO pl (k, v) VALUES (%s, %s)"
+        "WITH w0 AS (INSERT INTO bl (k, v) VALUES ($1, $2), ($3, $4) ON CONFLICT (k) DO "
+        "NOTHING) INSERT INTO pl (k, v) VALUES ($5, $6)"
     )
     assert params == ["a", b"1", "b", b"2", "c", b"3"]
     assert one_statement([(CKPT, [("T", "", "c", b"")])]) == (
-        "INSERT INTO ck (thread_id, ns, id, body) VALUES (%s, %s, %s, %s) ON CONFLICT "
+        "INSERT INTO ck (thread_id, ns, id, body) VALUES ($1, $2, $3, $4) ON CONFLICT "
         "(thread_id, ns, id) DO UPDATE SET body = EXCLUDED.body",
         ["T", "", "c", b""],
     )
+
+
+def test_a_large_commit_is_sent_as_written_not_reparsed_by_psycopg(
+    conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # psycopg converts %s placeholders with a regex over the whole text and caches that
+    # only for statements of <= 4,096 bytes and <= 50 parameters: a step's joined insert
+    # is larger, so it must carry Postgres's own $n placeholders and skip the conversion.
+    rows = [(f"k{i}", b"v" * i) for i in range(60)]
+    joined = one_statement([(BLOBS, rows), (PLAIN, [("p", b"")])])
+    assert joined is not None
+    sql, params = joined
+    assert "%s" not in sql
+    assert len(params) == 122
+    assert [int(n) for n in re.findall(r"\$(\d+)", sql)] == list(range(1, 123))
+    from psycopg import _queries  # the conversion it must not run (psycopg >= 3.2)
+
+    converted: list[bytes] = []
+    real = _queries._query2pg_nocache
+
+    def counting(query: bytes, encoding: str) -> Any:
+        converted.append(query)
+        return real(query, encoding)
+
+    monkeypatch.setattr(_queries, "_query2pg_nocache", counting)
+    send(conn, joined)
+    assert converted == []
+    assert len(contents(conn)["bl"]) == 60
 
 
 @pytest.mark.parametrize(

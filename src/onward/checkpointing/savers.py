@@ -531,7 +531,7 @@ def postgres_saver(
     from psycopg.pq import TransactionStatus
     from psycopg.rows import dict_row
 
-    from onward.checkpointing.onestatement import one_statement
+    from onward.checkpointing.onestatement import one_statement, send
 
     IDLE = TransactionStatus.IDLE
 
@@ -575,8 +575,7 @@ def postgres_saver(
                     statements = self._pending(batch)
                     joined = one_statement(statements)
                     if joined is not None and conn.info.transaction_status is IDLE:
-                        with conn.cursor(binary=True) as cur:
-                            cur.execute(*joined)
+                        send(conn, joined)
                     else:
                         with (
                             conn.pipeline(),
