@@ -135,8 +135,9 @@ def counter_graph(n: int, checkpointer: Any) -> Any:
     return g.compile(checkpointer=checkpointer)
 
 
-def shape_graph(n: int, checkpointer: Any) -> Any:
-    """onward's graph shape with no-op nodes (see ``langgraph-shape`` above)."""
+def shape_graph(n: int, checkpointer: Any, *, fused: bool = False) -> Any:
+    """onward's graph shape with no-op nodes (see ``langgraph-shape`` above); ``fused``:
+    execute and verify as one node, one superstep a step (bench/supersteps.py)."""
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import Send
 
@@ -156,14 +157,21 @@ def shape_graph(n: int, checkpointer: Any) -> Any:
     def verify(s: dict[str, Any]) -> dict[str, Any]:
         return {"count": s["count"] + 1}  # done
 
+    def execute_and_verify(step: int) -> dict[str, Any]:
+        return {"c0": step, "count": step + 1}
+
     g: StateGraph[Any] = StateGraph(state)
     g.add_node("plan", lambda s: {"count": 0})
-    g.add_node("execute", execute)
-    g.add_node("verify", verify)
     g.add_edge(START, "plan")
     g.add_conditional_edges("plan", schedule, ["execute", END])
-    g.add_edge("execute", "verify")
-    g.add_conditional_edges("verify", schedule, ["execute", END])
+    if fused:
+        g.add_node("execute", execute_and_verify)
+        g.add_conditional_edges("execute", schedule, ["execute", END])
+    else:
+        g.add_node("execute", execute)
+        g.add_node("verify", verify)
+        g.add_edge("execute", "verify")
+        g.add_conditional_edges("verify", schedule, ["execute", END])
     return g.compile(checkpointer=checkpointer)
 
 

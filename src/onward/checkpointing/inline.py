@@ -11,11 +11,11 @@ failed call's future carries the exception, and a failed ``put_writes`` is re-ra
 when the loop's executor exits, as LangGraph does with its background tasks.
 
 Only calls to an onward saver are run inline; parallel tasks and any other
-checkpointer still go to the executor. That includes a ``put_writes`` that waits on the
-disk or the network (Postgres, SQLite with ``synchronous=FULL``: the step's one durable
-commit): on the executor it overlapped the loop's work until the next ``put`` waited for
-it, but the hand-off cost more than the overlap saved (paired, ``bench/commits.py``:
-see docs/benchmarks.md, ninth pass).
+checkpointer still go to the executor. Every call to an onward saver is, the
+``put_writes`` that waits on the disk or the network included (Postgres, SQLite with
+``synchronous=FULL``: the step's one durable commit): on the executor it overlapped the
+loop's work until the next ``put`` waited for it, but the hand-off cost more than the
+overlap saved (paired, ``bench/commits.py``: see docs/benchmarks.md, ninth pass).
 """
 
 from __future__ import annotations
