@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from onward.client import Onward, load_plan_file
-from onward.errors import PlanValidationError, StoreError
+from onward.errors import PlanValidationError, StoreError, UsageError
 from onward.llm.fake import ScriptedChatModel
 from onward.llm.planner import DraftStep, PlanDraft, normalise
 from onward.model.state import Plan, PlanStep
@@ -653,3 +653,17 @@ def test_args_and_args_json_that_disagree_are_a_problem(workdir: Path) -> None:
         "steps[0] (w).args: args and args_json differ; send one of them"
     ]
     assert plan.steps[0].args == {"value": 3}
+
+
+def test_a_store_given_as_a_pathlib_path_opens_that_file(tmp_path: Path) -> None:
+    db = tmp_path / "store" / "onward.db"
+    db.parent.mkdir()
+    with Onward(db, model=None) as ow:
+        assert ow.run(plan=Plan(steps=[PlanStep(id="a", tool="noop")])).status.value == "done"
+    assert db.is_file()
+
+
+@pytest.mark.parametrize("db", [5, b"onward.db", ["onward.db"]])
+def test_a_store_that_is_not_a_url_or_path_is_a_usage_error(db: Any) -> None:
+    with pytest.raises(UsageError, match="database URL or a file path"):
+        Onward(db, model=None)

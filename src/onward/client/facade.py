@@ -3,6 +3,7 @@ the compiled graph, the clock) and hands each call to the module of its topic.""
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -19,7 +20,7 @@ from onward.client import deciding, driving, history, lifecycle, starting, views
 from onward.client.deciding import SweepReport
 from onward.client.lifecycle import CancelReport, PruneReport
 from onward.client.views import RunView
-from onward.errors import UnknownThreadError
+from onward.errors import UnknownThreadError, UsageError
 from onward.graph.build import compile_graph
 from onward.llm.models import check_model, model_from_env
 from onward.model.state import Budget, DecisionAction, Plan, RunState, utcnow
@@ -52,7 +53,7 @@ class Onward:
 
     def __init__(
         self,
-        db: str | None = None,
+        db: str | os.PathLike[str] | None = None,
         *,
         registry: Registry | None = None,
         tool_modules: Sequence[str] = (),
@@ -62,7 +63,9 @@ class Onward:
         model: BaseChatModel | Literal["env"] | None = "env",
         max_wait: timedelta | float | None = None,
     ) -> None:
-        """``model``: the chat model for goals outside the templates, replanning and
+        """``db``: the store, a SQLite file (a path, ``str`` or ``pathlib.Path``, or a
+        ``sqlite:///`` URL) or a ``postgresql://`` URL; by default $ONWARD_DB's.
+        ``model``: the chat model for goals outside the templates, replanning and
         judging; by default from the environment (OPENAI_API_KEY...), None for none.
         ``max_wait``: longest in-process wait for a retry or breaker before the run is
         suspended instead (a timedelta, or seconds; $ONWARD_MAX_WAIT, 60 s; workers use 0 and
@@ -70,7 +73,7 @@ class Onward:
         self.tool_modules = normalize_tool_refs([*tool_modules_from_env(), *tool_modules])
         load_tool_modules(self.tool_modules)
         self.registry = registry or default_registry
-        self.url = db or default_url()
+        self.url = _store_url(db) if db else default_url()
         self.clock, self.sleep = clock, sleep
         self._rng = rng or random.Random()
         self._max_wait = (
@@ -546,3 +549,14 @@ class Onward:
         """Unfinished runs whose driver's heartbeat is stale."""
         self._existing()
         return views.stalled_threads(self.store)
+
+
+def _store_url(db: str | os.PathLike[str]) -> str:
+    """``db`` as the store's URL or file path: a ``pathlib.Path`` reads as its path."""
+    url = os.fspath(db) if isinstance(db, os.PathLike) else db
+    if not isinstance(url, str):
+        raise UsageError(
+            f"db must be a database URL or a file path (str or pathlib.Path), not "
+            f"{type(db).__name__}: e.g. Onward('onward.db') or Onward('postgresql://...')"
+        )
+    return url
