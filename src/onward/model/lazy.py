@@ -19,6 +19,7 @@ reads, where one deflated checkpoint blob had to be inflated whole (at 10,000 st
 
 from __future__ import annotations
 
+import threading
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -231,10 +232,15 @@ class LazyMap(Mapping[str, T]):
         """A new mapping with ``writes`` applied in order (later wins per key).
         ``pack=False`` keeps settled items as they are: a read that prints them and
         exits need not encode them (that needs LangGraph's encoder: onward status)."""
+        only = writes[0] if pack and type(writes) is list and len(writes) == 1 else None
+        if only is not None and (folded := _FOLDS.take(self, only)) is not None:
+            return folded
         new = self._copy()
         for write in writes:
             for key, value in write.items():
                 new._put(key, value, pack)
+        if only is not None:
+            _FOLDS.keep(self, only, new)
         return new
 
     def _copy(self) -> Any:
@@ -269,6 +275,46 @@ class LazyMap(Mapping[str, T]):
 
     def _load_summary(self, ids: list[str], summary: list[Any]) -> None:
         """Subclasses rebuild their summaries from :meth:`_summary`'s output here."""
+
+
+class _Folds:
+    """The last few folds of one write into a version, by identity.
+
+    A conditional edge folds a task's write into the state to route without a superstep
+    of its own (graph/schedule.after_writes); LangGraph's channel then folds the same
+    write into the same version. Versions are immutable, so the channel's fold takes the
+    edge's result instead of copying the collection (and encoding a settled item) again:
+    two folds a plan step instead of three. A fold is used once, and only while its write
+    holds the same values; at most :attr:`KEPT` are kept (each keeps two versions alive).
+    """
+
+    KEPT = 4
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._folds: dict[int, tuple[Any, Mapping[str, Any], tuple[Any, ...], Any]] = {}
+
+    def take(self, base: Any, write: Mapping[str, Any]) -> Any:
+        with self._lock:
+            fold = self._folds.get(id(base))
+            if fold is None or fold[0] is not base or fold[1] is not write:
+                return None
+            del self._folds[id(base)]
+        _, _, values, result = fold
+        if len(write) != len(values) or any(write.get(k, _Folds) is not v for k, v in values):
+            return None  # the write was changed in place since
+        return result
+
+    def keep(self, base: Any, write: Mapping[str, Any], result: Any) -> None:
+        with self._lock:
+            folds = self._folds
+            folds.pop(id(base), None)
+            folds[id(base)] = (base, write, tuple(write.items()), result)
+            while len(folds) > self.KEPT:
+                del folds[next(iter(folds))]
+
+
+_FOLDS = _Folds()
 
 
 class LazyList(Sequence[T]):
