@@ -663,7 +663,7 @@ def test_a_store_given_as_a_pathlib_path_opens_that_file(tmp_path: Path) -> None
     assert db.is_file()
 
 
-@pytest.mark.parametrize("db", [5, b"onward.db", ["onward.db"]])
+@pytest.mark.parametrize("db", [5, 0, b"onward.db", b"", ["onward.db"], []])
 def test_a_store_that_is_not_a_url_or_path_is_a_usage_error(db: Any) -> None:
     with pytest.raises(UsageError, match="database URL or a file path"):
         Onward(db, model=None)

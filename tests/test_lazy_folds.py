@@ -56,6 +56,44 @@ def test_other_writes_or_versions_or_batches_are_folded_afresh() -> None:
     assert merge_steps(base, [write, {"b": rec("b", StepStatus.PENDING)}]) is not first
 
 
+def test_a_write_of_plain_values_is_never_reused_as_they_could_change_in_place() -> None:
+    base = StepRecords({"a": rec("a", StepStatus.PRODUCED)})
+    write = {"a": {"id": "a", "status": "done"}}
+    first = merge_steps(base, [write])
+    write["a"]["status"] = "failed"
+    second = merge_steps(base, [write])
+    assert first["a"].status is StepStatus.DONE
+    assert second["a"].status is StepStatus.FAILED
+
+
+def test_a_write_whose_keys_were_reordered_is_folded_again() -> None:
+    base = StepRecords({"a": rec("a", StepStatus.PENDING), "b": rec("b", StepStatus.PENDING)})
+    a, b = rec("a", StepStatus.RUNNING), rec("b", StepStatus.RUNNING)
+    write = {"c": a, "d": b}
+    first = merge_steps(base, [write])
+    del write["c"]
+    write["c"] = a
+    second = merge_steps(base, [write])
+    assert list(first) == ["a", "b", "c", "d"]
+    assert list(second) == ["a", "b", "d", "c"]
+
+
+def test_a_batch_of_writes_drops_the_fold_kept_for_its_version() -> None:
+    base = StepRecords({"a": rec("a", StepStatus.PRODUCED)})
+    one, two = {"a": rec("a", StepStatus.DONE)}, {"b": rec("b", StepStatus.PENDING)}
+    merge_steps(base, [one])  # a routing edge's fold in a wave of two
+    merge_steps(base, [one, two])  # the channel folds the wave's writes together
+    assert lazy._FOLDS._folds == {}
+
+
+def test_closing_a_client_drops_the_kept_folds(tmp_path: Path) -> None:
+    base = StepRecords({"a": rec("a", StepStatus.PRODUCED)})
+    merge_steps(base, [{"a": rec("a", StepStatus.DONE)}])
+    assert lazy._FOLDS._folds
+    Onward(str(tmp_path / "onward.db"), model=None).close()
+    assert lazy._FOLDS._folds == {}
+
+
 def test_at_most_a_few_folds_are_kept() -> None:
     versions = [StepRecords({f"s{i}": rec(f"s{i}", StepStatus.PENDING)}) for i in range(20)]
     for v in versions:

@@ -93,8 +93,7 @@ def _parse(sql: str) -> _Insert | None:
 @lru_cache(maxsize=128)
 def _text(shape: tuple[tuple[str, int], ...]) -> str:
     """The statement for these (SQL, row count) pairs, numbered placeholders; a step's
-    batches repeat a few shapes, so the text is built once each (and psycopg prepares it
-    after five uses)."""
+    batches repeat a few shapes, so the text is built once each."""
     parts = []
     number = itertools.count(1)
     for sql, count in shape:

@@ -23,6 +23,7 @@ from onward.client.views import RunView
 from onward.errors import UnknownThreadError, UsageError
 from onward.graph.build import compile_graph
 from onward.llm.models import check_model, model_from_env
+from onward.model.lazy import forget_folds
 from onward.model.state import Budget, DecisionAction, Plan, RunState, utcnow
 from onward.nodes.deps import NodeDeps
 from onward.notebook.diagram import Diagram
@@ -73,7 +74,7 @@ class Onward:
         self.tool_modules = normalize_tool_refs([*tool_modules_from_env(), *tool_modules])
         load_tool_modules(self.tool_modules)
         self.registry = registry or default_registry
-        self.url = _store_url(db) if db else default_url()
+        self.url = default_url() if db is None or db == "" else _store_url(db)
         self.clock, self.sleep = clock, sleep
         self._rng = rng or random.Random()
         self._max_wait = (
@@ -139,6 +140,7 @@ class Onward:
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
+        forget_folds()
 
     def __enter__(self) -> Onward:
         return self

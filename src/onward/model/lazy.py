@@ -232,9 +232,14 @@ class LazyMap(Mapping[str, T]):
         """A new mapping with ``writes`` applied in order (later wins per key).
         ``pack=False`` keeps settled items as they are: a read that prints them and
         exits need not encode them (that needs LangGraph's encoder: onward status)."""
-        only = writes[0] if pack and type(writes) is list and len(writes) == 1 else None
-        if only is not None and (folded := _FOLDS.take(self, only)) is not None:
-            return folded
+        only = None
+        if pack and type(writes) is list:
+            if len(writes) == 1 and _frozen_items(writes[0], self.model):
+                only = writes[0]
+                if (folded := _FOLDS.take(self, only)) is not None:
+                    return folded
+            elif len(writes) > 1:
+                _FOLDS.drop(self)  # a wave's batch: its tasks' own folds will not be taken
         new = self._copy()
         for write in writes:
             for key, value in write.items():
@@ -284,8 +289,10 @@ class _Folds:
     of its own (graph/schedule.after_writes); LangGraph's channel then folds the same
     write into the same version. Versions are immutable, so the channel's fold takes the
     edge's result instead of copying the collection (and encoding a settled item) again:
-    two folds a plan step instead of three. A fold is used once, and only while its write
-    holds the same values; at most :attr:`KEPT` are kept (each keeps two versions alive).
+    two folds a plan step instead of three. Only a write of frozen items (models with
+    ``frozen=True``, not plain values) is kept; a fold is used once, only while its write
+    holds the same keys in the same order with the same items, and at most :attr:`KEPT`
+    are kept (each keeps two versions alive; :func:`forget_folds` drops them).
     """
 
     KEPT = 4
@@ -300,10 +307,20 @@ class _Folds:
             if fold is None or fold[0] is not base or fold[1] is not write:
                 return None
             del self._folds[id(base)]
-        _, _, values, result = fold
-        if len(write) != len(values) or any(write.get(k, _Folds) is not v for k, v in values):
+        _, _, items, result = fold
+        if len(write) != len(items) or any(
+            k != k0 or v is not v0 for (k, v), (k0, v0) in zip(write.items(), items, strict=False)
+        ):
             return None  # the write was changed in place since
         return result
+
+    def drop(self, base: Any) -> None:
+        with self._lock:
+            self._folds.pop(id(base), None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._folds.clear()
 
     def keep(self, base: Any, write: Mapping[str, Any], result: Any) -> None:
         with self._lock:
@@ -315,6 +332,19 @@ class _Folds:
 
 
 _FOLDS = _Folds()
+
+
+def forget_folds() -> None:
+    """Drop the kept folds (a client closing: the versions they hold are its runs')."""
+    _FOLDS.clear()
+
+
+def _frozen_items(write: Mapping[str, Any], model: type[BaseModel]) -> bool:
+    """Every item of ``write`` an instance of ``model`` and ``model`` frozen: a write whose
+    items cannot change after a fold (a plain dict could be edited in place)."""
+    return bool(model.model_config.get("frozen")) and all(
+        type(v) is model or isinstance(v, model) for v in write.values()
+    )
 
 
 class LazyList(Sequence[T]):
