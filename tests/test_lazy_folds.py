@@ -1,10 +1,12 @@
 """A write folded into a step-records version by a conditional edge (to route without a
 superstep) is not folded again when LangGraph's channel folds the same write into the same
-version: the edge's result is reused, once, and only while the write is unchanged."""
+version: the edge's result is reused, once, and only while the write is unchanged. The
+version holds that one result only until it is taken or replaced."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,11 +17,6 @@ from onward.model.state import StepRecord, StepRecords, StepStatus, merge_steps
 
 def rec(sid: str, status: StepStatus) -> StepRecord:
     return StepRecord(id=sid, status=status)
-
-
-@pytest.fixture(autouse=True)
-def fresh_folds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lazy, "_FOLDS", lazy._Folds())
 
 
 def test_the_second_fold_of_one_write_into_one_version_reuses_the_first() -> None:
@@ -82,37 +79,44 @@ def test_a_batch_of_writes_drops_the_fold_kept_for_its_version() -> None:
     base = StepRecords({"a": rec("a", StepStatus.PRODUCED)})
     one, two = {"a": rec("a", StepStatus.DONE)}, {"b": rec("b", StepStatus.PENDING)}
     merge_steps(base, [one])  # a routing edge's fold in a wave of two
+    assert base._fold is not None
     merge_steps(base, [one, two])  # the channel folds the wave's writes together
-    assert lazy._FOLDS._folds == {}
+    assert base._fold is None
 
 
-def test_closing_a_client_drops_the_kept_folds(tmp_path: Path) -> None:
+def test_a_version_holds_its_fold_only_until_it_is_taken() -> None:
     base = StepRecords({"a": rec("a", StepStatus.PRODUCED)})
-    merge_steps(base, [{"a": rec("a", StepStatus.DONE)}])
-    assert lazy._FOLDS._folds
-    Onward(str(tmp_path / "onward.db"), model=None).close()
-    assert lazy._FOLDS._folds == {}
+    write = {"a": rec("a", StepStatus.DONE)}
+    first = merge_steps(base, [write])
+    assert base._fold is not None
+    assert base._fold.result is first
+    assert merge_steps(base, [write]) is first
+    assert base._fold is None  # taken: the version no longer holds the result
+    assert first._fold is None  # a result holds no fold of its own until it is folded into
 
 
-def test_at_most_a_few_folds_are_kept() -> None:
+def test_a_version_keeps_one_fold_at_most() -> None:
     versions = [StepRecords({f"s{i}": rec(f"s{i}", StepStatus.PENDING)}) for i in range(20)]
     for v in versions:
-        merge_steps(v, [{"x": rec("x", StepStatus.PENDING)}])
-    assert len(lazy._FOLDS._folds) == lazy._Folds.KEPT
+        writes = [{"x": rec("x", StepStatus.PENDING)} for _ in range(3)]
+        results = [merge_steps(v, [w]) for w in writes]
+        assert v._fold is not None
+        assert v._fold.write is writes[-1]
+        assert v._fold.result is results[-1]
 
 
 def test_each_plan_step_folds_its_verify_write_once_and_the_run_is_unchanged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reused: list[bool] = []
-    take = lazy._FOLDS.take
+    matches = lazy._Fold.matches
 
-    def counting(base: object, write: object) -> object:
-        result = take(base, write)  # type: ignore[arg-type]
-        reused.append(result is not None)
-        return result
+    def counting(self: Any, write: Any) -> bool:
+        hit = matches(self, write)
+        reused.append(hit)
+        return hit
 
-    monkeypatch.setattr(lazy._FOLDS, "take", counting)
+    monkeypatch.setattr(lazy._Fold, "matches", counting)
     steps = [
         PlanStep(id=f"s{i}", tool="noop", args={"value": i}, depends_on=[f"s{i - 1}"] if i else [])
         for i in range(8)

@@ -23,7 +23,6 @@ from onward.client.views import RunView
 from onward.errors import UnknownThreadError, UsageError
 from onward.graph.build import compile_graph
 from onward.llm.models import check_model, model_from_env
-from onward.model.lazy import forget_folds
 from onward.model.state import Budget, DecisionAction, Plan, RunState, utcnow
 from onward.nodes.deps import NodeDeps
 from onward.notebook.diagram import Diagram
@@ -140,7 +139,6 @@ class Onward:
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
-        forget_folds()
 
     def __enter__(self) -> Onward:
         return self

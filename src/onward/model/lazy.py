@@ -19,7 +19,6 @@ reads, where one deflated checkpoint blob had to be inflated whole (at 10,000 st
 
 from __future__ import annotations
 
-import threading
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -126,7 +125,7 @@ def wrapper_schema(cls: Any, plain: Any, handler: GetCoreSchemaHandler) -> core_
 class LazyMap(Mapping[str, T]):
     """An immutable ``id → item`` mapping whose items decode on first read."""
 
-    __slots__ = ("_items", "_values")
+    __slots__ = ("_fold", "_items", "_values")
     model: ClassVar[type[BaseModel]]
     """The items' type (subclasses set it): plain values written are validated into it."""
     dump: ClassVar[Mapping[str, Any]] = {}
@@ -136,6 +135,7 @@ class LazyMap(Mapping[str, T]):
     def __init__(self, values: Mapping[str, T] | None = None) -> None:
         self._values: dict[str, Any] = {}
         self._items: _Items[T] = _Items(type(self), _no_decoder)
+        self._fold: _Fold | None = None
         self._start()
         for key, value in (values or {}).items():
             self._put(key, value)
@@ -232,26 +232,34 @@ class LazyMap(Mapping[str, T]):
         """A new mapping with ``writes`` applied in order (later wins per key).
         ``pack=False`` keeps settled items as they are: a read that prints them and
         exits need not encode them (that needs LangGraph's encoder: onward status)."""
+        # A conditional edge folds a task's write into the state to route without a
+        # superstep of its own (graph/schedule.after_writes); LangGraph's channel then
+        # folds the same write into the same version. A version is immutable, so it keeps
+        # the result of folding one write (of frozen items) and hands it to the second
+        # fold, once: two O(items) copies a plan step instead of three. Only the version
+        # holds it, and only until it is taken or another fold replaces it.
         only = None
         if pack and type(writes) is list:
-            if len(writes) == 1 and _frozen_items(writes[0], self.model):
+            fold, self._fold = self._fold, None  # a batch (a wave's writes) drops it too
+            if len(writes) == 1:
                 only = writes[0]
-                if (folded := _FOLDS.take(self, only)) is not None:
-                    return folded
-            elif len(writes) > 1:
-                _FOLDS.drop(self)  # a wave's batch: its tasks' own folds will not be taken
+                if fold is not None and fold.matches(only):
+                    return fold.result
+                if not _frozen_items(only, self.model):
+                    only = None
         new = self._copy()
         for write in writes:
             for key, value in write.items():
                 new._put(key, value, pack)
         if only is not None:
-            _FOLDS.keep(self, only, new)
+            self._fold = _Fold(only, new)
         return new
 
     def _copy(self) -> Any:
         new = object.__new__(type(self))
         new._values = dict(self._values)
         new._items = self._items
+        new._fold = None
         return new
 
     def _note(self, key: str, value: Any) -> None:
@@ -271,6 +279,7 @@ class LazyMap(Mapping[str, T]):
     def unpacked(cls, packed: list[Any], decode: Decode) -> Any:
         ids, body, offsets, *summary = packed
         new = object.__new__(cls)
+        new._fold = None
         new._items = _Items(cls, decode, *stored_items(body, offsets))
         if len(new._items.offsets) != len(ids) + 1:
             raise ValueError("a packed collection whose ids and items differ in number")
@@ -282,61 +291,25 @@ class LazyMap(Mapping[str, T]):
         """Subclasses rebuild their summaries from :meth:`_summary`'s output here."""
 
 
-class _Folds:
-    """The last few folds of one write into a version, by identity.
+class _Fold:
+    """A version's fold of one ``write``: its result, and the write's items as they were
+    (a fold is handed on only while the write holds the same keys, in order, with the
+    same items)."""
 
-    A conditional edge folds a task's write into the state to route without a superstep
-    of its own (graph/schedule.after_writes); LangGraph's channel then folds the same
-    write into the same version. Versions are immutable, so the channel's fold takes the
-    edge's result instead of copying the collection (and encoding a settled item) again:
-    two folds a plan step instead of three. Only a write of frozen items (models with
-    ``frozen=True``, not plain values) is kept; a fold is used once, only while its write
-    holds the same keys in the same order with the same items, and at most :attr:`KEPT`
-    are kept (each keeps two versions alive; :func:`forget_folds` drops them).
-    """
+    __slots__ = ("items", "result", "write")
 
-    KEPT = 4
+    def __init__(self, write: Mapping[str, Any], result: Any) -> None:
+        self.write, self.items, self.result = write, tuple(write.items()), result
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._folds: dict[int, tuple[Any, Mapping[str, Any], tuple[Any, ...], Any]] = {}
-
-    def take(self, base: Any, write: Mapping[str, Any]) -> Any:
-        with self._lock:
-            fold = self._folds.get(id(base))
-            if fold is None or fold[0] is not base or fold[1] is not write:
-                return None
-            del self._folds[id(base)]
-        _, _, items, result = fold
-        if len(write) != len(items) or any(
-            k != k0 or v is not v0 for (k, v), (k0, v0) in zip(write.items(), items, strict=False)
-        ):
-            return None  # the write was changed in place since
-        return result
-
-    def drop(self, base: Any) -> None:
-        with self._lock:
-            self._folds.pop(id(base), None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._folds.clear()
-
-    def keep(self, base: Any, write: Mapping[str, Any], result: Any) -> None:
-        with self._lock:
-            folds = self._folds
-            folds.pop(id(base), None)
-            folds[id(base)] = (base, write, tuple(write.items()), result)
-            while len(folds) > self.KEPT:
-                del folds[next(iter(folds))]
-
-
-_FOLDS = _Folds()
-
-
-def forget_folds() -> None:
-    """Drop the kept folds (a client closing: the versions they hold are its runs')."""
-    _FOLDS.clear()
+    def matches(self, write: Mapping[str, Any]) -> bool:
+        items = self.items
+        return (
+            write is self.write
+            and len(write) == len(items)
+            and all(
+                k == k0 and v is v0 for (k, v), (k0, v0) in zip(write.items(), items, strict=True)
+            )
+        )
 
 
 def _frozen_items(write: Mapping[str, Any], model: type[BaseModel]) -> bool:
