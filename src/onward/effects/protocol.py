@@ -25,6 +25,7 @@ from onward.effects.ledger import EffectStatus, Ledger, effect_key
 from onward.errors import OutcomeUnknown, ToolError
 from onward.model.state import SideEffect
 from onward.testing import faults as diagnostics
+from onward.tools.output import json_output
 from onward.tools.registry import ToolContext, ToolSpec
 
 
@@ -106,4 +107,4 @@ def _called(
     diagnostics.journal("start", ctx.step_id, spec.name, ctx.attempt, ctx.thread_id)
     output = call(spec, args, ctx)
     diagnostics.journal("end", ctx.step_id, spec.name, ctx.attempt, ctx.thread_id)
-    return output.model_dump(mode="json") if isinstance(output, BaseModel) else output
+    return json_output(output, spec.name, acted=spec.side_effect is not SideEffect.PURE)

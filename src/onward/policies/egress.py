@@ -10,7 +10,7 @@ network, and custom tools may use it too::
     @tool
     def fetch_price(sku: str) -> dict[str, Any]:
         answer = request("GET", f"https://prices.example.com/{sku}", timeout=10)
-        ...
+        return answer.as_json()   # a step's output must be JSON: never the response object
 
 What is checked, on the URL as parsed (never as a substring):
 
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
+import json
 import re
 import urllib.error
 import urllib.parse
@@ -289,6 +290,27 @@ class EgressResponse:
     @property
     def content_type(self) -> str:
         return str(self.headers.get("Content-Type", ""))
+
+    def as_json(self) -> dict[str, Any]:
+        """What a tool may return as its output (a step's output must be JSON): ``url``,
+        ``status``, ``content_type``, ``truncated``, ``text`` (the body decoded as UTF-8,
+        undecodable bytes replaced) and ``json`` (the parsed body when the content type is
+        JSON and it parses, else None)."""
+        text = self.body.decode("utf-8", errors="replace")
+        parsed: Any = None
+        if "json" in self.content_type.lower() and not self.truncated:
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = None
+        return {
+            "url": self.url,
+            "status": self.status,
+            "content_type": self.content_type,
+            "truncated": self.truncated,
+            "text": text,
+            "json": parsed,
+        }
 
 
 class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
