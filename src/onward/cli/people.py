@@ -135,7 +135,7 @@ def inbox(
                 i.step_id or "plan",
                 i.kind.value,
                 i.tool,
-                clip(json.dumps(i.args, ensure_ascii=False), 300),
+                clip(_shown_args(i.args, i.resolved), 300),
                 i.asked_at.strftime("%Y-%m-%d %H:%M"),
                 f"{i.expire_at.strftime('%Y-%m-%d %H:%M')} → {i.on_expiry.value}",
             )
@@ -145,6 +145,12 @@ def inbox(
     for i in items:
         if i.token:
             out.print(f"token {i.thread_id} {i.step_id or 'plan'}: {i.token}", highlight=False)
+
+
+def _shown_args(args: dict[str, Any], resolved: list[dict[str, str]]) -> str:
+    """The args as written, then what each reference stands for: what approve runs."""
+    text = json.dumps(args, ensure_ascii=False)
+    return text + "".join(f"; {r['arg']} = {r['value']} (from {r['from']})" for r in resolved)
 
 
 @commands.command()

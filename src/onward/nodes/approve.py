@@ -1,4 +1,5 @@
-"""approve: asks a person about a step, the plan or a used-up budget, and does nothing
+"""approve: asks a person about a step, the plan, a used-up budget or a review the judge
+could not give (nodes/verify.py applies that answer), and does nothing
 else; the answer only becomes state (an approval bound to the args hash, an edited step,
 skipped steps, feedback, the decision log). See nodes/asking.py for how it asks.
 """
@@ -31,6 +32,7 @@ from onward.model.state import (
 )
 from onward.nodes.asking import Updates, approval_of, ask, decision, skip_downstream
 from onward.nodes.deps import NodeDeps
+from onward.nodes.verify import answer_judge
 from onward.people.approvals import (
     Answer,
     AnswerType,
@@ -45,7 +47,7 @@ from onward.people.approvals import (
 def approve(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> Updates:
     deps = runtime.context
     assert isinstance(task, ApproveTask | AskBatch)
-    return ask(task, config, lambda t, a: _answer(deps, t, a))
+    return ask(task, config, lambda t, a: _answer(deps, t, a), deps.artifacts.get)
 
 
 def _answer(deps: NodeDeps, task: ApproveTask, answer: Answer) -> Updates | None:
@@ -53,6 +55,8 @@ def _answer(deps: NodeDeps, task: ApproveTask, answer: Answer) -> Updates | None
         return _answer_plan(deps, task, answer)
     if task.kind is WaitKind.BUDGET:
         return _answer_budget(deps, task, answer)
+    if task.kind is WaitKind.JUDGE:
+        return answer_judge(task, answer)  # a review that could not run: verify's rules
     return _answer_step(deps, task, answer)
 
 

@@ -22,6 +22,7 @@ from onward.model.state import (
     PLAN_TARGET,
     Approval,
     ApproveTask,
+    ArtifactRef,
     AskBatch,
     Decision,
     DecisionAction,
@@ -29,6 +30,7 @@ from onward.model.state import (
     PlanStep,
     RunUpdate,
     StepStatus,
+    WaitKind,
     transition,
     utcnow,
 )
@@ -40,6 +42,7 @@ from onward.people.approvals import (
     asked_of,
     batch_request,
     parse_answers,
+    resolved_args,
 )
 from onward.testing import faults as diagnostics
 
@@ -59,22 +62,26 @@ def ask(
     task: ApproveTask | AskBatch,
     config: RunnableConfig,
     apply: Callable[[ApproveTask, Answer], Updates | None],
+    read: Callable[[ArtifactRef], Any] | None = None,
 ) -> Updates:
     """Ask until every question has an answer that applies; ``apply(question, answer) ->
     updates | None`` (None: ask again, e.g. feedback on a plan). All questions go out as ONE
     interrupt; an answer may settle some of them (``targets``), and the rest are asked
     again. Nothing is written before the node returns, so a crash while answering loses the
-    answers (ask again) or keeps them all: never half a batch, never one twice."""
+    answers (ask again) or keeps them all: never half a batch, never one twice. ``read``
+    gives an artifact's value: a step's references are shown (and audited) resolved."""
     tasks, wave = questions_of(task)
     thread_id = thread_of(config)
     keys = [_ask_key(t) for t in tasks]
-    for t, key in zip(tasks, keys, strict=True):
+    shown = [_resolved(t, read) for t in tasks]
+    for t, key, seen in zip(tasks, keys, shown, strict=True):
         emit(
             EventKind.APPROVAL_REQUESTED,
             step_id=target_of_task(t),
             tool=t.step.tool if t.step else None,
             message=f"waiting for a person ({t.kind.value})",
-            detail={"ask_key": key, "wait_kind": t.kind.value, "args_hash": t.args_hash},
+            detail={"ask_key": key, "wait_kind": t.kind.value, "args_hash": t.args_hash}
+            | ({"resolved": seen} if seen else {}),
         )
     done: dict[int, Updates] = {}
     earlier: dict[int, list[Decision]] = {}
@@ -89,6 +96,7 @@ def ask(
                 thread_id,
                 {j: errors[i] for j, i in enumerate(open_) if i in errors},
                 general,
+                [shown[i] for i in open_],
             )
         )
         general, errors = None, {}
@@ -131,7 +139,8 @@ def ask(
                     "by": answer.by or "unknown",
                     "interrupt_id": iid,
                     "args_hash": final.args_hash if final else None,
-                },
+                }
+                | ({"resolved": shown[i]} if shown[i] else {}),
             )
             done[i] = updates
     merged = merge_updates([done[i] for i in range(len(tasks))])
@@ -139,6 +148,16 @@ def ask(
     # Every answer applied, none of it committed yet: the worst moment for a kill.
     diagnostics.fault_point("after_answers", target_of_task(tasks[0]))
     return merged
+
+
+def _resolved(task: ApproveTask, read: Callable[[ArtifactRef], Any] | None) -> list[dict[str, str]]:
+    """A step question's references with their values (none for plans and budgets)."""
+    if read is None or task.step is None or task.kind not in _SHOWS_VALUES:
+        return []
+    return resolved_args(task.step, task.inputs, read)
+
+
+_SHOWS_VALUES = (WaitKind.APPROVAL, WaitKind.ESCALATION)
 
 
 def _ask_key(task: ApproveTask) -> str:

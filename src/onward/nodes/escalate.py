@@ -38,7 +38,9 @@ def escalate(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> U
     deps = runtime.context
     assert isinstance(task, ApproveTask | AskBatch)
     thread_id = thread_of(config)
-    return ask(task, config, lambda t, a: _answer_escalation(deps, t, a, thread_id))
+    return ask(
+        task, config, lambda t, a: _answer_escalation(deps, t, a, thread_id), deps.artifacts.get
+    )
 
 
 def _answer_escalation(

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from onward.observe.checkpoint import STDLIB, Decoder, FullRead, Interrupt, interrupts, latest_id
 from onward.store.tables import RunEntry, Tables
 
-WAIT_KINDS = frozenset({"approval", "plan", "escalation", "budget"})
+WAIT_KINDS = frozenset({"approval", "plan", "escalation", "budget", "judge"})
 """``WaitKind``'s values (a test keeps them equal)."""
 EXPIRY_ACTIONS = frozenset({"reject", "suspend"})
 """``ExpiryAction``'s values (a test keeps them equal)."""
@@ -47,6 +47,8 @@ class Asked(Protocol):
     def tool(self) -> str: ...
     @property
     def args(self) -> dict[str, Any]: ...
+    @property
+    def resolved(self) -> list[dict[str, str]]: ...
     @property
     def asked_at(self) -> datetime: ...
     @property
@@ -92,6 +94,7 @@ class Question:
     token: str | None
     batch_token: str | None
     batch: list[str]
+    resolved: list[dict[str, str]]
 
     def model_dump(self, *, mode: str = "json") -> dict[str, Any]:
         """``PendingDecision.model_dump(mode="json")``."""
@@ -146,6 +149,14 @@ def _texts(value: Any) -> list[str]:
     raise FullRead("a question's list of another type")
 
 
+def _resolved(value: Any) -> list[dict[str, str]]:
+    if type(value) is list and all(
+        type(r) is dict and all(type(v) is str for v in r.values()) for r in value
+    ):
+        return value
+    raise FullRead("a question's resolved values of another type")
+
+
 def _time(value: Any) -> datetime:
     if type(value) is not str:
         raise FullRead("a question's time of another type")
@@ -194,6 +205,7 @@ def of_interrupt(thread_id: str, interrupt_id: str, value: Any, objective: str) 
                 token=None,
                 batch_token=None,
                 batch=_texts(batch),
+                resolved=_resolved(meta.get("resolved") or []),
             )
         )
     return found

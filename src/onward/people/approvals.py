@@ -27,7 +27,8 @@ it and refuses to run anything else.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -78,6 +79,14 @@ ALLOWED: dict[WaitKind, tuple[AnswerType, ...]] = {
     ),
     # approve = double what ran out; edit = these limits; reject = abort the run.
     WaitKind.BUDGET: (AnswerType.APPROVE, AnswerType.EDIT, AnswerType.REJECT),
+    # approve = pass without the review; reject = fail the output; retry = review again.
+    WaitKind.JUDGE: (
+        AnswerType.RETRY,
+        AnswerType.APPROVE,
+        AnswerType.REJECT,
+        AnswerType.SKIP,
+        AnswerType.ABORT,
+    ),
 }
 _SHOWN = ("approve", "edit", "reject", "respond")  # what chat frontends know how to render
 _LEGACY = {"accept": "approve", "ignore": "reject", "response": "respond", "edit": "edit"}
@@ -103,6 +112,43 @@ def args_hash(tool: str, args: dict[str, Any], inputs: dict[str, ArtifactRef]) -
     """What an approval binds: tool, args as written, and the inputs they read (by sha256)."""
     used = {n: inputs[n].sha256 for n in sorted(references.names(args)) if n in inputs}
     return hashlib.sha256(canonical_json({"tool": tool, "args": args, "inputs": used})).hexdigest()
+
+
+SHOWN_CHARS = 200
+"""Characters of one resolved value shown to a person (the rest is cut, and says so)."""
+SHOWN_REFS = 20
+"""References of one step shown resolved (the rest are counted)."""
+
+
+def resolved_args(
+    step: PlanStep, inputs: Mapping[str, ArtifactRef], read: Callable[[ArtifactRef], Any]
+) -> list[dict[str, str]]:
+    """What each reference in the step's args stands for, as it would run now: ``{"arg":
+    where in the args, "from": the reference, "value": the value as bounded JSON text}``.
+    A value that cannot be read says why instead (the step would fail the same way)."""
+    shown = []
+    for where, name, path in list(references.walk(step.args))[:SHOWN_REFS]:
+        ref = name + ("" if not path or path.startswith("[") else ".") + path
+        try:
+            if name not in inputs:
+                raise KeyError(f"artifact {name!r} is not produced yet")
+            value = references.resolve("${" + ref + "}", lambda n: read(inputs[n]))
+            text = json.dumps(value, ensure_ascii=False, default=str)
+        except Exception as exc:
+            text = f"(cannot be read: {exc})"
+        if len(text) > SHOWN_CHARS:
+            text = f"{text[:SHOWN_CHARS]}… ({len(text)} characters in all)"
+        shown.append({"arg": where.removeprefix("args."), "from": ref, "value": text})
+    return shown
+
+
+def resolved_text(shown: Sequence[Mapping[str, str]], step: PlanStep) -> str:
+    """The lines a person reads: ``body = "ship it" (from q.quote)``."""
+    lines = [f"  {r['arg']} = {r['value']} (from {r['from']})" for r in shown]
+    more = len(list(references.walk(step.args))) - len(shown)
+    if more > 0:
+        lines.append(f"  … and {more} more references")
+    return "With its references resolved, it runs with:\n" + "\n".join(lines)
 
 
 def step_hash(step: PlanStep, inputs: dict[str, ArtifactRef]) -> str:
@@ -137,12 +183,19 @@ def batch_request(
     thread_id: str,
     errors: Mapping[int, list[str]] | None = None,
     general: list[str] | None = None,
+    resolved: Sequence[list[dict[str, str]]] | None = None,
 ) -> dict[str, Any]:
     """The interrupt payload for the questions of one wave: one action request and one
-    review config per question, in order (a single question keeps its flat metadata)."""
+    review config per question, in order (a single question keeps its flat metadata).
+    ``resolved``: per question, its references' values (:func:`resolved_args`)."""
     errors = errors or {}
     parts = [
-        request(t, thread_id, [*(general or []), *errors.get(i, [])] or None)
+        request(
+            t,
+            thread_id,
+            [*(general or []), *errors.get(i, [])] or None,
+            resolved[i] if resolved else None,
+        )
         for i, t in enumerate(tasks)
     ]
     if len(parts) == 1:
@@ -207,8 +260,14 @@ def parse_answers(raw: Any, questions: list[tuple[str, WaitKind]]) -> list[tuple
     ]
 
 
-def request(task: ApproveTask, thread_id: str, errors: list[str] | None = None) -> dict[str, Any]:
-    """The interrupt payload for one question."""
+def request(
+    task: ApproveTask,
+    thread_id: str,
+    errors: list[str] | None = None,
+    resolved: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """The interrupt payload for one question; a step's referenced values (``resolved``)
+    are shown in its description and kept in its metadata."""
     deadline = task.deadline
     meta: dict[str, Any] = {
         "kind": task.kind.value,
@@ -224,7 +283,17 @@ def request(task: ApproveTask, thread_id: str, errors: list[str] | None = None) 
     if errors:
         meta["errors"] = errors
     args: dict[str, Any]
-    if task.kind is WaitKind.BUDGET:
+    if task.kind is WaitKind.JUDGE:
+        assert task.waiting is not None
+        name, args = (task.step.tool, task.step.args) if task.step else ("review_goal", {})
+        meta["reason"] = task.waiting.reason
+        what = f"Step {task.step.id!r}" if task.step else "The run's outcome"
+        text = (
+            f"{what} was not reviewed: {task.waiting.reason}. retry = review it again (the "
+            "tool does not run again) · approve = pass it without the review · reject = fail "
+            "it · skip = skip the step and its dependants · abort = cancel the run."
+        )
+    elif task.kind is WaitKind.BUDGET:
         assert task.budget is not None
         assert task.waiting is not None
         name = "raise_budget"
@@ -274,6 +343,9 @@ def request(task: ApproveTask, thread_id: str, errors: list[str] | None = None) 
                 + ". Approve runs it with exactly these args; edit changes them; reject skips "
                 "it and the steps that depend on it; respond sends feedback instead."
             )
+    if resolved and task.step is not None:
+        meta["resolved"] = resolved
+        text += "\n" + resolved_text(resolved, task.step)
     if errors:
         text += "\nYour last answer could not be applied: " + "; ".join(errors)
     allowed = [a for a in _SHOWN if AnswerType(a) in ALLOWED[task.kind]]

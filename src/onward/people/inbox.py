@@ -48,6 +48,9 @@ class PendingDecision(BaseModel):
     batch: list[str] = []
     """Every question asked in the same interrupt (step ids, ``plan`` for the plan), in the
     order its N decisions answer them; one entry for a lone question."""
+    resolved: list[dict[str, str]] = []
+    """What the step's references stand for, as it would run: ``{"arg", "from", "value"}``
+    (the value as bounded JSON text); approve binds these values too."""
 
     def _repr_html_(self) -> str:
         """How Jupyter shows the question (args and texts escaped); answer it with
@@ -87,6 +90,7 @@ class PendingDecision(BaseModel):
                 errors=meta.get("errors") or [],
                 objective=objective,
                 batch=batch,
+                resolved=meta.get("resolved") or [],
             )
             for meta, action in zip(metas, actions, strict=True)
         ]
