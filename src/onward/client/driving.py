@@ -39,6 +39,7 @@ from onward.model.state import (
     transition,
     utcnow,
 )
+from onward.nodes.verify import retry_reviews
 from onward.observe.kinds import EventKind
 from onward.observe.progress import QUIET, ProgressEvent
 from onward.policies.retry import DEFAULT_RETRY
@@ -106,6 +107,8 @@ def stream(
                 run_input = state
             else:
                 check_consistency(ow, thread_id, state)
+                if command is None and snapshot.interrupts:
+                    run_input = retry_reviews(snapshot.interrupts)  # the judge's questions
                 if snapshot.next:
                     ow.store.events.record(
                         thread_id,

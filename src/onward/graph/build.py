@@ -25,6 +25,7 @@ from onward.errors import DrainRequested
 from onward.graph.routes import EXITS, Node, label, path_map
 from onward.graph.schedule import (
     join,
+    make_after_finalize,
     make_router,
     make_scheduler,
     make_verify,
@@ -142,6 +143,8 @@ def build_graph(deps: NodeDeps, *, hosted: bool = False) -> StateGraph[Any, Node
             continue
         if targets == (END,):
             g.add_edge(source.value, END)
+        elif source is Node.FINALIZE:
+            g.add_conditional_edges(source.value, make_after_finalize(schedule), path_map(source))
         else:
             g.add_conditional_edges(source.value, make_router(source, schedule), path_map(source))
     return g

@@ -79,7 +79,8 @@ EXITS: Mapping[Node, tuple[Target, ...]] = {
     Node.GATE: (Node.VERIFY, *_SCHEDULED, END),
     Node.VERIFY: _SCHEDULED,
     # An answer creates no transient failure, and none is open when a person is asked.
-    Node.APPROVE: (*_SCHEDULED_AFTER_FIX, Node.GATE),
+    # verify: an output the judge could not review is reviewed again, or passed without.
+    Node.APPROVE: (Node.VERIFY, *_SCHEDULED_AFTER_FIX, Node.GATE),
     # A person's result ("I did it") is verified like a tool's output. No escalation
     # follows one: all of a superstep's questions for people go out together, and nothing
     # runs while they wait.
@@ -95,7 +96,8 @@ EXITS: Mapping[Node, tuple[Target, ...]] = {
     # is scheduled only when nothing failed and nothing is ready, and a wait changes
     # nothing but the clock: after it, the deferred steps are ready or still deferred.
     Node.WAIT: (*_RUNNABLE, END),
-    Node.FINALIZE: (END,),
+    # The run ends, unless the goal's review could not run and a person is asked.
+    Node.FINALIZE: (Node.APPROVE, END),
 }
 """Each node's possible next nodes: its conditional edges, no more."""
 
@@ -106,7 +108,7 @@ suspended run takes gate → END through one)."""
 
 _WHY: Mapping[Target, str] = {
     Node.EXECUTE: "ready steps",
-    Node.APPROVE: "approval, plan or budget question",
+    Node.APPROVE: "approval, plan, budget or review question",
     Node.NOTE: "budget warning",
     Node.WAIT: "only deferred steps",
     Node.FINALIZE: "nothing left to run",
@@ -129,6 +131,10 @@ def label(source: Node, target: Target) -> str:
         return "outcome unknown / " + _failure_label(Node.ESCALATE)
     if target == Node.FINALIZE and source in (Node.VERIFY, Node.GATE):
         return "ok: nothing left, or a failure no one may be asked about"
+    if source == Node.FINALIZE:
+        return "run finished" if target == END else "the goal's review could not run"
+    if target == Node.VERIFY and source == Node.APPROVE:
+        return "review again, or pass without it"
     why = _WHY[target]
     return f"ok: {why}" if source == Node.VERIFY else why
 

@@ -2,10 +2,11 @@
 
 ``schedule`` is a pure function of state (plus the registry and the clock): verify what
 was produced; ask a person about the plan if the run's policy wants that; escalate steps
-that wait for a person; route failed steps by the route table (graph/routes.py); otherwise
-pick ready steps (dependencies done) in plan order, at most ``max_concurrency`` of them,
-and fan them out with ``Send`` — to ``approve`` when the step needs an approval it does not
-have, else to ``execute``; or route to finalize.
+that wait for a person, then ask about reviews the judge could not give (the approve
+node, a ``judge`` question: the output stays produced); route failed steps by the route
+table (graph/routes.py); otherwise pick ready steps (dependencies done) in plan order, at
+most ``max_concurrency`` of them, and fan them out with ``Send`` — to ``approve`` when the
+step needs an approval it does not have, else to ``execute``; or route to finalize.
 
 After a lone task, the scheduler routes straight from it (a lone execute goes straight to
 verify). After a parallel wave it cannot: each task's routing sees only its own writes,
@@ -52,6 +53,7 @@ from onward.nodes.verify import inputs_of, verify
 from onward.people.approvals import needs_approval, plan_hash, step_hash
 from onward.store.breakers import BreakerPolicy
 from onward.tools.registry import ToolSpec, load_tool_modules
+from onward.verification.judge import goal_hash
 
 EXECUTE = Node.EXECUTE.value
 FINALIZE = Node.FINALIZE.value
@@ -111,6 +113,17 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             inputs=inputs,
         )
 
+    def review(state: RunState, waiting: Waiting) -> ApproveTask:
+        """The question about an output the judge could not review (the goal's for
+        ``(plan)``)."""
+        if waiting.step_id == PLAN_TARGET:
+            return ask(state, WaitKind.JUDGE, None, goal_hash(state), waiting=waiting)
+        step = state.plan.step(waiting.step_id)
+        inputs = inputs_of(state, step)
+        return ask(
+            state, WaitKind.JUDGE, step, step_hash(step, inputs), waiting=waiting, inputs=inputs
+        )
+
     def schedule(state: RunState) -> list[Send] | str:
         if state.status is RunStatus.SUSPENDED:
             return END  # waiting for a time (backoff, breaker); resume goes on from the gate
@@ -127,13 +140,14 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                 task = ask(state, WaitKind.PLAN, None, h, plan=state.plan, done=done)
                 return [Send(APPROVE, task)]
         if state.waiting:
-            # An unknown outcome: stop and ask before anything else runs.
-            asks: list[ApproveTask] = []
-            for w in state.waiting.values():
-                if w is None:
-                    continue
-                asks.append(escalation(state, state.plan.step(w.step_id), w))
-            return _wave([_one_interrupt(ESCALATE, asks)] if asks else [])
+            # An unknown outcome: stop and ask before anything else runs; then the
+            # reviews the judge could not give.
+            waits = [w for w in state.waiting.values() if w is not None]
+            asks = [escalation(state, state.plan.step(w.step_id), w) for w in waits if not w.judge]
+            if asks:
+                return _wave([_one_interrupt(ESCALATE, asks)])
+            reviews = [review(state, w) for w in waits if w.judge]
+            return _wave([_one_interrupt(APPROVE, reviews)] if reviews else [])
         # Only the steps not done or skipped (a long run's resume decodes only these):
         # failures, steps deferred to a time, and ready steps, in plan order.
         steps = state.steps
@@ -332,6 +346,20 @@ def make_router(
 
     route.__name__ = f"after_{source}"
     return route
+
+
+def make_after_finalize(
+    schedule: Callable[[RunState], list[Send] | str],
+) -> Callable[[RunState], list[Send] | str]:
+    """finalize's conditional edge: END once the run is finished; else the goal's review
+    could not run and a person is asked (the scheduler's ``judge`` question)."""
+
+    def after_finalize(state: RunState) -> list[Send] | str:
+        if state.status.finished:
+            return check_exit(Node.FINALIZE, END)
+        return routed(Node.FINALIZE, schedule(state))
+
+    return after_finalize
 
 
 def routed_execute(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> Command[str]:

@@ -202,6 +202,9 @@ class StepRecord(_Frozen):
     """Attempts before the last human "retry": the retry policy counts from here."""
     history: list[StepFailure] = Field(default_factory=list)
     """The step's earlier failures, newest last (at most HISTORY_KEPT)."""
+    unjudged: str | None = None
+    """Why the judge's review the step asked for is missing: the judge could not run, and
+    the run's policy (``judge_failure: pass``) or a person passed the step without it."""
 
 
 _OPEN = frozenset({StepStatus.PENDING, StepStatus.RUNNING, StepStatus.PRODUCED, StepStatus.FAILED})
@@ -360,6 +363,9 @@ class Waiting(_Frozen):
     key: str | None = None
     args: dict[str, Any] = Field(default_factory=dict)
     started_at: datetime | None = None
+    judge: bool = False
+    """The judge could not review the step's output (or the goal's, for ``(plan)``): the
+    output stays produced and a person decides (a ``judge`` question)."""
 
 
 class DecisionAction(StrEnum):
@@ -390,6 +396,8 @@ class WaitKind(StrEnum):
     """onward cannot go on alone (an outcome is unknown, a step does not converge)."""
     BUDGET = "budget"
     """A budget is used up: raise the limit, or abort?"""
+    JUDGE = "judge"
+    """The judge could not review an output: retry the review, pass without it, or fail?"""
 
 
 PLAN_TARGET = "(plan)"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -89,6 +89,9 @@ class RunPolicy(BaseModel):
     """Deadline of every wait in the run, unless ``tool_deadlines`` names the tool."""
     tool_deadlines: dict[str, Deadline] = Field(default_factory=dict)
     """Per-tool deadlines (they win over the tool spec's and the run's)."""
+    judge_failure: Literal["pause", "pass"] = "pause"
+    """When the judge cannot run (an outage, a refused key, an unreadable verdict): ask a
+    person (``pause``) or let the output pass with its review recorded as missing."""
 
     def deadline_for(self, tool: str | None, spec_deadline: Deadline | None = None) -> Deadline:
         if tool is not None and tool in self.tool_deadlines:
