@@ -7,7 +7,7 @@ import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.table import Table
@@ -336,7 +336,9 @@ def resume(
 ) -> None:
     """Finish a run that stopped (crash, kill, Ctrl-C); completed steps are not run again."""
     with errors(as_json), open_store(db, tools) as ow:
-        ow.get(thread_id)  # unknown thread → clear error before any progress output
+        before = ow.get(thread_id)  # unknown thread → clear error before any progress output
+        if before.status.finished:
+            _already_finished(before, as_json)
 
         def go(on_event: Callable[[ProgressEvent], None] | None) -> RunView:
             return ow.drive(
@@ -349,6 +351,24 @@ def resume(
 
         view = drive(ow, thread_id, as_json, go=go)
     finish(view, as_json)
+
+
+def _already_finished(view: RunView, as_json: bool) -> NoReturn:
+    """``resume`` of a run that finished: say so (no progress bar, nothing driven) and exit
+    with the code of how it ended."""
+    if as_json:
+        say(view_json(view))
+    else:
+        tid = view.thread_id
+        out.print(f"run {tid} already finished: {view.status.value}", highlight=False)
+        err.print(
+            f"nothing to resume. See it: onward show {tid}\n"
+            "Go on from one of its checkpoints as a new run:\n"
+            f"  onward history {tid}\n  onward fork {tid} --at CHECKPOINT",
+            highlight=False,
+            markup=False,
+        )
+    raise typer.Exit(exit_code(view))
 
 
 @commands.command()

@@ -152,7 +152,7 @@ class Onward:
         self,
         goal: str | None = None,
         *,
-        plan: Plan | Mapping[str, Any] | str | Path | None = None,
+        plan: Plan | starting.DeclaredPlan | Mapping[str, Any] | str | Path | None = None,
         inputs: Sequence[str] = (),
         workdir: str | Path | None = None,
         max_concurrency: int | None = None,
@@ -167,8 +167,10 @@ class Onward:
         """Create a run (nothing executes yet) and return its thread id.
 
         ``plan`` is a :class:`Plan`, a declared plan document (the mapping a plan file
-        holds: ``{"goal": ..., "steps": [...]}``, validated the same way) or the path of a
-        plan file; without one, the goal is planned by the template rules when the run starts.
+        holds: ``{"goal": ..., "steps": [...]}``, validated the same way), the path of a
+        plan file, or what :func:`onward.load_plan_file` returned (its goal, plan and
+        ``max_concurrency``); without one, the goal is planned by the template rules when
+        the run starts.
         ``policy``: which tools need approval or may run at all, and wait deadlines.
         ``acceptance`` and ``constraints``: the goal's own checks and constraints (a plan
         file carries its own; these add to them). ``fail_fast=False``: a goal no planner

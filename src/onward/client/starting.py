@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from langchain_core.messages import HumanMessage
 
@@ -14,7 +14,7 @@ from onward.model.state import Budget, Goal, Plan, RunState
 from onward.observe.kinds import EventKind
 from onward.planning.reading import read_plan_file
 from onward.planning.templates import plan_from_template
-from onward.planning.validate import parse_declared, request_problems
+from onward.planning.validate import parse_declared, request_problems, validate_plan
 from onward.policies.confine import check_inputs
 from onward.policies.run import RunPolicy
 from onward.tools.registry import Registry, default_registry
@@ -24,21 +24,74 @@ if TYPE_CHECKING:
     from onward.client.facade import Onward
 
 
+class DeclaredPlan(NamedTuple):
+    """A declared plan, read and validated: what :func:`load_plan_file` returns and
+    ``Onward.start(plan=...)`` takes. A tuple, so ``goal, plan, concurrency = ...`` works."""
+
+    goal: Goal
+    """The plan file's goal: objective, acceptance checks, constraints, inputs."""
+    plan: Plan
+    max_concurrency: int | None
+    """The file's ``max_concurrency``, if it sets one."""
+
+
 def load_plan_file(
     path: str | Path, registry: Registry | None = None, allow_tools: frozenset[str] | None = None
-) -> tuple[Goal, Plan, int | None]:
-    """Read and validate a declared plan (YAML or JSON; JSON is YAML)."""
+) -> DeclaredPlan:
+    """Read and validate a declared plan (YAML or JSON; JSON is YAML). Pass the result to
+    ``Onward.start(plan=...)`` or ``Onward.run(plan=...)`` to run it."""
     data = read_plan_file(path)
-    return parse_declared(
-        data, registry or default_registry, source=str(path), allow_tools=allow_tools
+    return DeclaredPlan(
+        *parse_declared(
+            data, registry or default_registry, source=str(path), allow_tools=allow_tools
+        )
     )
+
+
+def _unused(ow: Onward, thread_id: str) -> None:
+    """A run may only be started under a thread id no run has: else say what to do with
+    the run that has it (resume an unfinished one; a finished one is left as it ended)."""
+    found = ow.store.get_run(thread_id)
+    if found is None:
+        return
+    if not found.status.finished:
+        raise UsageError(
+            f"thread id {thread_id} is already used by a run that is {found.status.value}; "
+            f"resume it instead (`onward resume {thread_id}`, Onward.resume)"
+        )
+    raise UsageError(
+        f"thread id {thread_id} is already used by a run that finished "
+        f"({found.status.value}). For a new run give another thread id, or none (a new one "
+        f"is made); to go on from one of its checkpoints as a new run, fork it (`onward "
+        f"history {thread_id}`, then `onward fork {thread_id} --at CHECKPOINT`; Onward.fork)"
+    )
+
+
+def _declared(ow: Onward, plan: object, allow_tools: frozenset[str] | None) -> DeclaredPlan | None:
+    """``plan`` as a declared plan, validated for this client's tools and the run's
+    allowlist, if it is one: the path of a plan file, a plan document already parsed (what
+    the file holds), or what :func:`load_plan_file` returned (a :class:`DeclaredPlan`, or
+    the same three values as a plain tuple)."""
+    if isinstance(plan, Mapping):
+        return DeclaredPlan(
+            *parse_declared(plan, ow.registry, source="plan", allow_tools=allow_tools)
+        )
+    if isinstance(plan, str | Path):
+        return load_plan_file(plan, ow.registry, allow_tools)
+    if not isinstance(plan, tuple) or len(plan) != 3:
+        return None
+    loaded = DeclaredPlan(*plan)
+    if not isinstance(loaded.goal, Goal) or not isinstance(loaded.plan, Plan):
+        return None
+    validate_plan(loaded.plan, ow.registry, loaded.goal, allow_tools=allow_tools)
+    return loaded
 
 
 def start(
     ow: Onward,
     goal: str | None,
     *,
-    plan: Plan | Mapping[str, Any] | str | Path | None,
+    plan: Plan | DeclaredPlan | Mapping[str, Any] | str | Path | None,
     inputs: Sequence[str],
     workdir: str | Path | None,
     max_concurrency: int | None,
@@ -57,30 +110,28 @@ def start(
     wd = Path(workdir or Path.cwd()).absolute()
     if not wd.is_dir():
         raise UsageError(f"work directory {wd} does not exist")
+    if thread_id is not None:
+        _unused(ow, thread_id)
     goal_obj = Goal(objective=goal or "", inputs=list(inputs))
     plan_obj = Plan()
     concurrency = max_concurrency
-    if isinstance(plan, (str, Path, Mapping)):
-        # A path to a plan file, or a plan document already parsed (what the file holds).
-        declared_goal, plan_obj, file_concurrency = (
-            parse_declared(plan, ow.registry, source="plan", allow_tools=policy.allow_tools)
-            if isinstance(plan, Mapping)
-            else load_plan_file(plan, ow.registry, policy.allow_tools)
-        )
-        goal_obj = declared_goal.model_copy(
+    declared = _declared(ow, plan, policy.allow_tools)
+    if declared is not None:
+        goal_obj = declared.goal.model_copy(
             update={
-                "objective": goal or declared_goal.objective,
-                "inputs": [*declared_goal.inputs, *inputs],
+                "objective": goal or declared.goal.objective,
+                "inputs": [*declared.goal.inputs, *inputs],
             }
         )
-        concurrency = max_concurrency or file_concurrency
+        plan_obj, concurrency = declared.plan, max_concurrency or declared.max_concurrency
     elif isinstance(plan, Plan):
         plan_obj = plan
         goal_obj = goal_obj.model_copy(update={"objective": goal or "run plan"})
     elif plan is not None:
         raise UsageError(
-            f"plan must be a Plan, a plan document (a mapping with 'goal' and 'steps') or "
-            f"the path of a plan file, not {type(plan).__name__}"
+            f"plan must be a Plan, a plan document (a mapping with 'goal' and 'steps'), "
+            f"the path of a plan file or what load_plan_file returned, not "
+            f"{type(plan).__name__}"
         )
     if acceptance or constraints:
         goal_obj = goal_obj.model_copy(
@@ -97,7 +148,11 @@ def start(
             )
         goal_obj = goal_obj.model_copy(update={"judge": True})
     # Before anything is stored: text the store cannot hold is an error, not a traceback.
-    problems = request_problems(goal_obj, plan if isinstance(plan, Plan) else None)
+    problems = request_problems(
+        goal_obj,
+        plan if isinstance(plan, Plan) else None,
+        size=(len(plan_obj.steps), policy.max_plan_steps),
+    )
     if problems:
         raise PlanValidationError(problems, source="the run's request")
     check_inputs(wd, inputs, confined=policy.confine_paths)
@@ -115,8 +170,6 @@ def start(
             if ow.deps.model is None and fail_fast:
                 raise
     thread_id = thread_id or str(uuid.uuid4())
-    if ow.store.get_run(thread_id) is not None:
-        raise UsageError(f"thread id {thread_id} is already used; resume it instead")
     state = RunState(
         workdir=str(wd),
         goal=goal_obj,
@@ -134,4 +187,7 @@ def start(
         EventKind.RUN_STARTED,
         {"objective": goal_obj.objective, "plan_steps": len(plan_obj.steps)},
     )
+    from onward.llm.usage import warn_unpriced
+
+    warn_unpriced(ow.deps.model, state.budget.max_cost, ow.store.events, thread_id)
     return thread_id

@@ -1,0 +1,147 @@
+"""What a newcomer meets first, through the face they meet it in: the Typer release the
+package declares, ``onward resume`` and ``onward run --thread-id`` on a finished run,
+``onward show`` at a failed step's checkpoint, a declared plan file loaded in Python and
+started, the run view and the graph in a notebook, and the docs site offline."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from onward import Onward, load_plan_file
+from tests.conftest import CliResult
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# -- the declared Typer release ----------------------------------------------------------
+
+TYPER_PRIVATE_SINCE = {"typer._click": Version("0.26.0"), "typer._coercion": Version("0.29.0")}
+"""Typer's private modules onward imports, and the first release that ships each: read off
+the wheels of typer 0.24.0 to 0.29.0 (``pip download typer==X --no-deps``). With typer
+0.28.0 installed ``onward.cli.coercion`` fails to import (no ``typer._coercion``), so every
+command but ``--help`` crashed; with 0.29.0 the CLI runs."""
+
+
+def private_typer_imports() -> set[str]:
+    """Every ``typer._x`` module imported anywhere in onward's source."""
+    found = set()
+    for path in (ROOT / "src" / "onward").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found |= {".".join(n.split(".")[:2]) for n in names if n.startswith("typer._")}
+    return found
+
+
+def declared_typer_floor() -> Version:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    [typer] = [Requirement(d) for d in project["dependencies"] if Requirement(d).name == "typer"]
+    [floor] = [Version(s.version) for s in typer.specifier if s.operator == ">="]
+    return floor
+
+
+def test_the_declared_typer_floor_ships_every_private_module_onward_imports() -> None:
+    imported = private_typer_imports()
+    assert "typer._coercion" in imported  # what cli/coercion.py needs today
+    unknown = imported - TYPER_PRIVATE_SINCE.keys()
+    assert not unknown, f"record the first typer release with {unknown}"
+    assert declared_typer_floor() >= max(TYPER_PRIVATE_SINCE[m] for m in imported)
+
+
+# -- resume and run on a finished run ------------------------------------------------------
+
+
+def footprint(run_cli: Any, thread_id: str) -> tuple[Any, ...]:
+    """What a command must leave as it was: the run's view, checkpoints and events."""
+    return tuple(
+        run_cli(cmd, thread_id, "--json").json() for cmd in ("status", "history", "timeline")
+    )
+
+
+def finished_run(run_cli: Any, workdir: Path, acceptance: str = "") -> str:
+    (workdir / "plan.yaml").write_text(
+        f"goal: say hi\n{acceptance}steps:\n  - {{id: a, tool: noop, args: {{value: hi}}}}\n",
+        encoding="utf-8",
+    )
+    result = run_cli("run", "--plan", "plan.yaml", "--json")
+    assert result.json()["status"] in ("done", "failed"), result.stderr
+    return str(result.json()["thread_id"])
+
+
+def test_resume_of_a_done_run_says_it_finished_and_drives_nothing(
+    run_cli: Any, workdir: Path
+) -> None:
+    tid = finished_run(run_cli, workdir)
+    before = footprint(run_cli, tid)
+    result: CliResult = run_cli("resume", tid, env={"COLUMNS": "80"})
+    assert result.code == 0
+    assert result.stdout == f"run {tid} already finished: done\n"
+    assert "nothing to resume" in result.stderr
+    assert f"onward fork {tid} --at CHECKPOINT" in result.stderr
+    assert "running" not in result.stderr  # no progress bar
+    assert all(len(line) <= 80 for line in (result.stdout + result.stderr).splitlines())
+    assert footprint(run_cli, tid) == before
+
+
+def test_resume_of_a_failed_run_exits_with_the_failed_code(run_cli: Any, workdir: Path) -> None:
+    tid = finished_run(run_cli, workdir, "acceptance:\n  - {check: file_exists, path: no.txt}\n")
+    before = footprint(run_cli, tid)
+    text = run_cli("resume", tid)
+    assert (text.code, text.stdout) == (1, f"run {tid} already finished: failed\n")
+    as_json = run_cli("resume", tid, "--json")
+    assert as_json.code == 1
+    assert as_json.json() == before[0]  # the run's view, as `status --json` shows it
+    assert footprint(run_cli, tid) == before
+
+
+def test_run_under_a_finished_runs_thread_id_says_to_use_a_new_id_or_fork(
+    run_cli: Any, workdir: Path
+) -> None:
+    tid = finished_run(run_cli, workdir)
+    before = footprint(run_cli, tid)
+    result = run_cli("run", "--plan", "plan.yaml", "--thread-id", tid)
+    assert result.code == 2
+    message = " ".join(result.stderr.split())
+    assert "resume it instead" not in message
+    assert "already used by a run that finished (done)" in message
+    assert "give another thread id, or none" in message
+    assert f"onward fork {tid} --at CHECKPOINT" in message
+    assert footprint(run_cli, tid) == before
+    assert len(run_cli("list", "--json").json()) == 1
+
+
+# -- a plan file, loaded in Python and started ----------------------------------------------
+
+
+def test_what_load_plan_file_returns_starts_a_run(ow: Onward, workdir: Path) -> None:
+    (workdir / "plan.yaml").write_text(
+        "goal: say hi\nmax_concurrency: 2\n"
+        "acceptance:\n  - {check: file_exists, path: plan.yaml}\n"
+        "steps:\n  - {id: a, tool: noop, args: {value: hi}}\n"
+        "  - {id: b, tool: noop, args: {value: ho}}\n",
+        encoding="utf-8",
+    )
+    loaded = load_plan_file(workdir / "plan.yaml")
+    goal, plan, concurrency = loaded  # still the three values it always was
+    assert (loaded.goal, loaded.plan, loaded.max_concurrency) == (goal, plan, 2)
+    view = ow.run(plan=loaded)
+    from_path = ow.run(plan=workdir / "plan.yaml")
+    assert view.status == from_path.status == "done"
+    state, by_path = ow.state(view.thread_id), ow.state(from_path.thread_id)
+    assert state.goal == by_path.goal == goal
+    assert state.plan.model_dump(exclude={"version"}) == by_path.plan.model_dump(
+        exclude={"version"}
+    )
+    assert state.max_concurrency == by_path.max_concurrency == 2
+    plain = ow.start(plan=(goal, plan, concurrency))  # the same values as a plain tuple
+    assert ow.state(plain).plan.steps == state.plan.steps
