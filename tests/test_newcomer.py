@@ -145,3 +145,30 @@ def test_what_load_plan_file_returns_starts_a_run(ow: Onward, workdir: Path) -> 
     assert state.max_concurrency == by_path.max_concurrency == 2
     plain = ow.start(plan=(goal, plan, concurrency))  # the same values as a plain tuple
     assert ow.state(plain).plan.steps == state.plan.steps
+
+
+# -- show at a failed step's checkpoint -----------------------------------------------------
+
+
+def test_show_says_a_failed_steps_class_and_the_route_it_takes(run_cli: Any, workdir: Path) -> None:
+    tools = str(ROOT / "tests" / "failure_tools.py")
+    (workdir / "plan.yaml").write_text(
+        "goal: flaky once\nsteps:\n  - {id: a, tool: flaky, args: {times: 1}}\n", encoding="utf-8"
+    )
+    ran = run_cli("run", "--plan", "plan.yaml", "--tools", tools, "--thread-id", "t", "--json")
+    assert ran.json()["status"] == "done", ran.stderr
+    [at] = [
+        c["checkpoint_id"]
+        for c in run_cli("history", "t", "--json").json()
+        if c["next"] == ["retry"]
+    ]
+    data = run_cli("show", "t", "--at", at, "--json").json()
+    failure = data["values"]["steps"]["a"]["failure"]
+    assert (failure["failure_class"], data["next"]) == ("transient", ["retry"])
+    text = run_cli("show", "t", "--at", at, env={"COLUMNS": "80"})
+    lines = text.stdout.splitlines()
+    assert lines[:2] == ["status running · next retry", "route: a failed (transient) → retry"]
+    assert lines[2].split() == ["a", "failed", "attempts", "1", "flaky", '{"times":', "1}"]
+    said = " ".join(" ".join(lines[3:]).split())
+    assert said == f"failure transient (TransientToolError): {failure['message']}"
+    assert all(len(line) <= 80 for line in lines)

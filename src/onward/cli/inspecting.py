@@ -10,6 +10,7 @@ from textwrap import shorten
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from onward.cli.options import (
     DbOpt,
@@ -190,6 +191,30 @@ def history(
     )
 
 
+def _failure(rec: Any) -> Text:
+    """A step's failure at a checkpoint: its class, the error's type and message."""
+    f = rec.failure
+    what = "failure" if rec.status.value == "failed" else "last failure"
+    kind = f" ({f.error_type})" if f.error_type else ""
+    return Text(f"{what} {f.failure_class.value}{kind}: {clip(f.message, 200)}")
+
+
+def _routes(state: Any, nxt: list[str]) -> list[str]:
+    """How the run leaves this checkpoint because of a failed step: the route its failure
+    class takes (graph/routes.py's table) to a node that runs next, else what runs next."""
+    from onward.graph.routes import FAILURE_ROUTES
+
+    lines = []
+    for s in state.plan.steps:
+        rec = state.record(s.id)
+        if rec.status.value != "failed" or rec.failure is None:
+            continue
+        cls = rec.failure.failure_class
+        taken = [t.value for t in FAILURE_ROUTES[cls] if t.value in nxt]
+        lines.append(f"route: {s.id} failed ({cls.value}) → {', '.join(taken or nxt) or '(end)'}")
+    return lines
+
+
 @commands.command()
 def show(
     thread_id: str,
@@ -198,6 +223,8 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """The run's state at a checkpoint (default: the latest)."""
+    from rich.padding import Padding
+
     from onward.nodes.verify import pending_checks
 
     with errors(as_json), open_store(db, None, existing=True) as ow:
@@ -218,6 +245,8 @@ def show(
         highlight=False,
         markup=False,
     )
+    for line in _routes(state, nxt):
+        out.print(line, highlight=False, markup=False)
     for s in state.plan.steps:
         rec = state.record(s.id)
         out.print(
@@ -226,6 +255,8 @@ def show(
             highlight=False,
             markup=False,
         )
+        if rec.failure is not None:
+            out.print(Padding(_failure(rec), (0, 0, 0, 4), expand=False))
         if s.id in checks:  # produced, not yet verified
             kinds = ", ".join(c["check"] for c in checks[s.id]) or "none (the tool has none)"
             summary = rec.output.summary if rec.output else ""
