@@ -172,3 +172,47 @@ def test_show_says_a_failed_steps_class_and_the_route_it_takes(run_cli: Any, wor
     said = " ".join(" ".join(lines[3:]).split())
     assert said == f"failure transient (TransientToolError): {failure['message']}"
     assert all(len(line) <= 80 for line in lines)
+
+
+# -- a notebook: the run's report and the graph ---------------------------------------------
+
+NOTEBOOK_CELLS = (
+    "from onward import Onward\n"
+    "ow = Onward('sqlite:///store.db')\n"
+    "plan = {'goal': 'say hi', 'steps': [{'id': 'a', 'tool': 'noop', 'args': {'value': 'hi'}}]}\n"
+    "view = ow.run(plan=plan)\n"
+    "view",
+    "ow.diagram(flow=True)",
+    "ow.diagram()",
+)
+
+
+def kernel_outputs(workdir: Path) -> list[dict[str, Any]]:
+    """Each cell's one display (its mime bundle), the cells run in a real Jupyter kernel."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in NOTEBOOK_CELLS])
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={}).execute(cwd=workdir)
+    bundles = []
+    for cell in nb.cells:
+        [output] = cell.outputs
+        bundles.append(dict(output["data"]))
+    return bundles
+
+
+def test_a_notebook_renders_the_report_and_draws_the_flow_on_request(workdir: Path) -> None:
+    from onward.graph.build import flow_mermaid, mermaid
+
+    run, flow, whole = kernel_outputs(workdir)
+    page = run["text/html"]
+    report = page[page.index('<div class="onward-report">') :]
+    assert report.startswith('<div class="onward-report"><p><strong>Run done</strong>: say hi')
+    assert "**" not in report
+    assert "|---|" not in report
+    assert ">step</th>" in report
+    assert '<td style="border:1px solid #d0d7de;padding:2px 6px;text-align:left">a</td>' in report
+    assert page.count('<tr data-step="a" data-status="done">') == 1  # the view's own table
+    assert flow["text/markdown"] == f"```mermaid\n{flow_mermaid().strip()}\n```\n"
+    assert whole["text/markdown"] == f"```mermaid\n{mermaid().strip()}\n```\n"
+    assert flow["text/markdown"].count("-->") + flow["text/markdown"].count(".->") < 30

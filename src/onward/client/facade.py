@@ -537,9 +537,15 @@ class Onward:
         then the database is vacuumed."""
         return lifecycle.prune(self, older_than, keep_last=keep_last, dry_run=dry_run)
 
-    def diagram(self) -> Diagram:
+    def diagram(self, *, flow: bool = False) -> Diagram:
         """The graph as Mermaid: Jupyter (JupyterLab 4.1+) draws it inline, offline;
-        ``str()`` of it is the Mermaid text (what ``onward graph`` prints)."""
+        ``str()`` of it is the Mermaid text (what ``onward graph`` prints). ``flow=True``:
+        how a step flows, the scheduler drawn as one node (``onward graph --flow``, the
+        README's view) instead of every edge of the compiled graph."""
+        if flow:
+            from onward.graph.build import flow_mermaid
+
+            return Diagram(flow_mermaid())
         return Diagram(self.graph.get_graph().draw_mermaid())
 
     def report_html(self, thread_id: str) -> str:

@@ -4,8 +4,8 @@ Runs, steps, questions, timelines and summaries show themselves as HTML tables i
 notebook (their ``_repr_html_``, see :mod:`onward.notebook.html`); nothing here is needed
 for that. This package adds what a notebook does with them:
 
-- :class:`Diagram` (``ow.diagram()``): the graph as Mermaid in a Markdown output, drawn by
-  JupyterLab offline;
+- :class:`Diagram` (``ow.diagram()``, ``ow.diagram(flow=True)`` for the flow view): the graph
+  as Mermaid in a Markdown output, drawn by JupyterLab offline;
 - :class:`ProgressBar`: an ``on_event`` callback that shows a run's progress as one
   output updated in place (a line per step outside a notebook);
 - :func:`answer_form`: a small ipywidgets form to answer a pending question (the optional

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from functools import cache
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -39,8 +40,11 @@ _COLOURS = {
     "produced": "#0969da",
     "planning": "#0969da",
 }
+MAX_REPORT = 4000
+"""Characters of a run's final report rendered (cut at a line; the rest is counted)."""
 _TABLE = 'style="border-collapse:collapse;margin:0.3em 0"'
-_CELL = 'style="border:1px solid #d0d7de;padding:2px 6px;text-align:left"'
+_BOX = "border:1px solid #d0d7de;padding:2px 6px"
+_CELL = f'style="{_BOX};text-align:left"'
 
 
 def text(value: Any, limit: int = MAX_TEXT) -> str:
@@ -235,12 +239,33 @@ def run_html(view: RunView) -> str:
             f"${u.cost:.4f}</p>"
         )
     if view.report:
-        parts.append(
-            '<pre class="onward-report" style="white-space:pre-wrap">'
-            f"{text(view.report, 4000)}</pre>"
-        )
+        parts.append(f'<div class="onward-report">{markdown(view.report)}</div>')
     parts.append("</div>")
     return "".join(parts)
+
+
+@cache
+def _markdown_it() -> Any:
+    from markdown_it import MarkdownIt
+
+    # No raw HTML (escaped as text), no links or images (shown as their source text).
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    return md.disable(["link", "image", "autolink"])
+
+
+def markdown(source: str, limit: int = MAX_REPORT) -> str:
+    """A run's final report (Markdown: bold, code, tables) as HTML, rendered by
+    markdown-it (rich's own dependency). HTML in it is escaped and links and images stay
+    text, so it emits no script, handler or link either; cut at a line past ``limit``."""
+    if len(source) > limit:
+        cut = source.rfind("\n", 0, limit) + 1 or limit
+        source = f"{source[:cut]}\n*… and {len(source) - cut} more characters*\n"
+    rendered: str = _markdown_it().render(source)
+    rendered = rendered.replace("<table>", f"<table {_TABLE}>")
+    for cell in ("th", "td"):
+        rendered = rendered.replace(f'<{cell} style="', f'<{cell} style="{_BOX};')
+        rendered = rendered.replace(f"<{cell}>", f"<{cell} {_CELL}>")
+    return rendered
 
 
 # -- looking back -----------------------------------------------------------------
