@@ -40,6 +40,9 @@ The CLI and ``onward serve`` take codes only from these attributes (``exit_code`
     ├── TransientToolError          worth retrying later (timeouts, 5xx, ...)
     └── DeterministicToolError      retrying with the same arguments cannot help
 
+    OnwardWarning                   (a UserWarning) worth knowing, not stopping for
+    └── UnpricedModelWarning        a cost budget with a model the price table lacks
+
     DrainRequested                  control signal: a worker told to stop (SIGTERM) starts no
                                     more nodes; the run's last superstep is saved
     OutcomeUnknown                  control signal, not a failure: an interrupted effect
@@ -281,14 +284,24 @@ class ToolError(Exception):
     service refused it, e.g. 503), so an unsafe tool may be called again without a
     reconcile probe; pass True when the call may have acted before failing (a timeout
     after sending).
+
+    ``usage``: what a failed model call cost (:func:`onward.llm.calls.ask_json` sets it,
+    possibly zero: every attempt is a call, a cut-off answer's tokens are counted); None
+    for tools.
     """
 
     def __init__(
-        self, message: str, *, hint: str | None = None, maybe_happened: bool = False
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        maybe_happened: bool = False,
+        usage: Usage | None = None,
     ) -> None:
         super().__init__(message)
         self.hint = hint
         self.maybe_happened = maybe_happened
+        self.usage = usage
 
 
 class TransientToolError(ToolError):
@@ -306,6 +319,16 @@ class OutcomeUnknown(Exception):
     def __init__(self, key: str, started_at: datetime, why: str) -> None:
         self.key, self.started_at = key, started_at
         super().__init__(why)
+
+
+class OnwardWarning(UserWarning):
+    """Something the user should know that does not stop the run; the CLI prints it as a
+    ``warning:`` line (``onward.cli.options.errors``)."""
+
+
+class UnpricedModelWarning(OnwardWarning):
+    """A run has a cost budget and its model has no price (it would cost 0, so the budget
+    could never stop it): price it with ``ONWARD_PRICES`` or ``onward.llm.usage.add_price``."""
 
 
 class DrainRequested(Exception):

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from rich.text import Text
@@ -83,9 +83,11 @@ def exit_code(view: RunView) -> int:
 
 @contextmanager
 def errors(as_json: bool) -> Iterator[None]:
-    """OnwardErrors → a clear message and an exit code, never a traceback."""
+    """OnwardErrors → a clear message and an exit code, never a traceback; onward's
+    warnings → a ``warning:`` line on stderr."""
     try:
-        yield
+        with _warnings_shown():
+            yield
     except OnwardError as exc:
         code = exc.exit_code  # each error knows it (onward.errors)
         message = printable(str(exc))  # it may quote bad input, lone surrogates included
@@ -95,6 +97,32 @@ def errors(as_json: bool) -> Iterator[None]:
             # Text, not markup: messages quote user input such as regexes with [brackets].
             err.print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)
         raise typer.Exit(code) from None
+
+
+@contextmanager
+def _warnings_shown() -> Iterator[None]:
+    import warnings
+
+    from onward.errors import OnwardWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", OnwardWarning)
+        shown = warnings.showwarning
+
+        def show(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
+            if not issubclass(category, OnwardWarning):
+                return shown(message, category, filename, lineno, file, line)
+            err.print(Text.assemble(("warning: ", "bold yellow"), str(message)), soft_wrap=True)
+
+        warnings.showwarning = show
+        yield
 
 
 def store_url(db: str | None) -> str:

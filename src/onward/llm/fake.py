@@ -8,9 +8,11 @@ every prompt so a test can assert what the model was shown.
     ])
 
 A response is a JSON-able value (dict, list, pydantic model: sent as JSON text), a
-string (sent as is), an exception (raised: to test failures), or a function of the
-prompt messages returning one of those. Usage metadata is filled from an offline
-token estimate, so budgets and usage accounting work as with a real model.
+string (sent as is), an ``AIMessage`` (sent as is: tool calls, ``additional_kwargs``
+such as a ``refusal``, ``response_metadata`` such as ``finish_reason``), an exception
+(raised: to test failures), or a function of the prompt messages returning one of
+those. Usage metadata is filled from an offline token estimate (unless an AIMessage
+brings its own), so budgets and usage accounting work as with a real model.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -65,13 +68,15 @@ class ScriptedChatModel(BaseChatModel):
             answer = answer(messages)
         if isinstance(answer, BaseException):
             raise answer
-        text = _text(answer)
-        usage = {
-            "input_tokens": message_tokens(messages),
-            "output_tokens": estimate_tokens(text),
-            "total_tokens": message_tokens(messages) + estimate_tokens(text),
-        }
-        message = AIMessage(content=text, usage_metadata=usage)
+        message = answer if isinstance(answer, AIMessage) else AIMessage(content=_text(answer))
+        if message.usage_metadata is None:
+            tokens_in, tokens_out = message_tokens(messages), estimate_tokens(message.text)
+            usage = UsageMetadata(
+                input_tokens=tokens_in,
+                output_tokens=tokens_out,
+                total_tokens=tokens_in + tokens_out,
+            )
+            message = message.model_copy(update={"usage_metadata": usage})
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 

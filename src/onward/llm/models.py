@@ -1,10 +1,10 @@
 """The model factory and the switch that blocks real provider calls (in tests).
 
 ``ChatOpenAI`` when ``OPENAI_API_KEY`` is set (``OPENAI_BASE_URL`` for any
-OpenAI-compatible server: vLLM, llama.cpp, Ollama; ``ONWARD_MODEL``; temperature 0),
-no model otherwise: declared and template plans never need one. With
-``ONWARD_BLOCK_MODEL_REQUESTS=1`` (onward's own tests set it) only loopback servers
-may be called, so no test can reach a real provider.
+OpenAI-compatible server: vLLM, llama.cpp, Ollama; ``ONWARD_MODEL``; temperature 0;
+no retries of its own, usage asked for when it streams), no model otherwise: declared
+and template plans never need one. With ``ONWARD_BLOCK_MODEL_REQUESTS=1`` (onward's own
+tests set it) only loopback servers may be called, so no test can reach a real provider.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ def model_from_env(env: Mapping[str, str] | None = None) -> BaseChatModel | None
         temperature=0,
         timeout=s.model_timeout.total_seconds(),
         max_retries=0,  # onward classifies and retries failures itself
+        stream_usage=True,  # a streamed call reports its tokens as a plain one does
     )
 
 
@@ -75,3 +76,24 @@ def model_name(model: BaseChatModel) -> str:
         if isinstance(value, str) and value:
             return value
     return type(model).__name__
+
+
+def client_retries(model: BaseChatModel) -> int:
+    """How many times the model's own client retries a failed request (``max_retries``:
+    a ChatOpenAI left at None retries as the openai client does by default, twice; a
+    model without the setting, 0)."""
+    retries = getattr(model, "max_retries", 0)
+    if retries is None and is_openai_client(model):
+        import openai
+
+        return openai.DEFAULT_MAX_RETRIES
+    return retries if isinstance(retries, int) and retries > 0 else 0
+
+
+def is_openai_client(model: BaseChatModel) -> bool:
+    """ChatOpenAI or AzureChatOpenAI (langchain-openai's client, its settings)."""
+    try:
+        from langchain_openai import AzureChatOpenAI, ChatOpenAI
+    except ImportError:  # pragma: no cover - a dependency of onward
+        return False
+    return isinstance(model, ChatOpenAI | AzureChatOpenAI)
