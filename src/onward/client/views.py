@@ -11,6 +11,7 @@ from langgraph.types import StateSnapshot
 from onward.errors import UnknownThreadError
 from onward.model.state import RunState, RunStatus, migrate
 from onward.observe.kinds import EventKind
+from onward.observe.live import running_steps
 from onward.observe.view import RunView as RunView
 from onward.observe.view import StepView as StepView
 from onward.observe.view import StepViews as StepViews
@@ -96,6 +97,7 @@ def view(store: Store, thread_id: str, run: RunRow, snap: StateSnapshot | RunSta
         and state.status is RunStatus.RUNNING
         and not any(t.interrupts for t in snap.tasks)
         else [],
+        live=lambda: running_steps(store.events, store.ledger, thread_id, state.steps),
     )
 
 
@@ -106,10 +108,8 @@ def get(ow: Onward, thread_id: str) -> RunView:
 
 def stalled_threads(store: Store) -> set[str]:
     leases = store.leases
-    now = leases.clock()
     return {
         tid
         for tid, lease in leases.all().items()
-        if leases.policy.stale(lease.heartbeat_at, now)
-        and not ((found := store.get_run(tid)) and found.status.finished)
+        if leases.stopped(lease) and not ((found := store.get_run(tid)) and found.status.finished)
     }

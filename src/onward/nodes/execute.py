@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -22,7 +24,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from onward.effects.protocol import perform
-from onward.errors import ArtifactError, OutcomeUnknown
+from onward.errors import ArtifactError, OutcomeUnknown, StoreError
 from onward.model import references
 from onward.model.state import (
     ExecuteTask,
@@ -86,18 +88,45 @@ class _DaemonPool:
 
 
 _POOL = _DaemonPool()
+_log = logging.getLogger(__name__)
 
 
-def _call_with_timeout(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:
-    if spec.timeout is None:
-        return _call(spec, args, ctx)
-    seconds = spec.timeout.total_seconds()
+LONG = 0.5
+"""Seconds after which a step still running is made visible (:func:`_show_running`)."""
+
+
+def _call_with_timeout(
+    spec: ToolSpec, args: Any, ctx: ToolContext, on_long: Callable[[], None] = lambda: None
+) -> Any:
+    """The tool's call under its timeout; ``on_long`` runs once if it takes over LONG."""
+    seconds = None if spec.timeout is None else spec.timeout.total_seconds()
     future = _POOL.submit(_call, spec, args, ctx)
+    rest = seconds
     try:
-        return future.result(timeout=seconds)
+        if seconds is None or seconds > LONG:
+            try:
+                return future.result(timeout=LONG)
+            except concurrent.futures.TimeoutError:
+                on_long()
+            rest = None if seconds is None else seconds - LONG
+        return future.result(timeout=rest)
     except concurrent.futures.TimeoutError:
         future.cancel()
         raise TimeoutError(f"tool {spec.name!r} did not finish within {seconds:g}s") from None
+
+
+def _show_running(deps: NodeDeps, task: ExecuteTask, thread_id: str, attempt: int) -> None:
+    """A step that runs for a while is shown as it is: what the saver deferred (the
+    previous step's verdict) is committed, and a ``step_running`` event is written at once.
+    Steps shorter than LONG cost nothing of this; their one commit says it all."""
+    try:
+        if deps.held is not None:
+            deps.held.make_durable()
+        if deps.events is not None:
+            detail = {"step_id": task.step.id, "tool": task.step.tool, "attempt": attempt}
+            deps.events.record(thread_id, EventKind.STEP_RUNNING, detail)
+    except StoreError as exc:  # only what readers see is late; the step's commit decides
+        _log.warning("step %s: could not record that it runs: %s", task.step.id, exc)
 
 
 # `task: Any`, not `ExecuteTask`: LangGraph would add the annotated model's fields to the
@@ -330,4 +359,9 @@ def _run_tool(
         # An effect must never come before the verdicts it follows: commit what the saver
         # deferred (the previous step's verify) first.
         deps.held.make_durable()
-    return perform(spec, args, ctx, deps.ledger, _call_with_timeout)
+    def call(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:
+        return _call_with_timeout(
+            spec, args, ctx, lambda: _show_running(deps, task, thread_id, attempt)
+        )
+
+    return perform(spec, args, ctx, deps.ledger, call)

@@ -35,6 +35,9 @@ class EventKind(StrEnum):
     DRAINED = "drained"
     LOOP_GUARD = "loop_guard"
     """A drive stopped after more supersteps than any plan needs."""
+    STEP_RUNNING = "step_running"
+    """A step still running a moment after it started, written at once (not with the
+    node's writes, which commit when the step ends), so readers can show it running."""
     # what the nodes decide besides progress
     RETRY_SCHEDULED = "retry_scheduled"
     BUDGET_WARNING = "budget_warning"

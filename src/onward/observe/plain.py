@@ -281,7 +281,7 @@ def view(tables: Tables, thread_id: str) -> PlainView:
         objective=goal.fields["objective"] if goal else "",
         stalled=lease is not None
         and status not in FINISHED
-        and tables.leases.policy.stale(lease.heartbeat_at, tables.leases.clock()),
+        and tables.leases.stopped(lease),
         driver=lease.owner if lease else None,
         heartbeat_at=lease.heartbeat_at if lease else None,
         steps=steps,

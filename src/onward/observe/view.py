@@ -8,7 +8,7 @@ values; :func:`run_view` is where both turn a state into a view.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
@@ -34,6 +34,7 @@ from onward.model.state import (
     Usage,
     Waiting,
 )
+from onward.observe.live import Running
 from onward.people.inbox import PendingDecision
 
 if TYPE_CHECKING:
@@ -70,12 +71,14 @@ class StepViews(Sequence[StepView]):
     a view of a 10,000-step run costs nothing for the steps nobody reads (every drive and
     every answer returns a view). Immutable; serialised as a list."""
 
-    __slots__ = ("_built", "_plan", "_records")
+    __slots__ = ("_built", "_live", "_plan", "_records")
 
     def __init__(self, items: Iterable[StepView] = ()) -> None:
         self._built: list[StepView | None] = list(items)
         self._plan: PlanSteps | None = None
         self._records: StepRecords | None = None
+        self._live: dict[str, StepStatus] = {}
+        """Steps shown otherwise than their records say: id → the record's status."""
 
     @classmethod
     def of(cls, plan: PlanSteps, records: StepRecords) -> StepViews:
@@ -92,6 +95,27 @@ class StepViews(Sequence[StepView]):
     @staticmethod
     def _plain(value: Iterable[StepView]) -> list[StepView]:
         return list(value)
+
+    def showing(self, running: Mapping[str, Running], stalled: bool) -> StepViews:
+        """These steps, with the ones in ``running`` shown running (see observe/live.py)."""
+        plan, records = self._plan, self._records
+        if not running or plan is None or records is None:
+            return self
+        new = StepViews.of(plan, records)
+        for sid, now in running.items():
+            i = plan.position.get(sid)
+            if i is None:
+                continue
+            was = step_view(plan[i], records)
+            new._live[sid] = was.status
+            new._built[i] = was.model_copy(
+                update={
+                    "status": StepStatus.RUNNING,
+                    "attempts": now.attempt,
+                    "note": now.note(stalled),
+                }
+            )
+        return new
 
     def _at(self, i: int) -> StepView:
         built = self._built[i]
@@ -119,6 +143,9 @@ class StepViews(Sequence[StepView]):
         if self._plan is not None and self._records is not None:
             records = self._records
             found = Counter(records.status_of(i) for i in self._plan.ids)
+            for was in self._live.values():
+                found[was] -= 1
+                found[StepStatus.RUNNING] += 1
         else:
             found = Counter(s.status for s in self)
         return {s.value: found[s] for s in StepStatus if found[s]}
@@ -257,12 +284,17 @@ def run_view(
     report: str,
     pending: list[PendingDecision],
     paused_before: list[str],
+    live: Callable[[], Mapping[str, Running]] | None = None,
 ) -> RunView:
     """The view of a state whose status is already corrected by its questions;
-    ``report`` is the final chat message's text (a finished run's)."""
+    ``report`` is the final chat message's text (a finished run's). ``live``: for a running
+    run, the steps that run now though their records do not say so yet (observe/live.py)."""
     # Steps and artifacts are read as they are used: the state's collections are immutable.
     steps = StepViews.of(state.plan.index(), state.steps) if state.plan.steps else StepViews()
     lease = leases.get(thread_id)
+    stalled = lease is not None and not state.status.finished and leases.stopped(lease)
+    if live is not None and state.status is RunStatus.RUNNING:
+        steps = steps.showing(live(), stalled)
     return RunView(
         thread_id=thread_id,
         status=state.status,
@@ -283,9 +315,7 @@ def run_view(
         paused_before=paused_before,
         driver=lease.owner if lease else None,
         heartbeat_at=lease.heartbeat_at if lease else None,
-        stalled=lease is not None
-        and not state.status.finished
-        and leases.policy.stale(lease.heartbeat_at, leases.clock()),
+        stalled=stalled,
     )
 
 

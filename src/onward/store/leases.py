@@ -128,6 +128,13 @@ class Leases:
             conn.close()
         return {r[0]: _lease(r) for r in rows}
 
+    def stopped(self, lease: LeaseRow) -> bool:
+        """The lease's driver hangs or is gone: its heartbeat is stale, or its process on
+        this host has exited (known at once, not only once the heartbeat is stale)."""
+        return self.policy.stale(lease.heartbeat_at, self.clock()) or (
+            gone_here(lease.owner) is not None
+        )
+
     def acquire(self, thread_id: str, owner: str) -> LeaseRow | None:
         """Take the lease; returns the expired lease that was taken over, if any.
         Raises RunBusyError while someone else's lease is live."""

@@ -134,9 +134,8 @@ class Tables:
         return [self._entry(r) for r in rows]
 
     def stalled_threads(self) -> set[str]:
-        """Unfinished runs whose driver's heartbeat is stale, as
+        """Unfinished runs whose driver hangs or is gone (:meth:`Leases.stopped`), as
         :meth:`Onward.stalled_threads`."""
-        now = self.leases.clock()
         finished = {
             r[0]
             for r in self.db.execute(
@@ -146,7 +145,7 @@ class Tables:
         return {
             tid
             for tid, lease in self.leases.all().items()
-            if self.leases.policy.stale(lease.heartbeat_at, now) and tid not in finished
+            if tid not in finished and self.leases.stopped(lease)
         }
 
     def _entry(self, r: Sequence[Any]) -> RunEntry:
