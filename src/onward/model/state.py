@@ -578,6 +578,8 @@ def transition(record: StepRecord, to: StepStatus, **changes: Any) -> StepRecord
     """The one place step status changes; never done → running."""
     if to not in _ALLOWED[record.status]:
         raise IllegalTransitionError(f"step {record.id!r}: {record.status} → {to} is not allowed")
+    if to is StepStatus.RUNNING and record.unjudged:  # a new output is reviewed afresh
+        changes.setdefault("unjudged", None)
     return record.model_copy(update={"status": to, **changes})
 
 

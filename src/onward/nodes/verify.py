@@ -216,7 +216,7 @@ def _unreviewed(
     why = f"the judge could not run: {reason}"
     if state.policy.judge_failure == "pass":
         note = f"{why}; passed without review (run policy judge_failure: pass)"
-        return transition(produced, StepStatus.DONE, unjudged=note)
+        return transition(produced, StepStatus.DONE, unjudged=note, note=note)
     if state.policy.escalate_failures:
         return Waiting(step_id=step.id, reason=why, args=step.args, judge=True)
     failure = StepFailure(
@@ -267,7 +267,7 @@ def _answered_step(task: ApproveTask, answer: Answer) -> dict[str, StepRecord]:
         return skip_downstream(task, f"skipped by {by}{said}")
     if answer.type is AnswerType.APPROVE:
         note = f"{task.waiting.reason}; passed without review by {by}{said}"
-        return {task.step.id: task.record.model_copy(update={"unjudged": note})}
+        return {task.step.id: task.record.model_copy(update={"unjudged": note, "note": note})}
     failure = StepFailure(
         failure_class=FailureClass.VALIDATION,
         message=f"failed by {by} ({task.waiting.reason}){said}",
