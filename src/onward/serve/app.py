@@ -44,6 +44,7 @@ from onward.serve.crons import Scheduler
 from onward.serve.items import Items
 from onward.serve.limits import BodyLimit, RunPool, ServeLimits
 from onward.serve.recovery import Recovery
+from onward.serve.redact import Redact, Redactor
 from onward.serve.replay import keeper
 from onward.serve.routes import ROUTERS, info
 from onward.settings import settings
@@ -91,6 +92,8 @@ def create_app(
         catalog.sync(probe.store)
         items = Items(probe.store.url, probe.store.backend, probe.store.cipher)
     pool = RunPool(limits)
+    root = Path(workdir or Path.cwd()).absolute()
+    redactor = Redactor(root, tool_modules) if api_tokens else None
     docs_open = open_docs or not api_tokens
     app = FastAPI(
         title="onward",
@@ -104,7 +107,7 @@ def create_app(
         clients=clients,
         pool=pool,
         tokens=api_tokens,
-        root=Path(workdir or Path.cwd()).absolute(),
+        root=root,
         policy=(policy or RunPolicy()).model_copy(update={"confine_paths": True}),
         budget=budget or Budget(),
         graph_json=graph_json,
@@ -112,11 +115,14 @@ def create_app(
         control=Control(keep=keeper(clients)),
         plain_clients=plain,
         schemas=schemas,
+        redact=redactor,
     )
     app.state.recovery = Recovery(app.state.serving, enabled=recover)
     app.state.items = items
     app.state.crons = Scheduler(app.state.serving, clock)
     app.add_middleware(BodyLimit, limit=limits.max_body)
+    if redactor is not None:  # token holders never see the server's paths
+        app.add_middleware(Redact, redactor=redactor)
     if cors_origins:
         app.add_middleware(
             CORSMiddleware,

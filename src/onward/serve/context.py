@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -45,6 +46,8 @@ class Serving:
     """Clients without a chat model, for assistants whose goals only templates plan."""
     schemas: dict[str, Any]
     """The graph's input, output, state and context JSON schemas (read once)."""
+    redact: Callable[[bytes], bytes] | None = None
+    """With tokens: hides the server's paths in what leaves it (:mod:`onward.serve.redact`)."""
 
 
 def serving(request: Request) -> Serving:

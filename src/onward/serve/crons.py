@@ -34,6 +34,7 @@ from onward.serve.requests import (
     a_string,
     an_object,
     check_run_fields,
+    check_start_input,
     pause_after,
     pause_before,
     tightened_budget,
@@ -121,6 +122,7 @@ def check_payload(ctx: Serving, payload: dict[str, Any], who: str) -> str:
         )
     given = payload.get("input")
     if isinstance(given, dict):  # a cron cannot loosen the rules a client's run follows
+        check_start_input(given)
         tightened_policy(assistant.policy, given.get("policy"))
         tightened_budget(assistant.budget, given.get("budget"))
     return assistant.assistant_id

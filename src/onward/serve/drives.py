@@ -17,7 +17,7 @@ import json
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import HTTPException
@@ -37,6 +37,7 @@ from onward.serve.requests import (
     multitask_of,
     pause_after,
     pause_before,
+    run_metadata,
     webhook_of,
 )
 from onward.serve.views import thread_status, visible
@@ -67,6 +68,15 @@ def modes_of(body: dict[str, Any]) -> list[str]:
     if not isinstance(modes, list) or not all(isinstance(m, str) for m in modes):
         raise UsageError("stream_mode must be a mode name or a list of them")
     unknown = sorted(set(modes) - set(GRAPH_MODES))
+    if "events" in unknown:
+        raise UsageError(
+            "stream_mode events is not supported by onward serve: onward drives a run with "
+            "the graph's synchronous stream on a worker thread (under its lease, cancellable "
+            "between nodes), not with LangChain's astream_events, and its tools are not "
+            "LangChain tools, so there are no on_tool_* events to send. Use messages-tuple "
+            "(model tokens, each step's tool call and result) and custom (progress); see "
+            "docs/serving.md"
+        )
     if unknown:
         raise UsageError(
             f"stream_mode {', '.join(unknown)} is not supported; use {', '.join(GRAPH_MODES)}"
@@ -121,7 +131,7 @@ def _enqueue(
                 retry_after=ctx.pool.limits.retry_after,
             )
         run_id = str(uuid.uuid4())
-        metadata = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+        metadata = run_metadata(body)
         active = ctx.control.open(run_id, thread_id, queued=True)
         ow.store.threads.add_run(
             run_id,
@@ -148,8 +158,65 @@ def start(
 ) -> tuple[str, Feed]:
     """Prepare a run (the thread is free) and drive it on the pool. ``run_id``: a queued
     run's; ``force``: past the user's cap (a queued run's turn has come)."""
+    return stage(ctx, thread_id, body, who, modes, aid, run_id=run_id, force=force).go()
+
+
+@dataclass
+class Staged:
+    """A run prepared (counted for its user, its thread and records stored) but not yet
+    driven: :meth:`go` drives it; :meth:`release` gives its place back (the caller
+    removes its thread), so a batch of runs starts whole or not at all."""
+
+    ctx: Serving
+    thread_id: str
+    run_id: str
+    who: str
+    body: dict[str, Any]
+    modes: list[str]
+    command: Command[Any] | None
+    checkpoint_id: str | None
+    clients: Clients
+
+    def go(self) -> tuple[str, Feed]:
+        ctx, body = self.ctx, self.body
+        active = ctx.control.get(self.run_id) or ctx.control.open(self.run_id, self.thread_id)
+        active.queued = False
+        pause, after, hook = pause_before(body), pause_after(body), webhook_of(body)
+        ctx.pool.submit(
+            self.who,
+            lambda: run(
+                ctx,
+                self.clients,
+                active,
+                self.command,
+                self.modes,
+                self.checkpoint_id,
+                pause_at=pause,
+                pause_after=after,
+                webhook=hook,
+            ),
+        )
+        return self.run_id, active.feed
+
+    def release(self) -> None:
+        self.ctx.pool.release(self.who)
+
+
+def stage(
+    ctx: Serving,
+    thread_id: str,
+    body: dict[str, Any],
+    who: str,
+    modes: list[str],
+    aid: str,
+    *,
+    run_id: str | None = None,
+    force: bool = False,
+) -> Staged:
+    """Count the run for its user (429 past the cap, before anything is stored), check
+    and store it (:func:`~onward.serve.intake.prepare`): a run ready to :meth:`~Staged.go`."""
     run_id = run_id or str(uuid.uuid4())
-    ctx.pool.reserve(who, force=force)  # 429 before anything is stored
+    ctx.pool.reserve(who, force=force)
     try:
         with ctx.clients.use() as ow:
             assistant = ctx.catalog.resolve(ow.store, aid, who, False)
@@ -162,25 +229,21 @@ def start(
     except BaseException:
         ctx.pool.release(who)
         raise
-    active = ctx.control.get(run_id) or ctx.control.open(run_id, thread_id)
-    active.queued = False
     clients = ctx.clients if assistant.model_plans else ctx.plain_clients
-    pause, after, hook = pause_before(body), pause_after(body), webhook_of(body)
-    ctx.pool.submit(
-        who,
-        lambda: run(
-            ctx,
-            clients,
-            active,
-            command,
-            modes,
-            checkpoint_id,
-            pause_at=pause,
-            pause_after=after,
-            webhook=hook,
-        ),
-    )
-    return run_id, active.feed
+    return Staged(ctx, thread_id, run_id, who, body, modes, command, checkpoint_id, clients)
+
+
+def stage_new(
+    ctx: Serving, thread_id: str, body: dict[str, Any], who: str, modes: list[str]
+) -> Staged:
+    """:func:`stage` a run on a thread made for it (a stateless run of a batch)."""
+    check_run_fields(body)
+    pause_before(body), pause_after(body)
+    with ctx.clients.use() as ow:
+        assistant = ctx.catalog.resolve(
+            ow.store, a_string(body, "assistant_id"), who, bool(ctx.tokens)
+        )
+    return stage(ctx, thread_id, body, who, modes, assistant.assistant_id)
 
 
 def run(
@@ -242,11 +305,14 @@ def notify(ctx: Serving, run_id: str, feed: Feed, url: str) -> None:
         "values": values[-1] if values else None,
         "error": errors[-1] if errors else None,
     }
+    data = json.dumps(doc).encode()
+    if ctx.redact is not None:  # a token holder chose the URL
+        data = ctx.redact(data)
     try:
         answer = request(
             "POST",
             url,
-            data=json.dumps(doc).encode(),
+            data=data,
             headers={"Content-Type": "application/json"},
             timeout=10,
             max_bytes=64 * 1024,

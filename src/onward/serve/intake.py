@@ -15,7 +15,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
 from onward.client import Onward, deciding, views
-from onward.errors import NoTemplateError, StoreError, UsageError, refuse_unknown
+from onward.errors import NoTemplateError, StoreError, TokenError, UsageError, refuse_unknown
 from onward.model.owners import client_update, message_text
 from onward.observe.kinds import EventKind
 from onward.people import resume_tokens
@@ -24,17 +24,20 @@ from onward.planning.validate import parse_declared
 from onward.policies.confine import check_inputs
 from onward.serve.context import Serving
 from onward.serve.requests import (
-    START_FIELDS,
     a_string,
-    an_object,
+    check_configurable,
     check_run_fields,
+    check_start_input,
+    kind,
+    new_thread_id,
     pause_after,
     pause_before,
+    run_metadata,
     tightened_budget,
     tightened_policy,
     webhook_of,
 )
-from onward.serve.views import check_assistant, not_found, thread_status, visible
+from onward.serve.views import at_checkpoint, check_assistant, not_found, thread_status, visible
 from onward.serve.wire import ASSISTANT_ID, GRAPH_ID
 
 
@@ -47,6 +50,33 @@ def checkpoint_in(body: dict[str, Any]) -> str | None:
     if found is not None and not isinstance(found, str):
         raise UsageError("checkpoint_id must be a string")
     return found or None
+
+
+def run_checkpoint(body: dict[str, Any], thread_id: str) -> str | None:
+    """The checkpoint a run request starts from: ``checkpoint_id``, ``checkpoint`` or its
+    ``config.configurable`` (which must agree)."""
+    named, configured = checkpoint_in(body), check_configurable(body, thread_id)
+    if named and configured and named != configured:
+        raise UsageError(
+            "checkpoint_id and config.configurable.checkpoint_id name different checkpoints; "
+            "send one"
+        )
+    return named or configured
+
+
+def known_checkpoint(ow: Onward, thread_id: str, checkpoint_id: str | None) -> None:
+    """A 422 unless ``checkpoint_id`` (when given) is one of the thread's checkpoints: a
+    run from any other id would start the thread over on a new branch."""
+    if not checkpoint_id:
+        return
+    found = None
+    if ow.store.get_run(thread_id) is not None:
+        found = ow.store.saver.get_tuple(at_checkpoint(ow, thread_id, checkpoint_id))
+    if found is None:
+        raise UsageError(
+            f"checkpoint_id {checkpoint_id[:80]!r} is not a checkpoint of thread {thread_id} "
+            "(its ids are in GET /threads/{id}/history); nothing was run"
+        )
 
 
 def prepare(
@@ -64,21 +94,20 @@ def prepare(
     check_run_fields(body)
     if assistant_id is None:
         check_assistant(a_string(body, "assistant_id") or GRAPH_ID)
-    metadata = an_object(body, "metadata")
+    metadata = run_metadata(body)
     a_string(body, "if_not_exists", ("create", "reject"))
-    checkpoint_id = checkpoint_in(body)
+    checkpoint_id = run_checkpoint(body, thread_id)
     ours = {"graph_id": GRAPH_ID, "assistant_id": assistant_id or ASSISTANT_ID}
     with ctx.clients.use() as ow:
         row = ow.store.threads.get(thread_id)
         if row is None and ow.store.get_run(thread_id) is None:
             if body.get("if_not_exists") != "create":
                 raise not_found(thread_id)
-            try:
-                uuid.UUID(thread_id)
-            except ValueError:
-                raise HTTPException(422, f"thread_id {thread_id!r} is not a UUID") from None
+            new_thread_id(thread_id)
+            known_checkpoint(ow, thread_id, checkpoint_id)  # a new thread has none
             ow.store.threads.create(thread_id, who, dict(ours))
         visible(ow, thread_id, who, ctx.tokens)
+        known_checkpoint(ow, thread_id, checkpoint_id)
         if ow.store.threads.get(thread_id) is None:
             ow.store.threads.create(thread_id, who, dict(ours))
         if thread_status(ow, thread_id) == "busy":
@@ -217,7 +246,7 @@ def start_run(ctx: Serving, ow: Onward, thread_id: str, data: Any, who: str) -> 
     and max_concurrency; policy and budget may only tighten the server's."""
     if not isinstance(data, dict):
         raise UsageError('a run\'s input is {"goal": "...", "plan": {...}} or {"messages": [...]}')
-    refuse_unknown(data, START_FIELDS, "input")
+    check_start_input(data)
     goal = goal_text(data)
     run_policy = tightened_policy(ctx.policy, data.get("policy"))
     run_budget = tightened_budget(ctx.budget, data.get("budget"))
@@ -274,6 +303,7 @@ def command_of(
         update = client_update(state, raw["update"], ow.registry)
     resume = raw.get("resume")
     pending = [p.interrupt_id for p in ow.pending(thread_id)]
+    token_types(resume, pending)
     if resume is not None:
         check_tokens(ow, thread_id, resume, who)
         resume = resume_value(resume, who, pending)
@@ -318,13 +348,64 @@ def resolve_to_end(ow: Onward, thread_id: str, raw: dict[str, Any], who: str) ->
             f'command.goto {str(goto)[:80]!r} is not supported: only "__end__" (end the run '
             "as resolved) is; a run goes where its state routes it"
         )
-    if raw.get("resume") is not None or raw.get("update") is not None:
-        raise UsageError('command.goto "__end__" ends the run: send it without resume or update')
+    if raw.get("update") is not None or not only_tokens(raw.get("resume")):
+        raise UsageError(
+            'command.goto "__end__" ends the run: send it without update, and with resume '
+            'only to carry resume tokens ({"token": ...}, or keyed by interrupt id)'
+        )
     if ow.store.get_run(thread_id) is None:
         raise UsageError("the thread has no run yet: start one with an input")
+    end_tokens(ow, thread_id, raw.get("resume"), who)
     from onward.client.lifecycle import cancel
 
     cancel(ow, thread_id, compensate=False, reason=RESOLVED, by=who)
+
+
+def only_tokens(resume: Any) -> bool:
+    """Whether ``resume`` (beside ``goto``) holds nothing but resume tokens."""
+    if resume is None:
+        return True
+    if not isinstance(resume, dict) or not resume:
+        return False
+    if set(resume) == {"token"}:
+        return True
+    return all(isinstance(v, dict) and set(v) == {"token"} for v in resume.values())
+
+
+def end_tokens(ow: Onward, thread_id: str, resume: Any, who: str) -> None:
+    """With ONWARD_SECRET, ending a run that waits on questions closes them, so it needs
+    what answering them needs: a resume token for each waiting question (unkeyed for one,
+    keyed by interrupt id for several), as any other answer does."""
+    if not resume_tokens.secret():
+        return
+    ids = list(dict.fromkeys(p.interrupt_id for p in ow.pending(thread_id)))
+    if not ids:
+        return
+    token_types(resume, ids)
+    keyed = by_interrupt(resume, ids)
+    if keyed is None and len(ids) > 1:
+        keyed = {}
+    if keyed is not None and set(keyed) != set(ids):
+        missing = ", ".join(i for i in ids if i not in keyed)
+        raise TokenError(
+            f"ending this run closes every waiting question: send a resume token for each, "
+            f"keyed by interrupt id (missing: {missing})"
+        )
+    check_tokens(ow, thread_id, resume or {}, who)
+
+
+def token_types(resume: Any, pending_ids: list[str]) -> None:
+    """A 422 for a resume ``token`` that is not a string (it names the field)."""
+    keyed = by_interrupt(resume, pending_ids)
+    answers = keyed.items() if keyed else [("", resume)]
+    for iid, answer in answers:
+        token = answer.get("token") if isinstance(answer, dict) else None
+        if token is not None and not isinstance(token, str):
+            where = f"command.resume.{iid}.token" if iid else "command.resume.token"
+            raise UsageError(
+                f"{where} must be a string (a resume token from onward inbox or GET "
+                f"/onward/runs/{{id}}), not {kind(token)}"
+            )
 
 
 def by_interrupt(value: Any, pending_ids: list[str]) -> dict[str, Any] | None:

@@ -167,6 +167,19 @@ class RunPool:
                 )
             self._flying[user] += 1
 
+    def check_room(self, user: str, runs: int) -> None:
+        """Refuse (429) ``runs`` more runs for ``user`` unless all of them fit under the
+        cap now: a batch is checked whole before any of it starts."""
+        with self._lock:
+            flying = self._flying[user]
+        if flying + runs > self.limits.user_runs:
+            raise RequestLimitError(
+                f"{user} has {flying} runs in flight and this server allows {self.limits.user_runs}"
+                f" per user: a batch of {runs} does not fit, so none of it was started",
+                http_status=429,
+                retry_after=self.limits.retry_after,
+            )
+
     def release(self, user: str) -> None:
         with self._lock:
             self._flying[user] -= 1

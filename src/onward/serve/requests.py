@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -27,13 +28,23 @@ from onward.policies.run import RunPolicy, with_durations
 
 START_FIELDS = frozenset({"goal", "messages", "plan", "policy", "budget", "inputs"})
 """Keys of a run's first input."""
+SERVER_OWNED_INPUT = {
+    "tool_modules": "tools come from the server's configuration only (onward serve --tools)",
+    "workdir": "runs started over HTTP work in the server's --workdir",
+}
+"""Start-request keys the CLI and Python take but a token holder may not set, and why."""
 
 RUN_FIELDS = frozenset(
     {"assistant_id", "input", "command", "stream_mode", "metadata", "config", "context"}
     | {"checkpoint", "checkpoint_id", "if_not_exists", "checkpoint_during", "interrupt_before"}
     | {"interrupt_after", "multitask_strategy", "on_disconnect", "stream_resumable", "webhook"}
 )
-"""Run-request fields onward acts on (``config``/``context`` are the SDKs' envelopes)."""
+"""Run-request fields onward acts on (``config`` and ``context``: :func:`run_config`)."""
+CONFIG_FIELDS = ("configurable", "metadata", "tags")
+"""Keys of a run request's ``config`` onward honours: ``configurable`` may only name the
+thread and checkpoint the request is about (the graph reads no other key), ``metadata``
+and ``tags`` go into the run's metadata."""
+CONFIGURABLE_FIELDS = ("thread_id", "checkpoint_id", "checkpoint_ns")
 
 UNSUPPORTED_DEFAULTS: Mapping[str, tuple[Any, ...]] = {
     "on_completion": (None, "keep"),
@@ -146,6 +157,94 @@ def kind(value: Any) -> str:
     if isinstance(value, str):
         return "a string"
     return "a list" if isinstance(value, list) else "an object"
+
+
+CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+"""A thread id a client may create: a UUID as ``str(uuid)`` writes it (what the SDKs and
+onward itself generate), so one thread has one id."""
+
+
+def new_thread_id(value: str) -> str:
+    """``value`` as the id of a thread to create; a 422 unless it is a canonical UUID (an
+    upper-case, braced, ``urn:uuid:`` or non-ASCII-digit spelling would be a second id of
+    the same UUID)."""
+    if not CANONICAL_UUID.fullmatch(value):
+        raise UsageError(
+            f"thread_id {_clip(value)} is not a UUID in canonical form: lower-case hex digits "
+            "8-4-4-4-12, e.g. 0b0e4bd1-6c7e-4d43-9d4a-2b8f3e1a5c60 (or leave it out and "
+            "the server makes one)"
+        )
+    return value
+
+
+def run_config(body: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A run request's ``config``, checked: (what goes into the run's metadata, its
+    ``configurable``). ``configurable`` may name only the request's thread and checkpoint
+    (the graph reads no other key; :func:`check_configurable` matches them), ``metadata``
+    and ``tags`` are kept in the run's metadata, anything else is a 422 naming the key. A
+    non-empty ``context`` is a 422 too: onward's graph takes no run context (an
+    assistant's rules are its context)."""
+    context = body.get("context")
+    if context not in (None, {}):
+        raise UsageError(
+            "context is not supported on a run: onward's graph reads no run context. An "
+            "assistant's context holds its rules (policy, budget, model_plans; POST "
+            "/assistants); a run tightens them with input.policy and input.budget"
+        )
+    config = an_object(body, "config")
+    extra = sorted(str(k) for k in config if k not in CONFIG_FIELDS)
+    if extra:
+        raise UsageError(
+            f"config.{extra[0]} is not supported by onward serve: a run's config may hold "
+            f"only {', '.join(CONFIG_FIELDS)} (onward sets its own recursion limit from the "
+            "plan; cap a run with input.budget.max_steps)"
+        )
+    configurable = an_object(config, "configurable")
+    extra = sorted(str(k) for k in configurable if k not in CONFIGURABLE_FIELDS)
+    if extra:
+        raise UsageError(
+            f"config.configurable.{extra[0]} is not read by onward's graph; configurable may "
+            f"name only {', '.join(CONFIGURABLE_FIELDS)} (the request's own)"
+        )
+    if configurable.get("checkpoint_ns") not in (None, ""):
+        raise UsageError("config.configurable.checkpoint_ns: onward's graph has no subgraphs")
+    a_string(configurable, "thread_id"), a_string(configurable, "checkpoint_id")
+    tags = strings(config, "tags")
+    return {**an_object(config, "metadata"), **({"tags": tags} if tags else {})}, configurable
+
+
+def check_configurable(body: Mapping[str, Any], thread_id: str | None) -> str | None:
+    """The checkpoint ``config.configurable`` names (None: none), once its ``thread_id``
+    is checked to be the request's (``thread_id``; None for a stateless run, whose thread
+    is made for it) and its ``checkpoint_id`` the one the request names, if both do."""
+    _meta, configurable = run_config(body)
+    given = configurable.get("thread_id")
+    if given is not None and given != thread_id:
+        raise UsageError(
+            f"config.configurable.thread_id {_clip(str(given))} is not the thread of this "
+            f"request ({thread_id or 'a new thread'}); leave it out"
+        )
+    found: str | None = configurable.get("checkpoint_id") or None
+    return found
+
+
+def run_metadata(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's metadata: its ``config.metadata`` and ``config.tags``, then ``metadata``."""
+    return {**run_config(body)[0], **an_object(body, "metadata")}
+
+
+def check_start_input(data: Mapping[str, Any]) -> None:
+    """A run's first input names only fields a client may set: a server-owned one (tool
+    modules, the workdir) is a 422 that says why it is the server's, any other unknown
+    field a 422 naming it."""
+    owned = sorted(k for k in data if k in SERVER_OWNED_INPUT)
+    if owned:
+        raise UsageError(
+            "; ".join(
+                f"input.{k} cannot be set by a client: {SERVER_OWNED_INPUT[k]}" for k in owned
+            )
+        )
+    refuse_unknown(data, START_FIELDS, "input")
 
 
 def an_object(body: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -263,6 +362,7 @@ def pause_after(body: Mapping[str, Any]) -> list[str]:
 
 def check_run_fields(body: Mapping[str, Any]) -> None:
     refuse_unknown(body, RUN_FIELDS | UNSUPPORTED_DEFAULTS.keys(), "run request")
+    run_config(body)
     multitask_of(body)
     disconnect_of(body)
     webhook_of(body)
@@ -310,6 +410,8 @@ def tightened_policy(base: RunPolicy, asked: Any) -> RunPolicy:
         looser.append("approve_plan (the server asks for every plan)")
     if "escalate_failures" in asked and not base.escalate_failures and wanted.escalate_failures:
         looser.append("escalate_failures (the server fails such runs instead of waiting)")
+    if "max_plan_steps" in asked and wanted.max_plan_steps > base.max_plan_steps:
+        looser.append(f"max_plan_steps (the server allows at most {base.max_plan_steps})")
     for name, deadline in [
         ("deadline", wanted.deadline),
         *((f"tool_deadlines.{t}", d) for t, d in wanted.tool_deadlines.items()),
@@ -335,6 +437,9 @@ def tightened_policy(base: RunPolicy, asked: Any) -> RunPolicy:
         allow_tools=wanted.allow_tools if wanted.allow_tools is not None else base.allow_tools,
         deadline=wanted.deadline if "deadline" in asked else base.deadline,
         tool_deadlines={**base.tool_deadlines, **wanted.tool_deadlines},
+        max_plan_steps=min(base.max_plan_steps, wanted.max_plan_steps)
+        if "max_plan_steps" in asked
+        else base.max_plan_steps,
     )
 
 

@@ -24,7 +24,7 @@ def info() -> dict[str, Any]:
     return {
         "version": version("onward"),
         "langgraph_py_version": version("langgraph"),
-        "flags": {"assistants": True, "crons": False, "langsmith": False},
+        "flags": {"assistants": True, "crons": True, "langsmith": False},
         "host": {"kind": "onward", "project_id": None, "revision_id": None},
     }
 

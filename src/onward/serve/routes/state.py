@@ -11,7 +11,7 @@ from onward.graph.schedule import GATE
 from onward.model.owners import client_update
 from onward.observe.kinds import EventKind
 from onward.serve.context import Ctx, Serving, Who
-from onward.serve.intake import checkpoint_in
+from onward.serve.intake import checkpoint_in, known_checkpoint
 from onward.serve.requests import MAX_PAGE, an_object, count, kind
 from onward.serve.strict import StrictRoute
 from onward.serve.views import at_checkpoint, state_at, thread_status, visible
@@ -61,6 +61,7 @@ def state_update(thread_id: str, body: dict[str, Any], ctx: Ctx, who: Who) -> An
         if thread_status(ow, thread_id) == "busy":
             raise HTTPException(409, f"Thread {thread_id} has a run in progress")
         checkpoint_id = checkpoint_in(body)
+        known_checkpoint(ow, thread_id, checkpoint_id)
         state, _next = ow.state_at(thread_id, checkpoint_id)
         if state.goal is None:
             raise UsageError(

@@ -19,9 +19,15 @@ from starlette.concurrency import run_in_threadpool
 from onward.errors import UsageError
 from onward.observe.kinds import EventKind
 from onward.serve.context import Ctx, Serving, Who
-from onward.serve.drives import launch, modes_of
+from onward.serve.drives import Staged, launch, modes_of, stage_new
 from onward.serve.feed import Feed
-from onward.serve.requests import a_string, check_run_fields, pause_after, pause_before
+from onward.serve.requests import (
+    a_string,
+    check_configurable,
+    check_run_fields,
+    pause_after,
+    pause_before,
+)
 from onward.serve.routes.runs import FINISHED, _location, _on_drop, events, finished_values, run_doc
 from onward.serve.routes.threads import delete_thread
 from onward.serve.strict import StrictRoute
@@ -40,6 +46,11 @@ def _prepared(body: Any) -> tuple[dict[str, Any], bool]:
     if not isinstance(body, dict):
         raise UsageError("a run request must be an object")
     keep = a_string(body, "on_completion", ("delete", "keep")) == "keep"
+    if check_configurable(body, None) is not None:
+        raise UsageError(
+            "config.configurable.checkpoint_id: a stateless run starts on a new thread, "
+            "which has no checkpoints; run on a thread (POST /threads/{id}/runs) to use it"
+        )
     for field in ("checkpoint", "checkpoint_id", "command", "if_not_exists"):
         if body.get(field) is not None:
             raise UsageError(
@@ -186,7 +197,9 @@ def _sdk_batch_item(item: Any) -> Any:
 
 @router.post("/runs/batch")
 async def stateless_batch(body: list[Any], ctx: Ctx, who: Who) -> Any:
-    """Several background stateless runs; every request is checked before any starts."""
+    """Several background stateless runs, all or none: every request is checked, and the
+    whole batch against the caller's run cap, before any starts; each is then prepared,
+    and only when all are does any drive (a failure removes the ones prepared)."""
     if not body or len(body) > MAX_BATCH:
         raise UsageError(f"a batch holds 1 to {MAX_BATCH} run requests, not {len(body)}")
     body = [_sdk_batch_item(item) for item in body]
@@ -195,9 +208,43 @@ async def stateless_batch(body: list[Any], ctx: Ctx, who: Who) -> Any:
         check_run_fields(request)
         pause_before(request), pause_after(request)
         modes_of(request)
+    ctx.pool.check_room(who, len(body))
+    staged = await run_in_threadpool(_stage_all, ctx, body, who)
     docs = []
-    for item in body:
-        doc, out, keep = await run_in_threadpool(_background, ctx, item, who)
-        clean_up_later(ctx, doc["thread_id"], doc["run_id"], out, who, keep)
+    for thread_id, keep, ready in staged:
+        doc, out = await run_in_threadpool(_go, ctx, ready, keep)
+        clean_up_later(ctx, thread_id, doc["run_id"], out, who, keep)
         docs.append(doc)
     return docs
+
+
+def _stage_all(ctx: Serving, body: list[Any], who: str) -> list[tuple[str, bool, Staged]]:
+    """Prepare every run of a batch on a new thread; when one cannot be, remove the
+    threads of those prepared (none of them ran) and refuse the batch."""
+    staged: list[tuple[str, bool, Staged]] = []
+    thread_id = ""
+    try:
+        for item in body:
+            run_body, keep = _prepared(item)
+            thread_id = str(uuid.uuid4())
+            staged.append(
+                (thread_id, keep, stage_new(ctx, thread_id, run_body, who, modes_of(run_body)))
+            )
+    except BaseException:
+        for _tid, _keep, ready in staged:
+            ready.release()
+        for tid in [*(t for t, _k, _r in staged), thread_id]:
+            with contextlib.suppress(Exception):
+                delete_thread(ctx, tid, who)
+        raise
+    return staged
+
+
+def _go(ctx: Serving, ready: Staged, keep: bool) -> tuple[dict[str, Any], Feed]:
+    run_id, out = ready.go()
+    with ctx.clients.use() as ow:
+        if not keep:
+            ow.store.events.record(ready.thread_id, EventKind.STATELESS_THREAD, {"run_id": run_id})
+        row = ow.store.threads.get_run(run_id)
+    assert row is not None
+    return run_doc(row), out

@@ -17,7 +17,7 @@ from onward.serve.context import Ctx, Serving, Who
 from onward.serve.control import CancelAction
 from onward.serve.drives import cancel_queued
 from onward.serve.intake import checkpoint_in
-from onward.serve.requests import MAX_PAGE, a_string, an_object, count, strings
+from onward.serve.requests import MAX_PAGE, a_string, an_object, count, new_thread_id, strings
 from onward.serve.strict import StrictRoute
 from onward.serve.views import at_checkpoint, not_found, thread_json, thread_status, visible
 from onward.serve.wire import ASSISTANT_ID, GRAPH_ID
@@ -29,11 +29,7 @@ router = APIRouter(route_class=StrictRoute)
 @router.post("/threads")
 def thread_create(ctx: Ctx, who: Who, body: dict[str, Any] | None = None) -> Any:
     body = body or {}
-    thread_id = a_string(body, "thread_id") or str(uuid.uuid4())
-    try:
-        uuid.UUID(thread_id)
-    except ValueError:
-        raise HTTPException(422, f"thread_id {thread_id!r} is not a UUID") from None
+    thread_id = new_thread_id(a_string(body, "thread_id") or str(uuid.uuid4()))
     a_string(body, "if_exists", ("raise", "do_nothing"))
     metadata = {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
     metadata |= an_object(body, "metadata")
