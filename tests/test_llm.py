@@ -342,17 +342,22 @@ def test_data_is_cut_to_the_token_budget() -> None:
 # ----------------------------------------------------------------------------- review fixes
 
 
-def test_a_revision_that_drops_a_failed_sibling_keeps_the_run_consistent(
+def test_a_revision_that_removes_a_failed_sibling_keeps_the_run_consistent(
     db_url: str, workdir: Path
 ) -> None:
     (workdir / "ok.txt").write_text("hello")
+    revision = _draft({"id": "c", "tool": "read_file", "args": {"path": "ok.txt"}})
+    revision["remove"] = [
+        {"id": "a", "reason": "missing1.txt does not exist"},
+        {"id": "b", "reason": "missing2.txt does not exist"},
+    ]
     model = ScriptedChatModel(
         responses=[
             _draft(
                 {"id": "a", "tool": "read_file", "args": {"path": "missing1.txt"}},
                 {"id": "b", "tool": "read_file", "args": {"path": "missing2.txt"}},
             ),
-            _draft({"id": "c", "tool": "read_file", "args": {"path": "ok.txt"}}),
+            revision,
         ]
     )
     with Onward(db_url, model=model) as ow:
@@ -361,7 +366,7 @@ def test_a_revision_that_drops_a_failed_sibling_keeps_the_run_consistent(
     assert view.status == "done"
     assert [s.id for s in view.steps] == ["c"]
     assert state.record("b").status == "skipped"
-    assert state.record("b").note == "removed by the replanner"
+    assert state.record("b").note == "removed by the replanner: missing2.txt does not exist"
 
 
 def test_renaming_a_failing_step_does_not_reset_the_replan_budget(
@@ -373,7 +378,10 @@ def test_renaming_a_failing_step_does_not_reset_the_replan_budget(
 
     def rename(messages: Sequence[BaseMessage]) -> dict[str, Any]:
         count[0] += 1
-        return _draft({"id": f"r{count[0]}", "tool": "read_file", "args": {"path": "no.txt"}})
+        draft = _draft({"id": f"r{count[0]}", "tool": "read_file", "args": {"path": "no.txt"}})
+        if count[0] > 1:  # a revision: the renamed step replaces the failed one
+            draft["remove"] = [{"id": f"r{count[0] - 1}", "reason": "renamed"}]
+        return draft
 
     model = ScriptedChatModel(default=rename)
     with Onward(db_url, model=model) as ow:

@@ -182,6 +182,10 @@ def run(
     max_cost: Annotated[
         float | None, typer.Option("--max-cost", min=0, help="Model cost (USD) in the run.")
     ] = None,
+    max_plan_steps: Annotated[
+        int | None,
+        typer.Option("--max-plan-steps", min=1, help="Steps a plan may hold (default 300)."),
+    ] = None,
     judge: Annotated[
         bool,
         typer.Option("--judge", help="A model reviews every step's output (needs a model)."),
@@ -270,6 +274,8 @@ def _start(start: Callable[..., str], o: dict[str, Any]) -> str:
     )
     if o["no_escalate"]:
         policy = policy.model_copy(update={"escalate_failures": False})
+    if o["max_plan_steps"] is not None:
+        policy = policy.model_copy(update={"max_plan_steps": o["max_plan_steps"]})
     return start(
         o["goal"],
         plan=o["plan"],

@@ -9,20 +9,30 @@ budget).
 Everything in a prompt that is not onward's own wording is data and travels fenced:
 the goal (a user's words), the plan status (step ids come from plans, plans from files
 and models), step descriptions and args, tool outputs, failure messages and findings,
-artifact summaries, file names. Each prompt has its own random nonce, named only in the
+artifact summaries, file names. Each prompt's fences carry a nonce, named only in the
 system message and in its fences' markers (``<<<UNTRUSTED DATA 3f9a…: label>>>`` …
 ``<<<END UNTRUSTED DATA 3f9a…>>>``), and every ``<<<`` inside data is defused, so data
-can neither close its fence nor open a fake one. :func:`fence` is the one place that
-fences; :func:`follow_up` fences what a later message of the same prompt adds.
+can neither close its fence nor open a fake one. The nonce of a prompt built for a thread
+(``key``) is a keyed hash of the thread id under a secret of the process: unguessable to
+the data, and the same for every call of the thread, so a retried call sends the same
+prompt and a LangChain cache can answer it; one that occurs in the data is replaced by a
+fresh random one. :func:`fence` is the one place that fences; :func:`follow_up` fences
+what a later message of the same prompt adds.
+
+Data of many lines (a listing of steps or files) travels as a :class:`Listing`: when it
+does not fit, :func:`build` keeps its first whole lines and says how many it left out.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import math
 import re
 import secrets
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -65,6 +75,10 @@ def context_budget() -> int:
     return settings().context_tokens
 
 
+_SECRET = secrets.token_bytes(32)
+"""The key of :func:`keyed_nonce`: this process's own, never in a prompt or a log."""
+
+
 def new_nonce(avoid: Iterable[str] = ()) -> str:
     """A fresh random nonce for one prompt's fences (never one that occurs in ``avoid``)."""
     texts = list(avoid)
@@ -72,6 +86,18 @@ def new_nonce(avoid: Iterable[str] = ()) -> str:
         nonce = secrets.token_hex(8)
         if not any(nonce in t for t in texts):
             return nonce
+
+
+def keyed_nonce(key: str, avoid: Iterable[str] = ()) -> str:
+    """The nonce of every prompt built for ``key`` (a thread id) in this process: an HMAC
+    of it under a per-process secret, so data cannot guess it; a fresh random one when it
+    occurs in ``avoid`` (the prompt's data)."""
+    texts = list(avoid)
+    nonce = hmac.new(_SECRET, key.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+    nonce = nonce[:16]
+    if any(nonce in t for t in texts):
+        return new_nonce(texts)
+    return nonce
 
 
 def system_prompt(nonce: str) -> str:
@@ -185,26 +211,66 @@ MIN_DATA = 300
 """Tokens the data (evidence, artifacts) keeps even when the fixed parts are long."""
 
 
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """Data of many lines (steps, files): cut to a budget by whole lines, ending with how
+    many ``unit`` were left out and ``left_out`` (what happens to them)."""
+
+    lines: Sequence[str]
+    unit: str = "lines"
+    left_out: str = ""
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def head(self, tokens: int) -> str:
+        """The first lines that fit ``tokens``, and a last line that counts the others."""
+        kept: list[str] = []
+        used = estimate_tokens(self._note(len(self.lines))) + 1
+        for line in self.lines:
+            cost = estimate_tokens(line) + 1
+            if used + cost > tokens:
+                break
+            kept.append(line)
+            used += cost
+        return "\n".join([*kept, self._note(len(self.lines) - len(kept))])
+
+    def _note(self, n: int) -> str:
+        return f"[{n} more {self.unit} not listed here{self.left_out}]"
+
+
+Data = str | Listing
+"""A piece of data a prompt shows: text, or a :class:`Listing`."""
+
+
+def _text(data: Data) -> str:
+    return data.text() if isinstance(data, Listing) else data
+
+
 def build(
     state: RunState,
     task: str,
     *,
     current: str | None = None,
-    data: Sequence[tuple[str, str]] = (),
+    data: Sequence[tuple[str, Data]] = (),
     bodies: dict[str, Any] | None = None,
     budget: int | None = None,
     status: bool = True,
+    key: str | None = None,
 ) -> list[BaseMessage]:
     """The messages of one call: system prompt, goal header, plan status (``status``),
     fenced ``data`` (evidence first), the current step's input artifacts (summaries;
     ``bodies`` for the ones asked for), then the ``task``. Everything but the goal header
-    is cut to fit the token ``budget``; the data always keeps some room. The goal header,
-    the plan status and every piece of data are fenced; ``task`` and the labels of
-    ``data`` are onward's wording and must not hold data (put it in ``data``)."""
+    is cut to fit the token ``budget``; the data always keeps some room (a
+    :class:`Listing` is cut by whole lines and says how many it left out). The goal
+    header, the plan status and every piece of data are fenced; ``task`` and the labels of
+    ``data`` are onward's wording and must not hold data (put it in ``data``). ``key``
+    (the thread id): the nonce is the thread's (:func:`keyed_nonce`), so the same call
+    builds the same messages; without it, a fresh random one."""
     budget = budget or context_budget()
     header = goal_header(state)
     status_text = plan_status(state, current) if status else ""
-    parts: list[tuple[str, str]] = list(data)
+    parts: list[tuple[str, Data]] = list(data)
     if current is not None:
         try:
             step = state.plan.step(current)
@@ -219,7 +285,8 @@ def build(
         ("artifact", f"{name}: " + json.dumps(body, ensure_ascii=False, default=str))
         for name, body in (bodies or {}).items()
     ]
-    nonce = new_nonce([header, status_text, *(t for _, t in parts)])
+    texts = [header, status_text, *(_text(t) for _, t in parts)]
+    nonce = new_nonce(texts) if key is None else keyed_nonce(key, texts)
     system = system_prompt(nonce)
     header = fence("goal (from the user)", header, nonce)
     task_text = "TASK:\n" + cut(task, budget // 3)
@@ -230,12 +297,16 @@ def build(
     room = max(budget - fixed - estimate_tokens(status_text), MIN_DATA)
     kept: list[str] = []
     for i, (label, text) in enumerate(parts):
-        whole = fence(label, text, nonce)
+        whole = fence(label, _text(text), nonce)
         cost = estimate_tokens(whole)
         share = room // (len(parts) - i)  # what does not fit shares the room with the rest
         if cost <= share or (cost <= room and i == len(parts) - 1):
             kept.append(whole)
             room -= cost
+        elif isinstance(text, Listing):  # always says that (and how much) it left out
+            head = fence(f"{label} (cut)", text.head(share - 30), nonce)
+            kept.append(head)
+            room -= estimate_tokens(head)
         elif share > 40:
             head = fence(f"{label} (truncated)", cut(text, share - 30), nonce)
             kept.append(head)

@@ -1,16 +1,25 @@
 """The LLM planner and replanner: model drafts go through the same normaliser and
 validator as declared plans; invalid drafts are sent back with every problem, a
-bounded number of times, then planning fails with a clear message.
+bounded number of times, then planning fails with a clear message. Drafting also stops
+when the model refuses (its words are quoted) and, before each further draft, when the
+run's token or cost budget would be crossed (what failed calls cost counts too).
 
 Hybrid: a draft step may say ``for_each: "inbox/*.txt"``; the rules expand it into one
 step per matching file (``{file}``, ``{name}``, ``{stem}`` in its args), so a model
 plans "copy every file" in one line and never miscounts the files. Tool names are
-normalised (case, dashes, spaces) to the registered ones.
+normalised (case, dashes, spaces) to the registered ones. The model sees the work
+directory without hidden files and without onward's store
+(:mod:`onward.planning.workfiles`); a plan, expanded, may hold at most the policy's
+``max_plan_steps``.
+
+A replan is an explicit revision (:func:`revise_with_model`): the model sees every step
+that is not done (a bounded listing that says how many it left out), sends the steps it
+changes or adds, and lists the steps it removes with a reason; every other step is kept
+as it was (:func:`onward.planning.revise.revised_plan`).
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,18 +34,31 @@ from onward.errors import ModelPlanningError as ModelPlanningError
 from onward.errors import PlanProblem, ToolError
 from onward.llm import context
 from onward.llm.calls import ask_json
-from onward.model.state import Goal, Plan, PlanSource, PlanStep, RunState, StepStatus, Usage
+from onward.model import budget
+from onward.model.state import (
+    Goal,
+    Plan,
+    PlanSource,
+    PlanStep,
+    RunState,
+    StepStatus,
+    Usage,
+    add_usage,
+)
 from onward.nodes.deps import NodeDeps
-from onward.planning.revise import revision_problems
+from onward.planning.limits import MODEL_HINT, plan_size_problem
+from onward.planning.revise import Revision, revised_plan, revision_problems
 from onward.planning.validate import plan_problems
-from onward.policies import confine
+from onward.planning.workfiles import WorkFiles, store_dir
 from onward.tools.registry import Registry
 
 TRIES = 3
 """Drafts a model may send before planning fails (the first one included)."""
 LISTED = 200
-"""Files of the work directory shown to the planner (the first found)."""
+"""Files of the work directory shown to the planner (the first in name order)."""
 NEED_HELP = "NEED_HELP"
+LINE_TOKENS = 300
+"""A step's line in the replanner's listing of the steps not done, at most."""
 
 
 class DraftStep(BaseModel):
@@ -74,8 +96,18 @@ class DraftStep(BaseModel):
         return data
 
 
+class Removal(BaseModel):
+    id: str = Field(description="id of a step that is not done")
+    reason: str = Field(description="why the step is no longer needed")
+
+
 class PlanDraft(BaseModel):
     steps: list[DraftStep] = Field(default_factory=list)
+    remove: list[Removal] = Field(
+        default_factory=list,
+        description="when revising a plan only: steps to remove, each with a reason (steps "
+        "neither sent nor removed are kept as they are)",
+    )
     need_help: str | None = Field(
         default=None, description=f"set (and leave steps empty) to ask a person: {NEED_HELP}"
     )
@@ -104,75 +136,100 @@ def _normal(name: str) -> str:
 
 
 def normalise(
-    draft: PlanDraft, registry: Registry, workdir: Path, *, confined: bool = False
+    draft: PlanDraft,
+    registry: Registry,
+    workdir: Path,
+    *,
+    confined: bool = False,
+    max_steps: int | None = None,
+    files: WorkFiles | None = None,
 ) -> tuple[Plan, list[PlanProblem]]:
     """Draft → Plan: tool names mapped to registered ones, args parsed, for_each expanded
-    (in a confined run, over files that resolve inside the work directory only)."""
+    over the files ``files`` shows (by default: not hidden, inside the work directory in a
+    confined run), at most ``max_steps`` steps in all."""
+    files = files or WorkFiles(workdir, store=None, confined=confined)
     names = {_normal(s.name): s.name for s in registry}
     problems: list[PlanProblem] = []
     steps: list[PlanStep] = []
     for i, d in enumerate(draft.steps):
         where = f"steps[{i}] ({d.id})"
-        try:
-            parsed = None if d.args_json is None else json.loads(d.args_json or "{}")
-        except (json.JSONDecodeError, RecursionError) as exc:
-            why = "nested too deeply" if isinstance(exc, RecursionError) else f"{exc}"
-            problems.append(PlanProblem(f"{where}.args_json", f"not valid JSON: {why}"))
+        base = _base_step(d, where, names, problems)
+        if base is None:
             continue
-        if d.args is not None and parsed is not None and parsed != d.args:
-            problems.append(
-                PlanProblem(f"{where}.args", "args and args_json differ; send one of them")
-            )
-            continue
-        args = d.args if d.args is not None else ({} if parsed is None else parsed)
-        if not isinstance(args, dict):
-            problems.append(PlanProblem(f"{where}.args_json", "must be a JSON object"))
-            continue
-        tool = names.get(_normal(d.tool), d.tool)
-        base = PlanStep(
-            id=d.id,
-            tool=tool,
-            args=args,
-            depends_on=list(d.depends_on),
-            output=d.output,
-            description=d.description,
-        )
         if not d.for_each:
             steps.append(base)
             continue
-        pattern = d.for_each
-        if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
-            problems.append(
-                PlanProblem(f"{where}.for_each", "must be a glob inside the work directory")
-            )
-            continue
-        files = sorted(
-            p
-            for p in workdir.glob(pattern)
-            if p.is_file() and (not confined or confine.inside(workdir, p))
-        )
-        if not files:
-            problems.append(
-                PlanProblem(f"{where}.for_each", f"{d.for_each!r} matches no file in {workdir}")
-            )
-        for n, f in enumerate(files, 1):
-            fills = {
-                "{file}": f.relative_to(workdir).as_posix(),
-                "{name}": f.name,
-                "{stem}": f.stem,
-            }
-            steps.append(
-                base.model_copy(
-                    update={
-                        "id": f"{d.id}-{n}",
-                        # Substituted in the parsed values, never in JSON text: a file name
-                        # cannot change the shape of the args.
-                        "args": _substitute(args, fills),
-                        "output": f"{d.output}_{n}" if d.output else None,
-                    }
-                )
-            )
+        room = None if max_steps is None else max_steps - len(steps)
+        steps += _expanded(base, d.for_each, f"{where}.for_each", files, room, problems)
     return Plan(source=PlanSource.LLM, steps=steps), problems
+
+
+def _base_step(
+    d: DraftStep, where: str, names: dict[str, str], problems: list[PlanProblem]
+) -> PlanStep | None:
+    """The draft step as a plan step (before for_each), or None with its problem added."""
+    try:
+        parsed = None if d.args_json is None else json.loads(d.args_json or "{}")
+    except (json.JSONDecodeError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else f"{exc}"
+        problems.append(PlanProblem(f"{where}.args_json", f"not valid JSON: {why}"))
+        return None
+    if d.args is not None and parsed is not None and parsed != d.args:
+        problems.append(PlanProblem(f"{where}.args", "args and args_json differ; send one of them"))
+        return None
+    args = d.args if d.args is not None else ({} if parsed is None else parsed)
+    if not isinstance(args, dict):
+        problems.append(PlanProblem(f"{where}.args_json", "must be a JSON object"))
+        return None
+    return PlanStep(
+        id=d.id,
+        tool=names.get(_normal(d.tool), d.tool),
+        args=args,
+        depends_on=list(d.depends_on),
+        output=d.output,
+        description=d.description,
+    )
+
+
+def _expanded(
+    base: PlanStep,
+    pattern: str,
+    where: str,
+    files: WorkFiles,
+    room: int | None,
+    problems: list[PlanProblem],
+) -> list[PlanStep]:
+    """One step per file ``pattern`` matches (none, with a problem, when it matches none,
+    leaves the work directory, or matches more files than ``room`` steps)."""
+    if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
+        problems.append(PlanProblem(where, "must be a glob inside the work directory"))
+        return []
+    found = files.matching(pattern)
+    if not found:
+        problems.append(PlanProblem(where, f"{pattern!r} matches no file in {files.workdir}"))
+    if room is not None and len(found) > room:
+        problems.append(
+            PlanProblem(
+                where,
+                f"{pattern!r} matches {len(found):,} files, more steps than the plan has room "
+                f"for ({max(room, 0):,} more, max_plan_steps); narrow the glob, or set "
+                "need_help to split the goal",
+            )
+        )
+        return []
+    out = []
+    for n, f in enumerate(found, 1):
+        fills = {"{file}": f.relative_to(files.workdir).as_posix(), "{name}": f.name}
+        fills["{stem}"] = f.stem
+        update = {
+            "id": f"{base.id}-{n}",
+            # Substituted in the parsed values, never in JSON text: a file name cannot
+            # change the shape of the args.
+            "args": _substitute(base.args, fills),
+            "output": f"{base.output}_{n}" if base.output else None,
+        }
+        out.append(base.model_copy(update=update))
+    return out
 
 
 def _substitute(value: Any, names: dict[str, str]) -> Any:
@@ -188,7 +245,7 @@ def _substitute(value: Any, names: dict[str, str]) -> Any:
 
 
 def _retry_message(
-    messages: list[BaseMessage], draft_text: str, problems: list[PlanProblem] | str
+    messages: list[BaseMessage], draft_text: str, problems: list[PlanProblem] | str, again: str
 ) -> list[BaseMessage]:
     # Problems quote ids, args, globs and paths: data, fenced like the rest of the prompt.
     text = problems if isinstance(problems, str) else "\n".join(f"- {p}" for p in problems)
@@ -196,112 +253,131 @@ def _retry_message(
         AIMessage(draft_text),
         context.follow_up(
             messages,
-            "That plan has problems (fenced below); send the whole plan again, fixed.",
-            [("problems of the plan", text)],
+            f"That {again} has problems (fenced below); send the {again} again, fixed.",
+            [("problems of the draft", text)],
         ),
     ]
+
+
+def _files_listing(files: WorkFiles) -> context.Listing:
+    names, more = files.listing(LISTED)
+    if more:
+        names.append(f"[more files not listed: only the first {LISTED} are]")
+    return context.Listing(names or ["(none)"], unit="files")
 
 
 def plan_with_model(
     deps: NodeDeps, model: BaseChatModel, state: RunState, goal: Goal, thread_id: str
 ) -> tuple[Plan, Usage]:
-    """A validated plan for ``goal``, or PlanningError with the last draft's problems."""
+    """A validated plan for ``goal``, or ModelPlanningError saying why not (the model's
+    problems, its refusal, its request for help, the budget), with what the calls cost."""
     allow = state.policy.allow_tools
-    workdir = Path(state.workdir)
-    confined = state.policy.confine_paths
-    files = itertools.islice(
-        (
-            p
-            for p in workdir.rglob("*")
-            if p.is_file() and (not confined or confine.inside(workdir, p))
-        ),
-        LISTED,
+    limit = state.policy.max_plan_steps
+    files = WorkFiles(
+        Path(state.workdir), store=store_dir(deps.artifacts), confined=state.policy.confine_paths
     )
-    listing = "\n".join(sorted(p.relative_to(workdir).as_posix() for p in files))
     task = (
         "Plan this goal as steps of tool calls. Tools:\n"
         + tool_catalog(deps.registry, allow)
-        + "\nUse depends_on for order and ${artifact.field} in args to pass results on. "
-        "If the goal cannot be planned with these tools, set need_help."
+        + "\nUse depends_on for order and ${artifact.field} in args to pass results on; "
+        f"for_each for one step per file. A plan holds at most {limit} steps (for_each "
+        "expanded). Leave remove empty. If the goal cannot be planned with these tools, set "
+        "need_help."
     )
     messages = context.build(
         state.model_copy(update={"goal": goal}),
         task,
-        data=[("files in the work directory", listing or "(none)")],
+        data=[("files in the work directory", _files_listing(files))],
+        key=thread_id,
     )
 
     def check(draft: PlanDraft) -> tuple[Plan, list[PlanProblem]]:
-        plan, problems = normalise(draft, deps.registry, workdir, confined=confined)
+        plan, problems = normalise(
+            draft, deps.registry, files.workdir, max_steps=limit, files=files
+        )
+        too_big = plan_size_problem(len(plan.steps), limit, MODEL_HINT)
+        if too_big is not None:
+            problems.append(too_big)
+        if draft.remove:
+            problems.append(PlanProblem("remove", "a new plan removes nothing: leave it empty"))
         if not problems:
             problems = plan_problems(plan, deps.registry, goal, allow_tools=allow)
         if not plan.steps and not problems:
             problems = [PlanProblem("steps", "the plan has no steps")]
         return plan, problems
 
-    r = _drafts(deps, model, messages, check, purpose="plan", thread_id=thread_id)
-    if r.failed is not None:
-        raise ModelPlanningError(f"planning with the model failed: {r.failed}", r.usage)
-    if r.need_help is not None:
-        raise ModelPlanningError(
-            f"the model could not plan this goal and asks for help: {r.need_help}", r.usage
-        )
-    if r.plan is None:
-        raise ModelPlanningError(
-            f"the model's plan was still invalid after {TRIES} tries: {r.problems}. Give a "
-            "declared plan (--plan), or rephrase the goal",
-            r.usage,
-        )
-    return r.plan, r.usage
+    r = _drafts(deps, model, messages, check, _Ask("plan", "plan", thread_id, state))
+    if r.plan is not None:
+        return r.plan, r.usage
+    raise ModelPlanningError(_planning_failure(r), r.usage)
+
+
+def _planning_failure(r: _Drafted) -> str:
+    if r.stop == "failed":
+        return f"planning with the model failed: {r.text}"
+    if r.stop == "need_help":
+        return f"the model could not plan this goal and asks for help: {r.text}"
+    if r.stop == "refused":
+        return f"the model refused: {r.text}"
+    if r.stop == "budget":
+        return f"planning stopped after {r.drafts} draft(s): {r.text}"
+    return (
+        f"the model's plan was still invalid after {TRIES} tries: {r.text}. Give a "
+        "declared plan (--plan), or rephrase the goal"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Replanned:
+    """What the replanner made of a failed step: a revised plan and what it changed, or
+    (plan None) why not; ``why`` is the decision's wording either way."""
+
+    plan: Plan | None
+    revision: Revision | None
+    why: str
+    usage: Usage
 
 
 def replan_with_model(
     deps: NodeDeps, model: BaseChatModel, state: RunState, step_id: str, thread_id: str
 ) -> tuple[Plan | None, str, Usage]:
-    """A revision of the steps that are not done, after ``step_id`` failed; or (None, why)
-    when the model asks for help or cannot produce a valid revision."""
-    rec = state.record(step_id)
-    failure = rec.failure
-    assert failure is not None
-    step = state.plan.step(step_id)
-    # Ids, descriptions, args and failure messages are data (plans come from files and
-    # models, failures echo tool output): all fenced, none in the task's wording.
-    failed = {"id": step.id, "tool": step.tool}
-    if step.description:
-        failed["description"] = step.description
-    evidence = [
-        ("failed step", json.dumps(failed, ensure_ascii=False)),
-        ("failure of the failed step", f"{failure.failure_class.value}: {failure.message}"),
-    ]
-    if rec.findings:
-        evidence.append(("verifier findings", "\n".join(rec.findings)))
-    if failure.hint:
-        evidence.append(("hint", failure.hint))
-    evidence.append(("args of the failed step", json.dumps(step.args, ensure_ascii=False)))
-    task = (
-        "The step fenced above as 'failed step' failed (its failure and args are fenced "
-        "above too). Send the "
-        "revised steps that are not done yet (same ids where a step stays; done steps are "
-        "final and must not be sent). Tools:\n"
-        + tool_catalog(deps.registry, state.policy.allow_tools)
-        + f"\nIf no revision can work, set need_help ({NEED_HELP})."
+    """:func:`revise_with_model` as (plan or None, why, usage)."""
+    r = revise_with_model(deps, model, state, step_id, thread_id)
+    return r.plan, r.why, r.usage
+
+
+def revise_with_model(
+    deps: NodeDeps, model: BaseChatModel, state: RunState, step_id: str, thread_id: str
+) -> Replanned:
+    """An explicit revision of the plan after ``step_id`` failed: the steps the model
+    changes or adds, the steps it removes (with reasons), every other step kept; or why
+    there is none (help asked, refusal, budget, still invalid)."""
+    messages = context.build(
+        state,
+        _REPLAN_TASK.format(
+            tools=tool_catalog(deps.registry, state.policy.allow_tools),
+            limit=state.policy.max_plan_steps,
+            help=NEED_HELP,
+        ),
+        current=step_id,
+        data=[*_evidence(state, step_id), ("steps not done", _open_steps(state))],
+        key=thread_id,
     )
-    messages = context.build(state, task, current=step_id, data=evidence)
+    limit = state.policy.max_plan_steps
+    files = WorkFiles(
+        Path(state.workdir), store=store_dir(deps.artifacts), confined=state.policy.confine_paths
+    )
+    last: list[Revision] = []  # the revision of the draft checked last
 
     def check(draft: PlanDraft) -> tuple[Plan, list[PlanProblem]]:
-        revised, problems = normalise(
-            draft, deps.registry, Path(state.workdir), confined=state.policy.confine_paths
+        sent, problems = normalise(
+            draft, deps.registry, files.workdir, max_steps=limit, files=files
         )
-        if not revised.steps and not problems:
-            problems = [
-                PlanProblem("steps", "send the revised steps (at least the one that failed)")
-            ]
-        done = [s for s in state.plan.steps if state.status_of(s.id) is StepStatus.DONE]
-        new_ids = {s.id for s in revised.steps}
-        merged = Plan(
-            version=state.plan.version + 1,
-            source=PlanSource.LLM,
-            steps=[*[s for s in done if s.id not in new_ids], *revised.steps],
-        )
+        removals = {r.id: r.reason for r in draft.remove}
+        if len(removals) < len(draft.remove):
+            problems.append(PlanProblem("remove", "a step is listed twice; list it once"))
+        merged, revision, own = revised_plan(state.plan, state.steps, sent.steps, removals, step_id)
+        problems += own
         if not problems:
             problems = revision_problems(
                 state.plan,
@@ -310,32 +386,109 @@ def replan_with_model(
                 deps.registry,
                 goal=state.goal,
                 allow_tools=state.policy.allow_tools,
+                max_steps=limit,
+                hint=MODEL_HINT,
             )
+        last.append(revision)
         return merged, problems
 
-    r = _drafts(
-        deps, model, messages, check, purpose="replan", thread_id=thread_id, step_id=step_id
-    )
-    if r.failed is not None:
-        return None, f"the model could not be asked ({r.failed})", r.usage
-    if r.need_help is not None:
-        return None, f"the model asks for help: {r.need_help}", r.usage
-    if r.plan is None:
-        why = f"the model's revision was still invalid after {TRIES} tries: {r.problems}"
-        return None, why, r.usage
-    return r.plan, "the model revised the plan", r.usage
+    r = _drafts(deps, model, messages, check, _Ask("replan", "revision", thread_id, state, step_id))
+    if r.plan is not None:  # the draft that passed was the last one checked
+        return Replanned(r.plan, last[-1], last[-1].summary(), r.usage)
+    return Replanned(None, None, _replan_failure(r), r.usage)
+
+
+_REPLAN_TASK = (
+    "The step fenced above as 'failed step' failed (its failure and args are fenced above "
+    "too). The steps that are not done yet are fenced above as 'steps not done' (id, tool, "
+    "args, depends_on, output; the listing says how many it left out when it is cut). "
+    "Send a revision of the plan: in steps, only the steps you change (same id, with all "
+    "their fields) and the new steps you add; in remove, each step to remove with its "
+    "reason. Every step you neither send nor remove is kept as it is, listed or not. The "
+    "failed step must be changed or removed; a step that others depend on can be removed "
+    "only if they are changed or removed too. Done steps are final: never send or remove "
+    "them. The plan may hold at most {limit} steps. Tools:\n{tools}\nIf no revision can "
+    "work, set need_help ({help})."
+)
+
+
+def _evidence(state: RunState, step_id: str) -> list[tuple[str, context.Data]]:
+    """What the replanner is told of the failed step: fenced, never in the task's wording
+    (ids, descriptions and args come from plans; failures echo tool output)."""
+    rec = state.record(step_id)
+    failure = rec.failure
+    assert failure is not None
+    step = state.plan.step(step_id)
+    failed = {"id": step.id, "tool": step.tool}
+    if step.description:
+        failed["description"] = step.description
+    evidence: list[tuple[str, context.Data]] = [
+        ("failed step", json.dumps(failed, ensure_ascii=False)),
+        ("failure of the failed step", f"{failure.failure_class.value}: {failure.message}"),
+    ]
+    if rec.findings:
+        evidence.append(("verifier findings", "\n".join(rec.findings)))
+    if failure.hint:
+        evidence.append(("hint", failure.hint))
+    evidence.append(("args of the failed step", json.dumps(step.args, ensure_ascii=False)))
+    return evidence
+
+
+def _open_steps(state: RunState) -> context.Listing:
+    """One line per step that is not done (compact JSON), in plan order; cut by
+    :func:`onward.llm.context.build` by whole lines, saying how many it left out."""
+    lines = []
+    for step in state.plan.steps:
+        status = state.status_of(step.id)
+        if status is StepStatus.DONE:
+            continue
+        item: dict[str, Any] = {"id": step.id, "tool": step.tool, "args": step.args}
+        if step.depends_on:
+            item["depends_on"] = step.depends_on
+        if step.output:
+            item["output"] = step.output
+        if status is not StepStatus.PENDING:
+            item["status"] = status.value
+        lines.append(context.cut(json.dumps(item, ensure_ascii=False, default=str), LINE_TOKENS))
+    return context.Listing(lines, unit="steps", left_out=": they are kept as they are")
+
+
+def _replan_failure(r: _Drafted) -> str:
+    if r.stop == "failed":
+        return f"the model could not be asked ({r.text})"
+    if r.stop == "need_help":
+        return f"the model asks for help: {r.text}"
+    if r.stop == "refused":
+        return f"the model refused: {r.text}"
+    if r.stop == "budget":
+        return f"no further replanning: {r.text}"
+    return f"the model's revision was still invalid after {TRIES} tries: {r.text}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """One drafting conversation: its purpose (for the log), what a draft is called in
+    the retry text, and the run whose budget it spends."""
+
+    purpose: str
+    draft: str
+    thread_id: str
+    state: RunState
+    step_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class _Drafted:
     plan: Plan | None
     """The first draft that passed ``check``, if any."""
-    problems: str
-    """What was wrong with the last draft."""
-    need_help: str | None
-    failed: ToolError | None
-    """The model could not be asked (after the call's own retries)."""
     usage: Usage
+    stop: str = ""
+    """Why there is no plan: failed (the model could not be asked), need_help, refused,
+    budget (used up before a further draft), invalid (after TRIES drafts)."""
+    text: str = ""
+    """The detail of ``stop``: the error, the model's words, the budget, the problems."""
+    drafts: int = 0
+    """Drafts asked for."""
 
 
 def _drafts(
@@ -343,44 +496,46 @@ def _drafts(
     model: BaseChatModel,
     messages: list[BaseMessage],
     check: Callable[[PlanDraft], tuple[Plan, list[PlanProblem]]],
-    *,
-    purpose: str,
-    thread_id: str,
-    step_id: str | None = None,
+    ask: _Ask,
 ) -> _Drafted:
     """Ask for drafts until one passes ``check``, sending each bad one back with its
-    problems, at most TRIES times."""
+    problems, at most TRIES times; stop early when the model cannot be asked, refuses or
+    asks for help, or when the run's budget with what the drafts spent is used up."""
     total, shown = Usage(), "the model sent no valid plan"
-    for _ in range(TRIES):
+    for n in range(TRIES):
+        spent = budget.model_budget_spent(
+            ask.state.model_copy(update={"usage": add_usage(ask.state.usage, total)})
+        )
+        if spent is not None:
+            return _Drafted(None, total, "budget", spent, n)
         try:
             answer = ask_json(
                 deps,
                 model,
                 messages,
                 PlanDraft,
-                purpose=purpose,
-                thread_id=thread_id,
-                step_id=step_id,
+                purpose=ask.purpose,
+                thread_id=ask.thread_id,
+                step_id=ask.step_id,
             )
         except ToolError as exc:
-            return _Drafted(None, shown, None, exc, total)
-        total = _add(total, answer.usage)
+            total = add_usage(total, getattr(exc, "usage", None) or Usage())
+            return _Drafted(None, total, "failed", str(exc), n + 1)
+        total = add_usage(total, answer.usage)
+        refusal = getattr(answer, "refusal", None)
+        if refusal:
+            return _Drafted(None, total, "refused", str(refusal), n + 1)
         problems: list[PlanProblem] | str
         if answer.error is not None:
             problems = answer.error
         else:
             draft: PlanDraft = answer.parsed
             if draft.need_help or (draft.steps and draft.steps[0].tool == NEED_HELP):
-                return _Drafted(None, shown, draft.need_help or "no plan can work", None, total)
+                why = draft.need_help or "no plan can work"
+                return _Drafted(None, total, "need_help", why, n + 1)
             plan, problems = check(draft)
             if not problems:
-                return _Drafted(plan, "", None, None, total)
+                return _Drafted(plan, total, drafts=n + 1)
         shown = problems if isinstance(problems, str) else "; ".join(map(str, problems))
-        messages = [*messages, *_retry_message(messages, answer.raw, problems)]
-    return _Drafted(None, shown, None, None, total)
-
-
-def _add(a: Usage, b: Usage) -> Usage:
-    from onward.model.state import add_usage
-
-    return add_usage(a, b)
+        messages = [*messages, *_retry_message(messages, answer.raw, problems, ask.draft)]
+    return _Drafted(None, total, "invalid", shown, TRIES)

@@ -178,7 +178,13 @@ def revised_plan(state: RunState, raw: Any, registry: Registry) -> Plan:
             )
     new = Plan(version=old.version + 1, source=old.source, steps=PlanSteps(steps))
     problems = revision_problems(
-        old, new, state.steps, registry, goal=state.goal, allow_tools=state.policy.allow_tools
+        old,
+        new,
+        state.steps,
+        registry,
+        goal=state.goal,
+        allow_tools=state.policy.allow_tools,
+        max_steps=state.policy.max_plan_steps,
     )
     if problems:
         raise PlanValidationError(problems, source="plan revision")

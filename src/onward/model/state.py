@@ -419,6 +419,12 @@ class Decision(_Frozen):
     args_hash: str | None = None
     """Hash of the exact args (and input artifacts) the decision applies to."""
     interrupt_id: str | None = None
+    changed: list[str] = Field(default_factory=list)
+    """A plan revision (``replan``): the steps it changed."""
+    added: list[str] = Field(default_factory=list)
+    """A plan revision: the steps it added."""
+    removed: dict[str, str] = Field(default_factory=dict)
+    """A plan revision: the steps it removed, each with the reason given."""
 
 
 class Approval(_Frozen):

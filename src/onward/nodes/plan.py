@@ -1,4 +1,6 @@
-"""plan: goal → validated Plan (a declared plan is re-validated; otherwise the template rules)."""
+"""plan: goal → validated Plan (a declared plan is re-validated; otherwise the template
+rules, else the model), within the policy's ``max_plan_steps``. The chat hears of it
+either way: the plan as a Markdown list, or why planning failed."""
 
 from __future__ import annotations
 
@@ -10,7 +12,15 @@ from langgraph.runtime import Runtime
 
 from onward.errors import NoTemplateError, PlanningError, PlanValidationError, ToolError
 from onward.llm.planner import plan_with_model
-from onward.model.state import RunFailure, RunFailureKind, RunState, RunStatus, RunUpdate, Usage
+from onward.model.state import (
+    Plan,
+    RunFailure,
+    RunFailureKind,
+    RunState,
+    RunStatus,
+    RunUpdate,
+    Usage,
+)
 from onward.nodes.deps import NodeDeps, thread_of
 from onward.observe.kinds import EventKind
 from onward.observe.progress import emit
@@ -56,6 +66,7 @@ def plan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) ->
             goal,
             allow_tools=state.policy.allow_tools,
             values_checked=declared,
+            max_steps=state.policy.max_plan_steps,
         )
     except (PlanningError, PlanValidationError, ToolError) as exc:
         usage = getattr(exc, "usage", usage)  # what the model's attempts cost
@@ -64,6 +75,7 @@ def plan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) ->
             "status": RunStatus.FAILED,
             "failure": RunFailure(kind=RunFailureKind.PLANNING, message=str(exc)),
             "usage": usage,
+            "messages": [AIMessage(f"**Planning failed.** {exc}")],
         }
     emit(
         EventKind.PLAN_CREATED,
@@ -71,22 +83,28 @@ def plan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) ->
         total_steps=len(the_plan.steps),
         message=f"{len(the_plan.steps)} steps ({the_plan.source})",
     )
-    listing = "\n".join(
-        f"{i}. {s.id}: {s.tool}" + (f" ({s.description})" if s.description else "")
-        for i, s in enumerate(the_plan.steps[:20], 1)
-    )
-    more = f"\n… and {len(the_plan.steps) - 20} more" if len(the_plan.steps) > 20 else ""
     updates: RunUpdate = {
         "status": RunStatus.RUNNING,
         "usage": usage,
-        "messages": [
-            AIMessage(
-                f"Plan v{the_plan.version} ({the_plan.source}), {len(the_plan.steps)} steps:\n"
-                f"{listing}{more}"
-            )
-        ],
+        "messages": [AIMessage(plan_message(the_plan))],
     }
     if not state.plan.steps:  # a declared plan is already in state; don't store it twice
         updates["goal"] = goal
         updates["plan"] = the_plan
     return updates
+
+
+SHOWN = 20
+"""Steps listed in the chat's plan message (the rest are counted)."""
+
+
+def plan_message(plan: Plan) -> str:
+    """The plan as a chat message (Markdown): a headline, then a numbered list of steps."""
+    n = len(plan.steps)
+    lines = [f"**Plan v{plan.version}** ({plan.source.value}), {n} step{'s' if n != 1 else ''}:"]
+    for i, s in enumerate(plan.steps[:SHOWN], 1):
+        about = f" — {s.description}" if s.description else ""
+        lines.append(f"{i}. `{s.id.replace('`', chr(39))}`: {s.tool}{about}")
+    if n > SHOWN:
+        lines.append(f"\n… and {n - SHOWN} more")
+    return "\n".join(lines)

@@ -1,7 +1,12 @@
-"""replan (deterministic and validation failures): without a model, rules — the tool's
-``fix_args`` repairs the args, else its ``fallback`` tool replaces it. A revision is
-validated like any plan (allowlist included) and bumps the plan version; the decision is
-logged. Without an applicable rule the failure becomes non-convergent and a person decides.
+"""replan (deterministic and validation failures): rules first — the tool's ``fix_args``
+repairs the args, else its ``fallback`` tool replaces it; without a rule, the model (if
+one is configured) revises the plan. A revision is validated like any plan (allowlist and
+``max_plan_steps`` included) and bumps the plan version; the decision is logged. A model's
+revision is explicit: the steps it does not name are kept as they were, the ones it
+removes are skipped with its reason, and the decision (``changed``, ``added``,
+``removed``) and the chat message say exactly what changed. Without a revision (no rule,
+the model asks for help, refuses, or the budget is used up) the failure becomes
+non-convergent and a person decides.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from onward.llm.planner import replan_with_model
+from onward.llm.planner import Replanned, revise_with_model
 from onward.model import budget
 from onward.model.state import (
     Decision,
@@ -30,7 +35,7 @@ from onward.model.state import (
 from onward.nodes.deps import NodeDeps, thread_of
 from onward.observe.kinds import EventKind
 from onward.observe.progress import emit
-from onward.planning.revise import revision_problems
+from onward.planning.revise import Revision, revision_problems
 from onward.tools.registry import ToolSpec, load_tool_modules
 
 REPLANNABLE = (FailureClass.DETERMINISTIC, FailureClass.VALIDATION)
@@ -88,75 +93,87 @@ def replan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) 
             message="; ".join(d.reason for d in decisions),
         )
         updates["plan"] = edits
-        updates["messages"] = [AIMessage("Replanned: " + "; ".join(d.reason for d in decisions))]
+        version = state.plan.version + len(edits)
+        updates["messages"] = [
+            AIMessage(
+                f"**Plan v{version}** (revised by onward's rules):\n"
+                + "\n".join(f"- `{d.step_id}`: {d.reason}" for d in decisions)
+            )
+        ]
     return updates
 
 
 def _model_replan(deps: NodeDeps, state: RunState, sid: str, thread_id: str) -> RunUpdate:
-    """The model's revision of the not-done steps, applied; if it asks for help or sends
-    nothing valid, the failure becomes non-convergent, for a person."""
+    """The model's revision of the plan, applied; if it asks for help, refuses, or sends
+    nothing valid within the budget, the failure becomes non-convergent, for a person."""
     assert deps.model is not None
     rec = state.record(sid)
-    assert rec.failure is not None
+    failure = rec.failure
+    assert failure is not None
     spent = budget.model_budget_spent(state)
     if spent is not None:  # never call a model past its budget: a person decides instead
-        new_plan, why, usage = None, f"no replanning: {spent}", Usage()
+        r = Replanned(None, None, f"no replanning: {spent}", Usage())
     else:
-        new_plan, why, usage = replan_with_model(deps, deps.model, state, sid, thread_id)
-    if new_plan is None:
-        gave_up = rec.failure.model_copy(
+        r = revise_with_model(deps, deps.model, state, sid, thread_id)
+    if r.plan is None or r.revision is None:
+        gave_up = failure.model_copy(
             update={
                 "failure_class": FailureClass.NON_CONVERGENT,
-                "message": f"{why}: {rec.failure.message} (was {rec.failure.failure_class.value})",
+                "message": f"{r.why}: {failure.message} (was {failure.failure_class.value})",
             }
         )
-        return {"steps": {sid: rec.model_copy(update={"failure": gave_up})}, "usage": usage}
-    steps = _records_for(state, new_plan, sid, rec)
+        return {"steps": {sid: rec.model_copy(update={"failure": gave_up})}, "usage": r.usage}
+    revision = r.revision
+    after = f"after {failure.failure_class.value} failure of {sid}: {failure.message}"
     decision = Decision(
         step_id=sid,
         action=DecisionAction.REPLAN,
         by="onward-replanner (model)",
         at=utcnow(),
-        reason=f"{why} after {rec.failure.failure_class.value} failure: {rec.failure.message}",
+        reason=f"{revision.summary()} ({after})",
+        changed=list(revision.changed),
+        added=list(revision.added),
+        removed=dict(revision.removed),
     )
-    emit(EventKind.PLAN_REVISED, detail={"version": new_plan.version}, message=why)
+    emit(EventKind.PLAN_REVISED, detail={"version": r.plan.version}, message=revision.summary())
+    headline = (
+        f"**Plan v{revision.version}** (revised by the model after `{sid}` failed: "
+        f"{failure.failure_class.value}), {len(r.plan.steps)} steps:"
+    )
     return {
-        "plan": new_plan,
-        "steps": steps,
+        "plan": r.plan,
+        "steps": _records_for(state, revision, sid, rec),
         "decisions": [decision],
-        "usage": usage,
-        "messages": [
-            AIMessage(
-                f"Replanned by the model: plan v{new_plan.version}, {len(new_plan.steps)} steps"
-            )
-        ],
+        "usage": r.usage,
+        "messages": [AIMessage(revision.markdown(headline))],
     }
 
 
 def _records_for(
-    state: RunState, new_plan: Plan, sid: str, rec: StepRecord
+    state: RunState, revision: Revision, sid: str, rec: StepRecord
 ) -> dict[str, StepRecord]:
-    """Records that make the state agree with a revised plan: steps it dropped are skipped;
-    every step it holds that is not done runs (again), a step that reuses an old id from a
-    fresh start; new steps inherit the failed step's replan count, so renaming a step does
-    not reset the replan budget."""
-    kept = {s.id for s in new_plan.steps}
+    """Records that make the state agree with a revision: the steps it removed are skipped
+    with its reason; the steps it changed or added run (again), one that reuses an old id
+    from a fresh start; every other record stays as it was. New steps inherit the failed
+    step's replan count, so renaming a step does not reset the replan budget."""
     out: dict[str, StepRecord] = {}
-    for old_id, was in state.steps.items():
-        if old_id not in kept and was.status in (StepStatus.PENDING, StepStatus.FAILED):
-            out[old_id] = transition(was, StepStatus.SKIPPED, note="removed by the replanner")
-    for step in new_plan.steps:
-        old = state.steps.get(step.id)
-        if old is not None and old.status is StepStatus.DONE:
-            continue
-        if step.id == sid:
+    for old_id, why in revision.removed.items():
+        was = state.record(old_id)  # a step that never ran may have no record yet
+        note = f"removed by the replanner: {why}"
+        if was.status is StepStatus.SKIPPED:
+            out[old_id] = was.model_copy(update={"note": note})
+        else:
+            out[old_id] = transition(was, StepStatus.SKIPPED, note=note)
+    for step_id in (*revision.changed, *revision.added):
+        old = state.steps.get(step_id)
+        if step_id == sid:
             out[sid] = transition(rec, StepStatus.PENDING, replans=rec.replans + 1)
         elif old is None:
-            out[step.id] = StepRecord(id=step.id, replans=rec.replans + 1)
+            out[step_id] = StepRecord(id=step_id, replans=rec.replans + 1)
         elif old.status in (StepStatus.SKIPPED, StepStatus.FAILED):
             # A revision, not a transition of the old record: the step starts over.
-            out[step.id] = StepRecord(
-                id=step.id,
+            out[step_id] = StepRecord(
+                id=step_id,
                 attempts=old.attempts,
                 attempt_floor=old.attempts,
                 history=old.history,

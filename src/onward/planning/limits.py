@@ -7,7 +7,11 @@
 | :data:`MAX_STEPS` | 20,000 | steps in one plan |
 | :data:`MAX_VALUES` | 1,000,000 | values in a plan; a YAML alias counts at each use |
 
-Past those, serializers and the YAML loader fail deep inside (recursion, "maximum
+The run's policy adds a tighter, adjustable limit: ``max_plan_steps`` (300 by default;
+:func:`plan_size_problem`), whoever makes the plan (a file, a model, a ``for_each``
+expansion, a revision).
+
+Past the fixed limits, serializers and the YAML loader fail deep inside (recursion, "maximum
 serialization depth"), after parts of a run may have been stored; so a plan is refused
 with a :class:`~onward.errors.PlanProblem` first. A plan's values must also be what the
 store and the checkpoints hold: text without NUL characters or lone surrogates (a
@@ -207,3 +211,22 @@ def step_count_problem(steps: Sequence[Any]) -> PlanProblem | None:
             "several runs",
         )
     return None
+
+
+RAISE_HINT = (
+    "raise the limit with --max-plan-steps N (max_plan_steps in the policy file or in "
+    "RunPolicy), or split the work into several runs"
+)
+"""How a person raises the plan-size limit (declared plans)."""
+MODEL_HINT = "use for_each (one line for many files) or fewer steps"
+"""What a model is told to do about a draft over the limit."""
+
+
+def plan_size_problem(count: int, limit: int, hint: str = RAISE_HINT) -> PlanProblem | None:
+    """The problem of a plan of ``count`` steps under a run's ``max_plan_steps``, if any."""
+    if count <= limit:
+        return None
+    return PlanProblem(
+        "steps",
+        f"{count:,} steps; this run allows at most {limit:,} (max_plan_steps): {hint}",
+    )

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from onward.errors import PlanProblem, PlanValidationError
 from onward.model import references
 from onward.model.state import Goal, Plan, PlanSource, PlanStep, PlanSteps
-from onward.planning.limits import Cleaner, clean_value, step_count_problem
+from onward.planning.limits import Cleaner, clean_value, plan_size_problem, step_count_problem
 from onward.tools.registry import Registry
 from onward.verification.checks import CHECK_KINDS, arg_names, artifact_names
 
@@ -144,7 +144,13 @@ def validate_plan(
     source: str = "plan",
     allow_tools: frozenset[str] | None = None,
     values_checked: bool = False,
+    max_steps: int | None = None,
 ) -> Plan:
+    """``plan``, or a PlanValidationError listing its problems; ``max_steps``: the run's
+    ``max_plan_steps``."""
+    too_big = None if max_steps is None else plan_size_problem(len(plan.steps), max_steps)
+    if too_big is not None:
+        raise PlanValidationError([too_big], source=source)
     problems = plan_problems(
         plan, registry, goal, allow_tools=allow_tools, values_checked=values_checked
     )
@@ -311,11 +317,16 @@ def step_problems(
     return []
 
 
-def request_problems(goal: Goal, plan: Plan | None) -> list[PlanProblem]:
+def request_problems(
+    goal: Goal, plan: Plan | None, *, size: tuple[int, int] | None = None
+) -> list[PlanProblem]:
     """Values of a run's request the store cannot hold: the goal's text (a command-line
     argument in another encoding), and ``plan``'s steps (a Plan built in Python; a plan read
-    from a document was checked by :func:`parse_declared`)."""
+    from a document was checked by :func:`parse_declared`). ``size``: (steps of the run's
+    plan, its policy's ``max_plan_steps``), for a plan of any kind."""
     problems: list[PlanProblem] = []
+    if size is not None and (too_big := plan_size_problem(*size)) is not None:
+        return [too_big]
     clean_value(goal.objective, "goal", problems=problems)
     clean_value(list(goal.inputs), "inputs", problems=problems)
     clean_value(dict(goal.constraints), "constraints", problems=problems)

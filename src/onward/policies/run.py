@@ -21,6 +21,8 @@ from onward.policies.durations import MAX_DURATION, parse_duration
 
 DEFAULT_REMIND_AFTER = timedelta(hours=6)
 DEFAULT_EXPIRE_AFTER = timedelta(hours=24)
+DEFAULT_MAX_PLAN_STEPS = 300
+"""Steps a plan may hold unless the policy says otherwise."""
 
 
 class ExpiryAction(StrEnum):
@@ -89,6 +91,9 @@ class RunPolicy(BaseModel):
     """Deadline of every wait in the run, unless ``tool_deadlines`` names the tool."""
     tool_deadlines: dict[str, Deadline] = Field(default_factory=dict)
     """Per-tool deadlines (they win over the tool spec's and the run's)."""
+    max_plan_steps: int = Field(default=DEFAULT_MAX_PLAN_STEPS, ge=1)
+    """Steps a plan may hold (declared, drafted by a model, expanded by ``for_each`` or
+    grown by a revision); past it the plan is refused (``--max-plan-steps``)."""
     judge_failure: Literal["pause", "pass"] = "pause"
     """When the judge cannot run (an outage, a refused key, an unreadable verdict): ask a
     person (``pause``) or let the output pass with its review recorded as missing."""
