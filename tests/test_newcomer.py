@@ -6,10 +6,15 @@ started, the run view and the graph in a notebook, and the docs site offline."""
 from __future__ import annotations
 
 import ast
+import re
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -216,3 +221,75 @@ def test_a_notebook_renders_the_report_and_draws_the_flow_on_request(workdir: Pa
     assert flow["text/markdown"] == f"```mermaid\n{flow_mermaid().strip()}\n```\n"
     assert whole["text/markdown"] == f"```mermaid\n{mermaid().strip()}\n```\n"
     assert flow["text/markdown"].count("-->") + flow["text/markdown"].count(".->") < 30
+
+
+# -- the docs site, offline -----------------------------------------------------------------
+
+SCRIPT = re.compile(r"<script\b[^>]*\bsrc=\"([^\"]+)\"")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The docs site, built as CI builds it (``mkdocs build --strict``)."""
+    built = tmp_path_factory.mktemp("docs") / "site"
+    made = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(built)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    return built
+
+
+def test_the_docs_site_loads_no_script_from_the_network_and_bundles_mermaid(site: Path) -> None:
+    pages = sorted(site.rglob("*.html"))
+    sources = {(p, src) for p in pages for src in SCRIPT.findall(p.read_text(encoding="utf-8"))}
+    assert not [(p, s) for p, s in sources if "//" in s], "a page loads a script from the network"
+    graph = site / "concepts" / "graph" / "index.html"
+    assert '<pre class="mermaid">' in graph.read_text(encoding="utf-8")
+    [mermaid] = [(graph.parent / s).resolve() for p, s in sources if p == graph and "mermaid" in s]
+    assert mermaid == site / "assets" / "javascripts" / "mermaid.min.js"
+    assert (
+        mermaid.read_text(encoding="utf-8")
+        .rstrip()
+        .endswith('globalThis["mermaid"] = globalThis.__esbuild_esm_mermaid_nm["mermaid"].default;')
+    )
+    # The theme fetches Mermaid from its CDN only when no global `mermaid` is defined.
+    [bundle] = (site / "assets" / "javascripts").glob("bundle.*.min.js")
+    theme = bundle.read_text(encoding="utf-8")
+    assert 'typeof mermaid=="undefined"' in theme
+    assert "https://unpkg.com/mermaid" in theme
+
+
+def test_the_graph_page_draws_its_diagram_with_the_network_cut_off(site: Path) -> None:
+    """Headless Chromium (Debian's, as tests/test_serve.py) with every request that is not
+    a file of the site refused: the Mermaid source becomes a drawn diagram."""
+    from playwright.sync_api import Route, sync_playwright
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Chromium is needed (.ci/run installs Debian's chromium)"
+    refused: list[str] = []
+
+    def offline(route: Route) -> None:
+        if route.request.url.startswith("file:"):
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page()
+        page.route("**/*", offline)
+        page.goto((site / "concepts" / "graph" / "index.html").as_uri())
+        drawn = page.locator("div.mermaid")  # the theme draws into its closed shadow root
+        drawn.wait_for(timeout=30_000)
+        box = drawn.bounding_box()
+        source_left = page.locator("pre.mermaid").count()
+        browser.close()
+    assert box is not None
+    assert box["height"] > 100
+    assert source_left == 0
+    assert not [u for u in refused if "mermaid" in u]
