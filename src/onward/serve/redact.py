@@ -58,8 +58,9 @@ def _escaped(text: str) -> bytes:
 
 
 class Redact:
-    """ASGI middleware: every HTTP response body goes through ``redactor`` (a whole body
-    gets its Content-Length again; a stream, each chunk as it is sent)."""
+    """ASGI middleware: every HTTP response body goes through ``redactor``. A body of a
+    known length is read whole and sent with its new length; a stream (no length: SSE)
+    starts at once and each chunk is redacted as it is sent."""
 
     def __init__(self, app: ASGIApp, redactor: Redactor) -> None:
         self.app, self.redactor = app, redactor
@@ -68,23 +69,30 @@ class Redact:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        start: Message | None = None
+        held: Message | None = None
+        body = bytearray()
 
         async def redacting(message: Message) -> None:
-            nonlocal start
+            nonlocal held
             if message["type"] == "http.response.start":
-                start = message
+                if any(k == b"content-length" for k, _v in message.get("headers", [])):
+                    held = message  # sent with the redacted body's length
+                else:
+                    await send(message)
                 return
             if message["type"] != "http.response.body":
                 await send(message)
                 return
-            body = self.redactor(message.get("body", b""))
-            if start is not None:  # the first chunk: the headers go first
-                headers = [(k, v) for k, v in start.get("headers", []) if k != b"content-length"]
-                if not message.get("more_body", False):
-                    headers.append((b"content-length", str(len(body)).encode()))
-                await send({**start, "headers": headers})
-                start = None
-            await send({**message, "body": body})
+            if held is None:
+                await send({**message, "body": self.redactor(message.get("body", b""))})
+                return
+            body.extend(message.get("body", b""))
+            if message.get("more_body", False):
+                return
+            whole = self.redactor(bytes(body))
+            headers = [(k, v) for k, v in held.get("headers", []) if k != b"content-length"]
+            headers.append((b"content-length", str(len(whole)).encode()))
+            await send({**held, "headers": headers})
+            await send({"type": "http.response.body", "body": whole, "more_body": False})
 
         await self.app(scope, receive, redacting)
