@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Iterator
+from datetime import timedelta
+from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
@@ -169,17 +171,24 @@ def test_a_content_filter_stop_fails_clearly(api: FakeOpenAI, db_url: str, workd
 # ----------------------------------------------------------------------------- failures
 
 
+START = FakeTime().now
+
+
 @pytest.mark.parametrize(
     ("headers", "slept"),
-    [({"Retry-After": "7"}, 7.0), ({"retry-after-ms": "1500"}, 1.5)],
-    ids=["seconds", "milliseconds"],
+    [
+        ({"Retry-After": "7"}, 7.0),
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"Retry-After": format_datetime(START + timedelta(seconds=30), usegmt=True)}, 30.0),
+    ],
+    ids=["seconds", "milliseconds", "http-date"],
 )
 def test_a_429_waits_as_long_as_retry_after_says(
     api: FakeOpenAI, db_url: str, workdir: Path, headers: dict[str, str], slept: float
 ) -> None:
     api.script = [Reply(status=429, headers=headers), Reply(json=_plan())]
-    time = FakeTime()
-    with Onward(db_url, sleep=time.sleep) as ow:
+    time = FakeTime(START)
+    with Onward(db_url, clock=time.clock, sleep=time.sleep) as ow:
         view = ow.run(GOAL)
         calls = _calls(ow, view.thread_id)
     assert view.status == "done", view.failure

@@ -32,6 +32,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
@@ -201,7 +202,7 @@ def _failed(call: _Call, exc: Exception, started: float, tries: int) -> float:
         _, usage, estimated = _completion_usage(call, exc.completion)
         raise _filtered(call, usage, estimated, started) from exc
     failure = _classify(exc)
-    wait = retry_after(exc)
+    wait = retry_after(exc, call.deps.clock())
     call.count(Usage(calls=1))
     _log(call, None, started, str(failure), retry_after=wait)
     if not isinstance(failure, TransientToolError) or call.attempt >= tries:
@@ -283,9 +284,9 @@ def _classify(exc: Exception) -> ToolError:
     return DeterministicToolError(f"model call failed: {name}: {exc}")
 
 
-def retry_after(exc: Exception) -> float | None:
+def retry_after(exc: Exception, now: datetime) -> float | None:
     """Seconds the provider asks to wait (``retry-after-ms``, or ``Retry-After`` in seconds
-    or as an HTTP date), or None."""
+    or as an HTTP date, counted from ``now``), or None."""
     headers = getattr(getattr(exc, "response", None), "headers", None)
     if headers is None:
         return None
@@ -296,10 +297,19 @@ def retry_after(exc: Exception) -> float | None:
         try:
             return max(0.0, float(value) / scale)
         except ValueError:
-            when = email.utils.parsedate_to_datetime(value) if scale == 1.0 else None
-            if when is not None:
-                return max(0.0, when.timestamp() - time.time())
+            if scale == 1.0:
+                return _until(value, now)
     return None
+
+
+def _until(date: str, now: datetime) -> float | None:
+    try:
+        when = email.utils.parsedate_to_datetime(date)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())
 
 
 # ----------------------------------------------------------------------------- answers

@@ -71,7 +71,8 @@ def check_model(
 
 
 def model_name(model: BaseChatModel) -> str:
-    for attr in ("model_name", "model"):
+    """The name onward prices and reports: the model's, else its (Azure) deployment's."""
+    for attr in ("model_name", "model", "deployment_name"):
         value = getattr(model, attr, None)
         if isinstance(value, str) and value:
             return value
