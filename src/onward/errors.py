@@ -47,6 +47,8 @@ The CLI and ``onward serve`` take codes only from these attributes (``exit_code`
                                     more nodes; the run's last superstep is saved
     OutcomeUnknown                  control signal, not a failure: an interrupted effect
                                     may or may not have happened; a human must say
+    JudgeUnavailable                control signal, not a finding: the judge gave no verdict;
+                                    verify and finalize ask a person or pass, by policy
 
 Tool errors never escape the execute node: they become a classified
 ``StepFailure`` stored on the step.
@@ -319,6 +321,15 @@ class OutcomeUnknown(Exception):
     def __init__(self, key: str, started_at: datetime, why: str) -> None:
         self.key, self.started_at = key, started_at
         super().__init__(why)
+
+
+class JudgeUnavailable(Exception):
+    """The judge gave no verdict (onward.verification.judge): ``reason`` says why,
+    ``usage`` what its calls cost, failed ones included. It never escapes a node."""
+
+    def __init__(self, reason: str, usage: Usage) -> None:
+        super().__init__(reason)
+        self.reason, self.usage = reason, usage
 
 
 class OnwardWarning(UserWarning):

@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from onward.errors import JudgeUnavailable
 from onward.model.state import (
     PLAN_TARGET,
     Decision,
@@ -42,7 +43,7 @@ from onward.observe.chat import REPORT_KEY, markdown_report, report_marker, repo
 from onward.observe.kinds import EventKind
 from onward.observe.progress import emit
 from onward.verification.checks import evaluate
-from onward.verification.judge import JudgeUnavailable, goal_hash, judge_goal, unavailable
+from onward.verification.judge import goal_hash, judge_goal, unavailable
 
 NOT_REVIEWED = "the goal review did not run"
 

@@ -30,7 +30,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from onward.errors import AnswerError
+from onward.errors import AnswerError, JudgeUnavailable
 from onward.model import references
 from onward.model.state import (
     ApproveTask,
@@ -64,7 +64,7 @@ from onward.testing import faults as diagnostics
 from onward.tools.registry import load_tool_modules
 from onward.verification.checks import artifact_names, evaluate, with_args
 from onward.verification.failures import settle
-from onward.verification.judge import JudgeUnavailable, judge_step, unavailable
+from onward.verification.judge import judge_step, unavailable
 
 _NO_USAGE = Usage()
 """The usage of a step no model reviewed (frozen, so one instance serves every step)."""

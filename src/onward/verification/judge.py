@@ -28,7 +28,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel, Field
 
-from onward.errors import DeterministicToolError, TransientToolError
+from onward.errors import DeterministicToolError, JudgeUnavailable, TransientToolError
 from onward.llm import context
 from onward.llm.calls import ask_json
 from onward.model import references
@@ -58,14 +58,6 @@ MAX_ARTIFACTS = 20
 class Verdict(BaseModel):
     ok: bool = Field(description="true if the output does what the step and goal need")
     findings: list[str] = Field(default_factory=list, description="what is wrong, if anything")
-
-
-class JudgeUnavailable(Exception):
-    """The judge gave no verdict: ``reason`` says why, ``usage`` what its calls cost."""
-
-    def __init__(self, reason: str, usage: Usage) -> None:
-        super().__init__(reason)
-        self.reason, self.usage = reason, usage
 
 
 def unavailable(deps: NodeDeps, state: RunState) -> str | None:
