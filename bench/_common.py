@@ -38,6 +38,17 @@ def chain_plan(n: int) -> Plan:
     )
 
 
+def any_size(**policy: Any) -> dict[str, Any]:
+    """``Onward.run`` keywords for a plan of any size: onward refuses plans over its run
+    policy's ``max_plan_steps`` (300 by default), so a long chain raises it. The older
+    revisions bench/commits.py compares have no such field, and get the policy without it."""
+    from onward import RunPolicy
+
+    if "max_plan_steps" in RunPolicy.model_fields:
+        policy["max_plan_steps"] = 10**9
+    return {"policy": RunPolicy(**policy)} if policy else {}
+
+
 def write_json(path: Path | None, rows: list[dict[str, Any]]) -> None:
     """The script's results for ``run_all.py``: one row per ratio, with its target."""
     if path is not None:

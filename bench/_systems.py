@@ -37,7 +37,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypedDict
 
-from _common import SYNC_NAMES, chain_plan
+from _common import SYNC_NAMES, any_size, chain_plan
 
 SYSTEMS = (
     "onward",
@@ -106,7 +106,7 @@ def _onward(db: str, workdir: Path, steps: int, window: Window) -> dict[str, str
         store: Any = ow.store
         settings = sqlite_settings(store.conn) if db == "sqlite" else pg_settings(store.pg_conn)
         clock.start()
-        view = ow.run(plan=plan, workdir=workdir)
+        view = ow.run(plan=plan, workdir=workdir, **any_size())
         clock.stop()
     status = getattr(view.status, "value", view.status)
     done = sum(getattr(s.status, "value", s.status) == "done" for s in view.steps)

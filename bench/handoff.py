@@ -58,6 +58,7 @@ def chain(tool: str, n: int) -> object:
 
 def ms_per_step(tool: str, steps: int, tools: Path) -> tuple[float, str]:
     """(ms per step of a chain of ``tool``, the store's journal_mode/synchronous)."""
+    from _common import any_size
     from onward import Onward
 
     with tempfile.TemporaryDirectory(prefix="onward-bench-handoff-") as tmp:
@@ -68,7 +69,7 @@ def ms_per_step(tool: str, steps: int, tools: Path) -> tuple[float, str]:
                 conn.execute("PRAGMA synchronous").fetchone()[0]
             ]
             start = time.perf_counter()
-            view = ow.run(plan=chain(tool, steps), workdir=tmp)
+            view = ow.run(plan=chain(tool, steps), workdir=tmp, **any_size())
             elapsed = time.perf_counter() - start
         if view.status != "done":
             raise SystemExit(f"the {tool} chain ended {view.status}")

@@ -62,7 +62,7 @@ with Onward(url, model=None) as ow:
     ow.run(plan=chain_plan(5), workdir=work)
     toggle = ["callgrind_control", "-i"]
     subprocess.run([*toggle, "on", str(os.getpid())], check=True, capture_output=True)
-    view = ow.run(plan=chain_plan(steps), workdir=work)
+    view = ow.run(plan=chain_plan(steps), workdir=work, **any_size())
     subprocess.run([*toggle, "off", str(os.getpid())], check=True, capture_output=True)
 status = getattr(view.status, "value", view.status)
 if status != "done":

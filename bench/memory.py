@@ -53,7 +53,7 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import write_json  # noqa: E402
+from _common import any_size, write_json  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -105,7 +105,7 @@ def curve_onward(steps: int, every: int) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory(prefix="onward-bench-mem-") as tmp:
         with Onward(f"sqlite:///{tmp}/onward.db", model=None) as ow:
-            view = ow.run(plan=chain_plan(steps), workdir=tmp, on_event=on_event)
+            view = ow.run(plan=chain_plan(steps), workdir=tmp, on_event=on_event, **any_size())
         if view.status != "done":
             raise SystemExit(f"the chain ended {view.status}")
     return {"samples": samples, "times": times}

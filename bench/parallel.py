@@ -24,7 +24,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from _common import write_json
+from _common import any_size, write_json
 from onward import Onward, Plan, PlanStep, RunStatus
 
 
@@ -37,7 +37,7 @@ def run(width: int, io: float) -> float:
         Onward(f"sqlite:///{Path(tmp) / 'onward.db'}", model=None) as ow,
     ):
         start = time.perf_counter()
-        view = ow.run(plan=plan, workdir=tmp, max_concurrency=width)
+        view = ow.run(plan=plan, workdir=tmp, max_concurrency=width, **any_size())
         elapsed = time.perf_counter() - start
     if view.status is not RunStatus.DONE:
         raise SystemExit(f"the {width}-step run ended {view.status}")

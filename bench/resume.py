@@ -31,8 +31,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from _common import write_json
-from onward import Onward, Plan, PlanStep, ProgressEvent, RunPolicy, RunStatus
+from _common import any_size, write_json
+from onward import Onward, Plan, PlanStep, ProgressEvent, RunStatus
 
 
 def stopped_run(root: Path, n: int) -> tuple[Path, str]:
@@ -48,7 +48,7 @@ def stopped_run(root: Path, n: int) -> tuple[Path, str]:
         view = ow.run(
             plan=Plan(steps=steps),
             workdir=root,
-            policy=RunPolicy(approve_tools=frozenset({"wait"})),
+            **any_size(approve_tools=frozenset({"wait"})),
         )
         if view.status is not RunStatus.WAITING_FOR_HUMAN:
             raise SystemExit(f"the {n}-step run ended {view.status}, expected to wait")

@@ -51,7 +51,7 @@ from langgraph.graph import END, START, StateGraph
 from rich.console import Console
 from rich.table import Table
 
-from _common import chain_plan, write_json
+from _common import any_size, chain_plan, write_json
 from onward import Onward, RunStatus, StepStatus
 
 TARGET_BYTES_PER_STEP = 5 * 1024
@@ -126,7 +126,7 @@ def run_onward(n: int) -> Sample:
         workdir = Path(tmp)
         db = workdir / "onward.db"
         with Onward(f"sqlite:///{db}") as ow:
-            view = ow.run(plan=chain_plan(n), workdir=workdir)
+            view = ow.run(plan=chain_plan(n), workdir=workdir, **any_size())
         done = sum(s.status is StepStatus.DONE for s in view.steps)
         if view.status is not RunStatus.DONE or done != n:
             raise SystemExit(f"onward run ended {view.status} with {done}/{n} steps done")

@@ -32,7 +32,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import chain_plan, write_json
+from _common import any_size, chain_plan, write_json
 from onward import Onward
 from onward.llm.context import SYSTEM, message_tokens
 from onward.llm.fake import ScriptedChatModel
@@ -44,7 +44,7 @@ VERDICT = {"ok": True, "findings": []}
 def run_onward(steps: int) -> list[int]:
     model = ScriptedChatModel(default=VERDICT)
     with tempfile.TemporaryDirectory() as tmp, Onward(f"sqlite:///{tmp}/o.db", model=model) as ow:
-        view = ow.run(GOAL, plan=chain_plan(steps), workdir=tmp, judge=True)
+        view = ow.run(GOAL, plan=chain_plan(steps), workdir=tmp, judge=True, **any_size())
         assert view.status == "done", view.status
     return [message_tokens(call) for call in model.calls]
 

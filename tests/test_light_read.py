@@ -156,7 +156,8 @@ def test_a_long_plan_stored_in_chunks_reads_the_same_light_and_full_and_resumes(
     steps.append({"id": "gate", "tool": "wait", "args": {"seconds": 0}, "depends_on": ["s299"]})
     plan = plan_file(workdir, "long", {"goal": "a long plan", "steps": steps})
     with Onward(db_url) as ow:
-        view = ow.run(plan=plan, policy=RunPolicy(approve_tools={"wait"}), workdir=workdir)
+        policy = RunPolicy(approve_tools={"wait"}, max_plan_steps=301)
+        view = ow.run(plan=plan, policy=policy, workdir=workdir)
         tid = view.thread_id
         assert view.pending
         expected = ow.get(tid)
