@@ -425,6 +425,20 @@ def test_approve_plan_edit_and_reject(hitl: Onward, workdir: Path) -> None:
     assert "not today" in view.failure.message
 
 
+def test_a_plan_edit_at_approval_cannot_grow_the_plan_past_the_runs_limit(
+    hitl: Onward,
+) -> None:
+    tid = _start(hitl, PlanStep(id="n", tool="slow"), approve_plan=True, max_plan_steps=2)
+    hitl.drive(tid)
+    steps = [{"id": f"m{i}", "tool": "slow"} for i in range(3)]
+    with pytest.raises(AnswerError, match=r"3 steps; this run allows at most 2 \(max_plan_steps\)"):
+        hitl.approve(tid, "plan", args={"steps": steps})
+    assert [s.id for s in hitl.state(tid).plan.steps] == ["n"]  # nothing changed
+    view = hitl.approve(tid, "plan", args={"steps": steps[:2]})
+    assert view.status == "done"
+    assert [s.id for s in view.steps] == ["m0", "m1"]
+
+
 # ----------------------------------------------------------------------------- tokens
 
 

@@ -217,7 +217,9 @@ def preflight(ow: Onward, thread_id: str, target: PendingDecision, answer: Answe
     if target.kind is WaitKind.BUDGET:
         edited_budget(state.budget, answer)
     elif target.kind is WaitKind.PLAN:
-        edited_plan(state.plan, answer, ow.registry, allow, state.steps)
+        edited_plan(
+            state.plan, answer, ow.registry, allow, state.steps, state.policy.max_plan_steps
+        )
     else:
         assert target.step_id is not None
         edited_step(state.plan.step(target.step_id), answer, ow.registry, allow)

@@ -137,7 +137,15 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             h = plan_hash(state.plan)
             if state.plan_approval is None or state.plan_approval.args_hash != h:
                 done = {k: r for k, r in state.steps.items() if r.status is StepStatus.DONE}
-                task = ask(state, WaitKind.PLAN, None, h, plan=state.plan, done=done)
+                task = ask(
+                    state,
+                    WaitKind.PLAN,
+                    None,
+                    h,
+                    plan=state.plan,
+                    done=done,
+                    max_plan_steps=state.policy.max_plan_steps,
+                )
                 return [Send(APPROVE, task)]
         if state.waiting:
             # An unknown outcome: stop and ask before anything else runs; then the

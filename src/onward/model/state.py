@@ -495,6 +495,8 @@ class ApproveTask(_Frozen):
     checks that verify a result a person gives for an escalated step."""
     budget: Budget | None = None
     """For budget questions: the limits in force."""
+    max_plan_steps: int | None = None
+    """For plan questions: the run policy's ``max_plan_steps`` (an edit may not pass it)."""
     spent: dict[str, float] = Field(default_factory=dict)
     """For budget questions: what ran out (metric → used)."""
     wave: int = 1

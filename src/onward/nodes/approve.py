@@ -112,7 +112,9 @@ def _answer_plan(deps: NodeDeps, task: ApproveTask, answer: Answer) -> Updates |
             "decisions": [decision(task, answer, DecisionAction.APPROVE)],
         }
     if answer.type is AnswerType.EDIT:
-        new = edited_plan(plan, answer, deps.registry, task.allow_tools, task.done)
+        new = edited_plan(
+            plan, answer, deps.registry, task.allow_tools, task.done, task.max_plan_steps
+        )
         h = plan_hash(new)
         approval = Approval(
             step_id=PLAN_TARGET, tool="approve_plan", args_hash=h, by=by, at=utcnow(), edited=True

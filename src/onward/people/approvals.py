@@ -431,9 +431,10 @@ def edited_plan(
     registry: Registry,
     allow_tools: frozenset[str] | None,
     records: Mapping[str, StepRecord] | None = None,
+    max_steps: int | None = None,
 ) -> Plan:
     """The plan a person sent back (``edited_action.args = {"steps": [...]}``), validated
-    as a revision of ``plan`` (allowlist included)."""
+    as a revision of ``plan`` (allowlist and the run's ``max_plan_steps`` included)."""
     from onward.planning.revise import revision_problems
 
     assert answer.args is not None
@@ -445,7 +446,15 @@ def edited_plan(
     except ValidationError as exc:
         raise AnswerError(f"the edited plan is not valid: {_errors_text(exc)}") from None
     new = Plan(version=plan.version + 1, source=PlanSource.DECLARED, steps=steps)
-    problems = revision_problems(plan, new, records or {}, registry, allow_tools=allow_tools)
+    problems = revision_problems(
+        plan,
+        new,
+        records or {},
+        registry,
+        allow_tools=allow_tools,
+        max_steps=max_steps,
+        hint="send fewer steps",
+    )
     if problems:
         raise AnswerError("the edited plan is not valid: " + "; ".join(map(str, problems)))
     return new

@@ -412,6 +412,8 @@ def tightened_policy(base: RunPolicy, asked: Any) -> RunPolicy:
         looser.append("escalate_failures (the server fails such runs instead of waiting)")
     if "max_plan_steps" in asked and wanted.max_plan_steps > base.max_plan_steps:
         looser.append(f"max_plan_steps (the server allows at most {base.max_plan_steps})")
+    if "judge_failure" in asked and base.judge_failure == "pause" != wanted.judge_failure:
+        looser.append("judge_failure (the server asks a person when the judge cannot run)")
     for name, deadline in [
         ("deadline", wanted.deadline),
         *((f"tool_deadlines.{t}", d) for t, d in wanted.tool_deadlines.items()),
@@ -440,6 +442,7 @@ def tightened_policy(base: RunPolicy, asked: Any) -> RunPolicy:
         max_plan_steps=min(base.max_plan_steps, wanted.max_plan_steps)
         if "max_plan_steps" in asked
         else base.max_plan_steps,
+        judge_failure=wanted.judge_failure if "judge_failure" in asked else base.judge_failure,
     )
 
 

@@ -86,6 +86,7 @@ def judge_goal(deps: NodeDeps, state: RunState, thread_id: str) -> tuple[RunFail
         "goal: does it do what was asked? Look for what the checks cannot see. The run's "
         "artifacts (summaries and excerpts) are fenced above.",
         data=_artifact_excerpts(deps, state),
+        key=thread_id,
     )
     verdict, usage = _ask(deps, messages, purpose="judge-goal", thread_id=thread_id)
     if verdict.ok:
@@ -111,6 +112,7 @@ def judge_step(
         current=step.id,
         data=_step_evidence(deps, task, output),
         bodies={step.output or f"step:{step.id}": output},
+        key=thread_id,
         status=False,
     )
     verdict, usage = _ask(deps, messages, purpose="judge", thread_id=thread_id, step_id=step.id)
