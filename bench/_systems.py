@@ -104,7 +104,7 @@ def _onward(db: str, workdir: Path, steps: int, window: Window) -> dict[str, str
     ow = Onward(url, model=None)  # opened outside the window; run and close inside it
     with window() as clock, ow:
         store: Any = ow.store
-        settings = sqlite_settings(store.conn) if db == "sqlite" else pg_settings(store.pg_conn)
+        settings = sqlite_settings(store.conn) if db == "sqlite" else pg_settings(store.connect())
         clock.start()
         view = ow.run(plan=plan, workdir=workdir, **any_size())
         clock.stop()

@@ -6,6 +6,8 @@
 | `ONWARD_AES_KEY` | text | unset: not encrypted | key at rest, read by `onward.store.encryption` |
 | `ONWARD_BUSY_TIMEOUT` | duration | 10 s | wait this long for a locked SQLite database |
 | `ONWARD_FSYNC` | flag | off | fsync files, SQLite `synchronous=FULL` |
+| `ONWARD_PG_POOL_SIZE` | count | 10 | Postgres connections a process holds at most |
+| `ONWARD_PG_OUTAGE` | duration | 5 min | how long an unreachable Postgres is waited for |
 | `ONWARD_LEASE_TTL` | duration | 30 s | a run's lease lives this long past a heartbeat |
 | `ONWARD_HEARTBEAT` | duration | TTL / 3, at most 10 s | between lease heartbeats (< the TTL) |
 | `ONWARD_MAX_WAIT` | duration | 60 s | longest retry wait slept in-process |
@@ -84,6 +86,8 @@ class Settings:
     aes_key: str | None = None
     busy_timeout: timedelta = timedelta(seconds=10)
     fsync: bool = False
+    pg_pool_size: int = 10
+    pg_outage: timedelta = timedelta(minutes=5)
     lease_ttl: timedelta = DEFAULT_LEASE_TTL
     heartbeat: timedelta = DEFAULT_HEARTBEAT
     max_wait: timedelta = timedelta(seconds=60)
@@ -127,6 +131,7 @@ class Settings:
             ("ONWARD_TOKEN_TTL", self.token_ttl),
             ("ONWARD_MODEL_TIMEOUT", self.model_timeout),
             ("ONWARD_CRON_TICK", self.cron_tick),
+            ("ONWARD_PG_OUTAGE", self.pg_outage),
         ):
             if value <= timedelta(0):
                 raise UsageError(f"{name} is {_seconds(value)}; it must be more than 0")
@@ -138,6 +143,7 @@ class Settings:
             )
         for name, count in (
             ("ONWARD_CONTEXT_TOKENS", self.context_tokens),
+            ("ONWARD_PG_POOL_SIZE", self.pg_pool_size),
             ("ONWARD_MAX_BODY", self.max_body),
             ("ONWARD_RUN_SLOTS", self.run_slots),
             ("ONWARD_USER_RUNS", self.user_runs),
@@ -258,6 +264,8 @@ _VARIABLES = (
     _Variable("ONWARD_AES_KEY", "aes_key", _text),
     _Variable("ONWARD_BUSY_TIMEOUT", "busy_timeout", _duration),
     _Variable("ONWARD_FSYNC", "fsync", _flag),
+    _Variable("ONWARD_PG_POOL_SIZE", "pg_pool_size", _count),
+    _Variable("ONWARD_PG_OUTAGE", "pg_outage", _duration),
     _Variable("ONWARD_LEASE_TTL", "lease_ttl", _duration),
     _Variable("ONWARD_HEARTBEAT", "heartbeat", _duration),
     _Variable("ONWARD_MAX_WAIT", "max_wait", _duration),

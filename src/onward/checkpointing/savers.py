@@ -9,7 +9,10 @@ other).
 
 On Postgres, LangGraph's saver runs on an autocommit connection, so each statement of a
 ``put`` or ``put_writes`` batch commits (and flushes the WAL) alone; here each batch is
-one transaction.
+one transaction. The saver borrows its connections from the process's pool
+(:class:`~onward.store.connection.PgPool`), and a batch whose connection was lost, or
+could not be had, is sent again once the server answers (its inserts ignore or update a
+duplicate key, so a batch sent twice saves what it saved once).
 
 On SQLite, loading a thread finds each delta channel's last snapshot without decoding
 every checkpoint on the way (see :meth:`OnwardSqliteSaver.get_delta_channel_history`).
@@ -65,6 +68,8 @@ from onward.observe.events import LogRow
 
 if TYPE_CHECKING:
     import psycopg
+
+    from onward.store.connection import PgPool
 
 Statements = list[tuple[str, list[tuple[Any, ...]]]]
 """(SQL with ``?`` placeholders, rows) pairs."""
@@ -523,17 +528,11 @@ _CHAIN_SQL = (
 
 
 def postgres_saver(
-    conn: psycopg.Connection[Any], *, serde: SerializerProtocol, held: HeldRows, to_sql: RowsToSql
+    pool: PgPool, *, serde: SerializerProtocol, held: HeldRows, to_sql: RowsToSql
 ) -> Any:
-    """A :class:`PostgresSaver` (imported only with the postgres extra) whose batches are
-    transactions and whose ``put_writes`` also inserts the task's held rows."""
+    """A :class:`PostgresSaver` (imported only with the postgres extra) on ``pool``, whose
+    batches are transactions and whose ``put_writes`` also inserts the task's held rows."""
     from langgraph.checkpoint.postgres import PostgresSaver
-    from psycopg.pq import TransactionStatus
-    from psycopg.rows import dict_row
-
-    from onward.checkpointing.onestatement import one_statement, send
-
-    IDLE = TransactionStatus.IDLE
 
     class OnwardPostgresSaver(FlushedReads, PostgresSaver):
         _deferred: Deferred
@@ -552,53 +551,19 @@ def postgres_saver(
                 return
             # A batch is one transaction, with the deferred statements before it: one
             # commit (and WAL flush) instead of one per statement, and all of it or none
-            # after a crash.
-            if not self.supports_pipeline:  # a libpq older than 14
-                with (
-                    self.lock,
-                    conn.transaction(),
-                    conn.cursor(binary=True, row_factory=dict_row) as cur,
-                ):
-                    self._replay(cur, self._pending([]))
-                    yield cur
-                self._deferred.clear()
-                return
-            # The batch is recorded, then sent after the deferred statements, grouped
-            # (grouped()): as one statement where that cannot change the result
-            # (onestatement.py: one message, and in autocommit one transaction), else
-            # with BEGIN and COMMIT in one pipeline: one commit and one round trip either
-            # way (psycopg's transaction() would add two round trips to each batch).
+            # after a crash. It is recorded, then sent after the deferred statements on a
+            # connection of the pool (_send), again if the server could not be reached.
             batch: Statements = []
             yield _Recorder(batch)
             with self.lock:
-                try:
-                    statements = self._pending(batch)
-                    joined = one_statement(statements)
-                    if joined is not None and conn.info.transaction_status is IDLE:
-                        send(conn, joined)
-                    else:
-                        with (
-                            conn.pipeline(),
-                            conn.cursor(binary=True, row_factory=dict_row) as cur,
-                        ):
-                            cur.execute("BEGIN")
-                            self._replay(cur, statements)
-                            cur.execute("COMMIT")
-                    self._deferred.clear()
-                except BaseException:
-                    if conn.info.transaction_status is not IDLE:
-                        with suppress(Exception):  # a dead connection: keep the first error
-                            conn.execute("ROLLBACK")
-                    raise
+                statements = self._pending(batch)
+                pipelined = self.supports_pipeline
+                pool.retry(lambda: pool.borrowed(lambda c: _send(c, statements, pipelined)))
+                self._deferred.clear()
 
         def _pending(self, batch: Statements) -> Statements:
             """The deferred statements, then ``batch``, grouped: what the next commit sends."""
             return grouped([*self._deferred.take(), *batch])
-
-        @staticmethod
-        def _replay(cur: Any, statements: Statements) -> None:
-            for sql, rows in statements:
-                cur.executemany(sql, rows)
 
         @contextmanager
         def _deferring(self, thread_id: str, defer: bool) -> Iterator[None]:
@@ -665,7 +630,42 @@ def postgres_saver(
                 for sql, params in to_sql(thread_id, events, refs):
                     cur.executemany(sql.replace("?", "%s"), params)
 
-    saver = OnwardPostgresSaver(conn, serde=serde)
+    saver = OnwardPostgresSaver(pool.pool, serde=serde)
     saver._deferred, saver._local = Deferred(), threading.local()
     held.flush, held.discard = saver.flush, saver._drop
     return saver
+
+
+def _send(conn: psycopg.Connection[Any], statements: Statements, pipelined: bool) -> None:
+    """A batch in one transaction: grouped (:func:`grouped`) and sent as one statement
+    where that cannot change the result (onestatement.py: one message, and in autocommit
+    one transaction), else with BEGIN and COMMIT in one pipeline (psycopg's transaction()
+    would add two round trips to each batch), or, on a libpq older than 14, in a
+    transaction. One commit and one round trip either way."""
+    from psycopg.pq import TransactionStatus
+    from psycopg.rows import dict_row
+
+    from onward.checkpointing.onestatement import one_statement, send
+
+    try:
+        joined = one_statement(statements)
+        if joined is not None:
+            send(conn, joined)
+        elif pipelined:
+            with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
+                cur.execute("BEGIN")
+                _replay(cur, statements)
+                cur.execute("COMMIT")
+        else:
+            with conn.transaction(), conn.cursor(binary=True, row_factory=dict_row) as cur:
+                _replay(cur, statements)
+    except BaseException:
+        if conn.info.transaction_status is not TransactionStatus.IDLE:
+            with suppress(Exception):  # a dead connection: keep the first error
+                conn.execute("ROLLBACK")
+        raise
+
+
+def _replay(cur: Any, statements: Statements) -> None:
+    for sql, rows in statements:
+        cur.executemany(sql, rows)

@@ -4,15 +4,21 @@ LangGraph Server API. Both import their machinery only when started."""
 from __future__ import annotations
 
 import json
+import logging
 import signal
+import sys
+import threading
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
 from onward.cli.options import EXIT_USAGE, DbOpt, JsonOpt, ToolsOpt, duration, errors, store_url
 from onward.cli.render import err
+
+if TYPE_CHECKING:
+    from onward.client.worker import WorkerReport
 
 commands = typer.Typer()
 
@@ -37,38 +43,87 @@ def worker(
     as_json: JsonOpt = False,
 ) -> None:
     """Claim queued and resumable runs from the store and drive them, until SIGTERM or
-    Ctrl-C: then finish the current superstep, requeue, release leases and exit."""
+    Ctrl-C: then finish the current superstep, requeue, release leases and exit 0. A
+    database that goes away is waited for (ONWARD_PG_OUTAGE); a worker that stops for any
+    other reason exits non-zero (2: the database stayed unreachable), so a supervisor with
+    restart-on-failure restarts it."""
     from onward.client.worker import Worker, WorkerPolicy
 
     policy = WorkerPolicy(
         concurrency=concurrency, poll=timedelta(seconds=poll), exit_when_idle=exit_when_idle
     )
-
-    def log(thread_id: str, outcome: str) -> None:
-        if as_json:
-            print(json.dumps({"thread_id": thread_id, "outcome": outcome}), flush=True)
-        else:
-            err.print(f"{thread_id}: {outcome}", highlight=False)
-
+    out = _Lines(as_json)
+    _log_store_outages(out)
     with errors(as_json):
-        w = Worker(store_url(db), policy=policy, tool_modules=tools or [], on_drive=log)
+        w = Worker(store_url(db), policy=policy, tool_modules=tools or [], on_drive=out.drive)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: w.drain())
-        report = w.run()
-    summary = {
-        "drives": report.drives,
-        "finished": len(report.finished),
-        "errors": len(report.errors),
-        "drained": report.drained,
-    }
-    if as_json:
-        print(json.dumps({"worker": summary}), flush=True)
-    else:
-        err.print(
-            f"worker stopped: {summary['drives']} drives, {summary['finished']} runs finished, "
-            f"{summary['errors']} errors" + (" (drained)" if report.drained else ""),
-            highlight=False,
+        try:
+            w.run()
+        finally:
+            out.summary(w.report)
+
+
+class _Lines:
+    """The worker's output, written by its slots' threads: each line whole, one at a time
+    (``--json``: one object per line on stdout; logs and text on stderr)."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self._lock = threading.Lock()
+
+    def _write(self, text: str, stream: TextIO) -> None:
+        with self._lock:
+            stream.write(text + "\n")
+            stream.flush()
+
+    def drive(self, thread_id: str, outcome: str) -> None:
+        if self.as_json:
+            self._write(json.dumps({"thread_id": thread_id, "outcome": outcome}), sys.stdout)
+        else:
+            self._write(f"{thread_id}: {outcome}", sys.stderr)
+
+    def log(self, message: str) -> None:
+        self._write(f"onward worker: {message}", sys.stderr)
+
+    def summary(self, report: WorkerReport) -> None:
+        counts = {
+            "drives": report.drives,
+            "finished": len(report.finished),
+            "errors": len(report.errors),
+            "retried": report.retried,
+            "drained": report.drained,
+        }
+        if self.as_json:
+            self._write(json.dumps({"worker": counts}), sys.stdout)
+            return
+        again = f", {report.retried} driven again after losing the database"
+        self._write(
+            f"worker stopped: {report.drives} drives, {len(report.finished)} runs finished, "
+            f"{len(report.errors)} errors{again if report.retried else ''}"
+            + (" (drained)" if report.drained else ""),
+            sys.stderr,
         )
+
+
+class _OutageLines(logging.Handler):
+    """The store's one line per database outage (store/connection.py), as the worker's."""
+
+    out: _Lines | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.out is not None:
+            self.out.log(record.getMessage())
+
+
+def _log_store_outages(out: _Lines) -> None:
+    logger = logging.getLogger("onward.store")
+    handler = next((h for h in logger.handlers if isinstance(h, _OutageLines)), None)
+    if handler is None:
+        handler = _OutageLines(logging.WARNING)
+        logger.addHandler(handler)
+    handler.out = out
+    logger.propagate = False
 
 
 @commands.command()

@@ -21,10 +21,20 @@ after that, when the dead driver's lease has expired too (the takeover is logged
 
 SIGTERM drains: nodes that have not started raise ``DrainRequested``, so each slot ends
 its drive on a saved superstep, puts the run back as ready, releases the lease and exits.
+
+The database going away (Postgres stopped, restarting, out of connections, a connection
+killed) is waited out: the store's statements wait for the server (store/connection.py),
+and a drive that failed because its connection was lost is driven again, in the same slot,
+once the server answers; it goes on from its last saved step. A worker started while the
+server is down waits for it too. When the server stays away longer than
+``ONWARD_PG_OUTAGE``, or a slot fails in a way a drive does not absorb, the worker stops
+every slot and :meth:`Worker.run` raises that error: only a drain or ``exit_when_idle``
+end a worker without one (the CLI's exit code says which).
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -39,7 +49,9 @@ from onward.errors import LeaseLostError, OnwardError, RunBusyError
 from onward.observe.kinds import EventKind
 from onward.people.inbox import PendingDecision
 from onward.policies.durations import fix_durations
+from onward.store.connection import patiently
 from onward.store.leases import new_owner
+from onward.store.sql import DatabaseGone, DatabaseUnavailable
 from onward.tools.registry import Registry
 
 
@@ -48,7 +60,8 @@ class WorkerPolicy:
     """How a worker claims and drives runs."""
 
     concurrency: int = 1
-    """Runs driven at once, each on its own thread with its own store connections."""
+    """Runs driven at once, each on its own thread (Postgres: sharing the process's pool of
+    ``ONWARD_PG_POOL_SIZE`` connections, whatever the concurrency)."""
     poll: timedelta = timedelta(seconds=1)
     """Time between claim attempts while nothing is ready."""
     exit_when_idle: bool = False
@@ -68,13 +81,20 @@ class WorkerPolicy:
 
 @dataclass
 class WorkerReport:
-    """What a worker did before it stopped."""
+    """What a worker did before it stopped (every slot's, counted under one lock)."""
 
     drives: int = 0
+    """Drives that ended (finished, waiting, suspended, drained, busy or failed)."""
     finished: list[str] = field(default_factory=list)
+    """Runs this worker's drives brought to an end (done, failed or cancelled)."""
     errors: list[tuple[str, str]] = field(default_factory=list)
     """(thread id, message) of drives that failed; the run was requeued."""
+    retried: int = 0
+    """Drives begun again because the database could not be reached mid-drive."""
     drained: bool = False
+    stopped_by: BaseException | None = None
+    """The error that stopped the worker (the database gone for good, a slot's failure);
+    None after a drain or an idle exit."""
 
 
 class Worker:
@@ -112,53 +132,111 @@ class Worker:
                 client.deps.draining.set()
 
     def run(self) -> WorkerReport:
-        """Drive queued runs until :meth:`drain` (or idle, with ``exit_when_idle``)."""
-        slots = [
-            threading.Thread(target=self._slot, name=f"onward-worker-{i}", daemon=True)
-            for i in range(max(1, self.policy.concurrency))
-        ]
-        for t in slots:
-            t.start()
-        for t in slots:
-            while t.is_alive():
-                t.join(0.2)  # join in slices: the main thread must stay able to take signals
+        """Drive queued runs until :meth:`drain` (or idle, with ``exit_when_idle``). Raises
+        the error that stopped the worker otherwise (``report.stopped_by``): the database
+        gone for longer than ``ONWARD_PG_OUTAGE`` (a :class:`DatabaseGone`), or a slot's."""
+        with patiently():  # a server that is not up yet is waited for (ONWARD_PG_OUTAGE)
+            anchor = Onward(self.db, **self._client_args)
+            # Open (or make) the store first: the slots' stores then share its pool.
+            anchor.store  # noqa: B018
+        with anchor:
+            slots = [
+                threading.Thread(target=self._slot, name=f"onward-worker-{i}", daemon=True)
+                for i in range(max(1, self.policy.concurrency))
+            ]
+            for t in slots:
+                t.start()
+            for t in slots:
+                while t.is_alive():
+                    t.join(0.2)  # in slices: the main thread must stay able to take signals
+        if self.report.stopped_by is not None:
+            raise self.report.stopped_by
         return self.report
 
     def _slot(self) -> None:
-        with Onward(self.db, **self._client_args) as ow:
+        try:
+            with patiently():  # a server that is not up yet is waited for
+                ow = Onward(self.db, **self._client_args)
+            with ow:
+                self._claim_and_drive(ow)
+        except BaseException as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        """A slot stopped by an error: the worker stops (the first error is its reason)."""
+        with self._lock:
+            if self.report.stopped_by is None and not self.report.drained:
+                self.report.stopped_by = exc
+            clients = list(self._clients)
+        self._stop.set()
+        for client in clients:
+            client.deps.draining.set()
+
+    def _claim_and_drive(self, ow: Onward) -> None:
+        with self._lock:
+            self._clients.append(ow)
+            if self._stop.is_set():
+                ow.deps.draining.set()
+        owner = new_owner()
+        hold = ow.store.leases.policy.ttl.total_seconds()
+        while not self._stop.is_set():
             with self._lock:
-                self._clients.append(ow)
-                if self._stop.is_set():
-                    ow.deps.draining.set()
-            owner = new_owner()
-            hold = ow.store.leases.policy.ttl.total_seconds()
-            while not self._stop.is_set():
+                self._busy += 1
+            try:
+                thread_id = self._claim(ow, owner, hold)
+            except DatabaseGone:
+                raise
+            except DatabaseUnavailable:  # a claim's commit lost: the statements wait
+                thread_id = None
+            if thread_id is None:
                 with self._lock:
-                    self._busy += 1
-                thread_id = ow.store.claim(owner, hold)
-                if thread_id is None and ow.store.adopt_orphans(ow.store.leases.clock()):
-                    thread_id = ow.store.claim(owner, hold)
-                if thread_id is None:
-                    with self._lock:
-                        self._busy -= 1
-                        idle = self._busy == 0
-                    if self.policy.exit_when_idle and idle and not ow.store.pending_work():
-                        return
-                    self._stop.wait(self.policy.poll.total_seconds())
-                    continue
-                try:
-                    self._drive(ow, thread_id, owner)
-                finally:
-                    with self._lock:
-                        self._busy -= 1
+                    self._busy -= 1
+                    idle = self._busy == 0
+                if self.policy.exit_when_idle and idle and not ow.store.pending_work():
+                    return
+                self._stop.wait(self.policy.poll.total_seconds())
+                continue
+            try:
+                self._drive(ow, thread_id, owner)
+            finally:
+                with self._lock:
+                    self._busy -= 1
+
+    @staticmethod
+    def _claim(ow: Onward, owner: str, hold: float) -> str | None:
+        thread_id = ow.store.claim(owner, hold)
+        if thread_id is None and ow.store.adopt_orphans(ow.store.leases.clock()):
+            thread_id = ow.store.claim(owner, hold)
+        return thread_id
+
+    def _drive_through_outages(self, ow: Onward, thread_id: str) -> None:
+        """Sweep the run's deadlines, then drive it; again (from its last saved step) after
+        a drive that lost the database, once the server answers. The store's statements
+        wait for it themselves, up to ``ONWARD_PG_OUTAGE`` (then DatabaseGone ends this)."""
+        delay = 0.1
+        while True:
+            try:
+                # Deadlines of this run's questions first (reminders, expiry defaults).
+                ow.sweep(thread_ids=[thread_id], continue_runs=False)
+                ow.drive(thread_id, wait=False)
+                return
+            except DatabaseGone:
+                raise
+            except DatabaseUnavailable:
+                if self._stop.is_set():
+                    raise
+                with self._lock:
+                    self.report.retried += 1
+                time.sleep(delay * random.uniform(0.5, 1.5))
+                delay = min(delay * 2, 2.0)
 
     def _drive(self, ow: Onward, thread_id: str, owner: str) -> None:
         store = ow.store
         outcome = "requeued"
         try:
-            # Deadlines of this run's questions first (reminders, expiry defaults).
-            ow.sweep(thread_ids=[thread_id], continue_runs=False)
-            ow.drive(thread_id, wait=False)
+            self._drive_through_outages(ow, thread_id)
+        except DatabaseGone:
+            raise
         except RunBusyError as busy:
             store.requeue(thread_id, busy.expires_at.timestamp(), owner)
             self._done(thread_id, "busy")
@@ -169,16 +247,17 @@ class Worker:
         except OnwardError as exc:
             store.events.record(thread_id, EventKind.WORKER_ERROR, {"error": str(exc)[:500]})
             store.requeue(thread_id, time.time() + self.policy.error_backoff.total_seconds(), owner)
-            self.report.errors.append((thread_id, str(exc)))
+            with self._lock:
+                self.report.errors.append((thread_id, str(exc)))
             self._done(thread_id, "error")
             return
-        self.report.drives += 1
         view = ow.get(thread_id)
         now = time.time()
         if view.status.finished:
             # Finished even if a drain came in as the last superstep ended: not requeued.
             store.dequeue(thread_id)
-            self.report.finished.append(thread_id)
+            with self._lock:
+                self.report.finished.append(thread_id)
             outcome = view.status.value
         elif self._stop.is_set():
             store.requeue(thread_id, now, owner)  # drained: ready for another worker now
@@ -201,6 +280,8 @@ class Worker:
         self._done(thread_id, outcome)
 
     def _done(self, thread_id: str, outcome: str) -> None:
+        with self._lock:
+            self.report.drives += 1
         if self.on_drive is not None:
             self.on_drive(thread_id, outcome)
 

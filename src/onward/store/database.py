@@ -42,7 +42,7 @@ from onward.store import blobs, reserve
 from onward.store.artifacts import ArtifactStore, fsync_enabled
 from onward.store.assistants import ASSISTANT_SCHEMA, Assistants
 from onward.store.breakers import BREAKER_SCHEMA, Breakers
-from onward.store.connection import SharedConnection
+from onward.store.connection import PgPool, PooledDb, SharedConnection, close_pool, open_pool
 from onward.store.crons import CRON_SCHEMA, Crons
 from onward.store.drivers import drive_ended
 from onward.store.encryption import KEY_CHECK, Cipher, check_key, open_text, seal_text
@@ -261,17 +261,35 @@ class QueueRow:
 
 _SAVER_CALLS = ("put", "put_writes", "flush", "get_tuple", "delete_thread")
 """The saver methods a drive calls, each a commit or a read of the database."""
+_SAVER_RETRIED = frozenset({"get_tuple", "delete_thread"})
+"""Those that may run again whole after a lost connection (a read; a delete)."""
 
 
-def _map_saver_errors(saver: BaseCheckpointSaver[Any], backend: Backend, where: str) -> None:
+def retry_call(
+    retry: Callable[[Callable[[], Any]], Any], method: Callable[..., Any], *args: Any, **kw: Any
+) -> Any:
+    return retry(lambda: method(*args, **kw))
+
+
+def _map_saver_errors(
+    saver: BaseCheckpointSaver[Any],
+    backend: Backend,
+    where: str,
+    retry: Callable[[Callable[[], Any]], Any] | None = None,
+) -> None:
     """Driver errors of the checkpoint saver's commits and reads → StoreErrors, as for every
     other statement of the store (:func:`~onward.store.sql.translate_errors`): a full disk
     while a step's writes commit says what to do instead of a traceback. Wrapped on the
-    instance, at the store's boundary, so the savers stay LangGraph's (``checkpointing``)."""
+    instance, at the store's boundary, so the savers stay LangGraph's (``checkpointing``).
+    ``retry`` (Postgres: the pool's) waits out an outage in the calls that only read or
+    repeat what they did (:data:`_SAVER_RETRIED`; the commits retry inside the saver)."""
 
     def mapped(method: Callable[..., Any]) -> Callable[..., Any]:
         # translate_errors without its context manager: a plan step makes four of these
         # calls, and entering the generator cost more than the mapping (same errors).
+        if retry is not None and method.__name__ in _SAVER_RETRIED:
+            method = functools.partial(retry_call, retry, method)
+
         @functools.wraps(method)
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
@@ -486,32 +504,26 @@ class Store:
         _map_saver_errors(self.saver, Backend.SQLITE, self.where)
 
     def _open_postgres(self) -> None:
-        import psycopg
-        from psycopg.rows import dict_row
-
-        with translate_errors(Backend.POSTGRES, self.where):
-            conn = psycopg.connect(
-                self.url,
-                autocommit=True,
-                prepare_threshold=0,
-                row_factory=dict_row,
-                connect_timeout=max(1, int(self._timeout)),
-            )
-            try:
-                setup = Db.open(self.url, timeout=self._timeout)
-                try:
-                    with setup.session_lock("onward schema", self._timeout):
-                        self._migrate(setup, None)
-                finally:
-                    setup.close()
-            except BaseException:
-                conn.close()
-                raise
-        self.pg_conn = conn
+        """On the process's pool (store/connection.py), as every connection of the store:
+        a server that is down is waited for, up to ONWARD_PG_OUTAGE. The schema lock is
+        taken only when the schema is not this onward's yet (a worker's slots open a
+        store each, at once)."""
+        self.pg_pool: PgPool = open_pool(self.url, self._timeout)
+        try:
+            setup = PooledDb(self.pg_pool)
+            if schema_version(setup) != STORE_SCHEMA_VERSION:
+                with setup.session_lock("onward schema", self._timeout):
+                    self._migrate(setup, None)
+        except BaseException:
+            close_pool(self.pg_pool)
+            raise
         self.saver = postgres_saver(
-            conn, serde=checkpoint_serde(self.cipher), held=self.held, to_sql=self._event_statements
+            self.pg_pool,
+            serde=checkpoint_serde(self.cipher),
+            held=self.held,
+            to_sql=self._event_statements,
         )
-        _map_saver_errors(self.saver, Backend.POSTGRES, self.where)
+        _map_saver_errors(self.saver, Backend.POSTGRES, self.where, retry=self.pg_pool.retry)
 
     def _event_statements(
         self, thread_id: str, rows: Sequence[LogRow], refs: Sequence[tuple[str, str]]
@@ -542,11 +554,11 @@ class Store:
             # An older store keeps its table as it was made.
             serial = "INTEGER PRIMARY KEY"
         else:
-            import psycopg
             from psycopg.rows import dict_row
 
-            with psycopg.connect(self.url, autocommit=True, row_factory=dict_row) as setup_conn:
-                _setup_postgres_saver(setup_conn)
+            # On the connection that holds the schema lock (PooledDb.session_lock).
+            with db.raw.cursor(row_factory=dict_row) as setup_cursor:
+                _setup_postgres_saver(setup_cursor)
             serial = "BIGSERIAL PRIMARY KEY"
         # A new SQLite store makes the tables of `onward serve` when one is first used
         # (_serve_schema); an older store has them, and they are brought up to date here.
@@ -600,9 +612,11 @@ class Store:
         check_key(self.cipher, row[0] if row else None, self.where)
 
     def connect(self) -> Db:
-        """A new connection to the same database (for work on other threads)."""
-        target = self.url if self.backend is Backend.POSTGRES else str(self.path)
-        return Db.open(target, timeout=self._timeout)
+        """A new connection to the same database (for work on other threads); on Postgres
+        a :class:`PooledDb` on the process's pool (it borrows a connection per use)."""
+        if self.backend is Backend.POSTGRES:
+            return PooledDb(self.pg_pool)
+        return Db.open(str(self.path), timeout=self._timeout)
 
     def serving(self) -> bool:
         """Whether this store has the tables of ``onward serve`` (a SQLite store makes them
@@ -627,7 +641,7 @@ class Store:
         if self.backend is Backend.SQLITE:
             self.conn.close()
         else:
-            self.pg_conn.close()
+            close_pool(self.pg_pool)
 
     def close(self) -> None:
         self.threads.close()

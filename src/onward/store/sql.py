@@ -12,6 +12,10 @@ ON CONFLICT, plain UPDATE/DELETE). :class:`Db` supplies what differs:
 
 Connections are in autocommit mode outside :meth:`Db.transaction`, so a read never
 holds a snapshot open (a WAL reader pinning old pages, a Postgres idle transaction).
+A Postgres store borrows its connections from the process's pool
+(:class:`~onward.store.connection.PooledDb`); a server that cannot be reached now — down,
+restarting, out of connections, or this connection killed — is a
+:class:`DatabaseUnavailable`, which that pool waits out.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ class Backend(StrEnum):
 
 def backend_of(url: str) -> Backend:
     if url.startswith(("postgres://", "postgresql://")):
-        if not (_installed("psycopg") and _installed("langgraph.checkpoint.postgres")):
+        needed = ("psycopg", "psycopg_pool", "langgraph.checkpoint.postgres")
+        if not all(map(_installed, needed)):
             raise UsageError(
                 "Postgres stores need the postgres extra: pip install 'onward[postgres]'"
             )
@@ -93,6 +98,57 @@ def scratch_schema(url: str, prefix: str = "scratch") -> Iterator[str]:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
+class DatabaseUnavailable(StoreError):
+    """The Postgres server cannot be reached now: down, restarting, refusing connections
+    ("too many clients"), or this connection was lost. Transient: waited out and retried
+    (:meth:`~onward.store.connection.PgPool.retry`). Exit 2, HTTP 503."""
+
+
+class DatabaseGone(DatabaseUnavailable):
+    """The Postgres server stayed unreachable longer than ``ONWARD_PG_OUTAGE``: onward
+    stopped waiting. Exit 2 (a supervisor restarts the process), HTTP 503."""
+
+
+_UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03", "53300", "53400"})
+"""admin_shutdown (a restart, ``pg_terminate_backend``), crash_shutdown, cannot_connect_now
+(starting up), too_many_connections, configuration_limit_exceeded; and class 08 (connection
+exceptions). A client-side error has no SQLSTATE: the connection failed or was lost."""
+
+
+def unavailable(exc: Exception) -> bool:
+    """``exc`` (psycopg's, or psycopg_pool's timeout) says the server cannot be reached now."""
+    import psycopg
+
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _UNAVAILABLE_STATES
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class Rows:
+    """A statement's result, read whole before its connection went back to the pool."""
+
+    __slots__ = ("_at", "_rows", "rowcount")
+
+    def __init__(self, rowcount: int, rows: list[Any]) -> None:
+        self.rowcount, self._rows, self._at = rowcount, rows, 0
+
+    def fetchone(self) -> Any:
+        if self._at >= len(self._rows):
+            return None
+        self._at += 1
+        return self._rows[self._at - 1]
+
+    def fetchall(self) -> list[Any]:
+        rest, self._at = self._rows[self._at :], len(self._rows)
+        return rest
+
+
 class Cursor(Protocol):
     @property
     def rowcount(self) -> int: ...
@@ -135,7 +191,7 @@ def classify_sqlite(exc: sqlite3.Error, where: str) -> StoreError:
 def classify_postgres(exc: Exception, where: str) -> StoreError:
     import psycopg
 
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = first_line(exc)
     if isinstance(exc, psycopg.errors.DiskFull | psycopg.errors.OutOfMemory):
         return StoreError(
             f"the Postgres server of {where} is out of space ({text}); nothing of this save "
@@ -143,6 +199,11 @@ def classify_postgres(exc: Exception, where: str) -> StoreError:
         )
     if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.DeadlockDetected):
         return StoreLockedError(f"the database {where} is locked ({text}); run the command again")
+    if unavailable(exc):
+        return DatabaseUnavailable(
+            f"cannot reach the Postgres database {where} ({text}); check that the server "
+            "runs and that the URL (host, port, user, database) is right. Nothing was written"
+        )
     if isinstance(exc, psycopg.OperationalError):
         return StoreError(
             f"cannot reach the Postgres database {where} ({text}); check that the server "
@@ -322,11 +383,17 @@ def store_exists(url: str) -> bool:
             finally:
                 conn.close()
         return found is not None
-    db = Db.open(url)
+    from onward.store.connection import PooledDb, close_pool, open_pool, patient, shared_pool
+
+    # A worker's slots ask at once: on its pool (which waits for a server not up yet).
+    pool = shared_pool(url) or (open_pool(url, 10.0) if patient() else None)
+    db = Db.open(url) if pool is None else PooledDb(pool)
     try:
         return db.execute("SELECT to_regclass('onward_meta')").fetchone()[0] is not None
     finally:
         db.close()
+        if pool is not None:
+            close_pool(pool)
 
 
 def require_store(url: str) -> None:
