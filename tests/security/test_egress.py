@@ -250,7 +250,7 @@ def test_http_get_redirects_to_a_host_not_allowed_are_refused_before_the_hop(
     assert other.seen == []
 
 
-def test_http_post_to_a_host_not_allowed_is_refused_when_it_runs_and_sends_nothing(
+def test_http_post_to_a_host_not_allowed_is_refused_before_anyone_is_asked(
     attack: Net,
 ) -> None:
     other = attack.other
@@ -264,20 +264,21 @@ def test_http_post_to_a_host_not_allowed_is_refused_when_it_runs_and_sends_nothi
         ]
     }
     tid, res = start(attack.client, {"goal": "post it", "plan": plan})
-    assert res.status_code == 200, res.text
-    [interrupt] = res.json()["__interrupt__"]
-    assert interrupt["value"]["action_requests"][0]["name"] == "http_post"
-    assert other.seen == []  # nothing before approval
-
-    approve = {"decisions": [{"type": "approve"}]}
-    res = attack.client.post(
-        f"/threads/{tid}/runs/wait",
-        json={"assistant_id": "onward", "command": {"resume": approve}},
-    )
-    assert res.status_code == 200, res.text
-    refused(res.json()["steps"]["p"], f"127.0.0.1:{other.port}")
+    assert res.status_code == 422, res.text  # no approval is asked for a call that cannot run
+    assert f"host 127.0.0.1:{other.port} is not allowed" in res.text
+    assert f"add 127.0.0.1:{other.port} to ONWARD_HTTP_ALLOW" in res.text
+    state = attack.client.get(f"/threads/{tid}/state").json()
+    assert not state.get("interrupts")
+    assert not state.get("tasks")
     assert other.seen == []
     assert attack.allowed.seen == []
+
+
+def _refused_at_validation(client: httpx.Client, step: dict[str, Any]) -> str:
+    """The 422 a plan of this one step gets (nothing of it runs): its text."""
+    _, res = start(client, {"goal": "fetch", "plan": {"steps": [step]}})
+    assert res.status_code == 422, (step, res.text)
+    return res.text
 
 
 def test_url_tricks_are_refused_and_reach_nothing(attack: Net) -> None:
@@ -299,19 +300,19 @@ def test_url_tricks_are_refused_and_reach_nothing(attack: Net) -> None:
         "fragment": (f"http://127.0.0.1:{o}#@127.0.0.1:{a}/", f"127.0.0.1:{o}"),
         "suffix": (f"http://127.0.0.1:{o}/?127.0.0.1:{a}", f"127.0.0.1:{o}"),
     }
-    steps = [
-        {"id": sid, "tool": "http_get", "args": {"url": url}}
-        for sid, (url, _) in {**tricks, **hosts}.items()
-    ]
+    for sid, (url, message) in tricks.items():
+        step = {"id": sid, "tool": "http_get", "args": {"url": url}}
+        assert message in _refused_at_validation(attack.client, step), sid
+    for sid, (url, host) in hosts.items():
+        step = {"id": sid, "tool": "http_get", "args": {"url": url}}
+        text = _refused_at_validation(attack.client, step)
+        assert f"host {host} is not allowed" in text, (sid, text)
+        assert f"add {host} to ONWARD_HTTP_ALLOW" in text, (sid, text)
     # Control: the allowed host in upper case with a trailing dot is the same host.
-    steps.append({"id": "same", "tool": "http_get", "args": {"url": f"HTTP://127.0.0.1.:{a}/s"}})
-    got = run_steps(attack.client, steps)
-    for sid, (_, message) in tricks.items():
-        assert got[sid]["status"] == "failed", (sid, got[sid])
-        assert got[sid]["failure"]["failure_class"] == "deterministic"
-        assert message in got[sid]["failure"]["message"], (sid, got[sid]["failure"])
-    for sid, (_, host) in hosts.items():
-        refused(got[sid], host)
+    got = run_steps(
+        attack.client,
+        [{"id": "same", "tool": "http_get", "args": {"url": f"HTTP://127.0.0.1.:{a}/s"}}],
+    )
     assert got["same"]["status"] == "done"
     assert allowed.paths() == ["/s"]
     assert other.seen == []

@@ -13,11 +13,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from onward.errors import PlanProblem, PlanValidationError
+from onward.errors import DeterministicToolError, PlanProblem, PlanValidationError
 from onward.model import references
-from onward.model.state import Goal, Plan, PlanSource, PlanStep, PlanSteps
+from onward.model.state import Goal, Plan, PlanSource, PlanStep, PlanSteps, SideEffect
 from onward.planning.limits import Cleaner, clean_value, plan_size_problem, step_count_problem
-from onward.tools.registry import Registry
+from onward.policies import egress
+from onward.tools.registry import Registry, ToolSpec
 from onward.verification.checks import CHECK_KINDS, arg_names, artifact_names
 
 
@@ -314,6 +315,24 @@ def step_problems(
                 f"{where}.args",
                 ValidationError.from_exception_data(exc.title, errors),  # type: ignore[arg-type]
             )
+    return egress_problems(step, where, spec)
+
+
+def egress_problems(step: PlanStep, where: str, spec: ToolSpec) -> list[PlanProblem]:
+    """A network tool's literal ``url`` the egress policy refuses: refused now, so nobody
+    is asked to approve a call that cannot run (a ``${ref}`` URL is checked when the step
+    runs, as every call is)."""
+    url = step.args.get("url")
+    if spec.service is not egress.service_of or not isinstance(url, str):
+        return []
+    if references.parse(url) is not None:
+        return []
+    method = "GET" if spec.side_effect is SideEffect.PURE else "POST"
+    try:
+        egress.policy_from_env().check(url, method=method)
+    except DeterministicToolError as refused:
+        hint = f"; {refused.hint}" if refused.hint else ""
+        return [PlanProblem(f"{where}.args.url", f"{refused}{hint}")]
     return []
 
 
