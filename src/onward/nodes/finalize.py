@@ -42,7 +42,7 @@ from onward.nodes.deps import NodeDeps, thread_of
 from onward.observe.chat import REPORT_KEY, markdown_report, report_marker, reported
 from onward.observe.kinds import EventKind
 from onward.observe.progress import emit
-from onward.verification.checks import evaluate
+from onward.verification.checks import evaluate, following
 from onward.verification.judge import goal_hash, judge_goal, unavailable
 
 NOT_REVIEWED = "the goal review did not run"
@@ -102,7 +102,12 @@ def _acceptance(deps: NodeDeps, state: RunState) -> RunFailure | None:
     ctx = deps.check_context(
         state.workdir, dict(state.artifacts), confined=state.policy.confine_paths
     )
-    findings = [f for c in state.goal.acceptance for f in evaluate(c, None, ctx)]
+    # Steps skipped by a decision (a person's reject or skip, a recorded revision) are not
+    # failures: the checks about them follow the decision.
+    statuses = state.steps.statuses
+    skipped = {sid for sid, st in statuses.items() if st is StepStatus.SKIPPED}
+    checks = [c for c in (following(c, skipped) for c in state.goal.acceptance) if c]
+    findings = [f for c in checks for f in evaluate(c, None, ctx)]
     if not findings:
         return None
     return RunFailure(

@@ -68,6 +68,20 @@ def _cell(text: Any, limit: int = 120) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+def _skipped(state: RunState, status: RunStatus, ids: Sequence[str]) -> list[str]:
+    """A finished run's steps skipped by a decision, said plainly: a skip is no failure."""
+    statuses = state.steps.statuses
+    skipped = [sid for sid in ids if statuses.get(sid) is StepStatus.SKIPPED]
+    if not skipped or status is not RunStatus.DONE:
+        return []
+    shown = "; ".join(
+        f"{sid} ({_cell(state.record(sid).note or 'skipped', 160)})" for sid in skipped[:10]
+    )
+    more = f"; and {len(skipped) - 10} more" if len(skipped) > 10 else ""
+    n = len(skipped)
+    return [f"**{n} step{'' if n == 1 else 's'} skipped by decision:** {shown}{more}", ""]
+
+
 def markdown_report(
     state: RunState,
     status: RunStatus,
@@ -87,6 +101,7 @@ def markdown_report(
     # The per-step passes run in C (map, filter, Counter): a report lists every step.
     mine = list(index.ids if ids is None else filter(index.position.__contains__, ids))
     out += _result(state, value_of, mine)
+    out += _skipped(state, status, mine)
     if mine:
         statuses = state.steps.statuses
         counts = Counter(map(statuses.get, mine, repeat(StepStatus.PENDING)))

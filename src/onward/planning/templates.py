@@ -178,5 +178,7 @@ def _copy_plan(objective: str, src: str, dst: str, place: _Locator) -> tuple[Goa
                 description=f"copy {name}",
             )
         )
-    goal = Goal(objective=objective, acceptance=[FileCount(path=dst, min=len(files))])
+    # One file a copy: a copy a person skips is one file fewer to expect.
+    count = FileCount(path=dst, min=len(files), steps=[s.id for s in steps])
+    goal = Goal(objective=objective, acceptance=[count])
     return goal, Plan(source=PlanSource.TEMPLATE, steps=steps)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -45,6 +45,12 @@ def lookup(value: Any, dotted: str | None) -> Any:
 
 class _Check(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    steps: list[str] = Field(default_factory=list)
+    """For a goal's acceptance check: the steps whose results it checks. When a person (or
+    a recorded revision) skips some of them, the check follows the decision
+    (:func:`following`): a count's ``min`` and ``equals`` drop by one per skipped step, and
+    a check whose steps were all skipped is not run."""
 
 
 class _Bounds(_Check):
@@ -235,6 +241,22 @@ def _strings(value: Any) -> list[str]:
 def artifact_names(check: Check) -> list[str]:
     """Artifacts a check reads, so plan validation can make sure they are produced upstream."""
     return [check.artifact] if isinstance(check, Equals) and check.artifact else []
+
+
+def following(check: Check, skipped: Collection[str]) -> Check | None:
+    """``check`` as it applies once the steps in ``skipped`` were skipped by decision (see
+    ``steps``); None when there is nothing left for it to check."""
+    gone = sum(1 for s in check.steps if s in skipped)
+    if not gone:
+        return check
+    if isinstance(check, _Bounds):
+        fewer = {
+            bound: max(value - gone, 0)
+            for bound in ("min", "equals")
+            if (value := getattr(check, bound)) is not None
+        }
+        return check.model_copy(update=fewer)
+    return None if gone == len(check.steps) else check
 
 
 def evaluate(check: Check, output: Any, ctx: CheckContext) -> list[str]:
