@@ -244,14 +244,20 @@ def test_a_follow_up_message_is_the_next_goal_and_an_edited_one_forks(
     humans = [m["content"] for m in edited["messages"] if m["type"] == "human"]
     assert humans == [COPY, "copy every file in inbox/ to other/"]
     assert (workdir / "other" / "a.txt").exists()
-    # Where no goal had finished (mid-run): refused, saying what works.
+    # A checkpoint in the middle of a goal: that goal's message edited, forked before it.
     mid_run = next(
         h for h in client.threads.get_history(tid, limit=500) if h["next"] == ["execute"]
     )
-    edit_mid = lambda: client.runs.wait(  # noqa: E731
-        tid, "onward", input=human("x"), checkpoint_id=mid_run["checkpoint"]["checkpoint_id"]
+    mid = client.runs.wait(
+        tid,
+        "onward",
+        input=human("copy every file in inbox/ to mid/"),
+        checkpoint_id=mid_run["checkpoint"]["checkpoint_id"],
     )
-    assert status_of(edit_mid) == 422
+    assert [m["content"] for m in mid["messages"] if m["type"] == "human"] == [
+        COPY,
+        "copy every file in inbox/ to mid/",
+    ]
 
 
 def test_editing_the_first_message_forks_the_thread_from_its_start(

@@ -22,7 +22,9 @@ from onward.people import resume_tokens
 from onward.people.approvals import parse_answers
 from onward.planning.validate import parse_declared
 from onward.policies.confine import check_inputs
+from onward.serve.cards import tool_names
 from onward.serve.context import Serving
+from onward.serve.edits import fork_point
 from onward.serve.requests import (
     a_string,
     check_configurable,
@@ -157,8 +159,9 @@ def next_message(
 
     * waiting for a person: it answers the question as a ``respond`` decision (feedback);
     * finished: it is the thread's next goal (a new plan version; done steps kept);
-    * with a ``checkpoint_id`` of a finished goal in the thread's past (an edited earlier
-      message): the next goal from there, a fork of the thread.
+    * with a ``checkpoint_id`` in the thread's past (an edited earlier message): that
+      message's goal again, from just before it (:func:`~onward.serve.edits.fork_point`),
+      a fork of the thread.
 
     A goal no planner handles gets an assistant message saying why and what to do. A run
     in progress is a 409; fields a follow-up cannot take are a 422."""
@@ -189,6 +192,8 @@ def next_message(
         return Command(resume={iid: resume_value(value, who, [])})
     from onward.client.following import follow_up
 
+    if checkpoint_id:  # an edited message: fork from just before it (onward.serve.edits)
+        checkpoint_id = fork_point(ow, thread_id, checkpoint_id)
     try:
         follow_up(ow, thread_id, text, checkpoint_id=checkpoint_id)
     except NoTemplateError as exc:
@@ -301,8 +306,9 @@ def command_of(
     if raw.get("update") is not None:
         state, _next = ow.state_at(thread_id, checkpoint_id)
         update = client_update(state, raw["update"], ow.registry)
-    resume = raw.get("resume")
-    pending = [p.interrupt_id for p in ow.pending(thread_id)]
+    questions = ow.pending(thread_id)
+    resume = tool_names(raw.get("resume"), questions)  # an escalation card's title: its tool
+    pending = [p.interrupt_id for p in questions]
     token_types(resume, pending)
     if resume is not None:
         check_tokens(ow, thread_id, resume, who)

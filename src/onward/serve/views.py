@@ -102,7 +102,8 @@ def run_json(r: ApiRunRow) -> dict[str, Any]:
         "created_at": r.created_at.isoformat(),
         "updated_at": r.updated_at.isoformat(),
         "status": r.status.value,
-        "metadata": r.metadata,
+        # As LangGraph Server's runs: the graph and assistant beside the caller's metadata.
+        "metadata": {**r.metadata, "graph_id": GRAPH_ID, "assistant_id": r.assistant_id},
         "multitask_strategy": "reject",
         "kwargs": {},
     }

@@ -2,7 +2,8 @@
 
 The shapes are those ``langgraph_sdk`` and ``RemoteGraph`` read (ThreadState with
 ``tasks[*].interrupts``, ``checkpoint``/``parent_checkpoint`` dicts, metadata always an
-object); values are made JSON-safe the way the reference server does it (pydantic and
+object; an escalation's action request titled for a chat's card, onward.serve.cards);
+values are made JSON-safe the way the reference server does it (pydantic and
 LangChain messages through ``model_dump``, datetimes as ISO-8601, enums by value).
 """
 
@@ -19,6 +20,7 @@ from langgraph.types import Interrupt, StateSnapshot
 from pydantic import BaseModel
 
 from onward.model.lazy import LazyList
+from onward.serve.cards import card
 
 GRAPH_ID = "onward"
 ASSISTANT_ID = str(uuid.uuid5(uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), GRAPH_ID))
@@ -29,8 +31,8 @@ EPOCH = "1970-01-01T00:00:00+00:00"
 def jsonable(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return jsonable(value.model_dump(mode="json"))
-    if isinstance(value, Interrupt):
-        return {"value": jsonable(value.value), "id": value.id}
+    if isinstance(value, Interrupt):  # an escalation titled for a chat's card
+        return {"value": card(jsonable(value.value)), "id": value.id}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):

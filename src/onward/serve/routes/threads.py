@@ -69,7 +69,7 @@ def thread_count(ctx: Ctx, who: Who, body: dict[str, Any] | None = None) -> int:
 
 def search(ctx: Serving, who: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     """Every thread of the caller's that a search body matches, in its order."""
-    meta = an_object(body, "metadata")
+    meta = by_assistant_name(ctx, an_object(body, "metadata"))
     status = a_string(body, "status")
     ids = set(strings(body, "ids"))
     descending = a_string(body, "sort_order", ("asc", "desc")) != "asc"
@@ -99,6 +99,20 @@ def search(ctx: Serving, who: str, body: dict[str, Any]) -> list[dict[str, Any]]
             out.append(doc)
     out.sort(key=lambda d: d["updated_at"], reverse=descending)
     return out
+
+
+def by_assistant_name(ctx: Serving, meta: dict[str, Any]) -> dict[str, Any]:
+    """A search's metadata filter, with ``graph_id`` naming an operator's assistant read as
+    that assistant's threads. agent-chat-ui lists the threads of a non-UUID assistant id
+    by ``metadata.graph_id``: on LangGraph Server that id is a graph's; on onward every
+    assistant runs the one graph ``onward``, so ``graph_id: "fast"`` means the threads
+    whose ``assistant_id`` is the ``fast`` assistant's (threads keep ``graph_id:
+    "onward"``, which lists them all, as the reference does for a graph)."""
+    name = meta.get("graph_id")
+    aid = ctx.catalog.by_name.get(name) if isinstance(name, str) and name != GRAPH_ID else None
+    if aid is None or meta.get("assistant_id", aid) != aid:
+        return meta
+    return {**meta, "graph_id": GRAPH_ID, "assistant_id": aid}
 
 
 @router.get("/threads/{thread_id}")
