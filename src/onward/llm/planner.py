@@ -309,22 +309,29 @@ def plan_with_model(
     r = _drafts(deps, model, messages, check, _Ask("plan", "plan", thread_id, state))
     if r.plan is not None:
         return r.plan, r.usage
-    raise ModelPlanningError(_planning_failure(r), r.usage)
+    raise ModelPlanningError(_failure(_PLANNING_FAILURES, r), r.usage)
 
 
-def _planning_failure(r: _Drafted) -> str:
-    if r.stop == "failed":
-        return f"planning with the model failed: {r.text}"
-    if r.stop == "need_help":
-        return f"the model could not plan this goal and asks for help: {r.text}"
-    if r.stop == "refused":
-        return f"the model refused: {r.text}"
-    if r.stop == "budget":
-        return f"planning stopped after {r.drafts} draft(s): {r.text}"
-    return (
-        f"the model's plan was still invalid after {TRIES} tries: {r.text}. Give a "
-        "declared plan (--plan), or rephrase the goal"
-    )
+_PLANNING_FAILURES = {
+    "failed": "planning with the model failed: {text}",
+    "need_help": "the model could not plan this goal and asks for help: {text}",
+    "refused": "the model refused: {text}",
+    "budget": "planning stopped after {drafts} draft(s): {text}",
+    None: f"the model's plan was still invalid after {TRIES} tries: {{text}}. Give a "
+    "declared plan (--plan), or rephrase the goal",
+}
+_REPLAN_FAILURES = {
+    "failed": "the model could not be asked ({text})",
+    "need_help": "the model asks for help: {text}",
+    "refused": "the model refused: {text}",
+    "budget": "no further replanning: {text}",
+    None: f"the model's revision was still invalid after {TRIES} tries: {{text}}",
+}
+"""Why drafting ended without a plan (by ``_Drafted.stop``), for planning and replanning."""
+
+
+def _failure(table: dict[str | None, str], r: _Drafted) -> str:
+    return table.get(r.stop, table[None]).format(text=r.text, drafts=r.drafts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,7 +402,7 @@ def revise_with_model(
     r = _drafts(deps, model, messages, check, _Ask("replan", "revision", thread_id, state, step_id))
     if r.plan is not None:  # the draft that passed was the last one checked
         return Replanned(r.plan, last[-1], last[-1].summary(), r.usage)
-    return Replanned(None, None, _replan_failure(r), r.usage)
+    return Replanned(None, None, _failure(_REPLAN_FAILURES, r), r.usage)
 
 
 _REPLAN_TASK = (
@@ -451,18 +458,6 @@ def _open_steps(state: RunState) -> context.Listing:
             item["status"] = status.value
         lines.append(context.cut(json.dumps(item, ensure_ascii=False, default=str), LINE_TOKENS))
     return context.Listing(lines, unit="steps", left_out=": they are kept as they are")
-
-
-def _replan_failure(r: _Drafted) -> str:
-    if r.stop == "failed":
-        return f"the model could not be asked ({r.text})"
-    if r.stop == "need_help":
-        return f"the model asks for help: {r.text}"
-    if r.stop == "refused":
-        return f"the model refused: {r.text}"
-    if r.stop == "budget":
-        return f"no further replanning: {r.text}"
-    return f"the model's revision was still invalid after {TRIES} tries: {r.text}"
 
 
 @dataclass(frozen=True, slots=True)
