@@ -98,17 +98,21 @@ LONG = 0.5
 def _call_with_timeout(
     spec: ToolSpec, args: Any, ctx: ToolContext, on_long: Callable[[], None] = lambda: None
 ) -> Any:
-    """The tool's call under its timeout; ``on_long`` runs once if it takes over LONG."""
-    seconds = None if spec.timeout is None else spec.timeout.total_seconds()
+    """The tool's call under its timeout, on a worker thread; ``on_long`` runs once if it
+    takes over LONG. A tool without a timeout runs on the step's own thread (no hand-off:
+    docs/tools.md), so nothing watches it: it is seen running only by its effect's claim."""
+    if spec.timeout is None:
+        return _call(spec, args, ctx)
+    seconds = spec.timeout.total_seconds()
     future = _POOL.submit(_call, spec, args, ctx)
     rest = seconds
     try:
-        if seconds is None or seconds > LONG:
+        if seconds > LONG:
             try:
                 return future.result(timeout=LONG)
             except concurrent.futures.TimeoutError:
                 on_long()
-            rest = None if seconds is None else seconds - LONG
+            rest = seconds - LONG
         return future.result(timeout=rest)
     except concurrent.futures.TimeoutError:
         future.cancel()
