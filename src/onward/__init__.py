@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     from onward.store.database import Store
     from onward.store.leases import LeasePolicy
     from onward.tools import Reconciled, Registry, ToolContext, ToolSpec, default_registry, tool
+    from onward.tools.langchain import register_langchain_tool
 
 _HOMES: dict[str, tuple[str, ...]] = {
     "onward.client": (
@@ -166,6 +167,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "default_registry",
         "tool",
     ),
+    "onward.tools.langchain": ("register_langchain_tool",),
 }
 """Where each public name lives (internal modules; users import from ``onward``)."""
 
@@ -255,5 +257,6 @@ __all__ = [
     "compile_graph",
     "default_registry",
     "load_plan_file",
+    "register_langchain_tool",
     "tool",
 ]

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
@@ -31,6 +31,7 @@ from onward.model.state import (
     FailureClass,
     RunUpdate,
     SideEffect,
+    StepRecord,
     StepStatus,
     Waiting,
     transition,
@@ -44,8 +45,11 @@ from onward.policies.retry import DEFAULT_RETRY
 from onward.store.artifacts import canonical_json
 from onward.store.breakers import BreakerPolicy
 from onward.testing import faults as diagnostics
-from onward.tools.registry import ToolContext, ToolSpec, load_tool_modules
+from onward.tools.registry import Previous, ToolContext, ToolSpec, load_tool_modules
 from onward.verification.failures import classify, settle, shelved
+
+if TYPE_CHECKING:
+    from onward.llm.stepmodel import StepModel
 
 
 def _call(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:
@@ -137,7 +141,12 @@ def _show_running(deps: NodeDeps, task: ExecuteTask, thread_id: str, attempt: in
 # graph as channels. The Send payload arrives as is.
 def execute(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> RunUpdate:
     assert isinstance(task, ExecuteTask)
-    update = _execute(task, config, runtime)
+    model = _step_model(runtime.context, task, thread_of(config))
+    update = _execute(task, config, runtime, model)
+    if model is not None and model.spent.calls:
+        # What the step's model calls cost (model steps), failed ones too: in the run's
+        # usage with the step's writes.
+        update["usage"] = model.spent
     if task.wave_in_state:
         # The state holds this wave's size already: the write would change nothing, and
         # cost a write row per step (the routing after execute reads the same value).
@@ -145,7 +154,29 @@ def execute(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> Ru
     return update
 
 
-def _execute(task: ExecuteTask, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> RunUpdate:
+def _step_model(deps: NodeDeps, task: ExecuteTask, thread_id: str) -> StepModel | None:
+    """The run's model as the step may call it (``ctx.model``), or None without one."""
+    if deps.model is None:
+        return None
+    from onward.llm.stepmodel import step_model  # a run with a model has it loaded
+
+    return step_model(deps, thread_id, task.step.id)
+
+
+def _previous(deps: NodeDeps, record: StepRecord) -> Previous | None:
+    """The output the verifier failed last time and its findings (``ctx.previous``)."""
+    output, findings = record.output, record.findings
+    if output is None or not findings:
+        return None
+    return Previous(findings=tuple(findings), load=lambda: deps.artifacts.get(output))
+
+
+def _execute(
+    task: ExecuteTask,
+    config: RunnableConfig,
+    runtime: Runtime[NodeDeps],
+    model: StepModel | None = None,
+) -> RunUpdate:
     deps = runtime.context
     step, attempt = task.step, task.record.attempts + 1
     thread_id = thread_of(config)
@@ -193,7 +224,7 @@ def _execute(task: ExecuteTask, config: RunnableConfig, runtime: Runtime[NodeDep
     try:
         try:
             with _slot(service, spec.max_concurrent if spec else None):
-                output, key = _run_tool(deps, task, thread_id, attempt)
+                output, key = _run_tool(deps, task, thread_id, attempt, model)
         except BaseException as exc:
             call = {"error": f"{type(exc).__name__}: {exc}"[:300]}
             _called_event(step.id, step.tool, attempt, digest, clock, call)
@@ -333,7 +364,7 @@ def _breaker_saw(
 
 
 def _run_tool(
-    deps: NodeDeps, task: ExecuteTask, thread_id: str, attempt: int
+    deps: NodeDeps, task: ExecuteTask, thread_id: str, attempt: int, model: StepModel | None
 ) -> tuple[Any, str | None]:
     """Resolve and validate args (inputs sha256-checked), then perform the tool's call
     through the side-effect protocol; returns (output, idempotency key)."""
@@ -358,6 +389,8 @@ def _run_tool(
         workdir=workdir_path(task.workdir),
         confined=task.confine_paths,
         artifacts=deps.artifacts,
+        model=model,
+        previous=_previous(deps, task.record),
     )
     if spec.side_effect is not SideEffect.PURE and deps.held is not None:
         # An effect must never come before the verdicts it follows: commit what the saver

@@ -82,7 +82,9 @@ def check_step(deps: NodeDeps, task: ExecuteTask, produced: StepRecord, output: 
     if step.output:
         visible[step.output] = produced.output
     ctx = deps.check_context(task.workdir, visible, confined=task.confine_paths)
-    findings = [f for c in checks for f in evaluate(c, output, ctx)]
+    # The tool's own contract on the output first (a model step's output schema).
+    own = spec.output_findings(step.args, output) if spec and spec.output_findings else []
+    findings = [*own, *(f for c in checks for f in evaluate(c, output, ctx))]
     if not findings:
         return transition(produced, StepStatus.DONE)
     failure = StepFailure(

@@ -26,6 +26,7 @@ from onward.store.breakers import BreakerPolicy
 from onward.verification.checks import Check
 
 if TYPE_CHECKING:
+    from onward.llm.stepmodel import StepModel
     from onward.store.artifacts import ArtifactStore
 
 # Verbs that make a tool dangerous enough to need a human by default (used by approvals).
@@ -52,6 +53,14 @@ class ToolContext:
     """The run's artifact store, for a tool whose output is too big for one body: it
     writes rows in chunks (``put_rows``) and its consumers stream them (``rows``).
     None when a tool is called directly (then such a tool returns plain lists)."""
+    model: StepModel | None = None
+    """The run's chat model as a step calls it (``ctx.model.ask(messages, schema,
+    purpose=...)``: onward's ask_json, its usage counted in the run's); None when the run
+    has no model or the tool is called directly. onward's model steps use it."""
+    previous: Previous | None = None
+    """The step's last attempt when the verifier failed its output (its checks, its
+    schema or the judge): that output and the findings, so a retry can do better. None on
+    a first attempt and after a failure that produced no output."""
 
     def path(self, p: str | os.PathLike[str]) -> Path:
         """Where arg ``p`` is; a confined run refuses one outside ``workdir``
@@ -74,6 +83,19 @@ class Reconciled:
     result: Any = None
 
 
+@dataclass(frozen=True, slots=True)
+class Previous:
+    """A step's previous output and what the verifier found wrong with it."""
+
+    findings: tuple[str, ...]
+    """The verifier's findings (checks, output contract, judge), in its words."""
+    load: Callable[[], Any]
+    """Reads the previous output from the artifact store (only when asked)."""
+
+    def output(self) -> Any:
+        return self.load()
+
+
 Reconcile = Callable[[str, Any], Reconciled]
 """``reconcile(idempotency_key, args) -> Reconciled``; raise if it still cannot tell."""
 Compensate = Callable[[str, Any, Any], Any]
@@ -83,6 +105,10 @@ FixArgs = Callable[[dict[str, Any], StepFailure], dict[str, Any] | None]
 deterministic or validation failure (the replan node tries it before a fallback tool)."""
 ServiceOf = Callable[[dict[str, Any]], str | None]
 """``service_of(args) -> service name | None``, for tools whose service depends on args."""
+OutputFindings = Callable[[dict[str, Any], Any], list[str]]
+"""``output_findings(args, output) -> findings``: the tool's own contract on an output,
+given the step's args as written (a model step's output schema); verify applies it before
+the checks, and a finding fails the step as ``validation``."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -130,6 +156,9 @@ class ToolSpec:
     """Tool to use instead after a deterministic or validation failure (rules replanner)."""
     fix_args: FixArgs | None = None
     """Rule that repairs the args after a deterministic or validation failure."""
+    output_findings: OutputFindings | None = None
+    """The tool's own contract on its output, given the step's args (verify applies it
+    first, like a default check whose terms the args give)."""
 
     def service_for(self, args: dict[str, Any]) -> str | None:
         if self.service is None or isinstance(self.service, str):
@@ -321,11 +350,13 @@ def load_tool_modules(names: Iterable[str]) -> list[str]:
                     module = importlib.util.module_from_spec(spec)
                     sys.modules[mod_name] = module
                     spec.loader.exec_module(module)
+                module = sys.modules[mod_name]
             else:
                 # Like `python -m`: a module next to where the user runs onward is importable.
                 if os.getcwd() not in sys.path:
                     sys.path.insert(0, os.getcwd())
-                importlib.import_module(ref)
+                module = importlib.import_module(ref)
+            _adopt_langchain_tools(module)
         except ToolLoadError:
             raise
         except Exception as exc:
@@ -336,6 +367,17 @@ def load_tool_modules(names: Iterable[str]) -> list[str]:
         _imported[ref] = mod_name
         loaded.append(ref)
     return loaded
+
+
+def _adopt_langchain_tools(module: Any) -> None:
+    """A tools module's module-level LangChain tools register too (unsafe unless the
+    module registered them itself: onward.tools.langchain). A module that never imported
+    langchain_core has none, and costs no import of it."""
+    if "langchain_core.tools" not in sys.modules:
+        return
+    from onward.tools.langchain import adopt_module_tools
+
+    adopt_module_tools(module)
 
 
 def tool_modules_from_env() -> list[str]:
