@@ -163,6 +163,7 @@ ERROR_CODES = {
     "TokenError": (2, 403),
     "StoreError": (2, 503),
     "StoreCorruptError": (2, 503),
+    "DiskFullError": (2, 503),
     "StoreLockedError": (4, 503),
     "EncryptionKeyError": (2, 503),
     "ArtifactError": (2, 500),

@@ -23,6 +23,8 @@ message says what is wrong *and* what to do about it::
     │   ├── StoreCorruptError            2    503  the file is not an onward/SQLite database
     │   ├── StoreLockedError             4    503  another process holds the database lock
     │   │                                          (Retry-After: 1; waiting helps, like exit 4)
+    │   ├── DiskFullError                2    503  the disk is full (the store's or a tool's):
+    │   │                                          the run is suspended; free space, resume
     │   └── EncryptionKeyError           2    503  ONWARD_AES_KEY missing, malformed or not the key
     ├── ArtifactError                    2    500  an artifact body missing or not its sha256
     ├── InconsistentRunError             3    500  a done step's artifact is gone and cannot be
@@ -196,6 +198,13 @@ class StoreError(OnwardError):
     """The store cannot be opened or used. Nothing was written. Exit 2, HTTP 503."""
 
     http_status = 503
+
+
+class DiskFullError(StoreError):
+    """The disk is full (or over a quota): the database could not grow, or a step's tool or
+    artifact could not be written (``ENOSPC``, ``EDQUOT``). Nothing of the failing save was
+    written; the drive stops, the run is suspended, and ``onward resume`` goes on once there
+    is space (store/reserve.py). Exit 2, HTTP 503."""
 
 
 class StoreCorruptError(StoreError):

@@ -18,6 +18,7 @@ from onward.cli.options import (
     edits,
     errors,
     open_store,
+    store_url,
 )
 from onward.cli.render import dump, err, out, print_view, say, view_json
 from onward.cli.running import drive, finish
@@ -90,6 +91,18 @@ def fork(
     finish(view, as_json)
 
 
+def make_room(db: str | None) -> None:
+    """Spend a SQLite store's reserve before the store is opened: on a volume with no byte
+    free even opening it fails (its ``-shm`` file cannot be made). ``prune`` makes the
+    reserve again at its end if there is room (store/reserve.py)."""
+    from onward.store import reserve
+    from onward.store.sql import Backend, backend_of, sqlite_path
+
+    url = store_url(db)
+    if backend_of(url) is Backend.SQLITE:
+        reserve.spend(sqlite_path(url).expanduser().absolute())
+
+
 @commands.command()
 def prune(
     older_than: Annotated[
@@ -109,6 +122,9 @@ def prune(
     never anything a waiting or resumable run needs. Then VACUUM and report what was freed."""
     from onward.policies.durations import parse_duration
 
+    with errors(as_json):
+        if not dry_run:
+            make_room(db)
     with errors(as_json), open_store(db, None) as ow:
         report = ow.prune(parse_duration(older_than), keep_last=keep_last, dry_run=dry_run)
     if as_json:
@@ -121,6 +137,8 @@ def prune(
         highlight=False,
     )
     if not dry_run:
+        kept = "" if report.vacuumed or not report.removed else " (no room to VACUUM yet)"
         out.print(
-            f"database: {report.db_bytes_before} → {report.db_bytes_after} bytes", highlight=False
+            f"database: {report.db_bytes_before} → {report.db_bytes_after} bytes{kept}",
+            highlight=False,
         )

@@ -18,6 +18,7 @@ from onward.client.stopping import CancelWatch, settle_asked
 from onward.client.views import RunView, config, row, state_of, view
 from onward.errors import (
     ArtifactError,
+    DiskFullError,
     DrainRequested,
     InconsistentRunError,
     LeaseLostError,
@@ -43,7 +44,9 @@ from onward.nodes.verify import retry_reviews
 from onward.observe.kinds import EventKind
 from onward.observe.progress import QUIET, ProgressEvent
 from onward.policies.retry import DEFAULT_RETRY
+from onward.store import reserve
 from onward.store.leases import Heartbeat, new_owner
+from onward.store.sql import Backend
 from onward.tools.registry import Registry, load_tool_modules
 
 if TYPE_CHECKING:
@@ -213,10 +216,27 @@ def stream(
         if not isinstance(exc, LeaseLostError):
             with suppress(Exception):  # keep the first error
                 ow.store.held.make_durable()
+        if isinstance(exc, DiskFullError):
+            suspend_on_full_disk(ow, thread_id, exc)
         raise
     finally:
         ow.store.drop_held(thread_id)
         ow.store.release_lease(thread_id, owner)  # whatever ended the drive, a full disk too
+
+
+def suspend_on_full_disk(ow: Onward, thread_id: str, exc: DiskFullError) -> None:
+    """A drive a full disk ended: the run is suspended, not left ``running``. SQLite's
+    reserve is spent to make room for saying so (and for the lease's release after it),
+    and the WAL folded back if the database has room to take it. The checkpoint is not
+    touched: it stays where the last save left it, which is where ``resume`` goes on."""
+    store = ow.store
+    if store.backend is Backend.SQLITE:
+        reserve.spend(store.path)
+        reserve.fold_back(store.conn)
+    with suppress(Exception):  # still no room: the error said what to do
+        store.set_run_status(thread_id, RunStatus.SUSPENDED)
+        detail = {"reason": "disk_full", "message": str(exc)[:500]}
+        store.events.record(thread_id, EventKind.RUN_SUSPENDED, detail)
 
 
 def drive(

@@ -30,11 +30,14 @@ from onward.model.state import (
 from onward.observe.chat import report_marker, reported
 from onward.observe.kinds import EventKind
 from onward.planning.validate import step_problems
+from onward.store import reserve
 from onward.store.leases import new_owner
+from onward.store.sql import Backend
 from onward.tools.registry import load_tool_modules
 
 if TYPE_CHECKING:
     from onward.client.facade import Onward
+    from onward.store.database import Store
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,6 +71,9 @@ class PruneReport(BaseModel):
     """Bytes of artifact bodies deleted (only bodies no kept run references)."""
     db_bytes_before: int = 0
     db_bytes_after: int = 0
+    vacuumed: bool = False
+    """The database was VACUUMed (not when nothing was removed, or a full disk had no room
+    for its new copy)."""
 
 
 def cancel(
@@ -236,16 +242,41 @@ def fork(
 
 
 def prune(ow: Onward, older_than: timedelta, *, keep_last: int, dry_run: bool) -> PruneReport:
+    """Remove finished runs past the cutoff. It is the remedy for a full disk, so it needs
+    no room first: SQLite's reserve is spent before anything is deleted, the WAL folded
+    back after, VACUUM runs only if there is room for it, and the reserve is made again at
+    the end if there is room (store/reserve.py)."""
     store = ow.store
     cutoff = ow.clock() - older_than
     report = PruneReport(cutoff=cutoff, dry_run=dry_run, db_bytes_before=store.size())
+    on_file = store.backend is Backend.SQLITE and not dry_run
+    if on_file:
+        reserve.spend(store.path)
+    try:
+        candidates = _remove_finished(ow, report, keep_last)
+        if on_file:
+            reserve.fold_back(store.conn)
+        if report.removed and not dry_run:
+            report.artifact_bytes = store.delete_unused_bodies(candidates)
+            report.vacuumed = _give_back(store)
+    finally:
+        if on_file:
+            reserve.keep(store.path)
+    report.db_bytes_after = store.size()
+    return report
+
+
+def _remove_finished(ow: Onward, report: PruneReport, keep_last: int) -> set[str]:
+    """Delete (or, dry, list) the finished runs past ``report.cutoff`` but the
+    ``keep_last`` newest; returns the artifact bodies they referenced."""
+    store = ow.store
     finished = store.finished_runs()  # newest first
     report.skipped = len(store.unfinished_runs())
     leases = store.leases.all()
     now = store.leases.clock()
     candidates: set[str] = set()
     for i, row in enumerate(finished):
-        if i < keep_last or row.updated_at >= cutoff:
+        if i < keep_last or row.updated_at >= report.cutoff:
             report.kept += 1
             continue
         lease = leases.get(row.thread_id)
@@ -258,12 +289,19 @@ def prune(ow: Onward, older_than: timedelta, *, keep_last: int, dry_run: bool) -
             report.skipped += 1  # the runs table lags the checkpoint: trust the latter
             continue
         report.removed.append(row.thread_id)
-        if not dry_run:
+        if not report.dry_run:
             rows, shas = store.delete_run(row.thread_id)
             report.rows += rows
             candidates |= shas
-    if report.removed and not dry_run:
-        report.artifact_bytes = store.delete_unused_bodies(candidates)
-        store.vacuum()
-    report.db_bytes_after = store.size()
-    return report
+    return candidates
+
+
+def _give_back(store: Store) -> bool:
+    """VACUUM if there is room for the database's new copy; False when there was not (the
+    freed pages are reused by the next writes all the same)."""
+    if store.backend is Backend.SQLITE:
+        reserve.fold_back(store.conn)
+        if not reserve.room_for(store.path, store.size()):
+            return False
+    store.vacuum()
+    return True

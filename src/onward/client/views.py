@@ -84,6 +84,10 @@ def pending(ow: Onward, thread_id: str) -> list[PendingDecision]:
 def view(store: Store, thread_id: str, run: RunRow, snap: StateSnapshot | RunState) -> RunView:
     """The view of a snapshot, or of a finished run's final state (no questions)."""
     state = snap if isinstance(snap, RunState) else state_of(store, thread_id, snap)
+    if state.status is RunStatus.RUNNING and run.status is RunStatus.SUSPENDED:
+        # A drive a full disk ended (client.driving.suspend_on_full_disk): its record says
+        # so; the checkpoint stays as it was saved, for resume to go on from.
+        state = state.model_copy(update={"status": RunStatus.SUSPENDED})
     return run_view(
         store.leases,
         thread_id,

@@ -30,7 +30,14 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Protocol
 
-from onward.errors import StoreCorruptError, StoreError, StoreLockedError, UsageError
+from onward.errors import (
+    DiskFullError,
+    StoreCorruptError,
+    StoreError,
+    StoreLockedError,
+    UsageError,
+)
+from onward.store import reserve
 
 
 class Backend(StrEnum):
@@ -166,7 +173,7 @@ FULL_HINT = (
 def classify_sqlite(exc: sqlite3.Error, where: str) -> StoreError:
     text = str(exc)
     if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "is full" in text:
-        return StoreError(
+        return DiskFullError(
             f"the database {where} cannot grow: the disk is full, or the database reached "
             f"its size limit ({text}); nothing of this save was written. {FULL_HINT}"
         )
@@ -193,7 +200,7 @@ def classify_postgres(exc: Exception, where: str) -> StoreError:
 
     text = first_line(exc)
     if isinstance(exc, psycopg.errors.DiskFull | psycopg.errors.OutOfMemory):
-        return StoreError(
+        return DiskFullError(
             f"the Postgres server of {where} is out of space ({text}); nothing of this save "
             f"was written. {FULL_HINT}"
         )
@@ -233,21 +240,22 @@ def store_error(exc: Exception, backend: Backend, where: str) -> Exception | Non
     return None
 
 
-WAL_CHECKPOINT_PAGES = 10_000
-"""``wal_autocheckpoint`` of every onward connection (SQLite's default: 1,000 pages)."""
+WAL_CHECKPOINT_PAGES = 1_000
+"""``wal_autocheckpoint`` of every onward connection (SQLite's default), less on a volume
+with little room (store/reserve.py: a WAL must never fill the disk)."""
 WAL_KEPT_BYTES = 4 * 1024 * 1024
 """``journal_size_limit``: what the WAL file is cut back to when it restarts."""
 
 
 def wal_checkpoints(conn: sqlite3.Connection) -> None:
-    """WAL checkpoints off the step path. A checkpoint costs three fsyncs of its own (the
-    WAL before copying, the database after, the restarted WAL's header with FULL), and at
-    SQLite's default threshold one ran every ~50 plan steps (a step commits ~19 pages):
-    0.08 fsyncs a step above the step's one commit. At 10,000 pages one runs every ~500
-    steps. Durability is unchanged: a commit is durable once in the WAL (fsynced with
-    FULL); a checkpoint only copies committed pages into the database file. Set on every
-    connection (the threshold is per connection, and any commit past it checkpoints)."""
-    conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
+    """WAL checkpoints every 1,000 pages (~80 plan steps; fewer on a nearly full volume:
+    reserve.checkpoint_pages). A checkpoint costs three fsyncs of its own with FULL, 0.08
+    a step; at 10,000 pages the WAL grew to 40 MB and filled a small volume beyond repair
+    (issue 37). Durability is unchanged: a commit is durable once in the WAL; a checkpoint
+    only copies committed pages into the database file. Set on every connection (the
+    threshold is per connection, and any commit past it checkpoints)."""
+    pages = reserve.checkpoint_pages(conn, WAL_CHECKPOINT_PAGES)
+    conn.execute(f"PRAGMA wal_autocheckpoint={pages}")
     conn.execute(f"PRAGMA journal_size_limit={WAL_KEPT_BYTES}")
 
 

@@ -3,7 +3,9 @@
 The class decides the route (graph/routes.py, the route table): transient → retry with backoff;
 deterministic → replan rules, else a person; validation → replan with the
 verifier's findings; non_convergent → a person. Programming errors are
-deterministic: never retried blindly.
+deterministic: never retried blindly. A full disk is no class of the step's: ``classify``
+raises :class:`~onward.errors.DiskFullError`, which ends the drive as the store's own full
+disk does (the run suspended, the step run again by ``onward resume`` once there is room).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import urllib.error
 
 from pydantic import ValidationError
 
-from onward.errors import DeterministicToolError, ToolError, TransientToolError
+from onward.errors import DeterministicToolError, DiskFullError, ToolError, TransientToolError
 from onward.model.state import (
     HISTORY_KEPT,
     FailureClass,
@@ -24,6 +26,8 @@ from onward.model.state import (
     utcnow,
 )
 from onward.policies.retry import RetryPolicy
+from onward.store.reserve import full_disk
+from onward.store.sql import FULL_HINT
 
 _TRANSIENT: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, socket.timeout)
 
@@ -45,7 +49,9 @@ def classify(
     """Typed tool errors say their class. Otherwise: timeouts, connection errors, HTTP 429
     and 5xx and the tool's ``retry_on`` types are transient; everything else (ValueError,
     KeyError, FileNotFoundError, PermissionError, validation errors, other 4xx, bugs) is
-    deterministic."""
+    deterministic. A full disk (``ENOSPC``/``EDQUOT`` behind the error, or the store's
+    :class:`DiskFullError`) is raised as a DiskFullError instead: no class fits it."""
+    _raise_if_disk_full(exc, tool)
     status = _http_status(exc)
     if isinstance(exc, TransientToolError):
         cls = FailureClass.TRANSIENT
@@ -69,6 +75,19 @@ def classify(
         )
     hint = exc.hint if isinstance(exc, DeterministicToolError) else None
     return failure(cls, message, tool=tool, error_type=type(exc).__name__, hint=hint)
+
+
+def _raise_if_disk_full(exc: BaseException, tool: str) -> None:
+    if isinstance(exc, DiskFullError):
+        raise exc
+    full = full_disk(exc)
+    if full is None:
+        return
+    where = f" ({full.filename})" if full.filename else ""
+    raise DiskFullError(
+        f"the step's tool {tool!r} could not write{where}: the disk is full ({full.strerror}); "
+        f"nothing of this step was saved. {FULL_HINT}"
+    ) from exc
 
 
 def failure(
