@@ -76,6 +76,7 @@ PUBLIC = {
     "compile_graph",
     "default_registry",
     "load_plan_file",
+    "register_langchain_tool",
     "tool",
 }
 
