@@ -165,6 +165,8 @@ ERROR_CODES = {
     "StoreError": (2, 503),
     "StoreCorruptError": (2, 503),
     "DiskFullError": (2, 503),
+    "DatabaseUnavailable": (2, 503),
+    "DatabaseGone": (2, 503),
     "StoreLockedError": (4, 503),
     "EncryptionKeyError": (2, 503),
     "ArtifactError": (2, 500),

@@ -25,6 +25,8 @@ message says what is wrong *and* what to do about it::
     │   │                                          (Retry-After: 1; waiting helps, like exit 4)
     │   ├── DiskFullError                2    503  the disk is full (the store's or a tool's):
     │   │                                          the run is suspended; free space, resume
+    │   ├── DatabaseUnavailable          2    503  Postgres unreachable now; waited out, retried
+    │   │   └── DatabaseGone             2    503  unreachable past ONWARD_PG_OUTAGE: gave up
     │   └── EncryptionKeyError           2    503  ONWARD_AES_KEY missing, malformed or not the key
     ├── ArtifactError                    2    500  an artifact body missing or not its sha256
     ├── InconsistentRunError             3    500  a done step's artifact is gone and cannot be
@@ -205,6 +207,17 @@ class DiskFullError(StoreError):
     artifact could not be written (``ENOSPC``, ``EDQUOT``). Nothing of the failing save was
     written; the drive stops, the run is suspended, and ``onward resume`` goes on once there
     is space (store/reserve.py). Exit 2, HTTP 503."""
+
+
+class DatabaseUnavailable(StoreError):
+    """The Postgres server cannot be reached now: down, restarting, refusing connections
+    ("too many clients"), or this connection was lost. Transient: waited out and retried
+    (:meth:`~onward.store.connection.PgPool.retry`). Exit 2, HTTP 503."""
+
+
+class DatabaseGone(DatabaseUnavailable):
+    """The Postgres server stayed unreachable longer than ``ONWARD_PG_OUTAGE``: onward
+    stopped waiting. Exit 2 (a supervisor restarts the process), HTTP 503."""
 
 
 class StoreCorruptError(StoreError):

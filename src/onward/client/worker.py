@@ -45,13 +45,18 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 
 from onward.client import Onward
-from onward.errors import LeaseLostError, OnwardError, RunBusyError
+from onward.errors import (
+    DatabaseGone,
+    DatabaseUnavailable,
+    LeaseLostError,
+    OnwardError,
+    RunBusyError,
+)
 from onward.observe.kinds import EventKind
 from onward.people.inbox import PendingDecision
 from onward.policies.durations import fix_durations
 from onward.store.connection import patiently
 from onward.store.leases import new_owner
-from onward.store.sql import DatabaseGone, DatabaseUnavailable
 from onward.tools.registry import Registry
 
 

@@ -15,7 +15,7 @@ makes the borrower wait, never fail.
 clients", or this connection killed (``pg_terminate_backend``) — is waited out:
 :meth:`PgPool.retry` backs off with jitter and tries again, on a new connection, for up to
 ``ONWARD_PG_OUTAGE`` (5 min) since the call's first failure, then raises
-:class:`~onward.store.sql.DatabaseGone`. Before its first contact a process fails at once
+:class:`~onward.errors.DatabaseGone`. Before its first contact a process fails at once
 (``onward list`` on a server that is down says so, exit 2), unless it opened the store
 :func:`patiently` (``onward worker``: it waits for a server that is not up yet, as for an
 outage). The process logs one line (logger
@@ -23,7 +23,7 @@ outage). The process logs one line (logger
 threads wait. A statement outside a transaction is retried whole (onward's statements are
 upserts, conditional updates and inserts that ignore a duplicate key); a transaction is
 retried until its ``BEGIN`` went through, after which a lost connection fails it with
-:class:`~onward.store.sql.DatabaseUnavailable` (its caller drives the run again).
+:class:`~onward.errors.DatabaseUnavailable` (its caller drives the run again).
 """
 
 from __future__ import annotations
@@ -36,12 +36,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from onward.errors import StoreError
+from onward.errors import DatabaseGone, DatabaseUnavailable, StoreError
 from onward.settings import settings
 from onward.store.sql import (
     Backend,
-    DatabaseGone,
-    DatabaseUnavailable,
     Db,
     Rows,
     first_line,

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from onward.errors import (
+    DatabaseUnavailable,
     DiskFullError,
     StoreCorruptError,
     StoreError,
@@ -103,17 +104,6 @@ def scratch_schema(url: str, prefix: str = "scratch") -> Iterator[str]:
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
-class DatabaseUnavailable(StoreError):
-    """The Postgres server cannot be reached now: down, restarting, refusing connections
-    ("too many clients"), or this connection was lost. Transient: waited out and retried
-    (:meth:`~onward.store.connection.PgPool.retry`). Exit 2, HTTP 503."""
-
-
-class DatabaseGone(DatabaseUnavailable):
-    """The Postgres server stayed unreachable longer than ``ONWARD_PG_OUTAGE``: onward
-    stopped waiting. Exit 2 (a supervisor restarts the process), HTTP 503."""
 
 
 _UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03", "53300", "53400"})
