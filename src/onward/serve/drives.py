@@ -26,6 +26,7 @@ from langgraph.types import Command, StreamMode
 from onward.client import stopping
 from onward.errors import OnwardError, RequestLimitError, UsageError
 from onward.observe.chat import STEP_MESSAGE_PREFIX
+from onward.serve import states
 from onward.serve.clients import Clients
 from onward.serve.context import Serving
 from onward.serve.control import Active, CancelAction, Control
@@ -40,8 +41,9 @@ from onward.serve.requests import (
     run_metadata,
     webhook_of,
 )
+from onward.serve.states import StateAt
 from onward.serve.views import thread_status, visible
-from onward.serve.wire import chat_values, chunk, jsonable
+from onward.serve.wire import chat_values, chunk, conversation_of, jsonable
 from onward.store.runs import ApiRunStatus
 
 GRAPH_MODES: dict[str, StreamMode] = {
@@ -290,8 +292,11 @@ def notify(ctx: Serving, run_id: str, feed: Feed, url: str) -> None:
     feed.wait_done(10.0)  # what the drive fed is readable (its writer kept it)
     with ctx.clients.use() as ow:
         row = ow.store.threads.get_run(run_id)
-    values = [data for _n, (event, data) in feed.items() if event == "values"]
+    values = [data for _n, (event, data) in feed.items() if event == "values"][-1:]
     errors = [data for _n, (event, data) in feed.items() if event == "error"]
+    values = [
+        found for v in values if (found := states.resolve(ctx.clients, v)) is not states.MISSING
+    ]
     if not values and row is not None:  # it streamed no values (or was recovered so)
         with ctx.clients.use() as ow, contextlib.suppress(Exception):
             snap = ow.graph.get_state(ow._config(row.thread_id))
@@ -407,17 +412,59 @@ def stream_step_messages(out: Feed, values: Any, seen: set[str] | None) -> set[s
     """The ``messages`` mode's share of the conversation model: each step's tool call and
     result as soon as a values chunk shows it settled (the graph streams the messages its
     nodes write; the step messages are derived, onward.observe.chat). The first chunk
-    only records what the thread already showed."""
-    messages = chat_values(values).get("messages") or []
-    ids = {m.get("id") for m in messages if isinstance(m, dict)}
+    only records what the thread already showed. Only the new messages become JSON."""
+    messages = conversation_of(values)
     if seen is None:
-        return {i for i in ids if i}
+        return {m.id for m in messages if m.id}
     for m in messages:
-        mid = m.get("id") if isinstance(m, dict) else None
-        if mid and mid not in seen and str(mid).startswith(STEP_MESSAGE_PREFIX):
-            seen.add(mid)
-            out.put(("messages", [m, {"langgraph_node": "verify"}]))
+        if m.id and m.id not in seen and m.id.startswith(STEP_MESSAGE_PREFIX):
+            seen.add(m.id)
+            out.put(("messages", [jsonable(m), {"langgraph_node": "verify"}]))
     return seen
+
+
+class Pairing:
+    """A drive's graph chunks onto its feed, each values chunk as a
+    :class:`~onward.serve.states.StateAt` named by the checkpoint that saved it.
+
+    LangGraph emits a superstep's values, saves its checkpoint, then (with the
+    ``checkpoints`` mode) names that checkpoint before anything else of the next
+    superstep: so a values chunk is held until that name comes, and is put without
+    one (kept whole) if anything else comes first. An interrupt's values chunk (the
+    state plus ``__interrupt__``) is put at once."""
+
+    def __init__(self, out: Feed, thread_id: str, wanted: set[StreamMode]) -> None:
+        self.out, self.thread_id, self.wanted = out, thread_id, wanted
+        self.held: StateAt | None = None
+        self.last: Any = None
+        self.seen: set[str] | None = None
+
+    def graph_modes(self, modes: list[StreamMode]) -> list[StreamMode]:
+        """The graph's modes: with ``checkpoints`` when values are streamed."""
+        return sorted({*modes, "checkpoints"}) if "values" in self.wanted else modes
+
+    def take(self, mode: str, data: Any) -> None:
+        if mode == "checkpoints" and self.held is not None:
+            self.held.checkpoint_id = (
+                (data.get("config") or {}).get("configurable", {}).get("checkpoint_id")
+            )
+        self.flush()
+        if mode == "values":
+            self.last = data
+            if "messages" in self.wanted:
+                self.seen = stream_step_messages(self.out, data, self.seen)
+            if "values" in self.wanted:
+                self.held = StateAt(self.thread_id, data)
+                if isinstance(data, dict) and "__interrupt__" in data:
+                    self.flush()
+        elif mode in self.wanted:
+            self.out.put(chunk(mode, data))
+
+    def flush(self) -> None:
+        """Put the held values chunk (with its checkpoint, if it came)."""
+        if self.held is not None:
+            self.out.put(("values", self.held))
+            self.held = None
 
 
 def drive(
@@ -459,23 +506,19 @@ def drive(
             if control is not None and not control.attach(run_id, ow):
                 status = _cancelled(ow, control, run_id, thread_id, before_start=True)
                 return
-            last: Any = None
-            seen: set[str] | None = None
+            pairing = Pairing(out, thread_id, wanted)
             for mode, data in ow.stream_modes(
                 thread_id,
-                graph_modes,
+                pairing.graph_modes(graph_modes),
                 command=command,
                 checkpoint_id=checkpoint_id,
                 takeover=takeover,
                 interrupt_before=pause_at,
                 interrupt_after=pause_after,
             ):
-                if mode == "values":
-                    last = data
-                    if "messages" in wanted:
-                        seen = stream_step_messages(out, data, seen)
-                if mode in wanted:
-                    out.put(chunk(mode, data))
+                pairing.take(mode, data)
+            pairing.flush()
+            last = pairing.last
             cancel = control.get(run_id) if control is not None else None
             row = ow.store.threads.get_run(run_id)
             if row is None or (row.cancel is not None and row.status is not ApiRunStatus.RUNNING):

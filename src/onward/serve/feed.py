@@ -22,13 +22,15 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from onward.serve.states import StateAt
+
 DONE = object()
 """Put last: the drive has ended."""
 KEEP_ITEMS = 256
-"""Values chunks a feed keeps whole past the newest ones keep their number but not their
-data: a long run streams one per superstep, each the whole state. A reader that resumes
-(or lags) past them gets the newer values, which is what a values stream needs; every
-other item is kept."""
+"""Values chunks older than the newest ones keep their number and their checkpoint
+(:class:`~onward.serve.states.StateAt`), not the graph's chunk: a long run streams one
+per superstep. A reader that resumes (or lags) past them gets each made from its
+checkpoint; a values chunk without one keeps its number only. Every other item is kept."""
 
 Keep = Callable[[list[tuple[int, tuple[str, Any]]]], None]
 """Where a feed's items also go, numbered, in batches (the store), before readers see
@@ -118,13 +120,20 @@ class Feed:
                     self._published.set()
                     continue
                 self._items.append(item)
-                old = len(self._items) - KEEP_ITEMS - 1
-                if old >= 0 and (self._items[old] or ("",))[0] == "values":
-                    self._items[old] = None
+                self._forget(len(self._items) - KEEP_ITEMS - 1)
             waiters, self._waiters = self._waiters, []
         for loop, event in waiters:
             with contextlib.suppress(RuntimeError):  # the loop is closed: the server stops
                 loop.call_soon_threadsafe(event.set)
+
+    def _forget(self, old: int) -> None:
+        """Drop the chunk of the values item at index ``old`` (under the lock)."""
+        item = self._items[old] if old >= 0 else None
+        if item is None or item[0] != "values":
+            return
+        data = item[1]
+        kept = data.dropped() if isinstance(data, StateAt) else None
+        self._items[old] = ("values", kept) if kept is not None else None
 
     def items(self, after: int = 0) -> list[tuple[int, tuple[str, Any]]]:
         """What was put so far after the item numbered ``after`` (numbers start at

@@ -15,9 +15,11 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from onward.serve import states
 from onward.serve.clients import Clients
 from onward.serve.context import Serving
 from onward.serve.feed import Keep
+from onward.serve.states import Resolve, StateAt
 from onward.store.runs import ApiRunStatus, RunEvent
 
 POLL = 0.25
@@ -28,17 +30,34 @@ UNFINISHED = (ApiRunStatus.PENDING, ApiRunStatus.RUNNING)
 
 
 def keeper(clients: Clients) -> Callable[[str, str], Keep]:
-    """``Control``'s ``keep``: each run's events into the store, as they are fed."""
+    """``Control``'s ``keep``: each run's events into the store, as they are fed (a
+    values event as its checkpoint's reference, onward.serve.states)."""
 
     def for_run(run_id: str, thread_id: str) -> Keep:
         def keep(batch: list[tuple[int, tuple[str, Any]]]) -> None:
+            rows = [(seq, event, stored(data)) for seq, (event, data) in batch]
             with clients.use() as ow:
-                rows = [(seq, event, data) for seq, (event, data) in batch]
                 ow.store.threads.add_events(run_id, thread_id, rows)
 
         return keep
 
     return for_run
+
+
+def stored(data: Any) -> Any:
+    return data.stored() if isinstance(data, StateAt) else data
+
+
+def resolver(ctx: Serving, run_id: str) -> Resolve:
+    """The JSON of a run's values events (a checkpoint another process has not committed
+    yet is waited for while the run goes on)."""
+
+    def unfinished() -> bool:
+        with ctx.clients.use() as ow:
+            row = ow.store.threads.get_run(run_id)
+        return row is not None and row.status in UNFINISHED
+
+    return states.resolver(ctx.clients, unfinished, POLL)
 
 
 def _kept(ctx: Serving, run_id: str, after: int) -> tuple[list[RunEvent], bool]:

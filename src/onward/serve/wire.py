@@ -29,8 +29,8 @@ EPOCH = "1970-01-01T00:00:00+00:00"
 
 
 def jsonable(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return jsonable(value.model_dump(mode="json"))
+    if isinstance(value, BaseModel):  # pydantic's JSON mode is JSON already
+        return value.model_dump(mode="json")
     if isinstance(value, Interrupt):  # an escalation titled for a chat's card
         return {"value": card(jsonable(value.value)), "id": value.id}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -50,25 +50,41 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+def run_state(values: Any) -> Any:
+    """The state a values chunk holds (a ``RunState``), or None for a partial chunk."""
+    from onward.model.state import RunState, migrate
+
+    if isinstance(values, RunState):
+        return values
+    try:
+        return RunState.model_validate(migrate(dict(values)))
+    except Exception:
+        return None
+
+
+def conversation_of(values: Any) -> list[Any]:
+    """The conversation's messages (LangChain messages) of a values chunk."""
+    from onward.observe.chat import conversation
+
+    state = run_state(values) if values else None
+    return conversation(state) if state is not None else []
+
+
 def chat_values(values: Any) -> Any:
     """A state's values as the API shows them: JSON, with ``messages`` the conversation
     (every settled step as a tool call and its result, onward.observe.chat)."""
     if not values:
         return {}
-    from onward.model.state import RunState, migrate
     from onward.observe.chat import conversation
 
-    try:
-        state = (
-            values
-            if isinstance(values, RunState)
-            else RunState.model_validate(migrate(dict(values)))
-        )
-    except Exception:  # not a whole state (a partial chunk): shown as it is
+    state = run_state(values)
+    if state is None:  # a partial chunk: as it is
         return jsonable(values)
-    out = jsonable(values)
-    if isinstance(out, dict):
-        out["messages"] = jsonable(conversation(state))
+    if isinstance(values, Mapping):  # the state's own messages are replaced: not dumped
+        out = {str(k): None if k == "messages" else jsonable(v) for k, v in values.items()}
+    else:
+        out = jsonable(values)
+    out["messages"] = jsonable(conversation(state))
     return out
 
 

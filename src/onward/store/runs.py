@@ -75,8 +75,12 @@ MAX_RUN_EVENTS = 5000
 """Stream events kept per run in the store (the oldest go first): a long run streams
 many; a client that fell further behind than these gets the newest ones."""
 KEEP_VALUES = 256
-"""Values events kept whole past the newest ones (as the in-memory feed does): each is
-the whole state, and a resumed values stream needs only the newer ones."""
+"""Values events kept whole past the newest ones (as the in-memory feed does). The
+server stores a values event as its checkpoint's reference (``{"$checkpoint": ...}``,
+onward.serve.states), which is kept for good; only one stored whole (an interrupt's,
+one without a checkpoint) loses its data past these."""
+REFERENCE_PREFIX = '{"$checkpoint":'
+"""How a stored values reference's JSON starts (those keep their data)."""
 
 
 class CancelAction(StrEnum):
@@ -357,13 +361,18 @@ class Threads:
                     "INSERT INTO onward_api_run_events (run_id, seq, thread_id, event, data) "
                     "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, seq) DO UPDATE SET "
                     "event = excluded.event, data = excluded.data",
-                    (run_id, seq, thread_id, event, json.dumps(data, ensure_ascii=False)),
+                    (run_id, seq, thread_id, event, _compact(data)),
                 )
             if newest > KEEP_VALUES:
                 db.execute(
                     "UPDATE onward_api_run_events SET data = NULL WHERE run_id = ? AND seq < ? "
-                    "AND seq >= ? AND event = 'values'",
-                    (run_id, newest - KEEP_VALUES, newest - KEEP_VALUES - len(events) - 1),
+                    "AND seq >= ? AND event = 'values' AND data NOT LIKE ?",
+                    (
+                        run_id,
+                        newest - KEEP_VALUES,
+                        newest - KEEP_VALUES - len(events) - 1,
+                        REFERENCE_PREFIX + "%",
+                    ),
                 )
             if newest > MAX_RUN_EVENTS:
                 db.execute(
@@ -430,6 +439,10 @@ class Threads:
             )
             for r in rows
         ]
+
+
+def _compact(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 def _thread(r: tuple[Any, ...]) -> ThreadRow:

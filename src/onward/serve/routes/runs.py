@@ -20,7 +20,7 @@ from sse_starlette import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
 from onward.errors import UsageError, refuse_unknown
-from onward.serve import drives, replay
+from onward.serve import drives, replay, states
 from onward.serve.context import Ctx, Serving, Who
 from onward.serve.control import CancelAction
 from onward.serve.drives import launch, modes_of
@@ -65,15 +65,21 @@ async def events(
     *,
     on_drop: Any = None,
     prefix: str = "",
+    resolve: states.Resolve | None = None,
 ) -> AsyncIterator[dict[str, str]]:
     """A feed as SSE events with ids; ``only``: these event names (and metadata, errors);
-    ``on_drop``: called when the client goes away before the run's end."""
+    ``on_drop``: called when the client goes away before the run's end; ``resolve``: a
+    values event's JSON, made when it is sent (onward.serve.states)."""
     ended = False
     source = feed.follow(after) if isinstance(feed, Feed) else feed
     try:
         async for number, (event, data) in source:
             if only is not None and event.split("|")[0] not in only | {"metadata", "error"}:
                 continue
+            if resolve is not None and event == "values":
+                data = await resolve(data)
+                if data is states.MISSING:  # its checkpoint is gone (the thread was deleted)
+                    continue
             yield {
                 "id": f"{prefix}{number}",
                 "event": event,
@@ -105,7 +111,7 @@ async def runs_stream(
     modes = modes_of(body)
     run_id, out = await run_in_threadpool(launch, ctx, thread_id, body, who, modes)
     return EventSourceResponse(
-        events(out, on_drop=_on_drop(ctx, run_id, body)),
+        events(out, on_drop=_on_drop(ctx, run_id, body), resolve=states.resolver(ctx.clients)),
         headers=_location(thread_id, run_id),
         ping=15,
     )
@@ -118,7 +124,7 @@ async def finished_values(
     ``join`` answer. A client that goes away cancels the run with ``cancel_on_drop``."""
     # This server's feed, else the run's events in the store (it is driven elsewhere).
     feed = ctx.control.feed(run_id) or replay.follow(ctx, run_id)
-    reader = asyncio.ensure_future(_last_values(feed))
+    reader = asyncio.ensure_future(_last_values(feed, replay.resolver(ctx, run_id)))
     while not reader.done():
         await asyncio.wait({reader}, timeout=0.5)
         if not reader.done() and request is not None and await request.is_disconnected():
@@ -135,7 +141,10 @@ async def finished_values(
         return state_at(ow, thread_id, None)["values"] if last is None else last
 
 
-async def _last_values(feed: Feed | AsyncIterator[tuple[int, tuple[str, Any]]]) -> Any:
+async def _last_values(
+    feed: Feed | AsyncIterator[tuple[int, tuple[str, Any]]], resolve: states.Resolve
+) -> Any:
+    """The run's last values (made from one state, at the end), or its error."""
     last: Any = None
     source = feed.follow() if isinstance(feed, Feed) else feed
     async for _n, (event, data) in source:
@@ -143,7 +152,8 @@ async def _last_values(feed: Feed | AsyncIterator[tuple[int, tuple[str, Any]]]) 
             return {"__error__": data}
         if event == "values":
             last = data
-    return last
+    found = await resolve(last) if last is not None else None
+    return None if found is states.MISSING else found
 
 
 @router.post("/threads/{thread_id}/runs/wait")
@@ -262,7 +272,9 @@ async def runs_join_stream(
     source = replay.follow(ctx, run_id, after)
     drop = (lambda: _cancel_quietly(ctx, run_id, CancelAction.INTERRUPT)) if cancel else None
     return EventSourceResponse(
-        events(source, after, only, on_drop=drop), headers=_location(thread_id, run_id), ping=15
+        events(source, after, only, on_drop=drop, resolve=replay.resolver(ctx, run_id)),
+        headers=_location(thread_id, run_id),
+        ping=15,
     )
 
 
@@ -317,7 +329,8 @@ async def thread_join_stream(
             start = after if skipping else 0
             skipping = False
             source = replay.follow(ctx, run_id, start)
-            async for item in events(source, start, only, prefix=f"{run_id}:"):
+            resolve = replay.resolver(ctx, run_id)
+            async for item in events(source, start, only, prefix=f"{run_id}:", resolve=resolve):
                 yield item
             done.add(run_id)
 

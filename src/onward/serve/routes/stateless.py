@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from onward.errors import UsageError
 from onward.observe.kinds import EventKind
+from onward.serve import states
 from onward.serve.context import Ctx, Serving, Who
 from onward.serve.drives import Staged, launch, modes_of, stage_new
 from onward.serve.feed import Feed
@@ -144,7 +145,7 @@ async def stateless_stream(body: dict[str, Any], ctx: Ctx, who: Who) -> EventSou
     thread_id, run_id, out = await run_in_threadpool(_launch, ctx, request, who, modes, keep)
     clean_up_later(ctx, thread_id, run_id, out, who, keep)
     return EventSourceResponse(
-        events(out, on_drop=_on_drop(ctx, run_id, request)),
+        events(out, on_drop=_on_drop(ctx, run_id, request), resolve=states.resolver(ctx.clients)),
         headers=_location(thread_id, run_id),
         ping=15,
     )

@@ -1,0 +1,165 @@
+"""Long threads through ``onward serve``: what a run of N no-op steps costs over HTTP, and
+what reading its thread costs afterwards, against the same run through ``Onward.run``.
+
+For each N (1 / 100 / 1,000 by default) on a fresh store: the run sent as ``runs.wait``
+input (seconds, and per step), the same plan through ``Onward.run`` on a store of the
+same backend, the bytes of the stream events the server kept for the run, then the
+reads a chat UI makes when it opens the thread (best of 3): ``get_state``,
+``get_history(limit=10)``, and the first values event of a follow-up ``runs.stream``.
+
+    python bench/serve_long.py --steps 1,100,1000 [--postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from langgraph_sdk import get_sync_client
+
+from _common import any_size, chain_plan, pg_schema
+from onward import Onward
+from onward.store.database import Store
+
+POLICY = "max_plan_steps: 1000000\n"
+
+
+@contextmanager
+def server(db: str, workdir: Path, port: int) -> Iterator[str]:
+    policy = workdir / "policy.yaml"
+    policy.write_text(POLICY)
+    argv = ["serve", "--db", db, "--port", str(port), "--policy", str(policy)]
+    argv += ["--max-steps", "10000000"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "onward", *argv], cwd=workdir, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                if httpx.get(url + "/ok", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def as_input(n: int) -> dict[str, Any]:
+    steps = [
+        {"id": s.id, "tool": s.tool, "args": s.args, "depends_on": list(s.depends_on)}
+        for s in chain_plan(n).steps
+    ]
+    return {"goal": f"{n} no-op steps", "plan": {"steps": steps}}
+
+
+def best_ms(call: Callable[[], Any], rounds: int = 3) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - t0)
+    return best * 1000
+
+
+def first_event(url: str, thread_id: str) -> float:
+    """Milliseconds to the first values event of a follow-up message."""
+    client = get_sync_client(url=url, api_key=None)
+    t0 = time.perf_counter()
+    parts = client.runs.stream(
+        thread_id,
+        "onward",
+        input={"messages": [{"type": "human", "content": "and now?"}]},
+        stream_mode=["values"],
+    )
+    for part in parts:
+        if part.event == "values":
+            took = time.perf_counter() - t0
+            for _rest in parts:
+                pass
+            return took * 1000
+    return float("nan")
+
+
+def over_http(db: str, workdir: Path, port: int, n: int) -> dict[str, Any]:
+    with server(db, workdir, port) as url:
+        client = get_sync_client(url=url, api_key=None)
+        thread_id = client.threads.create()["thread_id"]
+        t0 = time.perf_counter()
+        client.runs.wait(thread_id, "onward", input=as_input(n))
+        took = time.perf_counter() - t0
+        run_id = client.runs.list(thread_id)[0]["run_id"]
+        row = {"steps": n, "http_s": took, "event_bytes": kept_bytes(db, run_id)}
+        row["get_state_ms"] = best_ms(lambda: client.threads.get_state(thread_id))
+        row["history_ms"] = best_ms(lambda: client.threads.get_history(thread_id, limit=10))
+        row["state_kb"] = len(json.dumps(client.threads.get_state(thread_id)["values"])) / 1e3
+        row["first_event_ms"] = first_event(url, thread_id)
+    return row
+
+
+def kept_bytes(db: str, run_id: str) -> int:
+    store = Store(db)
+    try:
+        return sum(len(json.dumps(e.data)) for e in store.threads.events(run_id, 0, 10**7))
+    finally:
+        store.close()
+
+
+def local(db: str, n: int) -> float:
+    with Onward(db) as ow:
+        t0 = time.perf_counter()
+        ow.run(f"{n} no-op steps", plan=chain_plan(n), **any_size())
+        return time.perf_counter() - t0
+
+
+@contextmanager
+def stores(postgres: bool) -> Iterator[tuple[str, str]]:
+    """Two fresh stores of one backend: (for the server, for ``Onward.run``)."""
+    if postgres:
+        with pg_schema() as a, pg_schema() as b:
+            yield a, b
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        yield f"sqlite:///{tmp}/serve.db", f"sqlite:///{tmp}/local.db"
+
+
+def measure(n: int, postgres: bool, port: int) -> dict[str, Any]:
+    with stores(postgres) as (served, plain), tempfile.TemporaryDirectory() as wd:
+        row = over_http(served, Path(wd), port, n)
+        row["local_s"] = local(plain, n)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", default="1,100,1000")
+    parser.add_argument("--postgres", action="store_true")
+    parser.add_argument("--port", type=int, default=8437)
+    args = parser.parse_args()
+    print(
+        f"{'steps':>6} {'http s':>8} {'local s':>8} {'ratio':>6} {'events kB':>10} "
+        f"{'state kB':>9} {'get_state':>10} {'history10':>10} {'1st event':>10}"
+    )
+    for n in (int(x) for x in args.steps.split(",")):
+        r = measure(n, args.postgres, args.port)
+        print(
+            f"{n:6} {r['http_s']:8.2f} {r['local_s']:8.2f} {r['http_s'] / r['local_s']:6.2f} "
+            f"{r['event_bytes'] / 1e3:10.1f} {r['state_kb']:9.1f} {r['get_state_ms']:8.1f}ms "
+            f"{r['history_ms']:8.1f}ms {r['first_event_ms']:8.1f}ms",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
