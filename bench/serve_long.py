@@ -76,11 +76,12 @@ def best_ms(call: Callable[[], Any], rounds: int = 3) -> float:
 def first_event(url: str, thread_id: str) -> float:
     """Milliseconds to the first values event of a follow-up message."""
     client = get_sync_client(url=url, api_key=None)
+    message: Any = {"messages": [{"type": "human", "content": "and now?"}]}
     t0 = time.perf_counter()
     parts = client.runs.stream(
         thread_id,
         "onward",
-        input={"messages": [{"type": "human", "content": "and now?"}]},
+        input=message,
         stream_mode=["values"],
     )
     for part in parts:

@@ -70,7 +70,8 @@ def run_steps(url: str, n: int, modes: list[str]) -> tuple[str, str, list[Event]
     thread_id = client.threads.create()["thread_id"]
     body = {"assistant_id": "onward", "input": noop_chain(n), "stream_mode": modes}
     run_id, live = stream_live(url, thread_id, body)
-    assert client.threads.get_state(thread_id)["values"]["status"] == "done"
+    state: Any = client.threads.get_state(thread_id)
+    assert state["values"]["status"] == "done"
     return thread_id, run_id, live
 
 
@@ -81,7 +82,7 @@ def test_stored_stream_events_per_step_stay_flat_and_far_below_the_state(
     with serve(db_url, workdir) as url:
         _short_thread, short_run, short_live = run_steps(url, 20, modes)
         long_thread, long_run, long_live = run_steps(url, 80, modes)
-        state = get_sync_client(url=url, api_key=None).threads.get_state(long_thread)
+        state: Any = get_sync_client(url=url, api_key=None).threads.get_state(long_thread)
     state_bytes = len(json.dumps(state["values"]))
     short, long = stored_bytes(db_url, short_run), stored_bytes(db_url, long_run)
     assert len(long) == len(long_live)
