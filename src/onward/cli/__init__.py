@@ -65,7 +65,10 @@ SUMMARIES = {
     "uses); never anything a waiting or resumable run needs. Then VACUUM and report what was "
     "freed.",
     "worker": "Claim queued and resumable runs from the store and drive them, until SIGTERM or "
-    "Ctrl-C: then finish the current superstep, requeue, release leases and exit.",
+    "Ctrl-C: then finish the current superstep, requeue, release leases and exit 0. A "
+    "database that goes away is waited for (ONWARD_PG_OUTAGE); a worker that stops for any "
+    "other reason exits non-zero (2: the database stayed unreachable), so a supervisor with "
+    "restart-on-failure restarts it.",
     "serve": "Serve the LangGraph Server API (langgraph_sdk, RemoteGraph, agent-chat-ui) and a "
     "web page at / on this store. Tokens: $ONWARD_API_TOKENS=token:user,... (else open).",
 }
