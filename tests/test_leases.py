@@ -125,10 +125,13 @@ def test_a_driver_on_another_host_is_waited_out_until_its_lease_expires(
     assert early.returncode == 4, early.stderr
     assert f"is being driven by {elsewhere}" in early.stdout + early.stderr
     with Onward(db) as ow:
-        later = ow.clock() + timedelta(seconds=31)  # the same store, 31 s on
-        taken = Leases(ow.store.connect, policy, clock=lambda: later).acquire(
-            thread_id, new_owner()
-        )
+        # 31 s on: expiry is the database's clock (a process's clock is not asked), so the
+        # lease is aged instead.
+        conn = ow.store.connect()
+        old = (ow.clock() - timedelta(seconds=1)).isoformat()
+        conn.execute("UPDATE onward_leases SET expires_at = ?", (old,))
+        conn.close()
+        taken = Leases(ow.store.connect, policy).acquire(thread_id, new_owner())
     assert taken is not None
     assert taken.owner == elsewhere
     [detail] = _takeovers(db, thread_id)

@@ -91,9 +91,12 @@ def _parse(sql: str) -> _Insert | None:
 
 
 @lru_cache(maxsize=128)
-def _text(shape: tuple[tuple[str, int], ...]) -> str:
+def _text(shape: tuple[tuple[str, int], ...], fenced: bool = False) -> str:
     """The statement for these (SQL, row count) pairs, numbered placeholders; a step's
-    batches repeat a few shapes, so the text is built once each."""
+    batches repeat a few shapes, so the text is built once each. ``fenced``: every insert
+    is a ``WITH`` clause and the statement is ``SELECT onward_fence(...)`` of the three
+    last parameters (store/leases.py: it raises, and so undoes the inserts, when a lease
+    is not its drive's any more)."""
     parts = []
     number = itertools.count(1)
     for sql, count in shape:
@@ -104,16 +107,24 @@ def _text(shape: tuple[tuple[str, int], ...]) -> str:
             for _ in range(count)
         )
         parts.append(f"{insert.head}{', '.join(rows)} {insert.tail}".rstrip())
+    if fenced:
+        n = next(number)
+        clauses = ", ".join(f"w{i} AS ({part})" for i, part in enumerate(parts))
+        fence = f"onward_fence(${n}::text[], ${n + 1}::text[], ${n + 2}::bigint[])"
+        return f"WITH {clauses} SELECT {fence}"
     if len(parts) == 1:
         return parts[0]
     clauses = ", ".join(f"w{i} AS ({part})" for i, part in enumerate(parts[:-1]))
     return f"WITH {clauses} {parts[-1]}"
 
 
-def one_statement(statements: Statements) -> tuple[str, list[Any]] | None:
+def one_statement(
+    statements: Statements, fence: tuple[list[str], list[str], list[int]] | None = None
+) -> tuple[str, list[Any]] | None:
     """``statements`` (each SQL with its rows, as :func:`~onward.checkpointing.savers.grouped`
     makes them) as one statement and its parameters, or None where one statement could
-    give another result than running them in order (see the module docstring)."""
+    give another result than running them in order (see the module docstring). ``fence``:
+    ``onward_fence``'s arrays (thread ids, owners, epochs), checked in the same statement."""
     shape: list[tuple[str, int]] = []
     params: list[Any] = []
     tables: set[str] = set()
@@ -140,6 +151,8 @@ def one_statement(statements: Statements) -> tuple[str, list[Any]] | None:
         shape.append((sql, len(rows)))
     if not shape:
         return None
+    if fence is not None:
+        return _text(tuple(shape), True), [*params, *fence]
     return _text(tuple(shape)), params
 
 

@@ -29,10 +29,21 @@ reproducible tasks again — never a tool. Deferred rows are committed before an
 happens before the verdicts it follows are durable), and on close. A step of a plan:
 execute's writes (one commit, carrying the previous step's verify), then its checkpoint,
 verify's writes and checkpoint (deferred).
+
+**Fenced commits.** A commit of a thread this process drives (its lease's epoch is in
+:class:`~onward.store.leases.Fences`) checks, in the same transaction, that the lease is
+still that epoch: SQLite begins the commit ``BEGIN IMMEDIATE`` and reads the lease row;
+Postgres sends the check inside the commit's one statement (``onward_fence``, which locks
+the lease row ``FOR SHARE`` and raises if it is not the drive's any more). A refused commit
+writes nothing, drops that thread's deferred rows and raises
+:class:`~onward.errors.LeaseLostError`: a driver that lost its lease cannot overwrite its
+successor's checkpoint. Still one commit per step. Threads without a fence here (LangGraph
+used directly, a person's edit from another process) are committed as before.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
@@ -64,7 +75,9 @@ from langgraph.checkpoint.sqlite._delta import (
 )
 
 from onward.checkpointing.serde import fresh
+from onward.errors import LeaseLostError
 from onward.observe.events import LogRow
+from onward.store.leases import FENCE_SQL, FENCE_SQLSTATE, Fence, Fences
 
 if TYPE_CHECKING:
     import psycopg
@@ -189,8 +202,31 @@ class Deferred:
     def drop(self, thread_id: str) -> None:
         self._by_thread.pop(thread_id, None)
 
+    def threads(self) -> list[str]:
+        """The threads with statements kept."""
+        return [t for t, statements in self._by_thread.items() if statements]
+
     def __bool__(self) -> bool:
         return any(self._by_thread.values())
+
+
+def fences_of(
+    fences: Fences | None, deferred: Deferred, thread_id: str | None
+) -> list[tuple[str, Fence]]:
+    """The fences a commit must check: of the batch's thread and of every thread with
+    deferred statements, where this process drives it."""
+    if not fences:
+        return []
+    threads = dict.fromkeys([*deferred.threads(), *([thread_id] if thread_id else [])])
+    return [(t, f) for t in threads if (f := fences.of(t)) is not None]
+
+
+class FencedOut(Exception):
+    """A commit's fence check failed for ``thread_id`` (its lease is another's now)."""
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(thread_id)
+        self.thread_id = thread_id
 
 
 _TABLE = re.compile(r"\b(?:INSERT\s+INTO|DELETE\s+FROM|UPDATE)\s+(\w+)", re.IGNORECASE)
@@ -286,9 +322,10 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
         serde: SerializerProtocol,
         held: HeldRows,
         to_sql: RowsToSql,
+        fences: Fences | None = None,
     ) -> None:
         super().__init__(conn, serde=serde)
-        self.held, self.to_sql = held, to_sql
+        self.held, self.to_sql, self.fences = held, to_sql, fences
         self._deferred = Deferred()
         held.flush, held.discard = self.flush, self._drop
         self._seeds: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
@@ -380,20 +417,23 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
             if defer:
                 self._deferred.of(thread_id).extend(statements)
                 return
-            self._commit(statements)
+            self._commit(statements, thread_id)
 
     def flush(self) -> None:
         with self.lock:
             if self._deferred:
-                self._commit([])
+                self._commit([], None)
 
-    def _commit(self, statements: Statements) -> None:
-        """The deferred statements, then these, in one transaction: all or nothing. (Not
-        SqliteSaver.cursor(), which commits even after an error and could save writes
-        without their events.) On failure the deferred rows stay for the next commit."""
+    def _commit(self, statements: Statements, thread_id: str | None) -> None:
+        """The deferred statements, then these (of ``thread_id``), in one transaction: all
+        or nothing. (Not SqliteSaver.cursor(), which commits even after an error and could
+        save writes without their events.) On failure the deferred rows stay for the next
+        commit. Fenced threads are checked first (:meth:`_fence`)."""
         cur = self.conn.cursor()
         try:
-            for sql, params in grouped([*self._deferred.take(), *statements]):
+            refused = self._fence(cur, thread_id)
+            batch = [] if refused else statements  # a lost lease: only the others' rows
+            for sql, params in grouped([*self._deferred.take(), *batch]):
                 cur.executemany(sql, params)
             self.conn.commit()
             self._deferred.clear()
@@ -402,6 +442,27 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
             raise
         finally:
             cur.close()
+        if refused and thread_id is not None:
+            raise LeaseLostError(thread_id)
+
+    def _fence(self, cur: sqlite3.Cursor, thread_id: str | None) -> bool:
+        """Begin the commit ``IMMEDIATE`` (the write lock, so the lease read is the one the
+        commit writes against) when a thread in it is fenced, and check each fence: a thread
+        whose lease is not its drive's any more has its deferred rows dropped and is marked
+        lost. True when that is ``thread_id``'s (its batch must not be written)."""
+        checks = fences_of(self.fences, self._deferred, thread_id)
+        if not checks:
+            return False
+        if not self.conn.in_transaction:
+            cur.execute("BEGIN IMMEDIATE")
+        lost = False
+        for thread, fence in checks:
+            if cur.execute(FENCE_SQL, (thread, fence.owner, fence.epoch)).fetchone() is None:
+                self._deferred.drop(thread)
+                assert self.fences is not None
+                self.fences.lose(thread)
+                lost = lost or thread == thread_id
+        return lost
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -528,16 +589,23 @@ _CHAIN_SQL = (
 
 
 def postgres_saver(
-    pool: PgPool, *, serde: SerializerProtocol, held: HeldRows, to_sql: RowsToSql
+    pool: PgPool,
+    *,
+    serde: SerializerProtocol,
+    held: HeldRows,
+    to_sql: RowsToSql,
+    fences: Fences | None = None,
 ) -> Any:
     """A :class:`PostgresSaver` (imported only with the postgres extra) on ``pool``, whose
-    batches are transactions and whose ``put_writes`` also inserts the task's held rows."""
+    batches are transactions fenced by ``fences``, and whose ``put_writes`` also inserts
+    the task's held rows."""
     from langgraph.checkpoint.postgres import PostgresSaver
 
     class OnwardPostgresSaver(FlushedReads, PostgresSaver):
         _deferred: Deferred
         _local: threading.local
-        """``into``: where this thread records a deferred batch (None: send it)."""
+        """``into``: where this thread records a deferred batch (None: send it);
+        ``thread``: the thread id of the batch being saved (None: a flush)."""
 
         @contextmanager
         def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
@@ -556,14 +624,43 @@ def postgres_saver(
             batch: Statements = []
             yield _Recorder(batch)
             with self.lock:
-                statements = self._pending(batch)
-                pipelined = self.supports_pipeline
-                pool.retry(lambda: pool.borrowed(lambda c: _send(c, statements, pipelined)))
+                self._commit(batch, getattr(self._local, "thread", None))
+
+        def _commit(self, batch: Statements, thread_id: str | None) -> None:
+            """Send the deferred statements and ``batch`` with their fences. A thread found
+            fenced out loses its deferred rows and the rest is sent again; if it is the
+            batch's, :class:`LeaseLostError` (the batch is not written)."""
+            while True:
+                send = functools.partial(
+                    _send,
+                    statements=self._pending(batch),
+                    pipelined=self.supports_pipeline,
+                    checks=fences_of(fences, self._deferred, thread_id),
+                )
+                try:
+                    pool.retry(functools.partial(pool.borrowed, send))
+                except FencedOut as out:
+                    self._deferred.drop(out.thread_id)
+                    assert fences is not None
+                    fences.lose(out.thread_id)
+                    if out.thread_id == thread_id:
+                        raise LeaseLostError(out.thread_id) from None
+                    continue
                 self._deferred.clear()
+                return
 
         def _pending(self, batch: Statements) -> Statements:
             """The deferred statements, then ``batch``, grouped: what the next commit sends."""
             return grouped([*self._deferred.take(), *batch])
+
+        @contextmanager
+        def _saving(self, thread_id: str) -> Iterator[None]:
+            """The batches sent in the block are ``thread_id``'s (see :meth:`_commit`)."""
+            self._local.thread = thread_id
+            try:
+                yield
+            finally:
+                self._local.thread = None
 
         @contextmanager
         def _deferring(self, thread_id: str, defer: bool) -> Iterator[None]:
@@ -590,7 +687,8 @@ def postgres_saver(
             new_versions: ChannelVersions,
         ) -> RunnableConfig:
             thread_id = str(config["configurable"]["thread_id"])
-            with self._deferring(thread_id, _deferrable_checkpoint(held, thread_id, metadata)):
+            defer = _deferrable_checkpoint(held, thread_id, metadata)
+            with self._saving(thread_id), self._deferring(thread_id, defer):
                 return super().put(config, checkpoint, metadata, new_versions)
 
         def get_delta_channel_history(
@@ -615,7 +713,11 @@ def postgres_saver(
             )
             events, refs = held.take(thread_id, task_id)
             defer = _deferrable_writes(held, thread_id, task_id, writes)
-            with self._deferring(thread_id, defer), self._cursor(pipeline=True) as cur:
+            with (
+                self._saving(thread_id),
+                self._deferring(thread_id, defer),
+                self._cursor(pipeline=True) as cur,
+            ):
                 cur.executemany(
                     query,
                     self._dump_writes(
@@ -636,34 +738,61 @@ def postgres_saver(
     return saver
 
 
-def _send(conn: psycopg.Connection[Any], statements: Statements, pipelined: bool) -> None:
+def _send(
+    conn: psycopg.Connection[Any],
+    statements: Statements,
+    pipelined: bool,
+    checks: Sequence[tuple[str, Fence]] = (),
+) -> None:
     """A batch in one transaction: grouped (:func:`grouped`) and sent as one statement
     where that cannot change the result (onestatement.py: one message, and in autocommit
     one transaction), else with BEGIN and COMMIT in one pipeline (psycopg's transaction()
     would add two round trips to each batch), or, on a libpq older than 14, in a
-    transaction. One commit and one round trip either way."""
+    transaction. One commit and one round trip either way. ``checks``: the fences the
+    transaction checks (``onward_fence``); a failed one is :class:`FencedOut`."""
+    import psycopg
     from psycopg.pq import TransactionStatus
     from psycopg.rows import dict_row
 
     from onward.checkpointing.onestatement import one_statement, send
 
+    fence = _fence_arrays(checks)
     try:
-        joined = one_statement(statements)
+        joined = one_statement(statements, fence)
         if joined is not None:
             send(conn, joined)
         elif pipelined:
             with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
                 cur.execute("BEGIN")
+                _check_fences(cur, fence)
                 _replay(cur, statements)
                 cur.execute("COMMIT")
         else:
             with conn.transaction(), conn.cursor(binary=True, row_factory=dict_row) as cur:
+                _check_fences(cur, fence)
                 _replay(cur, statements)
-    except BaseException:
+    except BaseException as exc:
         if conn.info.transaction_status is not TransactionStatus.IDLE:
             with suppress(Exception):  # a dead connection: keep the first error
                 conn.execute("ROLLBACK")
+        if isinstance(exc, psycopg.Error) and exc.sqlstate == FENCE_SQLSTATE:
+            raise FencedOut(str(exc.diag.message_detail)) from None
         raise
+
+
+Arrays = tuple[list[str], list[str], list[int]]
+"""``onward_fence``'s arguments: thread ids, owners, epochs."""
+
+
+def _fence_arrays(checks: Sequence[tuple[str, Fence]]) -> Arrays | None:
+    if not checks:
+        return None
+    return [t for t, _ in checks], [f.owner for _, f in checks], [f.epoch for _, f in checks]
+
+
+def _check_fences(cur: Any, fence: Arrays | None) -> None:
+    if fence is not None:
+        cur.execute("SELECT onward_fence(%s::text[], %s::text[], %s::bigint[])", fence)
 
 
 def _replay(cur: Any, statements: Statements) -> None:

@@ -164,7 +164,7 @@ def stream(
                         interrupt_before=pause_at or None,
                         interrupt_after=pause_after or None,
                     ):
-                        if beat.lost.is_set():
+                        if beat.lost.is_set() or ow.store.fences.lost(thread_id):
                             raise LeaseLostError(thread_id)
                         if mode == "values":
                             last = chunk
@@ -194,8 +194,10 @@ def stream(
                     "look at `onward status`, then resume or cancel it"
                 ) from None
             # The drive's last supersteps may wait in the saver (verify, the end state):
-            # commit them before the run's record says how it ended.
+            # commit them before the run's record says how it ended (a commit refused by
+            # the lease's fence stops the drive here: its successor's record stands).
             ow.store.held.make_durable()
+            ow.store.fences.check_lost(thread_id)
             if last is not None:
                 # A checkpoint with the state is durable now: the request's big strings
                 # are an extra copy of the checkpoint's (store/blobs.py).
@@ -213,7 +215,7 @@ def stream(
         # A drive stopped by its reader (the generator closed), Ctrl-C or an error still
         # holds the lease: what it saved stands, as before. Only a drive whose lease passed
         # to another driver drops what its saver deferred (drop_held, below).
-        if not isinstance(exc, LeaseLostError):
+        if not isinstance(exc, LeaseLostError) and not ow.store.fences.lost(thread_id):
             with suppress(Exception):  # keep the first error
                 ow.store.held.make_durable()
         if isinstance(exc, DiskFullError):

@@ -7,6 +7,12 @@ external effect would repeat it. For non-pure tools, execute claims the key as
 the result (and returns it without calling) or a ``started`` row with no result:
 the process died mid-effect and the outcome is unknown. Same database as the
 checkpoints; portable SQL (INSERT … ON CONFLICT DO NOTHING, plain UPDATE).
+
+A drive's writes here (claims, re-calls, results, settlements) are fenced by its lease
+(store/leases.py): each is written in a transaction that first checks that the lease still
+has the drive's epoch, so a driver that lost its lease claims nothing (``LeaseLostError``)
+and so calls nothing. Writes of a thread this process does not drive (``onward resolve``)
+are single statements, as before.
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ from onward.model.clock import utcnow
 from onward.store.artifacts import canonical_json
 from onward.store.connection import SharedConnection
 from onward.store.encryption import Cipher, open_text, seal_text
-from onward.store.sql import Db
+from onward.store.leases import Fences, fenced
+from onward.store.sql import Cursor, Db
 
 LEDGER_SCHEMA = """
 CREATE TABLE IF NOT EXISTS onward_effects (
@@ -82,9 +89,13 @@ _COLUMNS = (
 class Ledger:
     """Ledger rows on a connection of its own (execute tasks run on several threads)."""
 
-    def __init__(self, connect: Callable[[], Db], cipher: Cipher | None = None) -> None:
+    def __init__(
+        self, connect: Callable[[], Db], cipher: Cipher | None = None, fences: Fences | None = None
+    ) -> None:
         self._db = SharedConnection(connect)
         self._cipher = cipher
+        self._fences = fences
+        """The leases of this process's drives: their writes here are fenced by them."""
 
     def _dump(self, value: Any) -> str:
         return seal_text(self._cipher, json.dumps(value, ensure_ascii=False))
@@ -96,7 +107,7 @@ class Ledger:
         self, key: str, *, thread_id: str, step_id: str, tool: str, args: Any, compensable: bool
     ) -> Effect | None:
         """Record ``started``; None when this call made the claim, else the existing row."""
-        with self._db.use() as conn:  # one statement: atomic on its own
+        with self._db.use() as db, fenced(db, self._fences, thread_id) as conn:
             cur = conn.execute(
                 f"INSERT INTO onward_effects ({_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, NULL, 1, ?) ON CONFLICT (key) DO NOTHING",
@@ -119,24 +130,18 @@ class Ledger:
 
     def again(self, key: str) -> None:
         """Count another call of a started effect (idempotent re-call, or a retry)."""
-        with self._db.use() as conn:  # one statement: atomic on its own
-            conn.execute(
-                "UPDATE onward_effects SET calls = calls + 1, status = ?, started_at = ? "
-                "WHERE key = ?",
-                (EffectStatus.STARTED.value, utcnow().isoformat(), key),
-            )
+        self._update(
+            key,
+            "UPDATE onward_effects SET calls = calls + 1, status = ?, started_at = ? WHERE key = ?",
+            (EffectStatus.STARTED.value, utcnow().isoformat(), key),
+        )
 
     def complete(self, key: str, result: Any) -> None:
-        with self._db.use() as conn:  # one statement: atomic on its own
-            conn.execute(
-                "UPDATE onward_effects SET status = ?, result = ?, completed_at = ? WHERE key = ?",
-                (
-                    EffectStatus.COMPLETED.value,
-                    self._dump(result),
-                    utcnow().isoformat(),
-                    key,
-                ),
-            )
+        self._update(
+            key,
+            "UPDATE onward_effects SET status = ?, result = ?, completed_at = ? WHERE key = ?",
+            (EffectStatus.COMPLETED.value, self._dump(result), utcnow().isoformat(), key),
+        )
 
     def skip(self, key: str) -> None:
         self._settle(key, EffectStatus.SKIPPED)
@@ -145,11 +150,23 @@ class Ledger:
         self._settle(key, EffectStatus.RETRY)
 
     def _settle(self, key: str, status: EffectStatus) -> None:
-        with self._db.use() as conn:  # one statement: atomic on its own
-            conn.execute(
-                "UPDATE onward_effects SET status = ?, completed_at = ? WHERE key = ?",
-                (status.value, utcnow().isoformat(), key),
-            )
+        self._update(
+            key,
+            "UPDATE onward_effects SET status = ?, completed_at = ? WHERE key = ?",
+            (status.value, utcnow().isoformat(), key),
+        )
+
+    def _update(self, key: str, sql: str, params: tuple[Any, ...]) -> Cursor:
+        """One statement on ``key``'s row, fenced by its thread's lease when this process
+        drives that thread (one statement alone otherwise: atomic on its own)."""
+        with self._db.use() as db:
+            if not self._fences:
+                return db.execute(sql, params)
+            row = db.execute("SELECT thread_id FROM onward_effects WHERE key = ?", (key,))
+            found = row.fetchone()
+            thread_id = str(found[0]) if found else ""
+            with fenced(db, self._fences, thread_id) as conn:
+                return conn.execute(sql, params)
 
     def get(self, key: str) -> Effect | None:
         with self._db.use() as conn:

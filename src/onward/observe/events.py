@@ -16,6 +16,7 @@ from onward.model.clock import utcnow
 from onward.observe.kinds import ONCE_FIELDS, EventKind
 from onward.store.connection import SharedConnection
 from onward.store.encryption import Cipher, open_text, seal_text
+from onward.store.leases import Fences, fenced
 from onward.store.sql import Db
 
 LogRow = tuple[datetime, str, dict[str, Any], "str | None"]
@@ -35,9 +36,14 @@ class EventLog:
     """Appends and reads events on a connection of its own, opened once: nodes on several
     threads log after every step, and a connection per write cost more than the write."""
 
-    def __init__(self, connect: Callable[[], Db], cipher: Cipher | None = None) -> None:
+    def __init__(
+        self, connect: Callable[[], Db], cipher: Cipher | None = None, fences: Fences | None = None
+    ) -> None:
         self._db = SharedConnection(connect)
         self._cipher = cipher
+        self._fences = fences
+        """A drive's events are fenced by its lease (store/leases.py): a driver that lost
+        it logs nothing more (``LeaseLostError``)."""
 
     def close(self) -> None:
         self._db.close()
@@ -66,7 +72,11 @@ class EventLog:
         statements = self.statements(thread_id, rows, artifact_refs)
         if not statements:
             return
-        with self._db.use() as db, db.transaction():
+        with (
+            self._db.use() as conn,
+            fenced(conn, self._fences, thread_id) as db,
+            db.transaction(),
+        ):
             for sql, params in statements:
                 db.executemany(sql, params)
 

@@ -46,7 +46,14 @@ from onward.store.connection import PgPool, PooledDb, SharedConnection, close_po
 from onward.store.crons import CRON_SCHEMA, Crons
 from onward.store.drivers import drive_ended
 from onward.store.encryption import KEY_CHECK, Cipher, check_key, open_text, seal_text
-from onward.store.leases import LEASE_SCHEMA, LeasePolicy, Leases
+from onward.store.leases import (
+    LEASE_SCHEMA,
+    PG_FENCING,
+    Fences,
+    LeasePolicy,
+    Leases,
+    fenced,
+)
 from onward.store.runs import (
     RUN_COLUMNS_9,
     RUN_COLUMNS_10,
@@ -68,7 +75,7 @@ from onward.store.sql import (
 from onward.store.tables import schema_version
 
 DEFAULT_URL = DEFAULT_DB
-STORE_SCHEMA_VERSION = 14
+STORE_SCHEMA_VERSION = 15
 """1: runs. 2: leases and events. 3: the effect ledger. 5: event dedupe keys. 6: the work
 queue, artifact references (and bodies on Postgres). 7: API threads and runs (serve).
 8: a run's request in its own table (``onward_runs.request`` is left empty: its whole plan
@@ -84,6 +91,8 @@ a cancel asked of a run another process drives (:func:`_migrate_11_run_lifecycle
 events are written, and no second index on thread_id beside the primary keys of
 PostgresSaver's tables (:func:`_migrate_14_indexes`); a new SQLite store's event ids
 without AUTOINCREMENT (no ``sqlite_sequence`` row rewritten by every commit).
+15: leases carry a fencing epoch; Postgres gets its counter and ``onward_fence``
+(:func:`_migrate_15_fencing`).
 Tables are created with IF NOT EXISTS, so opening an older store brings it up to date
 under the schema lock."""
 
@@ -413,6 +422,21 @@ def _migrate_14_indexes(db: Db) -> None:
             db.execute(f"DROP INDEX IF EXISTS {name}")
 
 
+def _migrate_15_fencing(db: Db, sqlite_conn: sqlite3.Connection | None) -> None:
+    """Schema 15: a lease's fencing epoch (store/leases.py). An older store's leases get
+    epoch 0 (their drivers, of an older onward, do not fence); on Postgres the epoch counter
+    and the commit's check (``onward_fence``). Idempotent."""
+    if sqlite_conn is not None:
+        columns = {r[1] for r in sqlite_conn.execute("PRAGMA table_info(onward_leases)")}
+        if "epoch" not in columns:
+            sqlite_conn.execute(
+                "ALTER TABLE onward_leases ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0"
+            )
+        return
+    db.execute("ALTER TABLE onward_leases ADD COLUMN IF NOT EXISTS epoch BIGINT NOT NULL DEFAULT 0")
+    db.script(PG_FENCING)
+
+
 class Store:
     """An open store. Use as a context manager, or call :meth:`close`."""
 
@@ -428,6 +452,8 @@ class Store:
         self.where = redact(self.url)
         self.held = HeldRows()
         """Event rows of finished tasks, saved with their writes (see ``savers``)."""
+        self.fences = Fences()
+        """The leases this process's drives hold: the saver and ledger fence by them."""
         if self.backend is Backend.SQLITE:
             self._open_sqlite()
         else:
@@ -451,12 +477,12 @@ class Store:
             if self.backend is Backend.SQLITE
             else None
         )
-        self.leases = Leases(self.connect, LeasePolicy.from_env())
+        self.leases = Leases(self.connect, LeasePolicy.from_env(), fences=self.fences)
         self._claims: dict[str, tuple[str, float]] = {}
         """Queue claims this store's worker holds: thread id → (claimer, hold seconds)."""
         self.leases.on_renew = self._renew_claim
-        self.ledger = Ledger(self.connect, self.cipher)
-        self.events = EventLog(self.connect, self.cipher)
+        self.ledger = Ledger(self.connect, self.cipher, self.fences)
+        self.events = EventLog(self.connect, self.cipher, self.fences)
         self.breakers = Breakers(self.connect, self.events, utcnow)
         self._serve_ready = self.backend is Backend.POSTGRES  # made with the rest there
         self._serve_lock = threading.Lock()
@@ -498,7 +524,11 @@ class Store:
         reserve.keep(self.path)  # room to release a lease on a full disk
         self.conn = conn
         self.saver = OnwardSqliteSaver(
-            conn, serde=checkpoint_serde(self.cipher), held=self.held, to_sql=self._event_statements
+            conn,
+            serde=checkpoint_serde(self.cipher),
+            held=self.held,
+            to_sql=self._event_statements,
+            fences=self.fences,
         )
         self.saver.is_setup = True  # created under the lock above
         _map_saver_errors(self.saver, Backend.SQLITE, self.where)
@@ -522,6 +552,7 @@ class Store:
             serde=checkpoint_serde(self.cipher),
             held=self.held,
             to_sql=self._event_statements,
+            fences=self.fences,
         )
         _map_saver_errors(self.saver, Backend.POSTGRES, self.where, retry=self.pg_pool.retry)
 
@@ -585,6 +616,7 @@ class Store:
             _migrate_11_run_lifecycle(db, sqlite_conn)
             _migrate_12_crons(db)
         _migrate_14_indexes(db)
+        _migrate_15_fencing(db, sqlite_conn)
         if 0 < found < 8:  # requests move out of onward_runs
             db.execute(
                 "INSERT INTO onward_requests SELECT thread_id, request FROM onward_runs "
@@ -754,7 +786,8 @@ class Store:
             files.drop(thread_id)  # after the row no longer names them
 
     def set_run_status(self, thread_id: str, status: RunStatus) -> None:
-        with self.db.use() as db:
+        """Fenced by the thread's lease when this process drives it (store/leases.py)."""
+        with self.db.use() as conn, fenced(conn, self.fences, thread_id) as db:
             db.execute(
                 "UPDATE onward_runs SET status=?, updated_at=? WHERE thread_id=?",
                 (status.value, utcnow().isoformat(), thread_id),

@@ -8,16 +8,34 @@ the resume (exit code 4); an expired one is taken over, and the takeover is
 logged as an event. So is the live lease of a driver that died on this host (its pid is
 gone or reused, store/drivers.py): a resume after a kill need not wait out the TTL.
 Portable SQL only (one UPSERT, plain UPDATE/DELETE), so the Postgres backend reuses it.
+
+**Fencing.** A heartbeat notices a lost lease only between supersteps; a driver that was
+paused or cut off longer than the TTL would write on after another took over. So every
+acquisition gives the lease a new **epoch** (a fencing token from a counter of the store
+that only grows), and this process's drive keeps it in :class:`Fences`. A write that makes
+progress — a checkpoint commit, an effect's claim or completion, a heartbeat, the release —
+checks, inside its own transaction, that the thread's lease is still (owner, epoch): on
+Postgres the check locks the lease row ``FOR SHARE`` (a takeover's upsert waits for the
+commit, or the check waits for the takeover's and fails), on SQLite the transaction is
+``BEGIN IMMEDIATE`` (one writer). A failed check raises :class:`LeaseLostError` and writes
+nothing. A thread this process holds no lease on is not fenced: LangGraph used directly
+with onward's savers, or a person's ``update_state`` from another process, write as before.
+
+**Whose clock.** Expiry is computed from the database's clock, never the process's: on
+Postgres ``clock_timestamp()``, on SQLite the host's clock read by SQLite (``'now'``): a
+SQLite store has no server, its writers share one host and so one clock. A process whose
+own clock is wrong (or an injected test clock) cannot take over a live lease.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
-from onward.errors import RunBusyError, StoreError
+from onward.errors import LeaseLostError, RunBusyError, StoreError
 from onward.model.clock import utcnow
 from onward.observe.kinds import EventKind
 from onward.policies.durations import fix_durations
@@ -32,7 +50,8 @@ CREATE TABLE IF NOT EXISTS onward_leases (
     owner        TEXT NOT NULL,
     acquired_at  TEXT NOT NULL,
     heartbeat_at TEXT NOT NULL,
-    expires_at   TEXT NOT NULL
+    expires_at   TEXT NOT NULL,
+    epoch        BIGINT NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS onward_events (
     id        INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -78,6 +97,8 @@ class LeaseRow:
     acquired_at: datetime
     heartbeat_at: datetime
     expires_at: datetime
+    epoch: int = 0
+    """The fencing token: grows with every acquisition (0: taken before onward fenced)."""
 
     def live(self, now: datetime) -> bool:
         """Its driver may still be driving: the lease has not expired, and the driver is
@@ -90,6 +111,134 @@ def new_owner() -> str:
     return new_driver_id()
 
 
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """A lease this process's drive holds: who, and the epoch it was acquired with."""
+
+    owner: str
+    epoch: int
+
+
+class Fences:
+    """The leases this process's drives hold, by thread, and those found lost. Writes of a
+    thread with a fence here are conditioned on it (:func:`fenced`); others are not."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, Fence] = {}
+        self._lost: set[str] = set()
+
+    def hold(self, thread_id: str, fence: Fence) -> None:
+        with self._lock:
+            self._held[thread_id] = fence
+            self._lost.discard(thread_id)
+
+    def of(self, thread_id: str) -> Fence | None:
+        with self._lock:
+            return self._held.get(thread_id)
+
+    def drop(self, thread_id: str, owner: str) -> None:
+        """``owner``'s drive ended: its thread's writes are no longer fenced here."""
+        with self._lock:
+            if (held := self._held.get(thread_id)) is not None and held.owner == owner:
+                del self._held[thread_id]
+                self._lost.discard(thread_id)
+
+    def lose(self, thread_id: str) -> None:
+        """A fenced write found the lease gone: the drive must stop (it stays fenced)."""
+        with self._lock:
+            self._lost.add(thread_id)
+
+    def lost(self, thread_id: str) -> bool:
+        with self._lock:
+            return thread_id in self._lost
+
+    def check_lost(self, thread_id: str) -> None:
+        """Raise :class:`LeaseLostError` if a write of the thread was refused."""
+        if self.lost(thread_id):
+            raise LeaseLostError(thread_id)
+
+    def __bool__(self) -> bool:
+        with self._lock:
+            return bool(self._held)
+
+
+FENCE_SQL = "SELECT 1 FROM onward_leases WHERE thread_id = ? AND owner = ? AND epoch = ?"
+"""A fence check (SQLite, and Postgres's ledger writes with ``FOR SHARE``)."""
+
+FENCE_SQLSTATE = "OW001"
+"""The SQLSTATE ``onward_fence`` raises: a lease is not the drive's any more."""
+
+PG_FENCING = """
+CREATE SEQUENCE IF NOT EXISTS onward_lease_epochs;
+CREATE OR REPLACE FUNCTION onward_fence(threads text[], owners text[], epochs bigint[])
+RETURNS void LANGUAGE plpgsql AS $fence$
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(threads, 1), 0) LOOP
+        PERFORM 1 FROM onward_leases
+        WHERE thread_id = threads[i] AND owner = owners[i] AND epoch = epochs[i] FOR SHARE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'the lease of run % is not this driver''s any more', threads[i]
+                USING ERRCODE = 'OW001', DETAIL = threads[i];
+        END IF;
+    END LOOP;
+END
+$fence$;
+"""
+"""Postgres's fencing: the epoch counter, and the check a saver's commit makes inside its
+one statement (it locks each lease row ``FOR SHARE``, and raises :data:`FENCE_SQLSTATE`
+with the thread id as its detail when the row is not the drive's)."""
+
+
+def check_fence(db: Db, thread_id: str, fence: Fence, fences: Fences | None = None) -> None:
+    """Inside a write transaction: raise :class:`LeaseLostError` unless the thread's lease
+    is still ``fence``. On Postgres the row is locked ``FOR SHARE`` until the commit, so a
+    takeover waits for this transaction (or this check waits for the takeover, and fails)."""
+    share = " FOR SHARE" if db.postgres else ""
+    row = db.execute(FENCE_SQL + share, (thread_id, fence.owner, fence.epoch)).fetchone()
+    if row is None:
+        if fences is not None:
+            fences.lose(thread_id)
+        raise LeaseLostError(thread_id)
+
+
+@contextmanager
+def fenced(db: Db, fences: Fences | None, thread_id: str) -> Iterator[Db]:
+    """A transaction in which a write of ``thread_id`` happens only while this process's
+    drive still holds its lease (:class:`LeaseLostError` otherwise, nothing written). A
+    thread without a fence here: the statements run as they are, each atomic alone."""
+    fence = fences.of(thread_id) if fences is not None else None
+    if fence is None:
+        yield db
+        return
+    # SQLite: BEGIN IMMEDIATE (a lock name), so the check and the write see one database.
+    with db.transaction(lock=None if db.postgres else "fence"):
+        check_fence(db, thread_id, fence, fences)
+        yield db
+
+
+def database_now(db: Db) -> datetime:
+    """The database's clock, aware UTC: Postgres ``clock_timestamp()``; on SQLite the
+    host's clock as SQLite reads it (one host, so one clock for all its writers)."""
+    if db.postgres:
+        now: datetime = db.execute("SELECT clock_timestamp()").fetchone()[0]
+        return now.astimezone(UTC)
+    text = db.execute("SELECT strftime('%Y-%m-%dT%H:%M:%f', 'now')").fetchone()[0]
+    return datetime.fromisoformat(str(text)).replace(tzinfo=UTC)
+
+
+def next_epoch(db: Db) -> int:
+    """A fencing token larger than any handed out before in this store (a counter, not
+    the lease row's: a released lease's row is deleted, its epoch must not come again)."""
+    if db.postgres:
+        return int(db.execute("SELECT nextval('onward_lease_epochs')").fetchone()[0])
+    row = db.execute(
+        "INSERT INTO onward_meta VALUES ('lease_epoch', '1') ON CONFLICT (key) DO UPDATE "
+        "SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) RETURNING value"
+    ).fetchone()
+    return int(row[0])
+
+
 class Leases:
     """Lease operations on their own connection (the heartbeat runs in another thread)."""
 
@@ -98,10 +247,15 @@ class Leases:
         connect: Callable[[], Db],
         policy: LeasePolicy,
         clock: Callable[[], datetime] = utcnow,
+        fences: Fences | None = None,
     ) -> None:
         self._connect = connect
         self.policy = policy
         self.clock = clock
+        """The process's clock: only for showing leases (stalled); expiry is the database's."""
+        self.fences = fences if fences is not None else Fences()
+        """The leases this process's drives hold (:meth:`acquire` adds, :meth:`release`
+        removes); the store's savers and ledger fence their writes by them."""
         self.on_renew: Callable[[Db, str, str], None] | None = None
         """Called on the renewing connection after each heartbeat of ours, with the
         thread id and owner: the store renews a worker's queue claim with its lease."""
@@ -110,9 +264,7 @@ class Leases:
         conn = self._connect()
         try:
             row = conn.execute(
-                "SELECT thread_id, owner, acquired_at, heartbeat_at, expires_at "
-                "FROM onward_leases WHERE thread_id = ?",
-                (thread_id,),
+                f"SELECT {_COLUMNS} FROM onward_leases WHERE thread_id = ?", (thread_id,)
             ).fetchone()
         finally:
             conn.close()
@@ -121,9 +273,7 @@ class Leases:
     def all(self) -> dict[str, LeaseRow]:
         conn = self._connect()
         try:
-            rows = conn.execute(
-                "SELECT thread_id, owner, acquired_at, heartbeat_at, expires_at FROM onward_leases"
-            ).fetchall()
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM onward_leases").fetchall()
         finally:
             conn.close()
         return {r[0]: _lease(r) for r in rows}
@@ -136,20 +286,24 @@ class Leases:
         )
 
     def acquire(self, thread_id: str, owner: str) -> LeaseRow | None:
-        """Take the lease; returns the expired lease that was taken over, if any.
-        Raises RunBusyError while someone else's lease is live."""
+        """Take the lease with a new epoch, which this process's writes of the thread are
+        fenced by from now on; returns the expired lease that was taken over, if any.
+        Raises RunBusyError while someone else's lease is live (by the database's clock)."""
         conn = self._connect()
         try:
             with conn.transaction(lock=f"lease:{thread_id}"):
-                return self._acquire(conn, thread_id, owner)
+                taken_over, epoch = self._acquire(conn, thread_id, owner)
         finally:
             conn.close()
+        self.fences.hold(thread_id, Fence(owner, epoch))
+        return taken_over
 
-    def _acquire(self, conn: Db, thread_id: str, owner: str) -> LeaseRow | None:
-        now = self.clock()
+    def _acquire(self, conn: Db, thread_id: str, owner: str) -> tuple[LeaseRow | None, int]:
+        now = database_now(conn)
         row = conn.execute(
-            "SELECT thread_id, owner, acquired_at, heartbeat_at, expires_at "
-            "FROM onward_leases WHERE thread_id = ?",
+            # FOR UPDATE: a fenced commit holding the row (FOR SHARE) finishes first.
+            f"SELECT {_COLUMNS} FROM onward_leases WHERE thread_id = ?"
+            + (" FOR UPDATE" if conn.postgres else ""),
             (thread_id,),
         ).fetchone()
         previous = _lease(row) if row else None
@@ -160,11 +314,13 @@ class Leases:
                 age = (now - previous.heartbeat_at).total_seconds()
                 raise RunBusyError(thread_id, previous.owner, age, previous.expires_at)
         expires = now + self.policy.ttl
+        epoch = next_epoch(conn)
         conn.execute(
-            "INSERT INTO onward_leases VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO "
-            "UPDATE SET owner = excluded.owner, acquired_at = excluded.acquired_at, "
-            "heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at",
-            (thread_id, owner, now.isoformat(), now.isoformat(), expires.isoformat()),
+            f"INSERT INTO onward_leases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (thread_id) DO UPDATE SET owner = excluded.owner, "
+            "acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at, "
+            "expires_at = excluded.expires_at, epoch = excluded.epoch",
+            (thread_id, owner, now.isoformat(), now.isoformat(), expires.isoformat(), epoch),
         )
         taken_over = previous if previous and previous.owner != owner else None
         if taken_over:
@@ -177,24 +333,29 @@ class Leases:
                 f"from {taken_over.owner} ({why}) by {owner}",
             )
         _event(conn, thread_id, now, EventKind.LEASE_ACQUIRED, owner)
-        return taken_over
+        return taken_over, epoch
+
+    def _ours(self, thread_id: str, owner: str) -> tuple[str, tuple[str | int, ...]]:
+        """The WHERE clause (and its parameters) naming ``owner``'s lease: with its epoch
+        when this process acquired it."""
+        fence = self.fences.of(thread_id)
+        if fence is None or fence.owner != owner:
+            return "thread_id = ? AND owner = ?", (thread_id, owner)
+        return "thread_id = ? AND owner = ? AND epoch = ?", (thread_id, owner, fence.epoch)
 
     def renew(self, thread_id: str, owner: str) -> bool:
-        """Heartbeat; False when the lease is no longer ours (taken over after expiry)."""
+        """Heartbeat (expiry by the database's clock); False when the lease is no longer
+        ours (taken over after expiry)."""
         conn = self._connect()
         try:
-            now = self.clock()
+            now = database_now(conn)
+            where, params = self._ours(thread_id, owner)
             cur = conn.execute(
-                "UPDATE onward_leases SET heartbeat_at = ?, expires_at = ? "
-                "WHERE thread_id = ? AND owner = ?",
-                (
-                    now.isoformat(),
-                    (now + self.policy.ttl).isoformat(),
-                    thread_id,
-                    owner,
-                ),
+                f"UPDATE onward_leases SET heartbeat_at = ?, expires_at = ? WHERE {where}",
+                (now.isoformat(), (now + self.policy.ttl).isoformat(), *params),
             )
             if cur.rowcount != 1:
+                self.fences.lose(thread_id)
                 return False
             if self.on_renew is not None:
                 self.on_renew(conn, thread_id, owner)
@@ -203,17 +364,19 @@ class Leases:
             conn.close()
 
     def release(self, thread_id: str, owner: str) -> None:
+        """Let go of ``owner``'s lease (of its epoch: a lease taken over is not touched);
+        this process's writes of the thread are no longer fenced."""
+        where, params = self._ours(thread_id, owner)
         conn = self._connect()
         try:
             with conn.transaction():
-                cur = conn.execute(
-                    "DELETE FROM onward_leases WHERE thread_id = ? AND owner = ?",
-                    (thread_id, owner),
-                )
+                cur = conn.execute(f"DELETE FROM onward_leases WHERE {where}", params)
                 if cur.rowcount:
-                    _event(conn, thread_id, self.clock(), EventKind.LEASE_RELEASED, owner)
+                    now = database_now(conn)
+                    _event(conn, thread_id, now, EventKind.LEASE_RELEASED, owner)
         finally:
             conn.close()
+        self.fences.drop(thread_id, owner)
 
     def events(self, thread_id: str) -> list[tuple[datetime, str, str]]:
         """The lease events of a run (acquired, taken over, released), in order."""
@@ -261,8 +424,12 @@ class Heartbeat:
 _LEASE_KINDS = (EventKind.LEASE_ACQUIRED, EventKind.LEASE_TAKEN_OVER, EventKind.LEASE_RELEASED)
 
 
-def _lease(r: tuple[str, str, str, str, str]) -> LeaseRow:
-    return LeaseRow(r[0], r[1], *(datetime.fromisoformat(x) for x in r[2:]))
+_COLUMNS = "thread_id, owner, acquired_at, heartbeat_at, expires_at, epoch"
+
+
+def _lease(r: tuple[str, str, str, str, str, int]) -> LeaseRow:
+    at, beat, expires = (datetime.fromisoformat(x) for x in r[2:5])
+    return LeaseRow(r[0], r[1], at, beat, expires, int(r[5]))
 
 
 def _event(conn: Db, thread_id: str, at: datetime, kind: EventKind, detail: str) -> None:

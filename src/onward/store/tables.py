@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from onward.observe.rows import TimelineRow
     from onward.observe.timeline import TimelineEvent
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 """``database.STORE_SCHEMA_VERSION``, the only schema read here (a test keeps them equal)."""
 FINISHED = ("done", "failed", "cancelled")
 """The ``RunStatus`` values whose ``finished`` is true (a test keeps them equal)."""
