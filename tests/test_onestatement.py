@@ -191,8 +191,8 @@ def test_a_run_commits_each_step_as_one_statement_and_stores_what_the_pipeline_d
 ) -> None:
     sent: list[bool] = []
 
-    def recording(statements: Any) -> Any:
-        joined = one_statement(statements)
+    def recording(statements: Any, fence: Any = None) -> Any:
+        joined = one_statement(statements, fence)
         sent.append(joined is not None)
         return joined
 
@@ -202,7 +202,7 @@ def test_a_run_commits_each_step_as_one_statement_and_stores_what_the_pipeline_d
             assert ow.run(plan=chain(6), thread_id="one").status.value == "done"
         assert sent
         assert all(sent)
-        monkeypatch.setattr(onestatement, "one_statement", lambda _: None)
+        monkeypatch.setattr(onestatement, "one_statement", lambda *_: None)
         with Onward(url) as ow:
             assert ow.run(plan=chain(6), thread_id="pipe").status.value == "done"
         one, pipe = stored(url, "one"), stored(url, "pipe")

@@ -20,6 +20,10 @@ One statement is not a sequence, so this is used only where the result cannot di
   ``DO NOTHING`` keeps the first of equal keys, as the sequence did;
 * at most :data:`MAX_PARAMS` parameters (the protocol allows 65,535).
 
+A commit fenced by a drive's lease (store/leases.py) makes every insert a ``WITH`` clause
+and ends in ``SELECT onward_fence(...)``: the check runs in the same statement, and its
+error undoes the inserts.
+
 Rows keep their order within each table (a multi-row ``VALUES`` inserts in order, so
 serial ids, which the event log orders by, come out as before).
 
