@@ -106,14 +106,17 @@ def test_a_plan_nested_past_the_limit_is_refused_before_anything_is_stored(
     assert snapshot(db_url) == stored
 
 
-def test_nesting_up_to_the_limit_is_a_valid_plan() -> None:
+def test_nesting_up_to_the_limit_is_a_valid_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     # The top mapping is level 1, steps 2, a step 3, its args 4, the payload 5: 96 mappings
-    # from level 5 end at level 100.
+    # from level 5 end at level 100. (The URL is one the egress policy allows: a refused one
+    # is a plan problem too.)
+    monkeypatch.setenv("ONWARD_HTTP_ALLOW", "example.com")
+    url = "https://example.com/hook"
     payload = nested(MAX_DEPTH - 4)
-    doc = {"steps": [{"id": "s", "tool": "http_post", "args": {"url": "u", "payload": payload}}]}
+    doc = {"steps": [{"id": "s", "tool": "http_post", "args": {"url": url, "payload": payload}}]}
     _, plan, _ = parse_declared(doc, default_registry)
     assert plan.steps[0].args["payload"] == payload
-    deeper = {"url": "u", "payload": nested(MAX_DEPTH - 3)}
+    deeper = {"url": url, "payload": nested(MAX_DEPTH - 3)}
     with pytest.raises(PlanValidationError, match="nested more than 100 levels"):
         parse_declared(
             {"steps": [{"id": "s", "tool": "http_post", "args": deeper}]}, default_registry
