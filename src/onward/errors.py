@@ -375,6 +375,16 @@ class FullRead(Exception):
     reaches a user."""
 
 
+class FencedOut(Exception):
+    """A commit's fence check failed for ``thread_id`` (its lease is another's now): the
+    saver drops what it held for that thread and the drive stops with
+    :class:`LeaseLostError`. Never reaches a user."""
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(thread_id)
+        self.thread_id = thread_id
+
+
 def printable(text: str) -> str:
     """``text`` with what UTF-8 cannot encode (a lone surrogate quoted from bad input)
     escaped as ``\\udXXX``, so printing or sending the message cannot fail."""

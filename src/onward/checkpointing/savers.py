@@ -75,7 +75,7 @@ from langgraph.checkpoint.sqlite._delta import (
 )
 
 from onward.checkpointing.serde import fresh
-from onward.errors import LeaseLostError
+from onward.errors import FencedOut, LeaseLostError
 from onward.observe.events import LogRow
 from onward.store.leases import FENCE_SQL, FENCE_SQLSTATE, Fence, Fences
 
@@ -219,14 +219,6 @@ def fences_of(
         return []
     threads = dict.fromkeys([*deferred.threads(), *([thread_id] if thread_id else [])])
     return [(t, f) for t in threads if (f := fences.of(t)) is not None]
-
-
-class FencedOut(Exception):
-    """A commit's fence check failed for ``thread_id`` (its lease is another's now)."""
-
-    def __init__(self, thread_id: str) -> None:
-        super().__init__(thread_id)
-        self.thread_id = thread_id
 
 
 _TABLE = re.compile(r"\b(?:INSERT\s+INTO|DELETE\s+FROM|UPDATE)\s+(\w+)", re.IGNORECASE)
