@@ -208,3 +208,25 @@ def test_a_start_request_may_lower_the_plan_step_limit_never_raise_it(
     )
     assert res.status_code == 200, res.text
     assert api.get(f"/threads/{tid}/state").json()["values"]["policy"]["max_plan_steps"] == 2
+
+
+def test_the_planners_rules_survive_a_catalog_of_many_tools(db_url: str, workdir: Path) -> None:
+    """A prompt cut to its token budget loses tools from the catalog's end, never the rules
+    (the plan-size limit, need_help) that came after the catalog before."""
+    from onward.tools.registry import Registry, default_registry, tool
+
+    registry = Registry(default_registry)
+    for i in range(120):
+
+        def many(text: str = "") -> dict[str, str]:
+            """A tool among very many, with a long description to fill the prompt."""
+            return {"text": text}
+
+        tool(name=f"many_{i:03d}", registry=registry)(many)
+    model = ScriptedChatModel(responses=[_noops("a")])
+    with Onward(db_url, model=model, registry=registry) as ow:
+        view = ow.run("count things no template knows", policy=RunPolicy(max_plan_steps=3))
+    assert view.status == "done", view.failure
+    prompt = _prompt(model.calls[0])
+    assert "A plan holds at most 3 steps" in prompt
+    assert "set need_help" in prompt

@@ -276,13 +276,13 @@ def plan_with_model(
     files = WorkFiles(
         Path(state.workdir), store=store_dir(deps.artifacts), confined=state.policy.confine_paths
     )
+    # The rules first, the catalog last: a prompt cut to its budget loses tools, not rules.
     task = (
-        "Plan this goal as steps of tool calls. Tools:\n"
+        "Plan this goal as steps of tool calls. Use depends_on for order and "
+        "${artifact.field} in args to pass results on; for_each for one step per file. A plan "
+        f"holds at most {limit} steps (for_each expanded). Leave remove empty. If the goal "
+        "cannot be planned with the tools below, set need_help. Tools:\n"
         + tool_catalog(deps.registry, allow)
-        + "\nUse depends_on for order and ${artifact.field} in args to pass results on; "
-        f"for_each for one step per file. A plan holds at most {limit} steps (for_each "
-        "expanded). Leave remove empty. If the goal cannot be planned with these tools, set "
-        "need_help."
     )
     messages = context.build(
         state.model_copy(update={"goal": goal}),
@@ -414,8 +414,8 @@ _REPLAN_TASK = (
     "reason. Every step you neither send nor remove is kept as it is, listed or not. The "
     "failed step must be changed or removed; a step that others depend on can be removed "
     "only if they are changed or removed too. Done steps are final: never send or remove "
-    "them. The plan may hold at most {limit} steps. Tools:\n{tools}\nIf no revision can "
-    "work, set need_help ({help})."
+    "them. The plan may hold at most {limit} steps. If no revision can work, set need_help "
+    "({help}). Tools:\n{tools}"
 )
 
 
