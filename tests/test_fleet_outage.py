@@ -114,7 +114,10 @@ def assert_every_run_done_and_every_effect_once(db: str, workdir: Path, tids: li
         for tid in tids:
             effects = store.ledger.for_thread(tid)
             assert sorted(e.step_id for e in effects) == ["notify", "write"], tid
-            assert all(e.status.value == "completed" for e in effects), tid
+            assert all(e.status.value == "completed" for e in effects), (
+                tid,
+                [(e.step_id, e.status.value, e.calls) for e in effects],
+            )
         assert store.queue() == []
     outbox = [json.loads(x)["message"] for x in (workdir / "outbox.jsonl").read_text().splitlines()]
     assert Counter(outbox) == Counter(f"run {n} done" for n in range(len(tids)))

@@ -5,9 +5,10 @@ validated against the tool's schema; the tool runs under its timeout, through th
 side-effect protocol. The output is saved as *produced*, not done: the verify node
 decides (nodes/verify.py), so a crash after this task's writes commit resumes at verify
 without calling the tool again. Every exception becomes a classified ``StepFailure``,
-but two that are no step's failure end the drive: a full disk (``DiskFullError``: the run
-is suspended, verification/failures.py) and a lost lease (``LeaseLostError``: a fenced
-write such as the effect's ledger claim was refused, so this driver stops at once).
+but three that are no step's failure end the drive: a full disk (``DiskFullError``: the
+run is suspended, verification/failures.py), a lost lease (``LeaseLostError``: a fenced
+write such as the effect's ledger claim was refused, so this driver stops at once), and a
+database gone mid-protocol (``DatabaseUnavailable``: the drive is retried once it answers).
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from onward.effects.protocol import perform
-from onward.errors import ArtifactError, LeaseLostError, OutcomeUnknown, StoreError
+from onward.errors import (
+    ArtifactError,
+    DatabaseUnavailable,
+    LeaseLostError,
+    OutcomeUnknown,
+    StoreError,
+)
 from onward.model import references
 from onward.model.state import (
     ExecuteTask,
@@ -272,8 +279,11 @@ def _execute(
             "waiting": {step.id: waiting},
             "wave": task.wave,
         }
-    except LeaseLostError:
-        raise  # another driver holds the run: nothing more of ours may be written
+    except (LeaseLostError, DatabaseUnavailable):
+        # Not the tool's failure: another driver holds the run (nothing more of ours may be
+        # written), or the database went away mid-protocol (the drive is retried from its
+        # last saved step once it answers; a ledger claim found started then is re-called).
+        raise
     except Exception as exc:
         failure = classify(exc, tool=step.tool, retry_on=spec.retry_on if spec else ())
         # Every call settles the breaker (a half-open probe must report back): only a
