@@ -5,8 +5,8 @@ it out of connections without touching the shared server (``tests/conftest.PG_UR
 The Debian server binaries (``/usr/lib/postgresql/*/bin``) run as the ``postgres`` OS user
 (``runuser`` when the tests run as root); trust authentication on 127.0.0.1; ``fsync`` off
 (a test's data need not outlive a power cut, only a server crash) but ``synchronous_commit``
-on (an acknowledged commit outlives the server's crash, as on a real server). Connections are counted by
-``application_name``, which a process takes from ``PGAPPNAME``.
+on (an acknowledged commit outlives the server's crash, as on a real server). Connections
+are counted by ``application_name``, which a process takes from ``PGAPPNAME``.
 """
 
 from __future__ import annotations
