@@ -32,7 +32,6 @@ from pydantic import BaseModel, ConfigDict
 
 from onward.errors import DeterministicToolError, ToolLoadError
 from onward.model.state import SideEffect
-from onward.policies.durations import as_duration
 from onward.policies.retry import RetryPolicy
 from onward.store.breakers import BreakerPolicy
 from onward.tools.registry import (
@@ -43,6 +42,7 @@ from onward.tools.registry import (
     ToolContext,
     ToolSpec,
     default_registry,
+    spec_of,
 )
 from onward.tools.schemas import model_from_schema
 from onward.verification.checks import Check
@@ -92,18 +92,18 @@ def register_langchain_tool(
             f"{lc_tool!r} is not a LangChain tool (a langchain_core BaseTool); "
             "decorate a function with onward.tool instead"
         )
-    spec = ToolSpec(
+    spec = spec_of(
         name=name or lc_tool.name,
         fn=LangChainCall(lc_tool),
         args_model=args_model_of(lc_tool),
         description=description if description is not None else _first_line(lc_tool),
-        side_effect=SideEffect(side_effect),
-        timeout=None if timeout is None else as_duration(timeout, "timeout"),
-        checks=tuple(checks),
-        tags=frozenset(tags),
+        side_effect=side_effect,
+        timeout=timeout,
+        checks=checks,
+        tags=tags,
         wants_context=True,
         retry=retry,
-        retry_on=tuple(retry_on),
+        retry_on=retry_on,
         service=service,
         breaker=breaker,
         max_concurrent=max_concurrent,

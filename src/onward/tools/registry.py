@@ -229,6 +229,28 @@ def _args_model(fn: Callable[..., Any]) -> tuple[type[BaseModel], bool]:
     return model, wants_context
 
 
+def spec_of(
+    *,
+    side_effect: SideEffect | str,
+    timeout: timedelta | float | None,
+    checks: Iterable[Check] = (),
+    tags: Iterable[str] = (),
+    retry_on: Iterable[type[BaseException]] = (),
+    **fields: Any,
+) -> ToolSpec:
+    """A ToolSpec from the options :func:`tool` takes, as given by a user (a side effect's
+    name, a timeout in seconds, any iterables): the one place they are normalised, for
+    onward's tools and LangChain's alike."""
+    return ToolSpec(
+        side_effect=SideEffect(side_effect),
+        timeout=None if timeout is None else as_duration(timeout, "timeout"),
+        checks=tuple(checks),
+        tags=frozenset(tags),
+        retry_on=tuple(retry_on),
+        **fields,
+    )
+
+
 @overload
 def tool(fn: Callable[..., Any], /) -> ToolSpec: ...
 @overload
@@ -285,21 +307,21 @@ def tool(
     def decorate(f: Callable[..., Any]) -> ToolSpec:
         model, wants_context = _args_model(f)
         doc = (inspect.getdoc(f) or "").strip().splitlines()
-        spec = ToolSpec(
+        spec = spec_of(
             name=name or f.__name__,
             fn=f,
             args_model=model,
             description=description if description is not None else (doc[0] if doc else ""),
-            side_effect=SideEffect(side_effect),
-            timeout=None if timeout is None else as_duration(timeout, "timeout"),
-            checks=tuple(checks),
-            tags=frozenset(tags),
+            side_effect=side_effect,
+            timeout=timeout,
+            checks=checks,
+            tags=tags,
             wants_context=wants_context,
             reconcile=reconcile,
             compensate=compensate,
             deadline=deadline,
             retry=retry,
-            retry_on=tuple(retry_on),
+            retry_on=retry_on,
             service=service,
             breaker=breaker,
             max_concurrent=max_concurrent,
