@@ -49,6 +49,32 @@ def any_size(**policy: Any) -> dict[str, Any]:
     return {"policy": RunPolicy(**policy)} if policy else {}
 
 
+def pg_durability(url: str = PG_URL) -> str:
+    """The Postgres server's durability settings, read back (stated in a bench's output)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        got = [
+            f"{name}={conn.execute(f'SHOW {name}').fetchone()[0]}"  # type: ignore[index]
+            for name in ("synchronous_commit", "fsync", "wal_sync_method")
+        ]
+    return "Postgres " + " ".join(got)
+
+
+def sqlite_durability() -> str:
+    """The journal mode and synchronous level an onward SQLite store opens with, read back
+    from a fresh store (ONWARD_FSYNC as every bench sets it)."""
+    import tempfile
+
+    from onward import Onward
+
+    with tempfile.TemporaryDirectory() as tmp, Onward(f"sqlite:///{tmp}/o.db") as ow:
+        conn = ow.store.conn  # type: ignore[attr-defined]
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        sync = SYNC_NAMES[conn.execute("PRAGMA synchronous").fetchone()[0]]
+    return f"SQLite journal_mode={mode} synchronous={sync}"
+
+
 def write_json(path: Path | None, rows: list[dict[str, Any]]) -> None:
     """The script's results for ``run_all.py``: one row per ratio, with its target."""
     if path is not None:

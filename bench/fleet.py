@@ -48,7 +48,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from _common import pg_schema, write_json
+from _common import pg_durability, pg_schema, write_json
 from onward import Onward, Plan, PlanStep, RunStatus
 
 
@@ -213,6 +213,7 @@ def concurrency_sweep(levels: list[int], steps: int, io: float, json_path: Path 
         )
     console.print(table)
     console.print(f"pool size: ONWARD_PG_POOL_SIZE={os.environ.get('ONWARD_PG_POOL_SIZE', 10)}")
+    console.print(f"durability (read back): {pg_durability()}")
     write_json(json_path, [{"bench": "fleet.py --concurrency", **r} for r in rows])
     return 0
 

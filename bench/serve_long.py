@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 from langgraph_sdk import get_sync_client
 
-from _common import any_size, chain_plan, pg_schema
+from _common import any_size, chain_plan, pg_durability, pg_schema, sqlite_durability
 from onward import Onward
 from onward.store.database import Store
 
@@ -148,6 +148,8 @@ def main() -> None:
     parser.add_argument("--postgres", action="store_true")
     parser.add_argument("--port", type=int, default=8437)
     args = parser.parse_args()
+    # Served and local runs use the same store settings; say which, read back.
+    print("durability:", pg_durability() if args.postgres else sqlite_durability())
     print(
         f"{'steps':>6} {'http s':>8} {'local s':>8} {'ratio':>6} {'events kB':>10} "
         f"{'state kB':>9} {'get_state':>10} {'history10':>10} {'1st event':>10}"
