@@ -338,8 +338,17 @@ def _is_file_ref(ref: str) -> bool:
 
 
 def normalize_tool_refs(names: Iterable[str]) -> list[str]:
-    """File paths made absolute, so a run resumed from another directory finds them."""
-    return [str(Path(r).resolve()) if _is_file_ref(r) else r for r in map(str.strip, names) if r]
+    """File paths made absolute, so a run resumed from another directory finds them
+    (in an MCP server's command too: onward.tools.mcp)."""
+    return [_normal_ref(r) for r in map(str.strip, names) if r]
+
+
+def _normal_ref(ref: str) -> str:
+    if ref.startswith("mcp:"):
+        from onward.tools.mcp import parse
+
+        return parse(ref).ref
+    return str(Path(ref).resolve()) if _is_file_ref(ref) else ref
 
 
 _imported: dict[str, str] = {}
@@ -360,7 +369,11 @@ def load_tool_modules(names: Iterable[str]) -> list[str]:
             continue
         try:
             mod_name = ref
-            if _is_file_ref(ref):
+            if ref.startswith("mcp:"):  # an MCP server's tools (onward.tools.mcp)
+                mod_name = "onward.tools.mcp"
+                module = importlib.import_module(mod_name)
+                module.load_server(ref)
+            elif _is_file_ref(ref):
                 path = Path(ref).resolve()
                 if not path.is_file():
                     raise ToolLoadError(f"tools file {ref} does not exist; check the --tools path")
@@ -403,4 +416,10 @@ def _adopt_langchain_tools(module: Any) -> None:
 
 
 def tool_modules_from_env() -> list[str]:
-    return list(settings().tools)
+    """$ONWARD_TOOLS, and the MCP servers of $ONWARD_MCP as refs (onward.tools.mcp)."""
+    found = list(settings().tools)
+    if settings().mcp:
+        from onward.tools.mcp import refs_from_env
+
+        found.extend(refs_from_env())
+    return found
