@@ -13,12 +13,17 @@
 | `ONWARD_MAX_WAIT` | duration | 60 s | longest retry wait slept in-process |
 | `ONWARD_TOOLS` | list | none | tool modules to import (`pkg.mod,path/x.py`) |
 | `ONWARD_HTTP_ALLOW` | text | nothing | hosts HTTP tools may reach (`onward.policies.egress`) |
+| `ONWARD_MCP` | entries | none | MCP servers whose tools runs use (`name=URL;name=command`) |
+| `ONWARD_MCP_COMMANDS` | entries | none | command lines stdio MCP servers may start with |
 | `ONWARD_USER` | text | login@host | who decides, for the CLI |
 | `ONWARD_SECRET` | text | unset: no tokens | answers need resume tokens signed with it |
 | `ONWARD_TOKEN_TTL` | duration | 15 min | how long a resume token is valid |
 | `OPENAI_API_KEY` | text | unset: no model | plan and judge with a model |
 | `OPENAI_BASE_URL` | text | OpenAI | an OpenAI-compatible server (vLLM, Ollama…) |
-| `ONWARD_MODEL` | text | `gpt-4o-mini` | the model's name |
+| `ONWARD_MODEL` | text | `gpt-4o-mini` | the model: a name, or `provider:name` |
+| `ONWARD_PLANNER_MODEL` | text | `ONWARD_MODEL` | the model that plans and replans |
+| `ONWARD_STEP_MODEL` | text | `ONWARD_MODEL` | the model of model steps |
+| `ONWARD_JUDGE_MODEL` | text | `ONWARD_MODEL` | the model that judges outputs |
 | `ONWARD_MODEL_TIMEOUT` | duration | 60 s | limit of one model request |
 | `ONWARD_BLOCK_MODEL_REQUESTS` | flag | off | refuse any model but a loopback one (tests) |
 | `ONWARD_LOG_PROMPTS` | flag | off | keep prompts in `model_call` events |
@@ -36,7 +41,8 @@
 
 A *duration* is a number of seconds (``0.5``) or a number with a unit: ``90s``, ``30m``,
 ``6h``, ``1d``, ``2w``. A *flag* is ``1``/``true``/``yes``/``on`` or ``0``/``false``/
-``no``/``off``. A *list* is comma-separated. An empty value means unset. A value that does
+``no``/``off``. A *list* is comma-separated; *entries* are separated by ``;`` (they may
+hold commas and spaces). An empty value means unset. A value that does
 not parse, or is out of range, is a :class:`~onward.errors.UsageError` naming the variable
 and what to write, raised wherever onward first needs its settings (opening a store): never a
 default silently put in its place.
@@ -93,12 +99,19 @@ class Settings:
     max_wait: timedelta = timedelta(seconds=60)
     tools: tuple[str, ...] = ()
     http_allow: str = ""
+    mcp: tuple[str, ...] = ()
+    """MCP servers (``name=target`` entries, :mod:`onward.tools.mcp`)."""
+    mcp_commands: tuple[str, ...] = ()
+    """Command lines a stdio MCP server's command must start with."""
     user: str | None = None
     secret: str | None = None
     token_ttl: timedelta = timedelta(minutes=15)
     openai_api_key: str | None = None
     openai_base_url: str | None = None
     model: str = DEFAULT_MODEL
+    planner_model: str | None = None
+    step_model: str | None = None
+    judge_model: str | None = None
     model_timeout: timedelta = timedelta(seconds=60)
     block_model_requests: bool = False
     log_prompts: bool = False
@@ -218,6 +231,10 @@ def _list(name: str, raw: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in raw.split(",") if item.strip())
 
 
+def _entries(name: str, raw: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in raw.split(";") if item.strip())
+
+
 def _path(name: str, raw: str) -> Path:
     return Path(raw)
 
@@ -271,12 +288,17 @@ _VARIABLES = (
     _Variable("ONWARD_MAX_WAIT", "max_wait", _duration),
     _Variable("ONWARD_TOOLS", "tools", _list),
     _Variable("ONWARD_HTTP_ALLOW", "http_allow", _text),
+    _Variable("ONWARD_MCP", "mcp", _entries),
+    _Variable("ONWARD_MCP_COMMANDS", "mcp_commands", _entries),
     _Variable("ONWARD_USER", "user", _text),
     _Variable("ONWARD_SECRET", "secret", _text),
     _Variable("ONWARD_TOKEN_TTL", "token_ttl", _duration),
     _Variable("OPENAI_API_KEY", "openai_api_key", _text),
     _Variable("OPENAI_BASE_URL", "openai_base_url", _text),
     _Variable("ONWARD_MODEL", "model", _text),
+    _Variable("ONWARD_PLANNER_MODEL", "planner_model", _text),
+    _Variable("ONWARD_STEP_MODEL", "step_model", _text),
+    _Variable("ONWARD_JUDGE_MODEL", "judge_model", _text),
     _Variable("ONWARD_MODEL_TIMEOUT", "model_timeout", _duration),
     _Variable("ONWARD_BLOCK_MODEL_REQUESTS", "block_model_requests", _flag),
     _Variable("ONWARD_LOG_PROMPTS", "log_prompts", _flag),
