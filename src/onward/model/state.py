@@ -110,7 +110,8 @@ class Goal(_Frozen):
 
 class PlanStep(_Frozen):
     id: str
-    tool: str
+    tool: str = ""
+    """The registered tool the step calls ("" only for a milestone)."""
     args: dict[str, Any] = Field(default_factory=dict)
     depends_on: list[str] = Field(default_factory=list)
     output: str | None = None
@@ -122,6 +123,9 @@ class PlanStep(_Frozen):
     judge: bool = False
     """A model reviews this step's output after its checks pass (it can fail the step,
     never pass one that the checks failed)."""
+    milestone: str | None = None
+    """A coarse step (no tool, no args): what the model is to expand into concrete steps
+    once the steps it depends on are done (onward.planning.milestones)."""
 
 
 class PlanSteps(LazyList[PlanStep]):
@@ -179,6 +183,18 @@ class StepFailure(_Frozen):
     at: datetime | None = None
 
 
+class InnerCall(_Frozen):
+    """A tool call a tool-calling step made (onward.tools.tool_calling), as the chat shows
+    it: an AI tool call and its result."""
+
+    id: str
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    result: str = ""
+    """What the call returned (or why it did not run), bounded."""
+    ok: bool = True
+
+
 class StepRecord(_Frozen):
     id: str
     status: StepStatus = StepStatus.PENDING
@@ -205,6 +221,8 @@ class StepRecord(_Frozen):
     unjudged: str | None = None
     """Why the judge's review the step asked for is missing: the judge could not run, and
     the run's policy (``judge_failure: pass``) or a person passed the step without it."""
+    calls: list[InnerCall] = Field(default_factory=list)
+    """The tool calls a tool-calling step made in its last execution, in order."""
 
 
 _OPEN = frozenset({StepStatus.PENDING, StepStatus.RUNNING, StepStatus.PRODUCED, StepStatus.FAILED})
@@ -383,6 +401,8 @@ class DecisionAction(StrEnum):
     """onward's rules replanner changed a failed step (fix_args or a fallback tool)."""
     REOPEN = "reopen"
     """onward's own: a pure step re-opened because its output artifact was damaged."""
+    EXPAND = "expand"
+    """The model expanded a milestone into concrete steps (a plan revision: ``added``)."""
 
 
 class WaitKind(StrEnum):
@@ -556,6 +576,9 @@ class ExecuteTask(_Frozen):
     max_replans: int = 2
     confine_paths: bool = False
     """Tool paths must stay inside ``workdir`` (the run policy's ``confine_paths``)."""
+    policy: RunPolicy | None = None
+    """The run's policy, for a step whose tool calls tools itself (a tool-calling step:
+    its allowlist, approvals and deadlines); None for the others."""
     judge_goal: Goal | None = None
     """Unused since the verify node decides whether a model reviews (kept so that tasks in
     older checkpoints load)."""
@@ -682,6 +705,7 @@ LIGHT_TYPES: tuple[type[Any], ...] = (
     StepRecords,
     ArtifactRefs,
     StepFailure,
+    InnerCall,
     StepRecord,
     RunFailure,
     Budget,
