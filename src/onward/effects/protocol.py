@@ -35,8 +35,11 @@ def perform(
     ctx: ToolContext,
     ledger: Ledger | None,
     call: Callable[[ToolSpec, BaseModel, ToolContext], Any],
+    key: str | None = None,
 ) -> tuple[Any, str | None]:
-    """Run the tool under the protocol; returns (JSON result, idempotency key or None)."""
+    """Run the tool under the protocol; returns (JSON result, idempotency key or None).
+    ``key``: the effect's key when the caller derives it (a tool-calling step's calls: the
+    step's key and the call's index), else sha256(thread, step, args)."""
     if spec.side_effect is SideEffect.PURE:
         return _called(spec, args, ctx, call), None
     if ledger is None:
@@ -45,7 +48,7 @@ def perform(
             "run it through onward's store (Onward / the CLI)"
         )
     args_json = args.model_dump(mode="json")
-    key = effect_key(ctx.thread_id, ctx.step_id, args_json)
+    key = key or effect_key(ctx.thread_id, ctx.step_id, args_json)
     ctx = dataclasses.replace(ctx, idempotency_key=key)
     existing = ledger.claim(
         key,

@@ -226,6 +226,7 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                             approval=approval,
                             max_replans=state.budget.max_replans,
                             confine_paths=state.policy.confine_paths,
+                            policy=policy if spec is not None and spec.calls_tools else None,
                         ),
                     )
                 )

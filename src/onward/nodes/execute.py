@@ -24,6 +24,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from onward.effects.protocol import perform
@@ -59,6 +60,7 @@ from onward.verification.failures import classify, settle, shelved
 
 if TYPE_CHECKING:
     from onward.llm.stepmodel import StepModel
+    from onward.llm.toolloop import StepTools
 
 
 def _call(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:
@@ -172,6 +174,28 @@ def _step_model(deps: NodeDeps, task: ExecuteTask, thread_id: str) -> StepModel 
     return step_model(deps, thread_id, task.step.id)
 
 
+def _step_tools(
+    deps: NodeDeps, task: ExecuteTask, spec: ToolSpec | None, thread_id: str, attempt: int
+) -> StepTools | None:
+    """What a tool that calls tools itself (``calls_tools``: a tool-calling step) calls
+    them with: the run's policy and execute's timed call; None for other tools."""
+    if spec is None or not spec.calls_tools:
+        return None
+    from onward.llm.toolloop import StepTools
+
+    def call(inner: ToolSpec, args: Any, ctx: ToolContext) -> Any:
+        return _call_with_timeout(
+            inner, args, ctx, lambda: _show_running(deps, task, thread_id, attempt)
+        )
+
+    return StepTools(deps=deps, policy=task.policy, call=call)
+
+
+def _calls(tools: StepTools | None) -> dict[str, Any]:
+    """The record's ``calls`` update: a tool-calling step's calls so far, else nothing."""
+    return {} if tools is None else {"calls": list(tools.shown)}
+
+
 def _previous(deps: NodeDeps, record: StepRecord) -> Previous | None:
     """The output the verifier failed last time and its findings (``ctx.previous``)."""
     output, findings = record.output, record.findings
@@ -209,6 +233,7 @@ def _execute(
             )
             deferred = task.record.model_copy(update={"not_before": until})
             return {"steps": {step.id: deferred}, "wave": task.wave}
+    tools = _step_tools(deps, task, spec, thread_id, attempt)
     started = utcnow()
     digest = hashlib.sha256(canonical_json(step.args)).hexdigest()[:16]
     emit(
@@ -229,11 +254,12 @@ def _execute(
         started_at=started,
         not_before=None,
         history=shelved(task.record),
+        **_calls(tools),
     )
     try:
         try:
             with _slot(service, spec.max_concurrent if spec else None):
-                output, key = _run_tool(deps, task, thread_id, attempt, model)
+                output, key = _run_tool(deps, task, thread_id, attempt, model, tools)
         except BaseException as exc:
             call = {"error": f"{type(exc).__name__}: {exc}"[:300]}
             _called_event(step.id, step.tool, attempt, digest, clock, call)
@@ -253,6 +279,7 @@ def _execute(
             output=ref,
             ended_at=utcnow(),
             effect_key=key,
+            **_calls(tools),
         )
         _breaker_saw(deps, spec, service, True, thread_id, caller)
         # Saved as produced; the verify node decides done or failed.
@@ -279,10 +306,11 @@ def _execute(
             "waiting": {step.id: waiting},
             "wave": task.wave,
         }
-    except (LeaseLostError, DatabaseUnavailable):
+    except (LeaseLostError, DatabaseUnavailable, GraphBubbleUp):
         # Not the tool's failure: another driver holds the run (nothing more of ours may be
         # written), or the database went away mid-protocol (the drive is retried from its
-        # last saved step once it answers; a ledger claim found started then is re-called).
+        # last saved step once it answers; a ledger claim found started then is re-called),
+        # or a tool-calling step waits for a person inside (an interrupt).
         raise
     except Exception as exc:
         failure = classify(exc, tool=step.tool, retry_on=spec.retry_on if spec else ())
@@ -290,7 +318,9 @@ def _execute(
         # transient failure counts against the service.
         transient = failure.failure_class is FailureClass.TRANSIENT
         _breaker_saw(deps, spec, service, not transient, thread_id, caller)
-        record = transition(running, StepStatus.FAILED, failure=failure, ended_at=utcnow())
+        record = transition(
+            running, StepStatus.FAILED, failure=failure, ended_at=utcnow(), **_calls(tools)
+        )
     policy = step.retry or (spec.retry if spec else None) or DEFAULT_RETRY
     before = task.record.model_copy(update={"attempts": attempt})
     record = settle(record, before, policy, task.max_replans, step.tool)
@@ -378,7 +408,12 @@ def _breaker_saw(
 
 
 def _run_tool(
-    deps: NodeDeps, task: ExecuteTask, thread_id: str, attempt: int, model: StepModel | None
+    deps: NodeDeps,
+    task: ExecuteTask,
+    thread_id: str,
+    attempt: int,
+    model: StepModel | None,
+    tools: StepTools | None = None,
 ) -> tuple[Any, str | None]:
     """Resolve and validate args (inputs sha256-checked), then perform the tool's call
     through the side-effect protocol; returns (output, idempotency key)."""
@@ -405,6 +440,7 @@ def _run_tool(
         artifacts=deps.artifacts,
         model=model,
         previous=_previous(deps, task.record),
+        tools=tools,
     )
     if spec.side_effect is not SideEffect.PURE and deps.held is not None:
         # An effect must never come before the verdicts it follows: commit what the saver

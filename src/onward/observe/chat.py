@@ -22,6 +22,7 @@ from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from onward.model import references
 from onward.model.state import (
+    InnerCall,
     PlanStep,
     RunFailure,
     RunFailureKind,
@@ -239,6 +240,7 @@ def step_messages(state: RunState, ids: Sequence[str]) -> Iterator[AnyMessage]:
         step = index[index.position[sid]]
         rec = state.record(sid)
         st = statuses[sid]
+        yield from inner_messages(sid, rec.calls)
         call_id = f"call-{sid}"
         yield AIMessage(
             step.description or "",
@@ -252,6 +254,25 @@ def step_messages(state: RunState, ids: Sequence[str]) -> Iterator[AnyMessage]:
             name=step.tool,
             id=f"onward-result-{sid}",
             status="success" if st is StepStatus.DONE else "error",
+        )
+
+
+def inner_messages(sid: str, calls: Sequence[InnerCall]) -> Iterator[AnyMessage]:
+    """The tool calls a tool-calling step made (its record's ``calls``), each as an AI
+    tool call and its tool message, before the step's own pair."""
+    for i, c in enumerate(calls):
+        call_id = f"call-{sid}-{i}"
+        yield AIMessage(
+            "",
+            id=f"onward-step-{sid}-call-{i}",
+            tool_calls=[{"name": c.tool, "args": c.args, "id": call_id, "type": "tool_call"}],
+        )
+        yield ToolMessage(
+            c.result,
+            tool_call_id=call_id,
+            name=c.tool,
+            id=f"onward-result-{sid}-call-{i}",
+            status="success" if c.ok else "error",
         )
 
 

@@ -27,6 +27,7 @@ from onward.verification.checks import Check
 
 if TYPE_CHECKING:
     from onward.llm.stepmodel import StepModel
+    from onward.llm.toolloop import StepTools
     from onward.store.artifacts import ArtifactStore
 
 # Verbs that make a tool dangerous enough to need a human by default (used by approvals).
@@ -61,6 +62,10 @@ class ToolContext:
     """The step's last attempt when the verifier failed its output (its checks, its
     schema or the judge): that output and the findings, so a retry can do better. None on
     a first attempt and after a failure that produced no output."""
+    tools: StepTools | None = None
+    """For a tool whose spec says ``calls_tools`` (a tool-calling step): the run's tools as
+    the step may call them, through execute's protocol (ledger, timeouts, breakers) and the
+    run's policy. None for every other tool."""
 
     def path(self, p: str | os.PathLike[str]) -> Path:
         """Where arg ``p`` is; a confined run refuses one outside ``workdir``
@@ -159,6 +164,10 @@ class ToolSpec:
     output_findings: OutputFindings | None = None
     """The tool's own contract on its output, given the step's args (verify applies it
     first, like a default check whose terms the args give)."""
+    calls_tools: bool = False
+    """The tool calls other tools itself (a tool-calling step): execute hands it the run's
+    policy and ``ctx.tools``, and runs it on the step's own thread (it may wait for a person
+    inside, as an interrupt)."""
 
     def service_for(self, args: dict[str, Any]) -> str | None:
         if self.service is None or isinstance(self.service, str):
