@@ -13,18 +13,31 @@ such as a ``refusal``, ``response_metadata`` such as ``finish_reason``), an exce
 (raised: to test failures), or a function of the prompt messages returning one of
 those. Usage metadata is filled from an offline token estimate (unless an AIMessage
 brings its own), so budgets and usage accounting work as with a real model.
+
+Tools bind as on any chat model (``model.bind_tools([...])``, LangChain's public API):
+the tools offered with each call are kept in ``tools_offered``, and a scripted answer
+calls them with :func:`tool_calls`::
+
+    model = ScriptedChatModel(responses=[
+        tool_calls(("read_file", {"path": "notes.txt"})),      # the model calls a tool
+        "The notes say revenue is up.",                          # then answers
+    ])
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field
 
 from onward.errors import ScriptExhaustedError as ScriptExhaustedError
@@ -41,10 +54,26 @@ class ScriptedChatModel(BaseChatModel):
     calls: list[list[BaseMessage]] = Field(default_factory=list)
     """Every prompt the model received, in order."""
     model_name: str = "scripted"
+    tools_offered: list[list[str]] = Field(default_factory=list)
+    """The names of the tools bound to each call, in order (``[]`` for a call without)."""
 
     @property
     def _llm_type(self) -> str:
         return "onward-scripted"
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """The model with ``tools`` offered to every call (as OpenAI tool schemas, the form
+        providers receive), recorded in :attr:`tools_offered`."""
+        schemas = [convert_to_openai_tool(t) for t in tools]
+        if tool_choice is not None:
+            kwargs["tool_choice"] = tool_choice
+        return self.bind(tools=schemas, **kwargs)
 
     def _generate(
         self,
@@ -54,6 +83,7 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         self.calls.append(list(messages))
+        self.tools_offered.append([t["function"]["name"] for t in kwargs.get("tools") or []])
         index = len(self.calls) - 1
         if index < len(self.responses):
             answer = self.responses[index]
@@ -86,3 +116,15 @@ def _text(answer: Any) -> str:
     if isinstance(answer, BaseModel):
         return answer.model_dump_json()
     return json.dumps(answer, ensure_ascii=False)
+
+
+def tool_calls(*calls: tuple[str, dict[str, Any]], text: str = "") -> AIMessage:
+    """A scripted answer that calls tools: ``tool_calls(("name", {args}), ...)``, with
+    call ids ``call_0``, ``call_1``... unique within the answer."""
+    return AIMessage(
+        text,
+        tool_calls=[
+            {"name": name, "args": args, "id": f"call_{i}", "type": "tool_call"}
+            for i, (name, args) in enumerate(calls)
+        ],
+    )

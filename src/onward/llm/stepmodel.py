@@ -6,22 +6,28 @@ run's clock, refusals, failures classified, a ``model_call`` event per attempt),
 costs is metered here, so execute adds it to the run's usage with the step's writes, failed
 calls included. No global state: the model, the run's dependencies and the meter live as
 long as one execution of one step.
+
+A tool-calling step's turns go through :meth:`StepModel.ask_tools`: the run's model with the
+step's tools bound (LangChain's ``bind_tools``), asked the same way (retries on transient
+failures through ``deps.sleep``, a ``model_call`` event per attempt, every attempt's usage
+counted), answering with text or tool calls.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel
 
-from onward.errors import ToolError
-from onward.llm import context
+from onward.errors import DeterministicToolError, ToolError
+from onward.llm import calls, context
 from onward.llm.calls import Answer, ask_json
-from onward.llm.models import model_name
+from onward.llm.models import client_retries, model_name
 from onward.model.state import RunState, Usage, add_usage
 from onward.nodes.deps import NodeDeps
 
@@ -69,9 +75,78 @@ class StepModel:
         self._count(answer.usage)
         return answer
 
+    def ask_tools(
+        self, messages: list[BaseMessage], tools: list[dict[str, Any]], *, purpose: str
+    ) -> tuple[AIMessage, Usage]:
+        """One turn of a tool-calling step: the model's answer (text, or tool calls of
+        ``tools``, OpenAI tool schemas) and what the turn cost, failed attempts included;
+        raises its classified ToolError when the model cannot be asked."""
+        assert self.deps.model is not None
+        try:
+            message, usage = _ask_turn(self, messages, tools, purpose)
+        except ToolError as exc:
+            self._count(exc.usage or Usage())
+            raise
+        self._count(usage)
+        return message, usage
+
     def _count(self, usage: Usage) -> None:
         with self._lock:
             self.spent = add_usage(self.spent, usage)
+
+
+def _ask_turn(
+    step: StepModel, messages: list[BaseMessage], tools: list[dict[str, Any]], purpose: str
+) -> tuple[AIMessage, Usage]:
+    """``ask_json``'s way of asking (onward.llm.calls), for an answer that may call tools."""
+    model = step.deps.model
+    assert model is not None
+    call = calls._Call(
+        deps=step.deps,
+        model=calls._streaming_usage(model),
+        prompt=list(messages),
+        kwargs={},
+        purpose=purpose,
+        thread_id=step.thread_id,
+        step_id=step.step_id,
+    )
+    bound = call.model.bind_tools(tools)
+    tries = calls.TRIES if client_retries(model) == 0 else 1
+    while True:
+        call.attempt += 1
+        started = time.monotonic()
+        try:
+            message = bound.invoke(call.prompt, config=calls._nostream())
+        except Exception as exc:
+            wait = calls._failed(call, exc, started, tries)
+            if wait:
+                step.deps.sleep(wait)
+            continue
+        assert isinstance(message, AIMessage)
+        return message, _turn_usage(call, message, started)
+
+
+def _turn_usage(call: calls._Call, message: AIMessage, started: float) -> Usage:
+    """The turn's usage, counted and logged; a cut-off or filtered answer raises."""
+    tokens: dict[str, Any] = dict(message.usage_metadata or {})
+    usage, estimated = calls._usage(
+        call, tokens.get("input_tokens"), tokens.get("output_tokens"), message.text, bool(tokens)
+    )
+    finish = message.response_metadata.get("finish_reason")
+    if finish == "content_filter":
+        raise calls._filtered(call, usage, estimated, started)
+    call.count(usage)
+    error = None
+    if finish == "length":
+        error = "the model's answer was cut off (finish_reason length)"
+    calls._log(call, usage, started, error, estimated=estimated, finish=finish)
+    if error is not None:
+        raise call.raising(
+            DeterministicToolError(
+                f"{error}; raise the model's max_tokens", hint="raise the model's max_tokens"
+            )
+        )
+    return call.spent
 
 
 def step_model(deps: NodeDeps, thread_id: str, step_id: str) -> StepModel | None:

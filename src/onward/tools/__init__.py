@@ -1,6 +1,6 @@
 """Tool registry, spec and built-in tools (registered on import)."""
 
-from onward.tools import effects, files, model_step, orders, web  # noqa: F401  (built-ins)
+from onward.tools import effects, files, model_step, orders, tool_calling, web  # noqa: F401
 from onward.tools.registry import (
     Reconciled,
     Registry,
