@@ -35,13 +35,13 @@ from langgraph.checkpoint.serde.jsonplus import (
     EXT_METHOD_SINGLE_ARG,
     EXT_PYDANTIC_V2,
     JsonPlusSerializer,
-    _msgpack_default,
 )
-from langgraph.checkpoint.serde.jsonplus import _option as _OPTION
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.types import Send
 from pydantic import BaseModel
 
+from onward._compat.langgraph_checkpoint import MSGPACK_OPTIONS as _OPTION
+from onward._compat.langgraph_checkpoint import DeltaSnapshot as _DeltaSnapshot
+from onward._compat.langgraph_checkpoint import msgpack_default as _msgpack_default
 from onward.checkpointing.format import (
     CHUNKED,
     COMPRESS_MIN_BYTES,
@@ -105,6 +105,26 @@ def checkpoint_types() -> tuple[type[Any], ...]:
         if isinstance(t, type) and issubclass(t, checks._Check) and t.__module__ == checks.__name__
     )
     return CHECKPOINT_TYPES + check_types
+
+
+CORE_MESSAGES = (
+    *(
+        f"{kind}{part}"
+        for kind in ("Base", "Human", "AI", "System", "Chat", "Tool", "Function")
+        for part in ("Message", "MessageChunk")
+    ),
+    "RemoveMessage",
+)
+"""The LangChain message classes LangGraph always allows in a checkpoint (the list its
+graphs add to every allowlist; tests/test_private_imports.py compares the two)."""
+
+
+def core_message_allowlist() -> set[tuple[str, ...]]:
+    """(module, class) of each of :data:`CORE_MESSAGES` this langchain-core has."""
+    from langchain_core import messages
+
+    found = (getattr(messages, name, None) for name in CORE_MESSAGES)
+    return {(cls.__module__, cls.__name__) for cls in found if cls is not None}
 
 
 def checkpoint_serde(cipher: Cipher | None) -> JsonPlusSerializer | EncryptedSerializer:
@@ -256,7 +276,7 @@ def _encoder(kind: type[Any]) -> Callable[[Any], Any]:
     return _ENCODERS.get(kind, _msgpack_default)
 
 
-def _encoded_delta(obj: _DeltaSnapshot) -> Any:
+def _encoded_delta(obj: Any) -> Any:
     return ormsgpack.Ext(
         EXT_DELTA_SNAPSHOT, ormsgpack.packb(obj.value, default=_default, option=_OPTION)
     )

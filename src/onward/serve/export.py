@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph._internal._serde import curated_core_allowlist
 from langgraph.graph.state import CompiledStateGraph
 
-from onward.checkpointing.serde import checkpoint_types
+from onward.checkpointing.serde import checkpoint_types, core_message_allowlist
 from onward.graph.build import build_graph
 from onward.llm.models import check_model, model_from_env
 from onward.nodes.deps import NodeDeps
@@ -35,7 +34,7 @@ def allowlist() -> set[tuple[str, ...]]:
     """(module, class) of every type onward's graph puts into a checkpoint, plus the
     LangChain messages LangGraph always allows: what ``langgraph.json`` lists too."""
     own = {(t.__module__, t.__name__) for t in checkpoint_types()}
-    return own | curated_core_allowlist()
+    return own | core_message_allowlist()
 
 
 class HostedGraph(CompiledStateGraph):  # type: ignore[type-arg]
