@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter  # type: ignore[import-untyped]
 
-from onward.errors import RequestLimitError, UsageError, refuse_unknown
+from onward.errors import DatabaseUnavailable, RequestLimitError, UsageError, refuse_unknown
 from onward.model.clock import utcnow
 from onward.serve.context import Serving
 from onward.serve.drives import launch, modes_of
@@ -239,6 +239,8 @@ class Scheduler:
                 await self.tick()
             except asyncio.CancelledError:
                 raise
+            except DatabaseUnavailable:  # the store logs one line per outage: next tick
+                pass
             except Exception:  # a failing tick (a locked store) must not end the loop
                 log.exception("cron scheduler")
             await asyncio.sleep(self.interval)
