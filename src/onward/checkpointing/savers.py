@@ -15,7 +15,10 @@ could not be had, is sent again once the server answers (its inserts ignore or u
 duplicate key, so a batch sent twice saves what it saved once).
 
 On SQLite, loading a thread finds each delta channel's last snapshot without decoding
-every checkpoint on the way (see :meth:`OnwardSqliteSaver.get_delta_channel_history`).
+every checkpoint on the way (see :meth:`OnwardSqliteSaver.full_history`). On both, a
+delta channel's value at a checkpoint is rebuilt from the nearest ancestor whose value the
+process kept (:mod:`onward.checkpointing.values`): a thread's state, a page of its
+history, a drive's load cost the writes since, not the channel's whole history.
 
 **One durable commit per plan step.** Only a task's writes need to be durable at once
 (LangGraph resumes from a checkpoint plus the pending writes of the tasks that finished
@@ -67,14 +70,11 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.checkpoint.sqlite._delta import (
-    build_delta_channels_writes_history,
-    build_delta_stage2_sql,
-)
 
+from onward._compat.langgraph_checkpoint import SQLITE_DELTA, DeltaSnapshot
 from onward.checkpointing.serde import fresh
+from onward.checkpointing.values import CheckpointValues, WriteRow, rolled, shared
 from onward.errors import FencedOut, LeaseLostError
 from onward.observe.events import LogRow
 from onward.store.leases import FENCE_SQL, FENCE_SQLSTATE, Fence, Fences
@@ -271,13 +271,45 @@ class _Recorder:
 
 
 class FlushedReads(BaseCheckpointSaver[Any]):
-    """Reads that first commit what the saver deferred: a read sees every saved row."""
+    """Reads that first commit what the saver deferred: a read sees every saved row. A
+    delta channel's value is rolled forward from one the process kept (:func:`rolled`)."""
 
     lock: threading.Lock
     _deferred: Deferred
+    values: CheckpointValues
+    """Delta channels' values by checkpoint, shared by the savers of one store."""
 
     def flush(self) -> None:
         raise NotImplementedError
+
+    def learn_channels(self, channels: Mapping[str, Any]) -> None:
+        """A graph that uses this saver: its delta channels' reducers rebuild values here."""
+        self.values.learn(channels)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        self.flush()
+        return rolled(self.values, self, config, list(channels))
+
+    def full_history(
+        self, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """The channels' histories at a checkpoint, LangGraph's way (no kept values)."""
+        return super().get_delta_channel_history(config=config, channels=channels)
+
+    def chain(self, thread_id: str, ns: str, checkpoint_id: str, depth: int) -> list[str]:
+        raise NotImplementedError
+
+    def writes_at(
+        self, thread_id: str, ns: str, checkpoint_ids: Sequence[str], channels: Sequence[str]
+    ) -> list[WriteRow]:
+        raise NotImplementedError
+
+    def _wrote(self, config: RunnableConfig) -> None:
+        """Rows saved at ``config``'s checkpoint: later kept values of its thread go."""
+        conf = config["configurable"]
+        self.values.wrote(str(conf["thread_id"]), conf.get("checkpoint_id"))
 
     def _drop(self, thread_id: str) -> None:
         """Forget what was deferred for a thread (its drive lost the lease)."""
@@ -291,6 +323,7 @@ class FlushedReads(BaseCheckpointSaver[Any]):
     def delete_thread(self, thread_id: str) -> None:
         self.flush()
         super().delete_thread(thread_id)
+        self.values.forget(thread_id)
 
     def list(
         self,
@@ -323,6 +356,7 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
         self._seeds: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
         """Decoded delta-channel snapshots by checkpoint (a checkpoint never changes once
         written, and a resume loads the same thread three times)."""
+        self.values = shared(_sqlite_file(conn))
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """The channel's next version: SqliteSaver's zero-padded counter without its random
@@ -368,6 +402,7 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
             *self.to_sql(thread_id, events, refs),
         ]
         defer = _deferrable_writes(self.held, thread_id, task_id, writes)
+        self._wrote(config)
         self._save(thread_id, statements, defer=defer)
 
     def put(
@@ -395,6 +430,7 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
             "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)"
         )
         defer = _deferrable_checkpoint(self.held, row[0], metadata)
+        self.values.wrote(row[0], checkpoint["id"], itself=True)
         self._save(row[0], [(sql, [row])], defer=defer)
         return {
             "configurable": {
@@ -456,8 +492,8 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
                 lost = lost or thread == thread_id
         return lost
 
-    def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
+    def full_history(
+        self, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """The delta channels' last snapshots and the writes since, found by distance.
 
@@ -471,18 +507,37 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
         counters, a shorter chain, no snapshot where the counters point) falls back to
         LangGraph's walk, so the result is always the same.
         """
-        self.flush()
         found = self._history_by_distance(config, list(channels))
         if found is None:
-            return super().get_delta_channel_history(config=config, channels=channels)
+            return super().full_history(config, channels)
         return found
+
+    def chain(self, thread_id: str, ns: str, checkpoint_id: str, depth: int) -> list[str]:
+        with self.cursor(transaction=False) as cur:
+            params = (thread_id, ns, checkpoint_id, thread_id, ns, depth)
+            return [r[0] for r in cur.execute(_CHAIN_SQL, params).fetchall()]
+
+    def writes_at(
+        self, thread_id: str, ns: str, checkpoint_ids: Sequence[str], channels: Sequence[str]
+    ) -> list[WriteRow]:
+        path = "task_path" if self._has_task_path else "''"
+        sql = (
+            f"SELECT checkpoint_id, channel, task_id, idx, type, value, {path} FROM writes "
+            "WHERE thread_id = ? AND checkpoint_ns = ? "
+            f"AND checkpoint_id IN ({','.join('?' * len(checkpoint_ids))}) "
+            f"AND channel IN ({','.join('?' * len(channels))})"
+        )
+        with self.cursor(transaction=False) as cur:
+            rows = cur.execute(sql, (thread_id, ns, *checkpoint_ids, *channels)).fetchall()
+        return cast("list[WriteRow]", rows)
 
     def _history_by_distance(
         self, config: RunnableConfig, channels: list[str]
     ) -> dict[str, DeltaChannelHistory] | None:
         checkpoint_id = get_checkpoint_id(config)
-        if not channels or not checkpoint_id:
+        if not channels or not checkpoint_id or SQLITE_DELTA is None:
             return None
+        stage2_sql, writes_history = SQLITE_DELTA
         thread_id = str(config["configurable"]["thread_id"])
         ns = str(config["configurable"].get("checkpoint_ns", ""))
         with self.cursor(transaction=False) as cur:
@@ -515,11 +570,11 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
             seeds: dict[str, Any] = {}
             for ch, cid in seed_at.items():
                 value = snapshots[cid].get(ch)
-                if not isinstance(value, _DeltaSnapshot):
+                if not isinstance(value, DeltaSnapshot):
                     return None
                 seeds[ch] = fresh(value)
             chain_by_ch = {ch: list(chain[1 : distance[ch] + 1]) for ch in channels}
-            stage2 = build_delta_stage2_sql(
+            stage2 = stage2_sql(
                 has_task_path=self._has_task_path,
                 chain_lens=[len(chain_by_ch[ch]) for ch in channels],
             )
@@ -530,7 +585,7 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
                 "list[tuple[str, str, str, int, str, bytes, str]]",
                 cur.execute(stage2, args).fetchall(),
             )
-        return build_delta_channels_writes_history(
+        return writes_history(  # type: ignore[no-any-return]
             channels=channels,
             chain_by_ch=chain_by_ch,
             seed_val_by_ch=seeds,
@@ -556,7 +611,7 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
                 return None
             for cid, type_tag, blob in rows:
                 values = self.serde.loads_typed((type_tag, blob)).get("channel_values") or {}
-                out[cid] = {k: v for k, v in values.items() if isinstance(v, _DeltaSnapshot)}
+                out[cid] = {k: v for k, v in values.items() if isinstance(v, DeltaSnapshot)}
                 self._seeds[(thread_id, ns, cid)] = out[cid]  # under self.lock (cursor)
                 while len(self._seeds) > SEEDS_KEPT:
                     self._seeds.popitem(last=False)
@@ -578,6 +633,18 @@ _CHAIN_SQL = (
 )
 """A checkpoint and its ancestors, nearest first, up to a depth (ids only, no blobs).
 ``CROSS JOIN`` keeps the chain as the outer loop: one primary-key lookup per step."""
+
+
+_PG_CHAIN_SQL = _CHAIN_SQL.replace("CROSS JOIN", "JOIN").replace("?", "%s")
+"""The chain's ids on Postgres (which has no ``CROSS JOIN ... ON``)."""
+
+
+def _sqlite_file(conn: sqlite3.Connection) -> str | None:
+    """The main database's file (None in memory): the store the saver's values are of."""
+    for _seq, name, file in conn.execute("PRAGMA database_list").fetchall():
+        if name == "main" and file:
+            return f"sqlite {file}"
+    return None
 
 
 def postgres_saver(
@@ -680,14 +747,37 @@ def postgres_saver(
         ) -> RunnableConfig:
             thread_id = str(config["configurable"]["thread_id"])
             defer = _deferrable_checkpoint(held, thread_id, metadata)
+            self.values.wrote(thread_id, checkpoint["id"], itself=True)
             with self._saving(thread_id), self._deferring(thread_id, defer):
                 return super().put(config, checkpoint, metadata, new_versions)
 
-        def get_delta_channel_history(
-            self, *, config: RunnableConfig, channels: Sequence[str]
-        ) -> Mapping[str, DeltaChannelHistory]:
-            self.flush()
-            return super().get_delta_channel_history(config=config, channels=channels)
+        def chain(self, thread_id: str, ns: str, checkpoint_id: str, depth: int) -> list[str]:
+            with self._cursor() as cur:
+                cur.execute(_PG_CHAIN_SQL, (thread_id, ns, checkpoint_id, thread_id, ns, depth))
+                return [r["checkpoint_id"] for r in cur.fetchall()]
+
+        def writes_at(
+            self, thread_id: str, ns: str, checkpoint_ids: Sequence[str], channels: Sequence[str]
+        ) -> list[WriteRow]:
+            with self._cursor() as cur:
+                cur.execute(
+                    "SELECT checkpoint_id, channel, task_id, idx, type, blob, task_path "
+                    "FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s "
+                    "AND checkpoint_id = ANY(%s) AND channel = ANY(%s)",
+                    (thread_id, ns, list(checkpoint_ids), list(channels)),
+                )
+                return [
+                    (
+                        r["checkpoint_id"],
+                        r["channel"],
+                        r["task_id"],
+                        r["idx"],
+                        r["type"],
+                        r["blob"],
+                        r["task_path"],
+                    )
+                    for r in cur.fetchall()
+                ]
 
         def put_writes(
             self,
@@ -705,6 +795,7 @@ def postgres_saver(
             )
             events, refs = held.take(thread_id, task_id)
             defer = _deferrable_writes(held, thread_id, task_id, writes)
+            self._wrote(config)
             with (
                 self._saving(thread_id),
                 self._deferring(thread_id, defer),
@@ -726,6 +817,7 @@ def postgres_saver(
 
     saver = OnwardPostgresSaver(pool.pool, serde=serde)
     saver._deferred, saver._local = Deferred(), threading.local()
+    saver.values = shared(f"postgres {pool.url}")
     held.flush, held.discard = saver.flush, saver._drop
     return saver
 

@@ -155,7 +155,10 @@ def compile_graph(
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     if isinstance(checkpointer, FlushedReads):
         inline.install()  # its calls run in the calling thread (checkpointing/inline.py)
-    return build_graph(deps).compile(checkpointer=checkpointer)
+    graph = build_graph(deps).compile(checkpointer=checkpointer)
+    if isinstance(checkpointer, FlushedReads):  # its delta channels' values, rolled forward
+        checkpointer.learn_channels(graph.channels)
+    return graph
 
 
 def mermaid() -> str:
