@@ -22,13 +22,7 @@ from onward._compat import langgraph_checkpoint as lgc
 SRC = Path(__file__).resolve().parents[1] / "src"
 BOUNDARY = Path("onward") / "_compat"
 
-PENDING = {
-    Path("onward/checkpointing/savers.py"): (
-        "langgraph.checkpoint.serde.types._DeltaSnapshot and langgraph.checkpoint.sqlite."
-        "_delta: onward._compat.langgraph_checkpoint has DeltaSnapshot and SQLITE_DELTA "
-        "for them; savers.py is being changed by another piece of work"
-    ),
-}
+PENDING: dict[Path, str] = {}
 """Modules still importing a private name, each with what replaces it. A module leaves
 this list when it is fixed (:func:`test_each_pending_module_still_needs_its_entry`)."""
 
