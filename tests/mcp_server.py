@@ -2,7 +2,8 @@
 
 ``python tests/mcp_server.py --log CALLS.jsonl [--http PORT]``: over stdio by default, or
 streamable HTTP on 127.0.0.1:PORT (path ``/mcp``). Every call appends a JSON line to the
-log (the tool and its args), so a test counts what the server really ran. Its tools, one
+log (the tool and its args), so a test counts what the server really ran, and so does
+every start of the server (``{"started": PID}``). Its tools, one
 per annotation onward maps:
 
 * ``lookup`` (read-only): a fixed price for a key;
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
@@ -78,6 +80,8 @@ def main() -> None:
     parser.add_argument("--http", type=int)
     opts = parser.parse_args()
     LOG = Path(opts.log)
+    with LOG.open("a", encoding="utf-8") as f:  # one line per process: a test counts starts
+        f.write(json.dumps({"started": os.getpid()}) + "\n")
     if opts.http is None:
         server.run("stdio")
     else:

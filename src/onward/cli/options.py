@@ -22,6 +22,7 @@ from onward.errors import OnwardError, UsageError, printable
 
 if TYPE_CHECKING:
     from onward.client import Onward, RunView
+    from onward.llm.models import ModelChoice
     from onward.observe.plain import PlainView
     from onward.observe.questions import Asked
     from onward.store.tables import Tables
@@ -49,6 +50,34 @@ ToolsOpt = Annotated[
         help="Python file or module registering @onward.tool tools (repeatable; "
         "also $ONWARD_TOOLS, comma-separated).",
     ),
+]
+McpOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--mcp",
+        help="MCP server whose tools the run may use: NAME=URL (streamable HTTP, a host "
+        "ONWARD_HTTP_ALLOW allows) or NAME='COMMAND ARGS' (stdio, a command ONWARD_MCP_COMMANDS "
+        "allows), or a JSON file of mcpServers (repeatable; also $ONWARD_MCP).",
+    ),
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="The model: provider:name (openai:gpt-4o-mini, anthropic:..., ollama:...) or an "
+        "OpenAI model's name (default $ONWARD_MODEL, else gpt-4o-mini with OPENAI_API_KEY).",
+    ),
+]
+PlannerModelOpt = Annotated[
+    str | None,
+    typer.Option("--planner-model", help="The model that plans and replans (default: --model)."),
+]
+StepModelOpt = Annotated[
+    str | None, typer.Option("--step-model", help="The model of model steps (default: --model).")
+]
+JudgeModelOpt = Annotated[
+    str | None,
+    typer.Option("--judge-model", help="The model that judges outputs (default: --model)."),
 ]
 UserOpt = Annotated[
     str | None, typer.Option("--user", help="Who decides (default $ONWARD_USER, else login@host).")
@@ -132,15 +161,32 @@ def store_url(db: str | None) -> str:
     return db or settings().db
 
 
-def open_store(db: str | None, tools: list[str] | None, *, existing: bool = False) -> Onward:
+def open_store(
+    db: str | None,
+    tools: list[str] | None,
+    *,
+    existing: bool = False,
+    mcp: list[str] | None = None,
+    models: ModelChoice | None = None,
+) -> Onward:
     """``existing``: a command that only reads; a store that is not there is an error, never
-    created."""
+    created. ``mcp``: --mcp servers (their tools are loaded, and runs started keep them);
+    ``models``: the --model options (over the environment's)."""
     from onward.client import Onward
 
     url = store_url(db)
     if existing:
         _require_store(url)
-    return Onward(url, tool_modules=tools or [])
+    modules = list(tools or [])
+    if mcp:
+        from onward.tools.mcp import refs_of
+
+        modules.extend(refs_of(mcp))
+    if models is None or not any((models.model, models.planner, models.step, models.judge)):
+        return Onward(url, tool_modules=modules)
+    from onward.llm.models import model_from_env
+
+    return Onward(url, tool_modules=modules, model=model_from_env(choice=models))
 
 
 def _require_store(url: str) -> None:

@@ -17,7 +17,12 @@ from onward.cli.options import (
     DbOpt,
     InterruptBeforeOpt,
     JsonOpt,
+    JudgeModelOpt,
+    McpOpt,
+    ModelOpt,
     OnExpiry,
+    PlannerModelOpt,
+    StepModelOpt,
     ToolsOpt,
     duration,
     errors,
@@ -199,9 +204,14 @@ def run(
         ),
     ] = False,
     interrupt_before: InterruptBeforeOpt = None,
+    mcp: McpOpt = None,
+    model: ModelOpt = None,
+    planner_model: PlannerModelOpt = None,
+    step_model: StepModelOpt = None,
+    judge_model: JudgeModelOpt = None,
 ) -> None:
     """Plan and run a goal (or a declared --plan) to the end, or until it waits for a person."""
-    with errors(as_json), open_store(db, tools) as ow:
+    with errors(as_json), _open(db, tools, mcp, locals()) as ow:
         tid = _start(ow.start, locals())
         if not as_json:
             err.print(
@@ -213,6 +223,16 @@ def run(
 
         view = drive(ow, tid, as_json, go=go)
     finish(view, as_json)
+
+
+def _open(
+    db: str | None, tools: list[str] | None, mcp: list[str] | None, o: dict[str, Any]
+) -> Onward:
+    """The store, with the --mcp servers' tools and the --model options' models."""
+    from onward.llm.models import ModelChoice
+
+    choice = ModelChoice(o["model"], o["planner_model"], o["step_model"], o["judge_model"])
+    return open_store(db, tools, mcp=mcp, models=choice)
 
 
 def _names(values: list[str] | None) -> frozenset[str]:
@@ -298,7 +318,14 @@ def _start(start: Callable[..., str], o: dict[str, Any]) -> str:
 def submit(**o: Any) -> None:
     """Put a goal (or a declared --plan) on the work queue and print its thread id; any
     `onward worker` on the same store drives it. Takes the same options as `run`."""
-    with errors(o["as_json"]), open_store(o["db"], o["tools"]) as ow:
+    with errors(o["as_json"]):
+        if any(o[k] for k in ("model", "planner_model", "step_model", "judge_model")):
+            raise UsageError(
+                "--model and the role models choose this process's models: a queued run is "
+                "driven by a worker with its own (its ONWARD_MODEL...); use them with `onward "
+                "run` or `onward resume`"
+            )
+    with errors(o["as_json"]), open_store(o["db"], o["tools"], mcp=o["mcp"]) as ow:
         if o["interrupt_before"]:
             raise UsageError(
                 "--interrupt-before pauses a drive in this process: use it with `onward run` "
@@ -339,9 +366,14 @@ def resume(
     as_json: JsonOpt = False,
     tools: ToolsOpt = None,
     interrupt_before: InterruptBeforeOpt = None,
+    mcp: McpOpt = None,
+    model: ModelOpt = None,
+    planner_model: PlannerModelOpt = None,
+    step_model: StepModelOpt = None,
+    judge_model: JudgeModelOpt = None,
 ) -> None:
     """Finish a run that stopped (crash, kill, Ctrl-C); completed steps are not run again."""
-    with errors(as_json), open_store(db, tools) as ow:
+    with errors(as_json), _open(db, tools, mcp, locals()) as ow:
         before = ow.get(thread_id)  # unknown thread → clear error before any progress output
         if before.status.finished:
             _already_finished(before, as_json)

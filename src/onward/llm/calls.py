@@ -43,7 +43,7 @@ from pydantic import BaseModel, ValidationError
 
 from onward.errors import DeterministicToolError, ToolError, TransientToolError
 from onward.llm.context import estimate_tokens, message_tokens, nonce_of
-from onward.llm.models import client_retries, is_openai_client, model_name
+from onward.llm.models import client_retries, for_purpose, is_openai_client, model_name
 from onward.llm.usage import cost_of
 from onward.model.state import Usage, add_usage
 from onward.nodes.deps import NodeDeps
@@ -117,7 +117,9 @@ def ask_json(
     step_id: str | None = None,
 ) -> Answer:
     """The model's answer in ``schema`` (or why not), counting every attempt's usage;
-    raises a classified ToolError (with ``.usage``) when the model cannot be asked."""
+    raises a classified ToolError (with ``.usage``) when the model cannot be asked.
+    ``model``: the run's; a model per role answers with the purpose's role's."""
+    model = for_purpose(model, purpose)
     prompt, kwargs = _request(model, messages, schema)
     call = _Call(
         deps=deps,

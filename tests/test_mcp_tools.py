@@ -1,0 +1,292 @@
+"""MCP tools: a real MCP server (tests/mcp_server.py, the ``mcp`` SDK's MCPServer) started
+by the test, its tools used from a plan through ``onward run --mcp`` and from Python, with
+their annotations honoured (read-only runs, idempotent runs once under its key across a
+kill, destructive and unannotated ask first); the server is started once per driver and
+again by a resumed run; streamable HTTP on 127.0.0.1 when the egress policy allows it."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from onward import (
+    Onward,
+    PlanValidationError,
+    RunPolicy,
+    SideEffect,
+    ToolLoadError,
+    default_registry,
+)
+from onward.tools.mcp import close_servers, mcp_server
+from tests.conftest import read_jsonl, start_run
+
+SERVER = Path(__file__).with_name("mcp_server.py")
+COMMAND = f"{sys.executable} {SERVER}"
+
+
+@pytest.fixture(autouse=True)
+def mcp_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("ONWARD_MCP_COMMANDS", COMMAND)
+    yield
+    close_servers()
+
+
+@pytest.fixture
+def log(workdir: Path) -> Path:
+    return workdir / "calls.jsonl"
+
+
+def entry(log: Path) -> str:
+    return f"t={COMMAND} --log {log}"
+
+
+def calls(log: Path, tool: str) -> list[dict[str, Any]]:
+    return [c["args"] for c in read_jsonl(log) if c.get("tool") == tool]
+
+
+def starts(log: Path) -> list[int]:
+    return [c["started"] for c in read_jsonl(log) if "started" in c]
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (or is a zombie nobody reaped yet)."""
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in state
+
+
+def wait_gone(pid: int) -> bool:
+    deadline = time.monotonic() + 15
+    while not gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return gone(pid)
+
+
+PLAN = """\
+goal: look a price up and write it down
+steps:
+  - {id: look, tool: mcp__t__lookup, args: {key: apple}, output: price}
+  - {id: write, tool: mcp__t__write_note, args: {path: note.txt, text: "apple 3"},
+     depends_on: [look], output: wrote}
+"""
+
+
+def test_mcp_tools_run_from_a_plan_given_mcp_one_server_per_driver(
+    run_cli: Any, workdir: Path, log: Path, db_url: str
+) -> None:
+    (workdir / "plan.yaml").write_text(PLAN, encoding="utf-8")
+    env = {"ONWARD_MCP_COMMANDS": COMMAND}
+
+    result = run_cli("run", "--plan", "plan.yaml", "--mcp", entry(log), "--json", env=env)
+
+    assert result.code == 0, result.stdout + result.stderr
+    view = result.json()
+    assert [(s["id"], s["status"]) for s in view["steps"]] == [("look", "done"), ("write", "done")]
+    assert calls(log, "lookup") == [{"key": "apple"}]
+    assert calls(log, "write_note") == [{"path": "note.txt", "text": "apple 3"}]
+    [pid] = starts(log)  # one server for the run's two calls, not one per call
+    assert wait_gone(pid)  # stopped with its driver
+    with Onward(db_url, model=None) as ow:
+        run = ow.get(view["thread_id"])
+        assert run.artifact_value(ow, "price") == {"key": "apple", "price": 3}
+        assert run.artifact_value(ow, "wrote") == "wrote 7 characters"
+
+
+def test_a_destructive_mcp_tool_asks_first_and_the_answer_starts_the_server_again(
+    run_cli: Any, workdir: Path, log: Path
+) -> None:
+    (workdir / "doomed.txt").write_text("x", encoding="utf-8")
+    plan = "goal: g\nsteps:\n  - {id: rm, tool: mcp__t__delete_note, args: {path: doomed.txt}}\n"
+    (workdir / "plan.yaml").write_text(plan, encoding="utf-8")
+    env = {"ONWARD_MCP_COMMANDS": COMMAND}
+
+    asked = run_cli(
+        "run", "--plan", "plan.yaml", "--mcp", entry(log), "--thread-id", "t", "--json", env=env
+    )
+
+    assert asked.code == 3, asked.stdout + asked.stderr
+    [question] = asked.json()["pending"]
+    assert (question["kind"], question["tool"]) == ("approval", "mcp__t__delete_note")
+    assert question["args"] == {"path": "doomed.txt"}
+    assert (workdir / "doomed.txt").exists()
+    assert calls(log, "delete_note") == []
+
+    approved = run_cli("approve", "t", "--json", env=env)  # no --mcp: the run kept its server
+
+    assert approved.code == 0, approved.stdout + approved.stderr
+    assert approved.json()["status"] == "done"
+    assert not (workdir / "doomed.txt").exists()
+    assert calls(log, "delete_note") == [{"path": "doomed.txt"}]
+    assert len(starts(log)) == 2  # the answering process started it again
+
+
+def test_mcp_tools_from_python_with_their_annotations_as_side_effect_classes(
+    db_url: str, workdir: Path, log: Path
+) -> None:
+    ref = mcp_server("t", [sys.executable, str(SERVER), "--log", str(log)])
+    plan = {
+        "goal": "g",
+        "steps": [
+            {"id": "look", "tool": "mcp__t__lookup", "args": {"key": "pear"}, "output": "p"},
+            {"id": "n", "tool": "mcp__t__stamp", "args": {}, "output": "n"},
+        ],
+    }
+
+    with Onward(db_url, tool_modules=[ref], model=None) as ow:
+        classes = {
+            name: (spec.side_effect, spec.requires_approval)
+            for name in ("lookup", "write_note", "delete_note", "stamp", "fail")
+            if (spec := default_registry.get(f"mcp__t__{name}")) is not None
+        }
+        view = ow.run(plan=plan, policy=RunPolicy(auto_approve=frozenset({"mcp__t__stamp"})))
+        price = view.artifact_value(ow, "p")
+
+    assert classes == {
+        "lookup": (SideEffect.PURE, False),  # readOnlyHint
+        "write_note": (SideEffect.IDEMPOTENT, False),  # idempotentHint, destructiveHint false
+        "delete_note": (SideEffect.UNSAFE, True),  # destructiveHint
+        "stamp": (SideEffect.UNSAFE, True),  # no annotations
+        "fail": (SideEffect.PURE, False),
+    }
+    assert view.status == "done", view
+    assert price == {"key": "pear", "price": 5}
+    assert [c for c in read_jsonl(log) if c.get("tool") == "stamp"] == [
+        {"tool": "stamp", "args": {}}
+    ]
+
+
+def test_an_mcp_error_result_is_a_deterministic_failure_with_its_text(
+    db_url: str, workdir: Path, log: Path
+) -> None:
+    ref = mcp_server("t", f"{COMMAND} --log {log}")
+    plan = {"goal": "g", "steps": [{"id": "f", "tool": "mcp__t__fail", "args": {"reason": "no"}}]}
+
+    with Onward(db_url, tool_modules=[ref], model=None) as ow:
+        view = ow.run(plan=plan, policy=RunPolicy(escalate_failures=False))
+
+    step = view.steps[0]
+    assert (step.status, step.failure_class) == ("failed", "deterministic")
+    assert "cannot: no" in (step.error or "")
+    assert len(calls(log, "fail")) == 1  # deterministic: not retried
+
+
+def test_an_unknown_arg_of_an_mcp_tool_is_refused_before_anything_runs(
+    db_url: str, workdir: Path, log: Path
+) -> None:
+    ref = mcp_server("t", f"{COMMAND} --log {log}")
+    plan = {"goal": "g", "steps": [{"id": "l", "tool": "mcp__t__lookup", "args": {"ky": "x"}}]}
+
+    with (
+        Onward(db_url, tool_modules=[ref], model=None) as ow,
+        pytest.raises(PlanValidationError, match="ky"),
+    ):
+        ow.start(plan=plan)
+    assert calls(log, "lookup") == []
+
+
+def test_an_idempotent_mcp_call_is_in_the_ledger_once_across_a_kill_and_a_resume(
+    run_cli: Any, workdir: Path, log: Path, db_url: str
+) -> None:
+    (workdir / "plan.yaml").write_text(PLAN, encoding="utf-8")
+    (workdir / "none.py").write_text("", encoding="utf-8")
+    env = {"ONWARD_MCP_COMMANDS": COMMAND}
+    proc = start_run(
+        workdir,
+        db_url,
+        "k",
+        "none.py",
+        "--mcp",
+        entry(log),
+        ONWARD_FAULT_KILL="after_record:write",
+        **env,
+    )
+    proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    assert len(calls(log, "write_note")) == 1  # its effect recorded, then the driver died
+
+    resumed = run_cli("resume", "k", "--json", env=env)
+
+    assert resumed.code == 0, resumed.stdout + resumed.stderr
+    assert resumed.json()["status"] == "done"
+    assert len(calls(log, "write_note")) == 1  # replayed from the ledger, never called again
+    assert len(starts(log)) == 2  # the resumed run (a new process) started its server again
+    with Onward(db_url, model=None) as ow:
+        ledger = [e for e in ow.store.ledger.for_thread("k") if e.step_id == "write"]
+    assert [(e.status.value, e.calls) for e in ledger] == [("completed", 1)]
+    assert (workdir / "note.txt").read_text(encoding="utf-8") == "apple 3"
+
+
+# -- streamable HTTP ----------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def http_server(workdir: Path, log: Path) -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "--log", str(log), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        close_servers()
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_streamable_http_mcp_server_the_egress_policy_allows_serves_a_plan(
+    db_url: str, workdir: Path, log: Path, http_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = http_server.split(":")[2].split("/")[0]
+    monkeypatch.setenv("ONWARD_HTTP_ALLOW", f"127.0.0.1:{port}")
+    plan = {
+        "goal": "g",
+        "steps": [{"id": "l", "tool": "mcp__web__lookup", "args": {"key": "apple"}, "output": "p"}],
+    }
+
+    with Onward(db_url, tool_modules=[mcp_server("web", http_server)], model=None) as ow:
+        view = ow.run(plan=plan)
+        price = view.artifact_value(ow, "p")
+
+    assert view.status == "done", view
+    assert price == {"key": "apple", "price": 3}
+    assert calls(log, "lookup") == [{"key": "apple"}]
+
+
+def test_a_streamable_http_mcp_server_outside_the_egress_policy_is_refused(
+    db_url: str, workdir: Path, log: Path, http_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ONWARD_HTTP_ALLOW", "127.0.0.1:1")
+
+    with pytest.raises(ToolLoadError, match=r"not allowed.*ONWARD_HTTP_ALLOW"):
+        Onward(db_url, tool_modules=[mcp_server("web", http_server)], model=None)
+
+    assert calls(log, "lookup") == []
