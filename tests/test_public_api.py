@@ -73,10 +73,13 @@ PUBLIC = {
     "UnknownThreadError",
     "UsageError",
     "build_graph",
+    "chat_model",
     "compile_graph",
     "default_registry",
     "load_plan_file",
+    "mcp_server",
     "register_langchain_tool",
+    "role_models",
     "tool",
 }
 

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     )
     from onward.graph.build import build_graph, compile_graph
     from onward.llm.fake import ScriptedChatModel
+    from onward.llm.models import chat_model, role_models
     from onward.model.state import (
         Approval,
         ArtifactRef,
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
     from onward.store.leases import LeasePolicy
     from onward.tools import Reconciled, Registry, ToolContext, ToolSpec, default_registry, tool
     from onward.tools.langchain import register_langchain_tool
+    from onward.tools.mcp import mcp_server
 
 _HOMES: dict[str, tuple[str, ...]] = {
     "onward.client": (
@@ -168,6 +170,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "tool",
     ),
     "onward.tools.langchain": ("register_langchain_tool",),
+    "onward.tools.mcp": ("mcp_server",),
+    "onward.llm.models": ("chat_model", "role_models"),
 }
 """Where each public name lives (internal modules; users import from ``onward``)."""
 
@@ -254,9 +258,12 @@ __all__ = [
     "WorkerPolicy",
     "WorkerReport",
     "build_graph",
+    "chat_model",
     "compile_graph",
     "default_registry",
     "load_plan_file",
+    "mcp_server",
     "register_langchain_tool",
+    "role_models",
     "tool",
 ]
