@@ -200,6 +200,8 @@ def print_view(view: RunView | PlainView) -> None:
             f"`onward resume {view.thread_id}` waits for it",
             highlight=False,
         )
+    if view.status == "suspended" and not view.resume_at and view.report:
+        out.print(f"{view.report} `onward resume {view.thread_id}` goes on.", highlight=False)
     for p in view.pending:
         what = p.reason or f"approve {p.tool}?"
         out.print(Text.assemble(("waiting: ", "yellow"), f"{p.step_id or 'plan'}: {what}"))

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext, suppress
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphRecursionError
 from langgraph.types import Command, StateSnapshot, StreamMode
@@ -41,6 +42,7 @@ from onward.model.state import (
     utcnow,
 )
 from onward.nodes.verify import retry_reviews
+from onward.observe.chat import report_marker, reported
 from onward.observe.kinds import EventKind
 from onward.observe.progress import QUIET, ProgressEvent
 from onward.policies.retry import DEFAULT_RETRY
@@ -120,8 +122,10 @@ def stream(
                     )
             if apply_requested_cancel(ow, thread_id):
                 return
-            if state.status is RunStatus.SUSPENDED and state.resume_at is not None:
-                remaining = (state.resume_at - ow.clock()).total_seconds()
+            if state.status is RunStatus.SUSPENDED:
+                # Until a time (a backoff, a breaker), or stopped by an API cancel (no
+                # time: the next drive goes on at once).
+                remaining = (state.resume_at - ow.clock()).total_seconds() if state.resume_at else 0
                 if remaining > 0 and not wait:
                     return
                 if remaining > 0:
@@ -176,6 +180,8 @@ def stream(
                             if apply_requested_cancel(ow, thread_id):
                                 return  # what finished is saved; the rest will not run
             except DrainRequested:
+                if ow.deps.cancelling.is_set():
+                    park_cancelled(ow, thread_id)
                 if watch is not None and watch.asked is not None:
                     # Cancelled through the store (runs.cancel on another server): the
                     # last superstep is saved; the run's record says how it ended.
@@ -224,6 +230,40 @@ def stream(
     finally:
         ow.store.drop_held(thread_id)
         ow.store.release_lease(thread_id, owner)  # whatever ended the drive, a full disk too
+
+
+def park_cancelled(ow: Onward, thread_id: str) -> None:
+    """A drive an API cancel stopped (the lease still held): the run is saved as stopped
+    (*suspended* with no time, the graph at its end, a message saying what did not run),
+    so a chat reads the thread as cancelled, not as a breakpoint or the question it had
+    answered. A later run with no input goes on from here (:func:`stream`)."""
+    at = config(thread_id)
+    state = state_of(ow.store, thread_id, ow.graph.get_state(at))
+    if state.status is not RunStatus.RUNNING:
+        return  # it ended, or waits for a person: that state already says so
+    ran = (StepStatus.DONE, StepStatus.SKIPPED)
+    left = [s.id for s in state.plan.steps if state.status_of(s.id) not in ran]
+    shown = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "")
+    note = (
+        f"Stopped: the run was cancelled; {len(left)} step(s) did not run ({shown}). "
+        "Nothing more runs until a new run of this thread goes on from here."
+        if left
+        else "Stopped: the run was cancelled."
+    )
+    ow.graph.update_state(
+        at,
+        {
+            "status": RunStatus.SUSPENDED,
+            "resume_at": None,
+            # The steps settled so far show before it in the chat (observe/chat.py).
+            "messages": [
+                AIMessage(note, additional_kwargs=report_marker(state, reported(state.messages)))
+            ],
+        },
+        as_node=GATE,
+    )
+    ow.store.held.make_durable()
+    ow.store.set_run_status(thread_id, RunStatus.SUSPENDED)
 
 
 def suspend_on_full_disk(ow: Onward, thread_id: str, exc: DiskFullError) -> None:

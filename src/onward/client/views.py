@@ -84,6 +84,9 @@ def pending(ow: Onward, thread_id: str) -> list[PendingDecision]:
 def view(store: Store, thread_id: str, run: RunRow, snap: StateSnapshot | RunState) -> RunView:
     """The view of a snapshot, or of a finished run's final state (no questions)."""
     state = snap if isinstance(snap, RunState) else state_of(store, thread_id, snap)
+    # A run saved as stopped (an API cancel: client.driving.park_cancelled) says why in
+    # its last message, as a finished run's report does.
+    stopped = state.status is RunStatus.SUSPENDED and state.resume_at is None
     if state.status is RunStatus.RUNNING and run.status is RunStatus.SUSPENDED:
         # A drive a full disk ended (client.driving.suspend_on_full_disk): its record says
         # so; the checkpoint stays as it was saved, for resume to go on from.
@@ -92,7 +95,9 @@ def view(store: Store, thread_id: str, run: RunRow, snap: StateSnapshot | RunSta
         store.leases,
         thread_id,
         state,
-        report=state.messages[-1].text if state.status.finished and state.messages else "",
+        report=state.messages[-1].text
+        if (state.status.finished or stopped) and state.messages
+        else "",
         pending=pending_of(thread_id, run, snap)
         if state.status.waiting and not isinstance(snap, RunState)
         else [],

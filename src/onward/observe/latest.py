@@ -316,7 +316,7 @@ def view(tables: Tables, thread_id: str) -> RunView:
         tables.leases,
         thread_id,
         snap,
-        report=snap.messages[-1].text if snap.status.finished and snap.messages else "",
+        report=snap.messages[-1].text if _reported(snap) and snap.messages else "",
         pending=pending(thread_id, run, snap) if snap.status.waiting else [],
         paused_before=[],
     )
@@ -328,3 +328,10 @@ def questions(tables: Tables, runs: Sequence[RunEntry]) -> list[PendingDecision]
     for run in runs:
         items += pending(run.thread_id, run, latest(tables, run.thread_id))
     return sorted(items, key=lambda p: p.asked_at)
+
+
+def _reported(snap: Any) -> bool:
+    """Whether the last message is the report: a finished run's, or a stopped run's (an
+    API cancel saves it *suspended* with no time and says why: client.driving)."""
+    stopped = snap.status is RunStatus.SUSPENDED and snap.resume_at is None and not snap.interrupts
+    return bool(snap.status.finished or stopped)

@@ -254,6 +254,8 @@ def view(tables: Tables, thread_id: str) -> PlainView:
         status = "suspended" if suspended else "waiting_for_human"
     if status == "running":
         raise FullRead("a running run: what it pauses before is LangGraph's next tasks")
+    if status == "suspended" and resume_at is None and not asked:
+        raise FullRead("a stopped run: why is in its last message")
     pending: list[Question] = []
     if status in ("waiting_for_human", "suspended"):
         found = [q for i in asked for q in of_interrupt(thread_id, i.id, i.value, run.objective)]
@@ -279,9 +281,7 @@ def view(tables: Tables, thread_id: str) -> PlainView:
         thread_id=thread_id,
         status=Value(status),
         objective=goal.fields["objective"] if goal else "",
-        stalled=lease is not None
-        and status not in FINISHED
-        and tables.leases.stopped(lease),
+        stalled=lease is not None and status not in FINISHED and tables.leases.stopped(lease),
         driver=lease.owner if lease else None,
         heartbeat_at=lease.heartbeat_at if lease else None,
         steps=steps,
