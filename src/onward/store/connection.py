@@ -14,9 +14,10 @@ makes the borrower wait, never fail.
 **Outages.** A server that cannot be reached now — stopped, restarting, answering "too many
 clients", or this connection killed (``pg_terminate_backend``) — is waited out:
 :meth:`PgPool.retry` backs off with jitter and tries again, on a new connection, for up to
-``ONWARD_PG_OUTAGE`` (5 min) since the call's first failure, then raises
-:class:`~onward.errors.DatabaseGone`. Before its first contact a process fails at once
-(``onward list`` on a server that is down says so, exit 2), unless it opened the store
+``ONWARD_PG_OUTAGE`` (5 min) since the outage began, then raises
+:class:`~onward.errors.DatabaseGone` (as does every later call while it lasts). Before
+its first contact a process fails at once (``onward list`` on a server that is down says
+so, exit 2), unless it opened the store
 :func:`patiently` (``onward worker``: it waits for a server that is not up yet, as for an
 outage). The process logs one line (logger
 ``onward.store``) when an outage begins and one when the server answers again, however many
@@ -64,6 +65,8 @@ logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 BORROW_WAIT = 5.0
 """Seconds a borrower waits for a pooled connection before asking whether the server is
 there (a busy pool then goes on waiting, silently; an unreachable server is an outage)."""
+DOWN_BORROW_WAIT = 1.0
+"""Seconds a borrower waits for a pooled connection while an outage is known."""
 BACKOFF_FIRST, BACKOFF_MAX = 0.05, 2.0
 """Seconds between retries: doubling from the first to the largest, each with ±50% jitter."""
 QUIET = 5.0
@@ -147,15 +150,20 @@ class PgPool:
 
     # -- borrowing --------------------------------------------------------
 
+    def _borrow_wait(self) -> float:
+        """How long a borrower waits for a connection: shortly while the server is known
+        to be away (the retries' backoff does the waiting), else :data:`BORROW_WAIT`."""
+        return DOWN_BORROW_WAIT if self._down_since is not None else BORROW_WAIT
+
     def borrowed(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
         """``work`` on a connection of the pool (once: see :meth:`retry`)."""
-        with self.pool.connection() as conn:
+        with self.pool.connection(timeout=self._borrow_wait()) as conn:
             return work(conn)
 
     def checkout(self, begin: bool) -> psycopg.Connection[Any]:
         """A connection for a block of statements (:meth:`checkin` it after), known to
         work: it has begun a transaction, or answered an empty statement."""
-        conn: psycopg.Connection[Any] = self.pool.getconn()
+        conn: psycopg.Connection[Any] = self.pool.getconn(timeout=self._borrow_wait())
         try:
             conn.execute("BEGIN" if begin else "SELECT 1")
         except BaseException:
@@ -227,7 +235,13 @@ class PgPool:
         self._give_up(first, reason or first_line(exc), exc)
 
     def _give_up(self, first: float, reason: str, exc: Exception | None) -> None:
-        waited = time.monotonic() - first
+        # Since the outage began, not only this call's first failure: once it lasted past
+        # the limit, every later call gives up at once too while the server is away (a
+        # drive's clean-up statements do not each wait the limit again).
+        began = self._down_since
+        if began is None or began >= first or self._probe() is None:
+            began = first  # (a server that answers again: this call's own failures)
+        waited = time.monotonic() - began
         if waited > self.outage_limit:
             raise DatabaseGone(
                 f"the Postgres database {self.where} has been unreachable for {waited:.0f} s "
