@@ -90,6 +90,11 @@ class StepModel:
         self._count(usage)
         return message, usage
 
+    def count(self, usage: Usage) -> None:
+        """Count usage of calls made before (a recorded turn an interrupted or killed
+        execution of this same attempt asked, whose usage never reached the run's)."""
+        self._count(usage)
+
     def _count(self, usage: Usage) -> None:
         with self._lock:
             self.spent = add_usage(self.spent, usage)

@@ -274,17 +274,26 @@ def _turn(loop: _Loop, turn: int, schemas: list[dict[str, Any]]) -> AIMessage:
         compensable=False,
     )
     if existing is not None and existing.status is EffectStatus.COMPLETED:
+        _recount(loop, existing.result)
         return _replayed(loop, existing.result)
     if existing is not None:
         loop.ledger.again(key)  # killed while the model answered: ask again, same key
     assert ctx.model is not None
     message, usage = ctx.model.ask_tools(loop.messages, schemas, purpose=PURPOSE)
-    record = _record(message, turn, usage)
+    record = _record(message, turn, usage, ctx.attempt)
     loop.ledger.complete(key, record)
     return _replayed(loop, record)
 
 
-def _record(message: AIMessage, turn: int, usage: Usage) -> dict[str, Any]:
+def _recount(loop: _Loop, record: dict[str, Any]) -> None:
+    """A recorded turn of this same attempt is replayed: the execution that asked it
+    ended in an interrupt (or a kill) before its usage reached the run's, so it counts
+    now. A turn of an earlier attempt was counted when that attempt ended."""
+    if record.get("attempt") == loop.ctx.attempt and loop.ctx.model is not None:
+        loop.ctx.model.count(Usage.model_validate(record.get("usage") or {}))
+
+
+def _record(message: AIMessage, turn: int, usage: Usage, attempt: int) -> dict[str, Any]:
     """A turn as the ledger keeps it (call ids made unique where the model gave none)."""
     calls = [
         {"name": c["name"], "args": c["args"], "id": c.get("id") or f"call_{turn}_{j}"}
@@ -294,6 +303,8 @@ def _record(message: AIMessage, turn: int, usage: Usage) -> dict[str, Any]:
         "text": message.text,
         "tool_calls": calls,
         "tokens": usage.input_tokens + usage.output_tokens,
+        "usage": usage.model_dump(mode="json"),
+        "attempt": attempt,
         "at": utcnow().isoformat(),
     }
 
