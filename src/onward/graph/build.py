@@ -185,7 +185,7 @@ def flow_mermaid() -> str:
     """How a step flows, for the README: the real graph with the scheduler drawn as one
     ``schedule`` node (it is a routing function after each node, so the real drawing
     repeats its exits on every node). Failure routes come from the same route table."""
-    from onward.graph.routes import FAILURE_ROUTES
+    from onward.graph.routes import FAILURE_ROUTES, MILESTONE_DUE
 
     schedule = "schedule"
     never = _drawn_only
@@ -203,6 +203,7 @@ def flow_mermaid() -> str:
             "needs approval": Node.APPROVE.value,
             "ready steps (fan-out)": Node.EXECUTE.value,
             "outcome unknown": Node.ESCALATE.value,
+            MILESTONE_DUE: Node.REPLAN.value,
             "only deferred steps": Node.WAIT.value,
             "nothing left": Node.FINALIZE.value,
         },

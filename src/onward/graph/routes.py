@@ -48,7 +48,11 @@ FAILURE_ROUTES: Mapping[FailureClass, tuple[Node, ...]] = {
 }
 """Where a failed step goes, by its class, first choice first: replan only when a rule or a
 model can fix the step, else a person; a person only when the policy lets the run ask one
-(``--no-escalate`` sends the run to finalize, failed)."""
+(``--no-escalate`` sends the run to finalize, failed). The replan node, which revises plans,
+also expands a milestone that is due (:data:`MILESTONE_DUE`), once no failure is open."""
+MILESTONE_DUE = "milestone due"
+"""Why a run goes to replan without a failure: a milestone's dependencies are done, and the
+model expands it into steps (onward.planning.milestones)."""
 
 TASK_NODES = frozenset({Node.APPROVE, Node.EXECUTE, Node.ESCALATE, Node.NOTE})
 """Nodes fed by ``Send`` (one task per step or question)."""
@@ -90,7 +94,9 @@ EXITS: Mapping[Node, tuple[Target, ...]] = {
     # The retried steps are pending again: ready or in backoff. Failures for a person were
     # asked before the retry, so only a fixable one can be left (replan).
     Node.RETRY: (*_RUNNABLE, Node.REPLAN),
-    # Replan runs only when no transient failure is open (retry goes first).
+    # Replan runs only when no transient failure is open (retry goes first); it expands a
+    # milestone only when no failure is open at all. Never after plan (a milestone waits
+    # for a step) or a wait (a due milestone is expanded before anything waits).
     Node.REPLAN: _SCHEDULED_AFTER_FIX,
     # Waiting in process, or suspended until a time (the run ends; resume goes on). A wait
     # is scheduled only when nothing failed and nothing is ready, and a wait changes
@@ -125,7 +131,9 @@ def _failure_label(target: Node) -> str:
 
 def label(source: Node, target: Target) -> str:
     """Why a run goes from ``source`` to ``target`` (LangGraph draws one label per pair)."""
-    if target in (Node.RETRY, Node.REPLAN):
+    if target == Node.REPLAN:
+        return f"{_failure_label(Node.REPLAN)} / {MILESTONE_DUE}"
+    if target == Node.RETRY:
         return _failure_label(Node(target))
     if target == Node.ESCALATE:
         return "outcome unknown / " + _failure_label(Node.ESCALATE)

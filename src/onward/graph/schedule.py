@@ -4,7 +4,8 @@
 was produced; ask a person about the plan if the run's policy wants that; escalate steps
 that wait for a person, then ask about reviews the judge could not give (the approve
 node, a ``judge`` question: the output stays produced); route failed steps by the route
-table (graph/routes.py); otherwise pick ready steps (dependencies done) in plan order, at
+table (graph/routes.py); expand a milestone that is due (the replan node, which revises
+plans); otherwise pick ready steps (dependencies done) in plan order, at
 most ``max_concurrency`` of them, and fan them out with ``Send`` — to ``approve`` when the
 step needs an approval it does not have, else to ``execute``; or route to finalize.
 
@@ -166,7 +167,7 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
         # scan decodes no record of a step that cannot run yet.
         blocked: list[str] = []
         ready: list[PlanStep] = []
-        produced = False
+        produced = due = False
         index = state.plan.index()
         ids = index.ids
         status_of = steps.statuses.get  # read without decoding records or steps
@@ -193,11 +194,16 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             if status is not None and (later := steps[sid].not_before) and later > now:
                 deferred.add(sid)
                 continue
+            if step.milestone is not None:
+                due = True  # expanded by the model (in the replan node) before it runs
+                continue
             ready.append(step)
         if produced:
             return VERIFY  # a wave's or a person's output: verified before anything else
         if failed:
             return _route_failures(state, failed)
+        if due:
+            return REPLAN  # a milestone is due: no failure is open, so it is expanded now
         sends: list[Send] = []
         questions: list[ApproveTask] = []
         for step in ready:

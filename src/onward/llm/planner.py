@@ -16,6 +16,12 @@ A replan is an explicit revision (:func:`revise_with_model`): the model sees eve
 that is not done (a bounded listing that says how many it left out), sends the steps it
 changes or adds, and lists the steps it removes with a reason; every other step is kept
 as it was (:func:`onward.planning.revise.revised_plan`).
+
+A milestone that is due is expanded (:func:`expand_with_model`): the model sees the
+milestone and the results of the steps it depends on (fenced, each cut to a share of the
+context budget), and sends new steps only; the expansion is checked as a revision
+(:func:`onward.planning.milestones.expanded_plan`) and sent back with its problems like a
+draft plan.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from onward.model.state import (
 )
 from onward.nodes.deps import NodeDeps
 from onward.planning.limits import MODEL_HINT, plan_size_problem
+from onward.planning.milestones import MAX_DEPTH, expanded_plan, milestone_depth
 from onward.planning.revise import Revision, revised_plan, revision_problems
 from onward.planning.validate import plan_problems
 from onward.planning.workfiles import WorkFiles, store_dir
@@ -63,7 +70,7 @@ LINE_TOKENS = 300
 
 class DraftStep(BaseModel):
     id: str = Field(description="unique, short, kebab-case")
-    tool: str = Field(description="one of the tools listed")
+    tool: str = Field(default="", description="one of the tools listed ('' for a milestone)")
     args_json: str | None = Field(
         default=None,
         description='the tool\'s args as a JSON object in a string, e.g. {"path": "a.txt"}',
@@ -80,6 +87,11 @@ class DraftStep(BaseModel):
         default=None,
         description="optional glob relative to the work directory: one step per file, with "
         "{file}, {name} and {stem} in the args replaced",
+    )
+    milestone: str | None = Field(
+        default=None,
+        description="instead of tool and args: what is to be done once the steps in "
+        "depends_on are done; you will be asked to expand it into steps then",
     )
 
     @model_validator(mode="before")
@@ -188,6 +200,7 @@ def _base_step(
         depends_on=list(d.depends_on),
         output=d.output,
         description=d.description,
+        milestone=d.milestone,
     )
 
 
@@ -227,6 +240,7 @@ def _expanded(
             # change the shape of the args.
             "args": _substitute(base.args, fills),
             "output": f"{base.output}_{n}" if base.output else None,
+            "milestone": _substitute(base.milestone, fills),
         }
         out.append(base.model_copy(update=update))
     return out
@@ -280,7 +294,9 @@ def plan_with_model(
     task = (
         "Plan this goal as steps of tool calls. Use depends_on for order and "
         "${artifact.field} in args to pass results on; for_each for one step per file. A plan "
-        f"holds at most {limit} steps (for_each expanded). Leave remove empty. If the goal "
+        f"holds at most {limit} steps (for_each expanded). A step whose details depend on "
+        "what earlier steps find may be a milestone (milestone text, depends_on, no tool): "
+        "you expand it when they are done. Leave remove empty. If the goal "
         "cannot be planned with the tools below, set need_help. Tools:\n"
         + tool_catalog(deps.registry, allow)
     )
@@ -417,6 +433,126 @@ _REPLAN_TASK = (
     "them. The plan may hold at most {limit} steps. If no revision can work, set need_help "
     "({help}). Tools:\n{tools}"
 )
+
+
+def expand_with_model(
+    deps: NodeDeps, model: BaseChatModel, state: RunState, milestone: PlanStep, thread_id: str
+) -> Replanned:
+    """The model's expansion of ``milestone`` (due: its dependencies are done) into
+    concrete steps, as a validated plan revision that only adds
+    (:func:`onward.planning.milestones.expanded_plan`); or why there is none (help asked,
+    refusal, budget, still invalid after :data:`TRIES` drafts)."""
+    depth = milestone_depth(state.decisions, milestone.id)
+    limit = state.policy.max_plan_steps
+    room = max(limit - len(state.plan.steps) + 1, 0)
+    nested = (
+        "Your steps may include milestones of their own (a milestone text, depends_on, no "
+        "tool), expanded when they are due."
+        if depth < MAX_DEPTH
+        else "Send concrete steps only (each with its tool): no milestones at this depth."
+    )
+    messages = context.build(
+        state,
+        _EXPAND_TASK.format(
+            tools=tool_catalog(deps.registry, state.policy.allow_tools),
+            limit=limit,
+            room=room,
+            nested=nested,
+            help=NEED_HELP,
+        ),
+        current=milestone.id,
+        data=[("milestone", _milestone_text(milestone)), *_results(deps, state, milestone)],
+        key=thread_id,
+    )
+    files = WorkFiles(
+        Path(state.workdir), store=store_dir(deps.artifacts), confined=state.policy.confine_paths
+    )
+    last: list[Revision] = []
+
+    def check(draft: PlanDraft) -> tuple[Plan, list[PlanProblem]]:
+        sent, problems = normalise(draft, deps.registry, files.workdir, max_steps=room, files=files)
+        if draft.remove:
+            problems.append(
+                PlanProblem("remove", "an expansion only adds steps: leave remove empty")
+            )
+        merged, revision, own = expanded_plan(
+            state.plan, state.steps, milestone, sent.steps, depth=depth
+        )
+        problems += own
+        if not problems:
+            problems = revision_problems(
+                state.plan,
+                merged,
+                state.steps,
+                deps.registry,
+                goal=state.goal,
+                allow_tools=state.policy.allow_tools,
+                max_steps=limit,
+                hint=MODEL_HINT,
+            )
+        last.append(revision)
+        return merged, problems
+
+    ask = _Ask("expand", "expansion", thread_id, state, milestone.id)
+    r = _drafts(deps, model, messages, check, ask)
+    if r.plan is not None:
+        return Replanned(r.plan, last[-1], last[-1].summary(), r.usage)
+    return Replanned(None, None, _failure(_EXPAND_FAILURES, r), r.usage)
+
+
+_EXPAND_TASK = (
+    "The milestone fenced above as 'milestone' is due: the steps it depends on are done, "
+    "and their results are fenced above. Expand it: in steps, send the new steps that do "
+    "what it says, each with a new id, its tool and args. They may depend on done steps "
+    "and on each other, and pass results on with ${{artifact.field}}; for_each makes one "
+    "step per file. The steps that waited for the milestone will wait for all of yours. If "
+    "the milestone names an output, one of your steps must produce it. Never send or "
+    "remove a step the plan already has; leave remove empty. {nested} The plan may hold at "
+    "most {limit} steps, so send at most {room}. If it cannot be done with the tools "
+    "below, set need_help ({help}). Tools:\n{tools}"
+)
+_EXPAND_FAILURES = {
+    "failed": "the model could not be asked ({text})",
+    "need_help": "the model asks for help: {text}",
+    "refused": "the model refused: {text}",
+    "budget": "no expansion: {text}",
+    None: f"the model's expansion was still invalid after {TRIES} tries: {{text}}",
+}
+RESULTS = 20
+"""Results of the milestone's dependencies shown to the model (the first, in its order)."""
+
+
+def _milestone_text(milestone: PlanStep) -> str:
+    item: dict[str, Any] = {"id": milestone.id, "milestone": milestone.milestone}
+    item["depends_on"] = milestone.depends_on
+    if milestone.output:
+        item["output"] = milestone.output
+    return json.dumps(item, ensure_ascii=False)
+
+
+def _results(
+    deps: NodeDeps, state: RunState, milestone: PlanStep
+) -> list[tuple[str, context.Data]]:
+    """The outputs of the steps the milestone depends on, each cut to a share of the
+    context budget (``context.build`` cuts them again to what is left): data, fenced."""
+    share = max(context.context_budget() // 4, context.MIN_DATA)
+    out: list[tuple[str, context.Data]] = []
+    for dep in milestone.depends_on[:RESULTS]:
+        rec = state.steps.get(dep)
+        ref = rec.output if rec is not None else None
+        if ref is None:
+            text = f"step {dep}: no output ({state.status_of(dep).value})"
+        else:
+            try:
+                body = json.dumps(deps.artifacts.get(ref), ensure_ascii=False, default=str)
+            except Exception as exc:  # a damaged artifact is shown as such, never raised
+                body = f"(could not be read: {type(exc).__name__})"
+            text = f"step {dep}, output {ref.name}: " + context.cut(body, share)
+        out.append(("result of a step the milestone depends on", text))
+    if len(milestone.depends_on) > RESULTS:
+        more = len(milestone.depends_on) - RESULTS
+        out.append(("results not shown", f"{more} more dependencies' results not shown"))
+    return out
 
 
 def _evidence(state: RunState, step_id: str) -> list[tuple[str, context.Data]]:

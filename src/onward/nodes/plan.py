@@ -10,7 +10,14 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from onward.errors import NoTemplateError, PlanningError, PlanValidationError, ToolError
+from onward.errors import (
+    NoTemplateError,
+    PlanningError,
+    PlanProblem,
+    PlanValidationError,
+    ToolError,
+)
+from onward.llm.context import cut
 from onward.llm.planner import plan_with_model
 from onward.model.state import (
     Plan,
@@ -68,6 +75,8 @@ def plan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) ->
             values_checked=declared,
             max_steps=state.policy.max_plan_steps,
         )
+        if deps.model is None:
+            _milestones_need_a_model(the_plan)
     except (PlanningError, PlanValidationError, ToolError) as exc:
         usage = getattr(exc, "usage", usage)  # what the model's attempts cost
         emit(EventKind.PLAN_FAILED, message=str(exc))
@@ -94,6 +103,22 @@ def plan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) ->
     return updates
 
 
+def _milestones_need_a_model(plan: Plan) -> None:
+    """A plan with milestones is refused up front when no model can expand them."""
+    problems = [
+        PlanProblem(
+            f"steps[{i}] ({s.id}).milestone",
+            "a milestone is expanded by a model when its dependencies are done, and this "
+            "run has none: run with a model (--model, ONWARD_MODEL or Onward(model=...)), "
+            "or write the milestone's steps into the plan",
+        )
+        for i, s in enumerate(plan.steps)
+        if s.milestone is not None
+    ]
+    if problems:
+        raise PlanValidationError(problems, source="plan")
+
+
 SHOWN = 20
 """Steps listed in the chat's plan message (the rest are counted)."""
 
@@ -104,7 +129,8 @@ def plan_message(plan: Plan) -> str:
     lines = [f"**Plan v{plan.version}** ({plan.source.value}), {n} step{'s' if n != 1 else ''}:"]
     for i, s in enumerate(plan.steps[:SHOWN], 1):
         about = f" — {s.description}" if s.description else ""
-        lines.append(f"{i}. `{s.id.replace('`', chr(39))}`: {s.tool}{about}")
+        does = s.tool if s.milestone is None else f"milestone ({cut(s.milestone, 30)})"
+        lines.append(f"{i}. `{s.id.replace('`', chr(39))}`: {does}{about}")
     if n > SHOWN:
         lines.append(f"\n… and {n - SHOWN} more")
     return "\n".join(lines)

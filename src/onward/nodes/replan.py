@@ -7,6 +7,9 @@ removes are skipped with its reason, and the decision (``changed``, ``added``,
 ``removed``) and the chat message say exactly what changed. Without a revision (no rule,
 the model asks for help, refuses, or the budget is used up) the failure becomes
 non-convergent and a person decides.
+
+The same node expands a milestone that is due (onward.nodes.expand): the scheduler routes
+here for it only when no failure is open, so the node revises for a failure first.
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ from onward.model.state import (
     utcnow,
 )
 from onward.nodes.deps import NodeDeps, thread_of
+from onward.nodes.expand import expand
 from onward.observe.kinds import EventKind
 from onward.observe.progress import emit
+from onward.planning.milestones import ready_milestone
 from onward.planning.revise import Revision, revision_problems
 from onward.tools.registry import ToolSpec, load_tool_modules
 
@@ -48,6 +53,10 @@ def has_rule(spec: ToolSpec | None) -> bool:
 def replan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> RunUpdate:
     deps = runtime.context
     load_tool_modules(state.tool_modules)
+    if not _replannable(state):
+        milestone = ready_milestone(state)
+        if milestone is not None:
+            return expand(deps, state, milestone, thread_of(config))
     steps: dict[str, StepRecord] = {}
     edits: list[PlanEdit] = []
     decisions: list[Decision] = []
@@ -101,6 +110,16 @@ def replan(state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]) 
             )
         ]
     return updates
+
+
+def _replannable(state: RunState) -> bool:
+    """Whether a failed step waits for a revision (failed deterministic or validation)."""
+    for sid in state.steps.open_ids:
+        rec = state.steps[sid]
+        failure = rec.failure
+        if rec.status is StepStatus.FAILED and failure and failure.failure_class in REPLANNABLE:
+            return True
+    return False
 
 
 def _model_replan(deps: NodeDeps, state: RunState, sid: str, thread_id: str) -> RunUpdate:

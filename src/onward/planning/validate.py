@@ -271,7 +271,10 @@ def step_problems(
     step: PlanStep, where: str, registry: Registry, allow_tools: frozenset[str] | None = None
 ) -> list[PlanProblem]:
     """The step's tool is known and allowed, and its args fit the tool's schema (fields
-    holding a ``${ref}`` are checked when the step runs, with the real value)."""
+    holding a ``${ref}`` are checked when the step runs, with the real value); a
+    milestone has none of these (:func:`milestone_problems`)."""
+    if step.milestone is not None or not step.tool:
+        return milestone_problems(step, where)
     if allow_tools is not None and step.tool not in allow_tools:
         return [
             PlanProblem(
@@ -318,6 +321,50 @@ def step_problems(
     return egress_problems(step, where, spec)
 
 
+def milestone_problems(step: PlanStep, where: str) -> list[PlanProblem]:
+    """A milestone says what is to be done and what it waits for, nothing more: its
+    tools, args and checks belong to the steps the model expands it into."""
+    if step.milestone is None:
+        return [
+            PlanProblem(
+                f"{where}.tool",
+                "a step needs a tool (or a milestone: what the model is to expand into "
+                "steps once the steps it depends on are done)",
+            )
+        ]
+    problems = []
+    if not step.milestone.strip():
+        problems.append(PlanProblem(f"{where}.milestone", "say what the milestone is to do"))
+    extra = [
+        name
+        for name, value in (
+            ("tool", step.tool),
+            ("args", step.args),
+            ("checks", step.checks),
+            ("retry", step.retry),
+            ("judge", step.judge),
+        )
+        if value
+    ]
+    if extra:
+        problems.append(
+            PlanProblem(
+                where,
+                f"a milestone has no {', '.join(extra)}: they belong to the steps the model "
+                "expands it into; remove them (or make it a step without milestone)",
+            )
+        )
+    if not step.depends_on:
+        problems.append(
+            PlanProblem(
+                f"{where}.depends_on",
+                "a milestone is expanded once the steps it depends on are done: give it "
+                "depends_on (work with nothing to wait for is planned as steps up front)",
+            )
+        )
+    return problems
+
+
 def egress_problems(step: PlanStep, where: str, spec: ToolSpec) -> list[PlanProblem]:
     """A network tool's literal ``url`` the egress policy refuses: refused now, so nobody
     is asked to approve a call that cannot run (a ``${ref}`` URL is checked when the step
@@ -360,7 +407,8 @@ def request_problems(
 def _value_problems(step: PlanStep, where: str) -> list[PlanProblem]:
     """A step's values the store cannot hold (for plans not read from a document: a
     model's draft, a Plan built in Python); see onward.planning.limits."""
-    fields = {k: getattr(step, k) for k in ("id", "tool", "args", "depends_on", "output")}
+    names = ("id", "tool", "args", "depends_on", "output", "milestone")
+    fields = {k: getattr(step, k) for k in names}
     return clean_value({**fields, "description": step.description}, where, depth=3)[1]
 
 
