@@ -70,7 +70,7 @@ def test_onward_graph_draws_the_verify_node_and_labelled_failure_routes() -> Non
     assert "verify(verify)" in drawing
     assert "execute -. &nbsp;output produced&nbsp; .-> verify;" in drawing
     assert "verify -. &nbsp;transient&nbsp; .-> retry;" in drawing
-    assert "verify -. &nbsp;deterministic / validation&nbsp; .-> replan;" in drawing
+    assert "verify -. &nbsp;deterministic / validation / milestone due&nbsp; .-> replan;" in drawing
 
 
 @pytest.fixture
