@@ -8,12 +8,20 @@ default: it starts when the runs before it are done, in the order they came), ``
 (409), ``interrupt`` or ``rollback`` (the running run is cancelled that way first).
 :class:`~onward.serve.recovery.Recovery` uses the same :func:`run` to finish runs whose
 driver died, and starts queued runs a stopped server left behind.
+
+A drive that lost the database (Postgres stopped, restarted, its connection killed) is
+driven again in the same process from its last saved step once the server answers, with
+backoff and jitter (the store says so in one log line per outage); its stream goes on and
+its record follows. A database gone longer than ``ONWARD_PG_OUTAGE`` ends the stream with
+an ``error`` event naming the ``Last-Event-ID`` to join again with; the record stays
+``running`` and recovery drives the run once the server is back.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import random
 import time
 import uuid
 from collections.abc import Sequence
@@ -24,7 +32,15 @@ from fastapi import HTTPException
 from langgraph.types import Command, StreamMode
 
 from onward.client import stopping
-from onward.errors import OnwardError, RequestLimitError, UsageError
+from onward.errors import (
+    DatabaseGone,
+    DatabaseUnavailable,
+    LeaseLostError,
+    OnwardError,
+    RequestLimitError,
+    StoreError,
+    UsageError,
+)
 from onward.observe.chat import STEP_MESSAGE_PREFIX
 from onward.serve import states
 from onward.serve.clients import Clients
@@ -62,6 +78,8 @@ STOP_WAIT = 60.0
 """Longest a request waits for a run it interrupts to stop (seconds)."""
 POLL = 0.1
 """Seconds between looks at a thread another process was asked to stop."""
+BACKOFF_FIRST, BACKOFF_MAX = 0.1, 2.0
+"""Seconds before a drive that lost the database goes again: doubling, ±50% jitter."""
 
 
 def modes_of(body: dict[str, Any]) -> list[str]:
@@ -438,6 +456,8 @@ class Pairing:
         self.held: StateAt | None = None
         self.last: Any = None
         self.seen: set[str] | None = None
+        self.supersteps = 0
+        """Values chunks taken: each follows a superstep the graph saved."""
 
     def graph_modes(self, modes: list[StreamMode]) -> list[StreamMode]:
         """The graph's modes: with ``checkpoints`` when values are streamed."""
@@ -451,6 +471,7 @@ class Pairing:
         self.flush()
         if mode == "values":
             self.last = data
+            self.supersteps += 1
             if "messages" in self.wanted:
                 self.seen = stream_step_messages(self.out, data, self.seen)
             if "values" in self.wanted:
@@ -489,6 +510,7 @@ def drive(
     )
     wanted = {GRAPH_MODES[m] for m in modes if m in GRAPH_MODES}
     status: ApiRunStatus | None = ApiRunStatus.SUCCESS
+    reachable = True
     with clients.use() as ow:
         if command is ENDED:  # ended by the request itself ("Mark as Resolved")
             try:
@@ -507,16 +529,8 @@ def drive(
                 status = _cancelled(ow, control, run_id, thread_id, before_start=True)
                 return
             pairing = Pairing(out, thread_id, wanted)
-            for mode, data in ow.stream_modes(
-                thread_id,
-                pairing.graph_modes(graph_modes),
-                command=command,
-                checkpoint_id=checkpoint_id,
-                takeover=takeover,
-                interrupt_before=pause_at,
-                interrupt_after=pause_after,
-            ):
-                pairing.take(mode, data)
+            start = Start(command, checkpoint_id, takeover, pause_at, pause_after)
+            stream_through_outages(ow, pairing, graph_modes, start, control, run_id)
             pairing.flush()
             last = pairing.last
             cancel = control.get(run_id) if control is not None else None
@@ -554,6 +568,13 @@ def drive(
                         # recovery drives the run again once nobody holds its lease.
                         status = ApiRunStatus.RUNNING
             ow.store.wake(thread_id)
+        except DatabaseUnavailable as exc:  # gone past ONWARD_PG_OUTAGE: recovery goes on
+            status, reachable = None, False
+            out.unkept()  # its readers get the end now, not after another wait
+            out.put(("error", cut_off(out, exc)))
+        except LeaseLostError as exc:  # another driver took the run over: its record
+            status = None
+            out.put(("error", cut_off(out, exc)))
         except OnwardError as exc:
             status = ApiRunStatus.ERROR
             out.put(("error", {"error": type(exc).__name__, "message": str(exc)}))
@@ -561,13 +582,93 @@ def drive(
             status = ApiRunStatus.ERROR
             out.put(("error", {"error": type(exc).__name__, "message": str(exc)[:500]}))
         finally:
-            if status is not None:
-                ow.store.threads.set_run_status(run_id, status)
-            if ow.store.threads.get(thread_id) is not None:
-                ow.store.threads.touch(thread_id)
-            out.put(DONE)
-            if control is not None:
-                control.close(run_id)
+            try:
+                if reachable:
+                    settle_record(ow, run_id, thread_id, status)
+            finally:  # the stream ends whatever the store did: never a hang
+                out.put(DONE)
+                if control is not None:
+                    control.close(run_id)
+
+
+@dataclass(frozen=True)
+class Start:
+    """What a drive starts from: the request's command and checkpoint (a drive that goes
+    again after it made progress starts from its last saved step instead), its pauses."""
+
+    command: Command[Any] | None
+    checkpoint_id: str | None
+    takeover: bool
+    pause_at: Sequence[str]
+    pause_after: Sequence[str]
+
+
+def stream_through_outages(
+    ow: Any,
+    pairing: Pairing,
+    modes: list[StreamMode],
+    start: Start,
+    control: Control | None,
+    run_id: str,
+) -> None:
+    """Stream the run into ``pairing``; a drive that lost the database goes again, after a
+    backoff with jitter, from the request's start while it had saved nothing, else from its
+    last saved step (the effect ledger keeps every effect to once). The store's statements
+    wait for the server themselves; :class:`DatabaseGone` (past ``ONWARD_PG_OUTAGE``), a
+    cancel or a stopping server end it."""
+    delay = BACKOFF_FIRST
+    while True:
+        before = pairing.supersteps
+        try:
+            for mode, data in ow.stream_modes(
+                pairing.thread_id,
+                pairing.graph_modes(modes),
+                command=start.command,
+                checkpoint_id=start.checkpoint_id,
+                takeover=start.takeover,
+                interrupt_before=start.pause_at,
+                interrupt_after=start.pause_after,
+            ):
+                pairing.take(mode, data)
+            return
+        except DatabaseGone:
+            raise
+        except DatabaseUnavailable:
+            asked = control.get(run_id) if control is not None else None
+            if (control is not None and control.stopping) or (asked and asked.cancel):
+                raise
+        if pairing.supersteps > before:
+            start = replace(start, command=None, checkpoint_id=None)
+        # Its lease may outlive the lost drive (a release that did not reach the server).
+        start = replace(start, takeover=True)
+        time.sleep(delay * random.uniform(0.5, 1.5))
+        delay = min(delay * 2, BACKOFF_MAX)
+
+
+def cut_off(out: Feed, exc: OnwardError) -> dict[str, Any]:
+    """The ``error`` event of a stream whose drive was cut off, not failed: the run is
+    not lost; the event's id is the ``Last-Event-ID`` to join its stream again with."""
+    resume = out.next_number
+    if isinstance(exc, LeaseLostError):
+        then = "another driver goes on with it"
+    else:
+        then = "it goes on from its last saved step once the database answers"
+    return {
+        "error": type(exc).__name__,
+        "message": f"{exc}. The run is not lost: {then}; join its stream again with "
+        f"Last-Event-ID {resume} for the rest",
+        "last_event_id": str(resume),
+    }
+
+
+def settle_record(ow: Any, run_id: str, thread_id: str, status: ApiRunStatus | None) -> None:
+    """The run's record once its drive ended (the store's statements wait out a blip;
+    a database gone for good leaves it to recovery)."""
+    with contextlib.suppress(StoreError):
+        if status is not None:
+            ow.store.threads.set_run_status(run_id, status)
+        if ow.store.threads.get(thread_id) is not None:
+            ow.store.threads.touch(thread_id)
 
 
 def _cancelled(

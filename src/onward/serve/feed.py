@@ -11,7 +11,9 @@ A feed with a ``keep`` callback hands it every item, numbered, before any reader
 it: the server keeps them in the store, so an id a client saw is never lost with the
 process, and a run driven again after a restart goes on numbering after them (``start``).
 A writer thread does the keeping, a batch per store transaction, so the drive that puts
-never waits for the store.
+never waits for the store. While the database is away the keeping waits for it (readers
+get the items once they are kept); a drive that gave up on the database tells its feed to
+stop keeping (:meth:`Feed.unkept`), so the stream's last items reach its readers at once.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class Feed:
         self._published = threading.Event()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._read = 0
+        self._put = 0
 
     @property
     def done(self) -> bool:
@@ -75,21 +78,36 @@ class Feed:
         with self._lock:
             return self._start + len(self._items)
 
+    @property
+    def next_number(self) -> int:
+        """The number the next item put gets (its SSE event id)."""
+        with self._pending_lock:
+            return self._start + self._put + 1
+
+    def unkept(self) -> None:
+        """Items put from now on go to the readers without being kept (the store is gone:
+        the stream ends at once instead of waiting for it)."""
+        with self._pending_lock:
+            self._keep = None
+
     def put(self, item: Any) -> None:
         """Hand an item to the readers (with ``keep``: once it is kept, by the feed's
         writer thread, so the drive never waits for the store)."""
-        if self._keep is None:
-            self._publish([item])
-            return
         with self._pending_lock:
             if self._closed:
                 return
-            self._pending.append(item)
+            self._put += item is not DONE
             self._closed = item is DONE
-            if self._writer is None:  # none busy: one starts (and ends when idle)
-                self._writer = threading.Thread(target=self._write, name="onward-feed")
-                self._writer.daemon = True
-                self._writer.start()
+            # Without keeping, and none of what came before still waiting to be kept.
+            direct = self._keep is None and self._writer is None
+            if not direct:
+                self._pending.append(item)
+                if self._writer is None:  # none busy: one starts (and ends when idle)
+                    self._writer = threading.Thread(target=self._write, name="onward-feed")
+                    self._writer.daemon = True
+                    self._writer.start()
+        if direct:
+            self._publish([item])
 
     def wait_done(self, timeout: float) -> bool:
         """Wait until :data:`DONE` reached the readers (what was put before is readable)."""
@@ -103,11 +121,12 @@ class Feed:
                     self._writer = None
                     return
                 batch, self._pending = self._pending, []
+                keep = self._keep
             items = [it for it in batch if it is not DONE]
-            if items and self._keep is not None:
+            if items and keep is not None:
                 first = self.last + 1  # only this thread publishes: the numbers hold
                 with contextlib.suppress(Exception):  # a store hiccup costs the copy only
-                    self._keep([(first + i, it) for i, it in enumerate(items)])
+                    keep([(first + i, it) for i, it in enumerate(items)])
             self._publish(batch)
 
     def _publish(self, batch: list[Any]) -> None:

@@ -7,7 +7,9 @@ process) and is left alone; otherwise the record is set from the run's saved sta
 (finished, waiting for a person), or, when the run was cut off mid-way, the run is driven
 again from its last checkpoint once its lease has expired (the effect ledger keeps every
 effect to once), with what its request asked for (``interrupt_before`` / ``_after``,
-``webhook``, stream modes) and its stream numbered on after the ids it gave out. A run
+``webhook``, stream modes) and its stream numbered on after the ids it gave out (also a
+run this server's drive gave up on when the database stayed away past
+``ONWARD_PG_OUTAGE``: the sweep finds it once the server answers). A run
 whose cancel was asked (through the store) before its driver died is settled under its
 lease, never driven on. With ``enabled=False`` the runs are left to ``onward worker``
 processes (they adopt orphans themselves) and only the records are kept true. Each sweep
@@ -160,11 +162,13 @@ class Recovery:
         with self._lock:
             self._driving.add(thread_id)
         self._pool.reserve(owner, force=True)
-        # Its stream goes on after the ids its earlier drive gave out (Last-Event-ID).
+        # Its stream goes on after the ids its earlier drive gave out (Last-Event-ID):
+        # those kept, and those this server's feed gave out while the store was gone.
+        earlier = self._serving.control.feed(run_id)
         active = self._serving.control.open(
             run_id,
             thread_id,
-            start=ow.store.threads.last_event(run_id),
+            start=max(ow.store.threads.last_event(run_id), earlier.last if earlier else 0),
             attempt=1 + len(drives_so_far),
         )
         try:

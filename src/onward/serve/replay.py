@@ -6,7 +6,9 @@ Every feed keeps its events in the store before any reader sees them (``Control`
 those kept, then, while its record says it is pending or running, the new ones as the
 driver keeps them (polled), or live from this server's feed once this server drives it
 (a run recovered here). It ends when the run's record has ended, or is gone (rolled
-back, deleted). A run whose events are past their retention streams nothing more.
+back, deleted). A run whose events are past their retention streams nothing more. The
+store's reads wait out a database blip; one gone past ``ONWARD_PG_OUTAGE`` ends the stream
+with an ``error`` event whose id is the last one sent (join again with it).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from onward.errors import StoreError
 from onward.serve import states
 from onward.serve.clients import Clients
 from onward.serve.context import Serving
@@ -73,24 +76,41 @@ def _kept(ctx: Serving, run_id: str, after: int) -> tuple[list[RunEvent], bool]:
     return events, True
 
 
+def unreachable(exc: StoreError, seen: int) -> dict[str, Any]:
+    """The last event of a stream the store could not be read for: what to do next. Its
+    id is the last one sent, so a client that joins again with it misses nothing."""
+    return {
+        "error": type(exc).__name__,
+        "message": f"{exc}. The stream stopped here, the run did not: join it again with "
+        f"Last-Event-ID {seen} for the rest",
+        "last_event_id": str(seen),
+    }
+
+
 async def follow(
     ctx: Serving, run_id: str, after: int = 0
 ) -> AsyncIterator[tuple[int, tuple[str, Any]]]:
     """The run's events numbered past ``after`` until it ends (see the module doc)."""
-    seen, use_live = after, True
+    seen, use_live, last_event = after, True, ""
     while True:
         live = ctx.control.feed(run_id) if use_live else None
         if live is not None and seen >= live.start:
             async for number, item in live.follow(seen):
+                last_event = item[0]
                 yield number, item
             # Its drive ended here; the record says whether another goes on elsewhere.
             seen, use_live = max(seen, live.last), False
             continue
-        events, more = await asyncio.to_thread(_kept, ctx, run_id, seen)
+        try:
+            events, more = await asyncio.to_thread(_kept, ctx, run_id, seen)
+        except StoreError as exc:  # gone past ONWARD_PG_OUTAGE: end, resumable
+            if last_event != "error":  # (its drive's own error said so already)
+                yield seen, ("error", unreachable(exc, seen))
+            return
         if live is not None:  # only what an earlier drive fed, then the live feed
             events = [e for e in events if e.seq <= live.start]
         for e in events:
-            seen = e.seq
+            seen, last_event = e.seq, e.event
             if e.data is not None or e.event != "values":
                 yield e.seq, (e.event, e.data)
         if live is not None:
