@@ -301,6 +301,9 @@ class FlushedReads(BaseCheckpointSaver[Any]):
     def chain(self, thread_id: str, ns: str, checkpoint_id: str, depth: int) -> list[str]:
         raise NotImplementedError
 
+    def counters(self, thread_id: str, ns: str, checkpoint_id: str) -> Mapping[str, Any]:
+        raise NotImplementedError
+
     def writes_at(
         self, thread_id: str, ns: str, checkpoint_ids: Sequence[str], channels: Sequence[str]
     ) -> list[WriteRow]:
@@ -512,6 +515,12 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
             return super().full_history(config, channels)
         return found
 
+    def counters(self, thread_id: str, ns: str, checkpoint_id: str) -> Mapping[str, Any]:
+        with self.cursor(transaction=False) as cur:
+            row = cur.execute(_METADATA_SQL, (thread_id, ns, checkpoint_id)).fetchone()
+        found = json.loads(row[0]) if row and row[0] else {}
+        return cast("Mapping[str, Any]", found.get("counters_since_delta_snapshot") or {})
+
     def chain(self, thread_id: str, ns: str, checkpoint_id: str, depth: int) -> list[str]:
         with self.cursor(transaction=False) as cur:
             params = (thread_id, ns, checkpoint_id, thread_id, ns, depth)
@@ -635,6 +644,10 @@ _CHAIN_SQL = (
 ``CROSS JOIN`` keeps the chain as the outer loop: one primary-key lookup per step."""
 
 
+_METADATA_SQL = (
+    "SELECT metadata FROM checkpoints "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
 _PG_CHAIN_SQL = _CHAIN_SQL.replace("CROSS JOIN", "JOIN").replace("?", "%s")
 """The chain's ids on Postgres (which has no ``CROSS JOIN ... ON``)."""
 
@@ -755,6 +768,13 @@ def postgres_saver(
             with self._cursor() as cur:
                 cur.execute(_PG_CHAIN_SQL, (thread_id, ns, checkpoint_id, thread_id, ns, depth))
                 return [r["checkpoint_id"] for r in cur.fetchall()]
+
+        def counters(self, thread_id: str, ns: str, checkpoint_id: str) -> Mapping[str, Any]:
+            with self._cursor() as cur:
+                cur.execute(_METADATA_SQL.replace("?", "%s"), (thread_id, ns, checkpoint_id))
+                row = cur.fetchone()
+            found = (row or {}).get("metadata") or {}
+            return cast("Mapping[str, Any]", found.get("counters_since_delta_snapshot") or {})
 
         def writes_at(
             self, thread_id: str, ns: str, checkpoint_ids: Sequence[str], channels: Sequence[str]

@@ -11,8 +11,11 @@ LangGraph's walk applies), and neither changes once the checkpoint exists. So th
 keep the values they rebuilt (:class:`CheckpointValues`, per store and process, the
 least recently read dropped first), and rebuild a checkpoint's value from its nearest kept
 ancestor within :data:`WINDOW` parents: that value plus the writes stored in between, one
-checkpoint at a time. ``DeltaChannel`` reducers are batching-invariant (LangGraph's
-contract), so the result equals one replay of all the writes. With no kept ancestor in
+checkpoint at a time, never past a channel's last stored value (a fork stores its head's
+values, which are not its parent's plus the writes; the checkpoint's
+``counters_since_delta_snapshot`` say how far back that value is). ``DeltaChannel``
+reducers are batching-invariant (LangGraph's contract), so the result equals one replay
+of all the writes. With no kept ancestor in
 the window, the value at the window's far end is rebuilt LangGraph's way and rolled
 forward to the target, keeping each value on the way: the checkpoints a history page
 lists next. LangGraph gets the value as the channel's seed, with no writes to replay.
@@ -70,6 +73,10 @@ class Source(Protocol):
 
     def chain(self, thread_id: str, ns: str, checkpoint_id: str, depth: int) -> list[str]:
         """The checkpoint's id and its ancestors' ids, nearest first, ``depth`` parents up."""
+        ...
+
+    def counters(self, thread_id: str, ns: str, checkpoint_id: str) -> Mapping[str, Any]:
+        """The checkpoint's ``counters_since_delta_snapshot`` (empty when it has none)."""
         ...
 
     def writes_at(
@@ -196,7 +203,13 @@ def _roll(
     rebuilt), keeping each checkpoint's value on the way."""
     thread_id, ns, checkpoint_id = key
     channels = list(specs)
-    chain = src.chain(thread_id, ns, checkpoint_id, WINDOW)
+    # Never past a channel's last stored value (a fork's snapshot is not its parent's
+    # value plus the writes between): the checkpoint's counters say how far that is.
+    counters = src.counters(thread_id, ns, checkpoint_id)
+    reach = min(int(counters[ch][1]) if ch in counters else 0 for ch in channels)
+    if reach < 1:
+        return None
+    chain = src.chain(thread_id, ns, checkpoint_id, min(WINDOW, reach))
     if not chain or chain[0] != checkpoint_id:
         return None
     depth = next(
