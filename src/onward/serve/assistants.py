@@ -10,25 +10,33 @@ The operator defines them (``onward serve --config serve.yaml``)::
         policy: {approve_all: true, approve_plan: true}
         budget: {max_steps: 20}
         model_plans: false          # only the template rules plan
+      research:
+        models: {planner: "openai:gpt-4o", judge: "openai:gpt-4o-mini"}
+        mcp: ["search=http://127.0.0.1:8123/mcp"]
 
 Each has a run policy, a budget and whether a model may plan goals the templates do not
-match. They are kept in the store, versioned: a changed definition is a new version at
-start-up. A chat user picks one by id or name in a run (``assistant_id``).
+match; the operator's may also have their own models (``model``, ``planner``, ``step``,
+``judge``: :mod:`onward.llm.models`, over the server's environment) and MCP servers
+(``NAME=TARGET`` entries: :mod:`onward.tools.mcp`, allowed as every server is, checked at
+start-up) whose tools its runs may use, driven by clients of their own. They are kept in
+the store, versioned: a changed definition is a new version at start-up. A chat user
+picks one by id or name in a run (``assistant_id``).
 
 A token holder may create assistants too (``POST /assistants``), but only stricter than
 the operator's default: a policy and budget that tighten the default's (the run-request
 rules of :func:`~onward.serve.requests.tightened_policy`), a model only where the default
-lets one plan. So nobody grants themself approvals, tools or budget through an assistant.
+lets one plan, never models or MCP servers of its own (403). So nobody grants themself
+approvals, tools, models or budget through an assistant.
 """
 
 from __future__ import annotations
 
 import uuid
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException
 from pydantic import ValidationError
@@ -41,11 +49,21 @@ from onward.serve.wire import ASSISTANT_ID, EPOCH, GRAPH_ID
 from onward.store.assistants import AssistantRow
 from onward.store.database import Store
 
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from onward.serve.clients import Clients
+
+    ClientsFactory = Callable[[Sequence[str], "BaseChatModel | None"], Clients]
+
 NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 """LangGraph Server derives a graph's default assistant id from this namespace."""
 CONTEXT_FIELDS = ("policy", "budget", "model_plans")
 """What an assistant's ``context`` holds (all onward reads of it)."""
-DEFINITION_FIELDS = ("description", *CONTEXT_FIELDS)
+OPERATOR_FIELDS = ("models", "mcp")
+"""What only the operator's assistants may have (their own models and MCP servers)."""
+DEFINITION_FIELDS = ("description", *CONTEXT_FIELDS, *OPERATOR_FIELDS)
+MODEL_ROLES = ("model", "planner", "step", "judge")
 MAX_NAME = 200
 
 
@@ -64,9 +82,18 @@ class Definition:
     policy: RunPolicy = field(default_factory=RunPolicy)
     budget: Budget = field(default_factory=Budget)
     model_plans: bool = True
+    models: Mapping[str, str] = field(default_factory=dict)
+    """Role (``model``, ``planner``, ``step``, ``judge``) → model name."""
+    mcp: tuple[str, ...] = ()
+    """Refs of its MCP servers (``mcp:NAME=TARGET``)."""
 
     def context(self) -> dict[str, Any]:
-        return context_json(self.policy, self.budget, self.model_plans)
+        found = context_json(self.policy, self.budget, self.model_plans)
+        if self.models:
+            found["models"] = dict(self.models)
+        if self.mcp:
+            found["mcp"] = list(self.mcp)
+        return found
 
 
 def context_json(policy: RunPolicy, budget: Budget, model_plans: bool) -> dict[str, Any]:
@@ -85,10 +112,17 @@ class Assistant:
     policy: RunPolicy
     budget: Budget
     model_plans: bool
+    models: Mapping[str, str] = field(default_factory=dict)
+    mcp: tuple[str, ...] = ()
 
     @property
     def assistant_id(self) -> str:
         return self.row.assistant_id
+
+    @property
+    def own(self) -> bool:
+        """Whether its runs need clients of their own (its models, its MCP servers)."""
+        return bool(self.models or self.mcp) and self.row.owner is None
 
     @classmethod
     def of(cls, row: AssistantRow) -> Assistant:
@@ -98,6 +132,8 @@ class Assistant:
             RunPolicy.model_validate(ctx.get("policy") or {}),
             Budget.model_validate(ctx.get("budget") or {}),
             bool(ctx.get("model_plans", True)),
+            dict(ctx.get("models") or {}),
+            tuple(ctx.get("mcp") or ()),
         )
 
     def json(self) -> dict[str, Any]:
@@ -140,8 +176,43 @@ def load_config(path: str | Path) -> list[Definition]:
         description = spec.get("description")
         if description is not None and not isinstance(description, str):
             raise UsageError(f"{where}: description must be a string")
-        out.append(Definition(name, description, policy, budget, model_plans))
+        models, mcp = _models(spec.get("models"), where), _mcp(spec.get("mcp"), where)
+        out.append(Definition(name, description, policy, budget, model_plans, models, mcp))
     return out
+
+
+def _models(raw: Any, where: str) -> dict[str, str]:
+    """An assistant's models, each built once now: a missing package or key is said at
+    start-up, not at its first run."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(isinstance(v, str) and v for v in raw.values()):
+        raise UsageError(f"{where}: models must map roles to model names (openai:gpt-4o)")
+    refuse_unknown(raw, MODEL_ROLES, f"{where}: models")
+    from onward.llm.models import ModelChoice, model_from_env
+
+    try:
+        model_from_env(choice=ModelChoice(**raw))
+    except UsageError as exc:
+        raise UsageError(f"{where}: models: {exc}") from None
+    return dict(raw)
+
+
+def _mcp(raw: Any, where: str) -> tuple[str, ...]:
+    """An assistant's MCP servers as refs, each allowed (egress policy, ONWARD_MCP_COMMANDS)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(e, str) for e in raw):
+        raise UsageError(f"{where}: mcp must be a list of NAME=TARGET entries")
+    from onward.tools.mcp import check_allowed, parse, refs_of
+
+    try:
+        refs = refs_of(raw)
+        for ref in refs:
+            check_allowed(parse(ref))
+    except UsageError as exc:
+        raise UsageError(f"{where}: mcp: {exc}") from None
+    return tuple(refs)
 
 
 def _policy(raw: Any, where: str) -> RunPolicy:
@@ -205,9 +276,15 @@ class Catalog:
                 d.policy.model_copy(update={"confine_paths": confine}),
                 d.budget,
                 d.model_plans,
+                d.models,
+                d.mcp,
             )
             for d in definitions
         ]
+        self.factory: ClientsFactory | None = None
+        """Makes the clients of an assistant with its own models or MCP servers (set by
+        the app: the server's store and tool modules)."""
+        self._pools: dict[tuple[str, int], Clients] = {}
         self.by_name = {d.name: assistant_id_of(d.name) for d in self.definitions}
         assert self.by_name[GRAPH_ID] == ASSISTANT_ID
 
@@ -257,6 +334,25 @@ class Catalog:
             if not private or r.owner is None or r.owner == who
         ]
 
+    def own_clients(self, assistant: Assistant) -> Clients | None:
+        """The clients of an operator's assistant with its own models or MCP servers (one
+        pool per version, made on first use); None for every other assistant."""
+        if not assistant.own or self.factory is None:
+            return None
+        key = (assistant.assistant_id, assistant.row.version)
+        if key not in self._pools:
+            from onward.llm.models import ModelChoice, model_from_env
+
+            model = None
+            if assistant.model_plans:
+                model = model_from_env(choice=ModelChoice(**assistant.models))
+            self._pools[key] = self.factory(assistant.mcp, model)
+        return self._pools[key]
+
+    def pools(self) -> list[Clients]:
+        """Every assistant's own clients made so far (drained and closed with the server's)."""
+        return list(self._pools.values())
+
     def user_context(self, raw: Any) -> dict[str, Any]:
         """A user's assistant ``context`` as stored: checked to be no looser than the
         operator's default assistant (a :class:`ForbiddenError` names what would be)."""
@@ -264,6 +360,13 @@ class Catalog:
             raw = {}
         if not isinstance(raw, Mapping):
             raise UsageError(f"context must be an object, not {kind(raw)}")
+        for key in OPERATOR_FIELDS:
+            if key in raw:
+                raise ForbiddenError(
+                    f"context.{key}: an assistant made over HTTP may not choose its own "
+                    "models or MCP servers; the server's configuration does (onward serve "
+                    "--config)"
+                )
         refuse_unknown(raw, CONTEXT_FIELDS, "assistant context")
         base = self.default
         policy = tightened_policy(base.policy, raw.get("policy"))
