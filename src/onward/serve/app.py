@@ -86,6 +86,9 @@ def create_app(
     catalog = Catalog(load_config(config) if config else [], policy, budget)
     clients = Clients(lambda: Onward(db, tool_modules=tool_modules, model=model))
     plain = Clients(lambda: Onward(db, tool_modules=tool_modules, model=None))
+    catalog.factory = lambda mcp, own_model: Clients(  # an assistant's own models, MCP servers
+        lambda: Onward(db, tool_modules=[*tool_modules, *mcp], model=own_model)
+    )
     with clients.use() as probe:  # open the store now: a bad URL or key fails at start-up
         graph_json = probe.graph.get_graph().to_json()
         schemas = graph_schemas(probe)
@@ -163,9 +166,13 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     serving.control.stopping = True
     serving.clients.drain()
     serving.plain_clients.drain()
+    for own in serving.catalog.pools():
+        own.drain()
     serving.pool.close()
     serving.clients.close()
     serving.plain_clients.close()
+    for own in serving.catalog.pools():
+        own.close()
     app.state.items.close()
 
 

@@ -240,7 +240,9 @@ def stage(
     try:
         with ctx.clients.use() as ow:
             assistant = ctx.catalog.resolve(ow.store, aid, who, False)
+        own = ctx.catalog.own_clients(assistant)  # its models, its MCP servers' tools
         actx = replace(ctx, policy=assistant.policy, budget=assistant.budget)
+        actx = replace(actx, clients=own) if own is not None else actx
         _id, command, checkpoint_id = prepare(
             actx, thread_id, body, who, run_id=run_id, assistant_id=aid
         )
@@ -249,7 +251,7 @@ def stage(
     except BaseException:
         ctx.pool.release(who)
         raise
-    clients = ctx.clients if assistant.model_plans else ctx.plain_clients
+    clients = own or (ctx.clients if assistant.model_plans else ctx.plain_clients)
     return Staged(ctx, thread_id, run_id, who, body, modes, command, checkpoint_id, clients)
 
 

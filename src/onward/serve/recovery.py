@@ -171,12 +171,14 @@ class Recovery:
             start=max(ow.store.threads.last_event(run_id), earlier.last if earlier else 0),
             attempt=1 + len(drives_so_far),
         )
+        own = None
         try:
             assistant = self._serving.catalog.resolve(ow.store, row.assistant_id, owner, False)
             plain = not assistant.model_plans
+            own = self._serving.catalog.own_clients(assistant)
         except HTTPException:  # its assistant was deleted since: the default's rules
             plain = False
-        clients = self._serving.plain_clients if plain else self._clients
+        clients = own or (self._serving.plain_clients if plain else self._clients)
 
         def go() -> None:
             try:
