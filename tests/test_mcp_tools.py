@@ -6,6 +6,7 @@ again by a resumed run; streamable HTTP on 127.0.0.1 when the egress policy allo
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
@@ -290,3 +291,57 @@ def test_a_streamable_http_mcp_server_outside_the_egress_policy_is_refused(
         Onward(db_url, tool_modules=[mcp_server("web", http_server)], model=None)
 
     assert calls(log, "lookup") == []
+
+
+# -- per serve assistant --------------------------------------------------------------------
+
+
+def test_a_serve_assistant_with_its_own_mcp_server_runs_its_tools_and_only_it_loads_them(
+    db_url: str, workdir: Path, log: Path
+) -> None:
+    import httpx
+
+    from tests.test_serve import serve
+
+    config = workdir.parent / "serve.yaml"
+    config.write_text(
+        "assistants:\n  research:\n    mcp: [" + json.dumps(entry(log)) + "]\n", encoding="utf-8"
+    )
+    plan = {
+        "goal": "price",
+        "plan": {
+            "steps": [
+                {"id": "l", "tool": "mcp__t__lookup", "args": {"key": "apple"}, "output": "p"}
+            ]
+        },
+    }
+    with (
+        serve(db_url, workdir, "--config", str(config), ONWARD_MCP_COMMANDS=COMMAND) as url,
+        httpx.Client(base_url=url, timeout=60) as api,
+    ):
+        assert starts(log) == []  # not started before a run of its assistant needs it
+        tid = api.post("/threads", json={}).json()["thread_id"]
+        ran = api.post(
+            f"/threads/{tid}/runs/wait", json={"assistant_id": "research", "input": plan}
+        )
+        assert ran.status_code == 200, ran.text
+
+    with Onward(db_url, model=None) as ow:
+        assert ow.get(tid).status == "done"
+    assert calls(log, "lookup") == [{"key": "apple"}]
+    assert len(starts(log)) == 1
+
+
+def test_a_serve_assistants_mcp_server_that_is_not_allowed_stops_the_server_at_start(
+    run_cli: Any, workdir: Path, log: Path, db_url: str
+) -> None:
+    config = workdir.parent / "serve.yaml"
+    config.write_text(
+        "assistants:\n  research:\n    mcp: [" + json.dumps(entry(log)) + "]\n", encoding="utf-8"
+    )
+
+    result = run_cli("serve", "--config", str(config), "--port", "1", env={})
+
+    assert result.code == 2, result.stdout + result.stderr
+    assert "assistant 'research': mcp: MCP server 't' is not allowed" in result.stderr
+    assert starts(log) == []

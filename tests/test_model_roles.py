@@ -194,3 +194,47 @@ def test_chat_model_builds_a_provider_string_with_onwards_settings(
     assert getattr(model, "max_retries", None) == 0  # onward retries, not the client
     with pytest.raises(UsageError, match="pip install langchain-anthropic"):
         chat_model("anthropic:claude-sonnet-4-5")
+
+
+def test_a_serve_assistants_own_models_answer_its_runs_and_the_servers_the_others(
+    db_url: str, workdir: Path, api: FakeOpenAI
+) -> None:
+    import httpx
+
+    from tests.test_serve import serve
+
+    config = workdir.parent / "serve.yaml"
+    config.write_text("assistants:\n  cheap:\n    models: {step: 'openai:assistant-step'}\n")
+    api.default = Reply(text="Revenue up")
+    env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": api.base_url, "ONWARD_MODEL": "served"}
+    args = {"instruction": "Give the notes a short title."}
+    plan = {"goal": "title", "plan": {"steps": [{"id": "t", "tool": "model_step", "args": args}]}}
+    with (
+        serve(db_url, workdir, "--config", str(config), **env) as url,
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
+        for assistant in ("cheap", "onward"):
+            tid = client.post("/threads", json={}).json()["thread_id"]
+            body = {"assistant_id": assistant, "input": plan}
+            assert client.post(f"/threads/{tid}/runs/wait", json=body).status_code == 200
+
+    assert [body["model"] for body in api.requests] == ["assistant-step", "served"]
+
+
+def test_an_assistant_made_over_http_cannot_choose_its_models(db_url: str, workdir: Path) -> None:
+    import httpx
+
+    from tests.test_serve import serve
+
+    with (
+        serve(db_url, workdir) as url,
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
+        made = client.post(
+            "/assistants", json={"graph_id": "onward", "context": {"models": {"step": "x"}}}
+        )
+        count = client.post("/assistants/count", json={}).json()
+
+    assert made.status_code == 403, made.text
+    assert "may not choose its own models" in made.json()["detail"]
+    assert count == 1
