@@ -272,3 +272,17 @@ def test_an_answer_given_before_a_retry_is_not_asked_again(
     assert (approval.result["type"], approval.calls) == (answer, 1)
     asked = [m for m in model.calls if "You may call the tools" in m[0].text]
     assert [turn_of(m) for m in asked] == [0, 1, 2, 3, 3]  # only the failed turn again
+
+
+def test_a_model_per_role_answers_the_turns_with_the_step_roles_model(
+    db_url: str, workdir: Path
+) -> None:
+    from onward import role_models
+
+    planner = ScriptedChatModel()  # never asked: the plan is declared
+    step = ScriptedChatModel(responses=[tool_calls(("lookup", {"key": "k"})), "Found it."])
+    with Onward(db_url, model=role_models(planner, step=step)) as ow:
+        view = ow.run(plan=plan(["lookup"]), thread_id="t")
+
+    assert view.status == "done", view
+    assert (len(planner.calls), step.tools_offered) == (0, [["lookup"], ["lookup"]])

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from onward.errors import DeterministicToolError, ToolError
 from onward.llm import calls, context
 from onward.llm.calls import Answer, ask_json
-from onward.llm.models import client_retries, model_name
+from onward.llm.models import client_retries, for_purpose, model_name
 from onward.model.state import RunState, Usage, add_usage
 from onward.nodes.deps import NodeDeps
 
@@ -103,9 +103,10 @@ class StepModel:
 def _ask_turn(
     step: StepModel, messages: list[BaseMessage], tools: list[dict[str, Any]], purpose: str
 ) -> tuple[AIMessage, Usage]:
-    """``ask_json``'s way of asking (onward.llm.calls), for an answer that may call tools."""
-    model = step.deps.model
-    assert model is not None
+    """``ask_json``'s way of asking (onward.llm.calls), for an answer that may call tools;
+    a model per role answers with the step role's."""
+    assert step.deps.model is not None
+    model = for_purpose(step.deps.model, purpose)
     call = calls._Call(
         deps=step.deps,
         model=calls._streaming_usage(model),
