@@ -204,6 +204,14 @@ class LazyMap(Mapping[str, T]):
         """The keys as a real ``dict_keys`` (set operations run in C)."""
         return self._values.keys()
 
+    def contents(self) -> Iterator[tuple[str, Any]]:
+        """Each key with its item's content, not decoded: the item's encoded bytes while
+        it is encoded (equal bytes, equal items: versions of a collection share them),
+        else the item itself."""
+        raw = self._items.raw
+        for key, value in self._values.items():
+            yield key, raw(value) if type(value) is int else value
+
     def decoded(self) -> int:
         """How many items have been read (decoded) so far."""
         return sum(type(v) is not int and type(v) is not bytes for v in self._values.values())

@@ -10,7 +10,9 @@ LangChain messages through ``model_dump``, datetimes as ISO-8601, enums by value
 from __future__ import annotations
 
 import dataclasses
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import datetime
 from enum import Enum
@@ -19,17 +21,24 @@ from typing import Any
 from langgraph.types import Interrupt, StateSnapshot
 from pydantic import BaseModel
 
-from onward.model.lazy import LazyList
+from onward.model.lazy import LazyList, LazyMap
+from onward.model.state import Plan
 from onward.serve.cards import card
 
 GRAPH_ID = "onward"
 ASSISTANT_ID = str(uuid.uuid5(uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), GRAPH_ID))
 """The default assistant's id, derived from the graph name as LangGraph Server does."""
 EPOCH = "1970-01-01T00:00:00+00:00"
+ITEMS_KEPT = 8192
+"""Items of lazy collections (step records, artifact refs) whose JSON is kept."""
 
 
 def jsonable(value: Any) -> Any:
+    if isinstance(value, LazyMap):  # a long run's step records: mostly made before
+        return _items_json(value)
     if isinstance(value, BaseModel):  # pydantic's JSON mode is JSON already
+        if type(value) is Plan:
+            return _plan_json(value)
         return value.model_dump(mode="json")
     if isinstance(value, Interrupt):  # an escalation titled for a chat's card
         return {"value": card(jsonable(value.value)), "id": value.id}
@@ -48,6 +57,59 @@ def jsonable(value: Any) -> Any:
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return str(value)
+
+
+class _Made:
+    """JSON made before, by a key, the least recently used dropped first."""
+
+    def __init__(self, kept: int) -> None:
+        self._kept = kept
+        self._made: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        with self._lock:
+            found = self._made.get(key)
+            if found is not None:
+                self._made.move_to_end(key)
+            return found
+
+    def put(self, key: Any, made: Any) -> Any:
+        with self._lock:
+            self._made[key] = made
+            while len(self._made) > self._kept:
+                self._made.popitem(last=False)
+        return made
+
+
+_ITEMS = _Made(ITEMS_KEPT)
+_PLANS = _Made(8)
+
+
+def _items_json(value: LazyMap[Any]) -> dict[str, Any]:
+    """A lazy collection as JSON: an item still encoded is made once per content (the
+    versions of a thread's step records share nearly all their items), without decoding
+    it again; the JSON is the item's, as :func:`jsonable` makes it."""
+    out: dict[str, Any] = {}
+    kind = type(value)
+    for key, content in value.contents():
+        if type(content) is not bytes:
+            out[str(key)] = jsonable(content)
+            continue
+        made = _ITEMS.get((kind, content))
+        if made is None:
+            made = _ITEMS.put((kind, content), jsonable(value[key]))
+        out[str(key)] = made
+    return out
+
+
+def _plan_json(plan: Plan) -> Any:
+    """A plan as JSON, made once per plan object (a thread's checkpoints share their plan
+    until it changes; a plan is never changed in place)."""
+    found = _PLANS.get(id(plan))
+    if found is not None and found[0] is plan:
+        return found[1]
+    return _PLANS.put(id(plan), (plan, plan.model_dump(mode="json")))[1]
 
 
 def run_state(values: Any) -> Any:
