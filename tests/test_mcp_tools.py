@@ -345,3 +345,75 @@ def test_a_serve_assistants_mcp_server_that_is_not_allowed_stops_the_server_at_s
     assert result.code == 2, result.stdout + result.stderr
     assert "assistant 'research': mcp: MCP server 't' is not allowed" in result.stderr
     assert starts(log) == []
+
+
+# -- to a model: a tool-calling step, a model step ------------------------------------------
+
+
+def test_a_tool_calling_step_calls_mcp_tools_and_gets_their_results_fenced(
+    db_url: str, workdir: Path, log: Path
+) -> None:
+    from onward import ScriptedChatModel
+    from onward.llm.fake import tool_calls
+
+    model = ScriptedChatModel(
+        responses=[
+            tool_calls(("mcp__t__lookup", {"key": "apple"})),
+            tool_calls(("mcp__t__write_note", {"path": "note.txt", "text": "apple 3"})),
+            "Noted: apple costs 3.",
+        ]
+    )
+    step = {
+        "id": "agent",
+        "tool": "tool_calling",
+        "output": "answer",
+        "args": {
+            "instruction": "Look the apple's price up and write it down.",
+            "tools": ["mcp__t__lookup", "mcp__t__write_note"],
+            "max_calls": 4,
+        },
+    }
+    ref = mcp_server("t", f"{COMMAND} --log {log}")
+
+    with Onward(db_url, tool_modules=[ref], model=model) as ow:
+        view = ow.run(plan={"goal": "note the price", "steps": [step]})
+        answer = view.artifact_value(ow, "answer")
+
+    assert view.status == "done", view
+    assert answer == "Noted: apple costs 3."
+    assert model.tools_offered[0] == ["mcp__t__lookup", "mcp__t__write_note"]
+    assert calls(log, "lookup") == [{"key": "apple"}]
+    assert calls(log, "write_note") == [{"path": "note.txt", "text": "apple 3"}]
+    [result] = [m for m in model.calls[1] if m.type == "tool"]
+    assert '"price": 3' in result.text
+    assert "UNTRUSTED DATA" in result.text  # the server's answer reaches the model as data
+
+
+def test_an_mcp_tools_output_reaches_a_model_step_fenced(
+    db_url: str, workdir: Path, log: Path
+) -> None:
+    from onward import ScriptedChatModel
+
+    model = ScriptedChatModel(responses=["Apples cost 3."])
+    plan = {
+        "goal": "describe the price",
+        "steps": [
+            {"id": "look", "tool": "mcp__t__lookup", "args": {"key": "apple"}, "output": "p"},
+            {
+                "id": "say",
+                "tool": "model_step",
+                "depends_on": ["look"],
+                "output": "said",
+                "args": {"instruction": "Say the price.", "inputs": {"price": "${p}"}},
+            },
+        ],
+    }
+    ref = mcp_server("t", f"{COMMAND} --log {log}")
+
+    with Onward(db_url, tool_modules=[ref], model=model) as ow:
+        view = ow.run(plan=plan)
+
+    assert view.status == "done", view
+    prompt = "\n".join(m.text for m in model.calls[0])
+    fence = prompt[prompt.index("UNTRUSTED DATA") :]
+    assert '"price": 3' in fence

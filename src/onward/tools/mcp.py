@@ -3,9 +3,10 @@
 A server is named and given by one entry, ``NAME=TARGET``: ``TARGET`` is a streamable-HTTP
 URL (``files=http://127.0.0.1:8123/mcp``) or a command line that starts a stdio server
 (``files=python /srv/files_server.py``). Entries come from ``--mcp`` (``onward run``,
-``resume``, ``serve``, ``worker``), ``ONWARD_MCP`` (``;``-separated) or the Python API
-(``Onward(tool_modules=[onward.mcp_server("files", ...)])``); a JSON file in the common
-``{"mcpServers": {...}}`` shape holds several. A run keeps its servers with its tool
+``submit``, ``resume``), ``ONWARD_MCP`` (``;``-separated; what ``onward serve`` and
+``onward worker`` read), a serve assistant's ``mcp`` (:mod:`onward.serve.assistants`) or
+the Python API (``Onward(tool_modules=[onward.mcp_server("files", ...)])``); a JSON file in
+the common ``{"mcpServers": {...}}`` shape holds several. A run keeps its servers with its tool
 modules, as ``mcp:NAME=TARGET`` refs, so a resumed run (a new process) connects again.
 
 Who may be reached is the operator's: an HTTP server's URL goes through the egress policy
