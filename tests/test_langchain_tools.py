@@ -247,3 +247,44 @@ def test_a_tools_module_adopts_its_unregistered_langchain_tools_as_unsafe(lc_dir
         "append_line": SideEffect.UNSAFE,
     }
     assert default_registry.get("append_line").requires_approval  # type: ignore[union-attr]
+
+
+def test_a_tool_calling_step_calls_langchain_tools_and_the_unsafe_one_asks_inside(
+    lc_dir: Path, db_url: str, isolated_registry: None
+) -> None:
+    from onward import ScriptedChatModel
+    from onward.llm.fake import tool_calls
+
+    model = ScriptedChatModel(
+        responses=[
+            tool_calls(("lookup", {"word": "onward"})),
+            tool_calls(("append_line", {"path": "log.txt", "line": "onward: 6 letters"})),
+            "Looked it up and logged it.",
+        ]
+    )
+    step = {
+        "id": "agent",
+        "tool": "tool_calling",
+        "output": "answer",
+        "args": {
+            "instruction": "Look 'onward' up and log its length.",
+            "tools": ["lookup", "append_line"],
+            "max_calls": 4,
+        },
+    }
+    modules = [str(lc_dir / "lc_tools.py")]
+    with Onward(db_url, tool_modules=modules, model=model) as ow:
+        view = ow.run(plan={"goal": "log a word", "steps": [step]}, thread_id="lc", workdir=lc_dir)
+        assert view.status == "waiting_for_human", view
+        [question] = ow.pending("lc")
+        # append_line said nothing of its side effect: unsafe, asked inside the step.
+        assert (question.step_id, question.tool) == ("agent", "append_line")
+        assert question.args == {"path": "log.txt", "line": "onward: 6 letters"}
+        assert not (lc_dir / "log.txt").exists()
+        done = ow.decide("lc", {"type": "approve"})
+        answer = done.artifact_value(ow, "answer")
+    assert done.status == "done", done
+    assert answer == "Looked it up and logged it."
+    assert (lc_dir / "log.txt").read_text(encoding="utf-8") == "onward: 6 letters\n"
+    [result] = [m for m in model.calls[1] if m.type == "tool"]
+    assert '"letters": 6' in result.text  # the pure lookup ran without asking
