@@ -20,7 +20,15 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage
 
-from onward import Budget, Onward, PlanValidationError, RunPolicy, ScriptedChatModel
+from onward import (
+    Budget,
+    Onward,
+    Plan,
+    PlanStep,
+    PlanValidationError,
+    RunPolicy,
+    ScriptedChatModel,
+)
 from onward.planning.milestones import MAX_DEPTH
 from tests.conftest import cli_env
 
@@ -118,6 +126,36 @@ def test_later_steps_may_use_the_artifact_a_milestone_promises(db_url: str, work
     assert view.status == "done", view.failure
     assert "one of the steps sent must have output 'toc'" in prompt(model.calls[1])
     assert value == {"value": len("# b\n")}
+
+
+def test_a_models_own_plan_may_hold_a_milestone(db_url: str, workdir: Path) -> None:
+    sources(workdir)
+    drafted = {
+        "steps": [
+            {"id": "s1", "tool": "list_dir", "args": {"path": "sources"}, "output": "found"},
+            {"id": "m1", "milestone": MILESTONE, "depends_on": ["s1"]},
+        ]
+    }
+    model = ScriptedChatModel(responses=[drafted, EXPANSION])
+    with Onward(db_url, model=model) as ow:
+        view = ow.run("write a section per source, whatever the sources turn out to be")
+        state = ow.state(view.thread_id)
+    assert view.status == "done", view.failure
+    assert "may be a milestone" in prompt(model.calls[0])
+    assert [s.id for s in state.plan.steps] == ["s1", "sec-a", "sec-b"]
+
+
+def test_a_milestone_in_a_plan_built_in_python_is_expanded(db_url: str, workdir: Path) -> None:
+    sources(workdir)
+    steps = [
+        PlanStep(id="s1", tool="list_dir", args={"path": "sources"}, output="found"),
+        PlanStep(id="m1", milestone=MILESTONE, depends_on=["s1"]),
+    ]
+    model = ScriptedChatModel(responses=[EXPANSION])
+    with Onward(db_url, model=model) as ow:
+        view = ow.run("sections", plan=Plan(steps=steps))
+    assert view.status == "done", view.failure
+    assert [s.id for s in view.steps] == ["s1", "sec-a", "sec-b"]
 
 
 @pytest.mark.parametrize(
@@ -354,3 +392,14 @@ def test_an_expansion_killed_while_the_model_answers_asks_again_once(
     assert view.status == "done", view.failure
     assert len(model.calls) == 1
     assert state.plan.version == 2
+
+
+def test_onward_run_refuses_a_milestone_plan_without_a_model_with_exit_2(
+    run_cli: Any, workdir: Path
+) -> None:
+    sources(workdir)
+    (workdir / "plan.yaml").write_text(json.dumps(plan()), encoding="utf-8")
+    result = run_cli("run", "--plan", "plan.yaml", "--json")
+    assert result.code == 2, result.stderr
+    assert "a milestone is expanded by a model" in result.stdout + result.stderr
+    assert "--model" in result.stdout + result.stderr
