@@ -261,8 +261,9 @@ def _execute(
             with _slot(service, spec.max_concurrent if spec else None):
                 output, key = _run_tool(deps, task, thread_id, attempt, model, tools)
         except BaseException as exc:
-            call = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-            _called_event(step.id, step.tool, attempt, digest, clock, call)
+            if not isinstance(exc, GraphBubbleUp):  # waiting for a person is no call's end
+                call = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                _called_event(step.id, step.tool, attempt, digest, clock, call)
             raise
         ref = deps.artifacts.put(step.output or f"step:{step.id}", output, owner=thread_id)
         _called_event(
