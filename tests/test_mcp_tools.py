@@ -417,3 +417,54 @@ def test_an_mcp_tools_output_reaches_a_model_step_fenced(
     prompt = "\n".join(m.text for m in model.calls[0])
     fence = prompt[prompt.index("UNTRUSTED DATA") :]
     assert '"price": 3' in fence
+
+
+# -- configuration --------------------------------------------------------------------------
+
+
+def test_an_mcp_servers_json_file_gives_each_server_as_given_inline(workdir: Path) -> None:
+    from onward.tools.mcp import refs_of
+
+    (workdir / "servers.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "t": {"command": sys.executable, "args": [str(SERVER), "--log", "x"]},
+                    "web": {"url": "http://127.0.0.1:8123/mcp"},
+                }
+            }
+        ),
+        encoding="utf-8",
+    )
+
+    assert refs_of(["servers.json"]) == [
+        mcp_server("t", [sys.executable, str(SERVER), "--log", "x"]),
+        mcp_server("web", "http://127.0.0.1:8123/mcp"),
+    ]
+    assert refs_of(["servers.json"]) == refs_of(
+        [f"t={COMMAND} --log x", "web=http://127.0.0.1:8123/mcp"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("hints", "expected"),
+    [
+        ({"read_only_hint": True, "destructive_hint": True}, (SideEffect.PURE, False)),
+        ({"idempotent_hint": True, "destructive_hint": False}, (SideEffect.IDEMPOTENT, False)),
+        ({"idempotent_hint": True}, (SideEffect.IDEMPOTENT, True)),  # destructive by default
+        ({"destructive_hint": False}, (SideEffect.UNSAFE, True)),  # may add: not idempotent
+        ({"open_world_hint": True}, (SideEffect.UNSAFE, True)),
+    ],
+)
+def test_annotations_map_to_a_side_effect_class_and_whether_a_person_approves(
+    hints: dict[str, bool], expected: tuple[SideEffect, bool]
+) -> None:
+    from mcp.types import Tool, ToolAnnotations
+
+    from onward import Registry
+    from onward.tools.mcp import MCPServer, register_tool
+
+    found = Tool(name="t", input_schema={"type": "object"}, annotations=ToolAnnotations(**hints))
+    spec = register_tool(MCPServer("s", url="http://127.0.0.1:1/mcp"), found, Registry())
+
+    assert (spec.name, (spec.side_effect, spec.requires_approval)) == ("mcp__s__t", expected)
