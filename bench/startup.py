@@ -15,8 +15,7 @@ What is compared
     here (Typer renders help with ``typer.rich_utils`` and coerces parameters with
     pydantic); the same for a Typer app with as many commands as onward's (24, each with
     the options a read command has); and the import of Typer's help renderer alone
-    (``typer.rich_utils`` without rich.markdown and rich.traceback, as onward imports it):
-    the floor of any help Typer renders.
+    (``typer.rich_utils``): the floor of any help Typer renders.
 
 How it is measured
     Every command runs once untimed (its exit code and output checked), then ``--rounds``
@@ -127,9 +126,9 @@ for i in range(24):
     make(i)
 app()
 '''
-RENDERER = "from onward.cli import richlite; richlite.install(); import typer.rich_utils"
-"""What any help Typer renders must import: ``typer.rich_utils``, here even without the
-rich.markdown and rich.traceback it imports for modes onward does not use (cli/richlite.py)."""
+RENDERER = "import typer.rich_utils"
+"""What any help Typer renders must import: ``typer.rich_utils`` (with the rich.markdown
+and rich.traceback it imports at its top)."""
 
 
 PLAN = """goal: two noop steps

@@ -1,67 +1,23 @@
-"""What a newcomer meets first, through the face they meet it in: the Typer release the
-package declares, ``onward resume`` and ``onward run --thread-id`` on a finished run,
-``onward show`` at a failed step's checkpoint, a declared plan file loaded in Python and
-started, the run view and the graph in a notebook, and the docs site offline."""
+"""What a newcomer meets first, through the face they meet it in: ``onward resume`` and
+``onward run --thread-id`` on a finished run, ``onward show`` at a failed step's
+checkpoint, a declared plan file loaded in Python and started, the run view and the graph
+in a notebook, and the docs site offline."""
 
 from __future__ import annotations
 
-import ast
 import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
-from packaging.requirements import Requirement
-from packaging.version import Version
 
 from onward import Onward, load_plan_file
 from tests.conftest import CliResult
 
 ROOT = Path(__file__).resolve().parents[1]
-
-# -- the declared Typer release ----------------------------------------------------------
-
-TYPER_PRIVATE_SINCE = {"typer._click": Version("0.26.0"), "typer._coercion": Version("0.29.0")}
-"""Typer's private modules onward imports, and the first release that ships each: read off
-the wheels of typer 0.24.0 to 0.29.0 (``pip download typer==X --no-deps``). With typer
-0.28.0 installed ``onward.cli.coercion`` fails to import (no ``typer._coercion``), so every
-command but ``--help`` crashed; with 0.29.0 the CLI runs."""
-
-
-def private_typer_imports() -> set[str]:
-    """Every ``typer._x`` module imported anywhere in onward's source."""
-    found = set()
-    for path in (ROOT / "src" / "onward").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-                if isinstance(node, ast.ImportFrom)
-                else []
-            )
-            found |= {".".join(n.split(".")[:2]) for n in names if n.startswith("typer._")}
-    return found
-
-
-def declared_typer_floor() -> Version:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    [typer] = [Requirement(d) for d in project["dependencies"] if Requirement(d).name == "typer"]
-    [floor] = [Version(s.version) for s in typer.specifier if s.operator == ">="]
-    return floor
-
-
-def test_the_declared_typer_floor_ships_every_private_module_onward_imports() -> None:
-    imported = private_typer_imports()
-    assert "typer._coercion" in imported  # what cli/coercion.py needs today
-    unknown = imported - TYPER_PRIVATE_SINCE.keys()
-    assert not unknown, f"record the first typer release with {unknown}"
-    assert declared_typer_floor() >= max(TYPER_PRIVATE_SINCE[m] for m in imported)
-
 
 # -- resume and run on a finished run ------------------------------------------------------
 

@@ -164,9 +164,6 @@ def main() -> None:
         if grouphelp.applies(argv, prog):
             grouphelp.show(prog, HELP, SUMMARIES)
             return
-    from onward.cli import richlite
-
-    richlite.install()  # help without rich.markdown and rich.traceback (cli/richlite.py)
     try:
         for_command(argv)()
     except KeyboardInterrupt:

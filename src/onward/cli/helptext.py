@@ -14,8 +14,6 @@ from typing import Any
 
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
-from onward.cli import coercion
-
 PLACEHOLDERS = {
     "--db": "URL",
     "--plan": "FILE",
@@ -123,7 +121,6 @@ def polish(command: Any) -> None:
         option = make_help(ctx)  # made when help is shown: a flag, shown without a type
         if option is not None:
             option.metavar = ""
-            coercion.install_param(option)  # made for every run too: its value is coerced
         return option
 
     command.get_help_option = help_option
@@ -131,8 +128,7 @@ def polish(command: Any) -> None:
 
 
 class Group(TyperGroup):
-    """The ``onward`` command group: every command's help polished (see :func:`polish`),
-    its plain values coerced without pydantic (see :mod:`onward.cli.coercion`)."""
+    """The ``onward`` command group: every command's help polished (see :func:`polish`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -140,7 +136,6 @@ class Group(TyperGroup):
         polish(self)
         for command in self.commands.values():
             polish(command)
-            coercion.install(command)
 
 
 __all__ = ["Group", "polish", "sentences"]
