@@ -12,10 +12,16 @@ listener on every connection its engine opens (DBOS's own listener — IMMEDIATE
 transactions, ``busy_timeout``, ``foreign_keys`` — still runs). :func:`live_settings`
 reads them back from a connection of DBOS's own engine. On Postgres DBOS runs at the
 server's defaults, as onward does.
+
+Fleets (bench/fleet.py). :func:`drain_queue` is a DBOS application draining a queue
+(``worker_concurrency``) of workflows of I/O-bound steps, each step appending its start
+and end time to a JSON-lines log (as onward's ``ONWARD_EXECUTION_LOG`` does).
 """
 
 from __future__ import annotations
 
+import json
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,6 +58,42 @@ def growing_chain(n: int, size: int) -> int:
     for i in range(n):
         state.append(grow_step(i, size))
     return len(state)
+
+
+@DBOS.step()
+def io_step(i: int, seconds: float, log: str) -> int:
+    """A step that waits ``seconds`` (an API call's shape), logged as onward's calls are."""
+    start = time.time()
+    time.sleep(seconds)
+    with open(log, "a") as out:
+        out.write(json.dumps({"phase": "start", "t": start}) + "\n")
+        out.write(json.dumps({"phase": "end", "t": time.time()}) + "\n")
+    return i
+
+
+@DBOS.workflow()
+def io_chain(steps: int, seconds: float, log: str) -> int:
+    for i in range(steps):
+        io_step(i, seconds, log)
+    return steps
+
+
+def drain_queue(
+    url: str, concurrency: int, runs: int, steps: int, seconds: float, log: str
+) -> None:
+    """Launch DBOS on ``url`` with a queue of ``worker_concurrency`` ``concurrency``, enqueue
+    ``runs`` workflows of ``steps`` I/O steps and wait for every one (``runs`` 0: start up
+    and stop, the worker's start-up). Prints the CPU seconds the enqueueing took (JSON), which
+    the bench leaves out: onward's runs are submitted by another process."""
+    with launched(url):
+        queue = DBOS.register_queue("fleet", worker_concurrency=concurrency)
+        before = time.process_time()
+        handles = [queue.enqueue(io_chain, steps, seconds, log) for _ in range(runs)]
+        enqueue_cpu = time.process_time() - before  # the submitter's share, not the worker's
+        done = [h.get_result() for h in handles]
+    if done != [steps] * runs:
+        raise SystemExit("some DBOS workflows did not finish")
+    print(json.dumps({"submit_cpu": enqueue_cpu}))
 
 
 _SYNCHRONOUS: list[str] = []
