@@ -286,3 +286,30 @@ def test_a_model_per_role_answers_the_turns_with_the_step_roles_model(
 
     assert view.status == "done", view
     assert (len(planner.calls), step.tools_offered) == (0, [["lookup"], ["lookup"]])
+
+
+def test_a_call_whose_args_are_not_json_is_refused_back_to_the_model(
+    db_url: str, workdir: Path
+) -> None:
+    bad = AIMessage(
+        "",
+        invalid_tool_calls=[
+            {
+                "name": "lookup",
+                "args": '{"key": ',
+                "id": "c1",
+                "error": "not valid JSON",
+                "type": "invalid_tool_call",
+            }
+        ],
+    )
+    model = ScriptedChatModel(responses=[bad, "Gave up."])
+    with Onward(db_url, model=model) as ow:
+        view = ow.run(plan=plan(["lookup"]), thread_id="t")
+        ledger = ow.store.ledger.for_thread("t")
+
+    assert view.status == "done", view
+    [refused] = [m for m in model.calls[-1] if isinstance(m, ToolMessage)]
+    assert "could not be read (not valid JSON); nothing was run" in refused.text
+    assert refused.tool_call_id == "c1"
+    assert not any(e.tool == "lookup" for e in ledger)

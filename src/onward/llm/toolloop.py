@@ -142,6 +142,8 @@ class _Loop:
     calls: int = 0
     tokens: int = 0
     turn_at: datetime = field(default_factory=utcnow)
+    invalid: dict[str, str] = field(default_factory=dict)
+    """The current turn's calls whose args could not be read: call id → why."""
     started: float = field(default_factory=time.monotonic)
 
     def key(self, kind: str, index: int) -> str:
@@ -294,10 +296,20 @@ def _recount(loop: _Loop, record: dict[str, Any]) -> None:
 
 
 def _record(message: AIMessage, turn: int, usage: Usage, attempt: int) -> dict[str, Any]:
-    """A turn as the ledger keeps it (call ids made unique where the model gave none)."""
+    """A turn as the ledger keeps it (call ids made unique where the model gave none; a
+    call whose args were not valid JSON is kept with why, to be refused in its turn)."""
     calls = [
         {"name": c["name"], "args": c["args"], "id": c.get("id") or f"call_{turn}_{j}"}
         for j, c in enumerate(message.tool_calls)
+    ]
+    calls += [
+        {
+            "name": c.get("name") or "(no name)",
+            "args": {},
+            "id": c.get("id") or f"call_{turn}_invalid_{j}",
+            "invalid": str(c.get("error") or "its args are not a JSON object")[:300],
+        }
+        for j, c in enumerate(message.invalid_tool_calls)
     ]
     return {
         "text": message.text,
@@ -312,6 +324,7 @@ def _record(message: AIMessage, turn: int, usage: Usage, attempt: int) -> dict[s
 def _replayed(loop: _Loop, record: dict[str, Any]) -> AIMessage:
     loop.tokens += int(record.get("tokens", 0))
     loop.turn_at = datetime.fromisoformat(record["at"])
+    loop.invalid = {c["id"]: c["invalid"] for c in record["tool_calls"] if "invalid" in c}
     calls: list[ToolCall] = [
         {"name": c["name"], "args": c["args"], "id": c["id"], "type": "tool_call"}
         for c in record["tool_calls"]
@@ -327,7 +340,14 @@ def _called(loop: _Loop, call: ToolCall) -> ToolMessage:
     index = loop.calls
     loop.calls += 1
     name, raw = call["name"], call["args"]
-    ok, result = _outcome(loop, index, name, raw)
+    invalid = loop.invalid.get(call["id"] or "")
+    if invalid is not None:
+        ok, result = (
+            False,
+            f"refused: the call's args could not be read ({invalid}); nothing was run",
+        )
+    else:
+        ok, result = _outcome(loop, index, name, raw)
     text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
     shown = text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
     loop.tools.shown.append(
