@@ -245,12 +245,14 @@ def http_server(workdir: Path, log: Path) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 120  # a loaded machine starts Python slowly
+        while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
             except OSError:
+                assert proc.poll() is None, "the MCP server exited before it listened"
+                assert time.monotonic() < deadline, "the MCP server did not listen in 120 s"
                 time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
