@@ -29,6 +29,7 @@ from onward import (
     RunPolicy,
     ScriptedChatModel,
 )
+from onward.llm import context
 from onward.planning.milestones import MAX_DEPTH
 from tests.conftest import cli_env
 
@@ -126,6 +127,30 @@ def test_later_steps_may_use_the_artifact_a_milestone_promises(db_url: str, work
     assert view.status == "done", view.failure
     assert "one of the steps sent must have output 'toc'" in prompt(model.calls[1])
     assert value == {"value": len("# b\n")}
+
+
+def test_the_results_an_expansion_is_shown_are_cut_to_the_context_budget(
+    db_url: str, workdir: Path
+) -> None:
+    big = "x" * 2_000_000
+    given = {
+        "steps": [
+            *(
+                {"id": f"r{i}", "tool": "noop", "args": {"value": big}, "output": f"r{i}"}
+                for i in range(3)
+            ),
+            {"id": "m1", "milestone": "use the results", "depends_on": ["r0", "r1", "r2"]},
+        ]
+    }
+    model = ScriptedChatModel(responses=[{"steps": [{"id": "n", "tool": "noop"}]}])
+    with Onward(db_url, model=model) as ow:
+        view = ow.run(plan=given)
+    assert view.status == "done", view.failure
+    [messages] = model.calls
+    assert context.message_tokens(messages) <= context.context_budget() * 1.1
+    results = [t for t in prompt(messages).split("<<<") if "result of a step" in t]
+    assert len(results) == 3  # each dependency's result is there, cut
+    assert all("[cut]" in t for t in results)
 
 
 def test_a_models_own_plan_may_hold_a_milestone(db_url: str, workdir: Path) -> None:
