@@ -4,10 +4,12 @@ what reading its thread costs afterwards, against the same run through ``Onward.
 For each N (1 / 100 / 1,000 by default) on a fresh store: the run sent as ``runs.wait``
 input (seconds, and per step), the same plan through ``Onward.run`` on a store of the
 same backend, the bytes of the stream events the server kept for the run, then the
-reads a chat UI makes when it opens the thread (best of 3): ``get_state``,
-``get_history(limit=10)``, and the first values event of a follow-up ``runs.stream``.
+reads a chat UI makes when it opens the thread: ``get_history(limit=10)`` once first
+(cold: the server has read nothing of the thread yet but its final state), then
+``get_state`` and ``get_history(limit=10)`` best of 3, and the first values event of a
+follow-up ``runs.stream``.
 
-    python bench/serve_long.py --steps 1,100,1000 [--postgres]
+    python bench/serve_long.py --steps 10,100,1000 [--postgres]
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 from langgraph_sdk import get_sync_client
 
 from _common import any_size, chain_plan, pg_durability, pg_schema, sqlite_durability
@@ -34,7 +37,7 @@ POLICY = "max_plan_steps: 1000000\n"
 
 
 @contextmanager
-def server(db: str, workdir: Path, port: int) -> Iterator[str]:
+def server(db: str, workdir: Path, port: int) -> Iterator[tuple[str, int]]:
     policy = workdir / "policy.yaml"
     policy.write_text(POLICY)
     argv = ["serve", "--db", db, "--port", str(port), "--policy", str(policy)]
@@ -50,7 +53,7 @@ def server(db: str, workdir: Path, port: int) -> Iterator[str]:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        yield url
+        yield url, proc.pid
     finally:
         proc.terminate()
         proc.wait(20)
@@ -65,12 +68,29 @@ def as_input(n: int) -> dict[str, Any]:
 
 
 def best_ms(call: Callable[[], Any], rounds: int = 3) -> float:
+    """The call's best wall time in ms."""
     best = float("inf")
     for _ in range(rounds):
         t0 = time.perf_counter()
         call()
         best = min(best, time.perf_counter() - t0)
     return best * 1000
+
+
+def cpu_ms(call: Callable[[], Any], pid: int, calls: int = 10) -> float:
+    """The CPU time the server (``pid``) spends on one call, in ms, averaged over
+    ``calls`` (its clock ticks are 10 ms): on a busy host what a read costs, not its
+    wait."""
+    server = psutil.Process(pid)
+    t0 = _cpu(server)
+    for _ in range(calls):
+        call()
+    return (_cpu(server) - t0) * 1000 / calls
+
+
+def _cpu(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return float(times.user + times.system)
 
 
 def first_event(url: str, thread_id: str) -> float:
@@ -94,16 +114,21 @@ def first_event(url: str, thread_id: str) -> float:
 
 
 def over_http(db: str, workdir: Path, port: int, n: int) -> dict[str, Any]:
-    with server(db, workdir, port) as url:
+    with server(db, workdir, port) as (url, pid):
         client = get_sync_client(url=url, api_key=None)
         thread_id = client.threads.create()["thread_id"]
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), _cpu(psutil.Process(pid))
         client.runs.wait(thread_id, "onward", input=as_input(n))
         took = time.perf_counter() - t0
+        run_cpu = _cpu(psutil.Process(pid)) - cpu0
         run_id = client.runs.list(thread_id)[0]["run_id"]
         row = {"steps": n, "http_s": took, "event_bytes": kept_bytes(db, run_id)}
-        row["get_state_ms"] = best_ms(lambda: client.threads.get_state(thread_id))
-        row["history_ms"] = best_ms(lambda: client.threads.get_history(thread_id, limit=10))
+        row["http_cpu_s"] = run_cpu
+        history = lambda: client.threads.get_history(thread_id, limit=10)  # noqa: E731
+        state = lambda: client.threads.get_state(thread_id)  # noqa: E731
+        row["cold_history_cpu"] = cpu_ms(history, pid, 1)
+        row["get_state_ms"], row["get_state_cpu"] = best_ms(state), cpu_ms(state, pid)
+        row["history_ms"], row["history_cpu"] = best_ms(history), cpu_ms(history, pid)
         row["state_kb"] = len(json.dumps(client.threads.get_state(thread_id)["values"])) / 1e3
         row["first_event_ms"] = first_event(url, thread_id)
     return row
@@ -117,11 +142,12 @@ def kept_bytes(db: str, run_id: str) -> int:
         store.close()
 
 
-def local(db: str, n: int) -> float:
+def local(db: str, n: int) -> tuple[float, float]:
+    """(seconds, CPU seconds) of the run through ``Onward.run``."""
     with Onward(db) as ow:
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         ow.run(f"{n} no-op steps", plan=chain_plan(n), **any_size())
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, time.process_time() - cpu0
 
 
 @contextmanager
@@ -138,28 +164,31 @@ def stores(postgres: bool) -> Iterator[tuple[str, str]]:
 def measure(n: int, postgres: bool, port: int) -> dict[str, Any]:
     with stores(postgres) as (served, plain), tempfile.TemporaryDirectory() as wd:
         row = over_http(served, Path(wd), port, n)
-        row["local_s"] = local(plain, n)
+        row["local_s"], row["local_cpu_s"] = local(plain, n)
     return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", default="1,100,1000")
+    parser.add_argument("--steps", default="10,100,1000")
     parser.add_argument("--postgres", action="store_true")
     parser.add_argument("--port", type=int, default=8437)
     args = parser.parse_args()
     # Served and local runs use the same store settings; say which, read back.
     print("durability:", pg_durability() if args.postgres else sqlite_durability())
     print(
-        f"{'steps':>6} {'http s':>8} {'local s':>8} {'ratio':>6} {'events kB':>10} "
-        f"{'state kB':>9} {'get_state':>10} {'history10':>10} {'1st event':>10}"
+        f"{'steps':>6} {'http s':>8} {'local s':>8} {'ratio':>6} {'CPU ratio':>9} "
+        f"{'events kB':>10} {'state kB':>9} {'get_state':>10} {'history10':>10} "
+        f"{'1st event':>10} | server CPU: {'get_state':>10} {'history10':>10} {'cold hist':>10}"
     )
     for n in (int(x) for x in args.steps.split(",")):
         r = measure(n, args.postgres, args.port)
         print(
             f"{n:6} {r['http_s']:8.2f} {r['local_s']:8.2f} {r['http_s'] / r['local_s']:6.2f} "
+            f"{r['http_cpu_s'] / r['local_cpu_s']:9.2f} "
             f"{r['event_bytes'] / 1e3:10.1f} {r['state_kb']:9.1f} {r['get_state_ms']:8.1f}ms "
-            f"{r['history_ms']:8.1f}ms {r['first_event_ms']:8.1f}ms",
+            f"{r['history_ms']:8.1f}ms {r['first_event_ms']:8.1f}ms |             "
+            f"{r['get_state_cpu']:8.1f}ms {r['history_cpu']:8.1f}ms {r['cold_history_cpu']:8.1f}ms",
             flush=True,
         )
 

@@ -1,0 +1,265 @@
+"""Many users at once: ``onward serve`` (SQLite, Postgres) against ``langgraph dev`` (the same
+onward graph on LangGraph's in-memory server, as langgraph.json configures it), each
+user an unmodified ``langgraph_sdk`` client streaming runs of a 3-step no-op plan, each
+on a new thread.
+
+For 1, 10 and 50 concurrent users, servers interleaved round by round (medians over the
+rounds): runs/s, p50 and p95 seconds per run, median time to the first streamed event,
+errors (any run that did not end ``done``, any HTTP error), the server's CPU per run and
+RSS after the round (its process and children, psutil), and on Postgres the most
+connections the server held (``pg_stat_activity`` by its ``application_name``).
+
+    python bench/serve_users.py [--users 1,10,50] [--rounds 2] [--runs-per-user 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+from langgraph_sdk import get_sync_client
+
+from _common import PG_URL, pg_schema
+
+ROOT = Path(__file__).resolve().parent.parent
+STEPS = [
+    {
+        "id": f"s{i}",
+        "tool": "noop",
+        "args": {"value": i},
+        **({"depends_on": [f"s{i - 1}"]} if i else {}),
+    }
+    for i in range(3)
+]
+
+
+@dataclass
+class Server:
+    name: str
+    url: str
+    pid: int
+    app: str | None
+    """``application_name`` of its Postgres connections (None: no Postgres)."""
+    run_input: Callable[[Path], dict[str, Any]]
+    workdir: Path
+
+
+def onward_input(_workdir: Path) -> dict[str, Any]:
+    return {"goal": "three no-op steps", "plan": {"steps": STEPS}}
+
+
+def graph_input(workdir: Path) -> dict[str, Any]:
+    """The same run as ``langgraph dev``'s graph takes it: the state's own fields."""
+    return {
+        "goal": {"objective": "three no-op steps"},
+        "plan": {"steps": STEPS},
+        "workdir": str(workdir),
+    }
+
+
+def wait_ok(url: str, proc: subprocess.Popen[Any]) -> None:
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/ok", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited {proc.returncode}")
+        time.sleep(0.2)
+    raise RuntimeError("server did not answer /ok")
+
+
+@contextmanager
+def started(
+    argv: list[str], port: int, env: dict[str, str], workdir: Path
+) -> Iterator[tuple[str, int]]:
+    proc = subprocess.Popen(
+        argv,
+        cwd=workdir,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ok(url, proc)
+        yield url, proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def onward_server(stack: ExitStack, name: str, db: str, port: int, app: str | None) -> Server:
+    workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+    env = {"ONWARD_RUN_SLOTS": "64", "ONWARD_USER_RUNS": "64"}  # 50 users share one name
+    if app:
+        env["PGAPPNAME"] = app
+    argv = [sys.executable, "-m", "onward", "serve", "--db", db, "--port", str(port)]
+    url, pid = stack.enter_context(started(argv, port, env, workdir))
+    return Server(name, url, pid, app, onward_input, workdir)
+
+
+def langgraph_dev(stack: ExitStack, port: int) -> Server:
+    workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+    langgraph = shutil.which("langgraph", path=str(Path(sys.executable).parent))
+    assert langgraph, "langgraph-cli[inmem] is part of the dev extra"
+    env = {
+        "ONWARD_DB": f"sqlite:///{workdir}/dev.db",
+        "LANGGRAPH_STRICT_MSGPACK": "true",
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "LANGGRAPH_NO_VERSION_CHECK": "true",
+        "N_JOBS_PER_WORKER": "64",
+    }
+    argv = [langgraph, "dev", "--no-browser", "--no-reload", "--port", str(port)]
+    argv += ["--config", str(ROOT / "langgraph.json")]
+    url, pid = stack.enter_context(started(argv, port, env, workdir))
+    return Server("langgraph dev", url, pid, None, graph_input, workdir)
+
+
+@dataclass
+class Round:
+    seconds: list[float] = field(default_factory=list)
+    first: list[float] = field(default_factory=list)
+    errors: int = 0
+    wall: float = 0.0
+    cpu: float = 0.0
+    rss_mb: float = 0.0
+    peak: int = 0
+
+
+def one_run(server: Server) -> tuple[float, float, bool]:
+    """(seconds, seconds to the first event, ended done)."""
+    client = get_sync_client(url=server.url, api_key=None)
+    t0 = time.perf_counter()
+    first = float("nan")
+    last: Any = None
+    try:
+        thread_id = client.threads.create()["thread_id"]
+        for part in client.runs.stream(
+            thread_id, "onward", input=server.run_input(server.workdir), stream_mode="values"
+        ):
+            if first != first:
+                first = time.perf_counter() - t0
+            if part.event == "values":
+                last = part.data
+            if part.event == "error":
+                return time.perf_counter() - t0, first, False
+    except Exception:
+        return time.perf_counter() - t0, first, False
+    ok = isinstance(last, dict) and last.get("status") == "done"
+    return time.perf_counter() - t0, first, ok
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    proc = psutil.Process(pid)
+    return [proc, *proc.children(recursive=True)]
+
+
+def cpu_of(pid: int) -> float:
+    return sum(p.cpu_times().user + p.cpu_times().system for p in tree(pid))
+
+
+def connections(app: str) -> int:
+    import psycopg
+
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (app,)
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def measure(server: Server, users: int, runs_per_user: int) -> Round:
+    out = Round()
+    stop = threading.Event()
+
+    def sample() -> None:
+        while server.app and not stop.wait(0.1):
+            out.peak = max(out.peak, connections(server.app))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    cpu0, t0 = cpu_of(server.pid), time.perf_counter()
+    with ThreadPoolExecutor(users) as pool:
+        results = list(pool.map(lambda _i: one_run(server), range(users * runs_per_user)))
+    out.wall, out.cpu = time.perf_counter() - t0, cpu_of(server.pid) - cpu0
+    stop.set()
+    sampler.join()
+    out.rss_mb = sum(p.memory_info().rss for p in tree(server.pid)) / 1e6
+    for seconds, first, ok in results:
+        out.seconds.append(seconds)
+        out.first.append(first)
+        out.errors += not ok
+    return out
+
+
+def p95(xs: list[float]) -> float:
+    return sorted(xs)[max(0, round(0.95 * len(xs)) - 1)]
+
+
+def report(name: str, users: int, rounds: list[Round]) -> None:
+    runs = [len(r.seconds) for r in rounds]
+    rate = statistics.median(n / r.wall for n, r in zip(runs, rounds, strict=True))
+    p50 = statistics.median(statistics.median(r.seconds) for r in rounds)
+    q95 = statistics.median(p95(r.seconds) for r in rounds)
+    first = statistics.median(statistics.median(r.first) for r in rounds)
+    cpu = statistics.median(r.cpu / n for n, r in zip(runs, rounds, strict=True))
+    errors = sum(r.errors for r in rounds)
+    peak = max(r.peak for r in rounds)
+    rss = rounds[-1].rss_mb
+    print(
+        f"{name:>15} {users:5} {rate:7.2f} {p50:7.2f} {q95:7.2f} {first * 1000:8.0f} "
+        f"{errors:3}/{sum(runs):<4} {cpu * 1000:8.1f} {peak or '-':>5} {rss:7.0f}",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", default="1,10,50")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--runs-per-user", type=int, default=2)
+    parser.add_argument("--port", type=int, default=8460)
+    args = parser.parse_args()
+    app = f"onward-bench-{uuid.uuid4().hex[:8]}"
+    with ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        pg = stack.enter_context(pg_schema())
+        servers = [
+            onward_server(stack, "onward sqlite", f"sqlite:///{tmp}/serve.db", args.port, None),
+            onward_server(stack, "onward postgres", pg, args.port + 1, app),
+            langgraph_dev(stack, args.port + 2),
+        ]
+        print(
+            f"{'server':>15} {'users':>5} {'runs/s':>7} {'p50 s':>7} {'p95 s':>7} "
+            f"{'1st ms':>8} {'errors':>8} {'CPU ms/run':>8} {'conns':>5} {'RSS MB':>7}"
+        )
+        for users in (int(x) for x in args.users.split(",")):
+            got: dict[str, list[Round]] = {s.name: [] for s in servers}
+            for _ in range(args.rounds):  # interleaved: each server once per round
+                for server in servers:
+                    got[server.name].append(measure(server, users, args.runs_per_user))
+            for server in servers:
+                report(server.name, users, got[server.name])
+
+
+if __name__ == "__main__":
+    main()
