@@ -19,7 +19,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime, get_runtime
 
-from onward.checkpointing import inline
 from onward.checkpointing.savers import FlushedReads
 from onward.errors import DrainRequested
 from onward.graph.routes import EXITS, Node, label, path_map
@@ -153,8 +152,6 @@ def build_graph(deps: NodeDeps, *, hosted: bool = False) -> StateGraph[Any, Node
 def compile_graph(
     deps: NodeDeps, checkpointer: BaseCheckpointSaver[Any] | None = None
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    if isinstance(checkpointer, FlushedReads):
-        inline.install()  # its calls run in the calling thread (checkpointing/inline.py)
     graph = build_graph(deps).compile(checkpointer=checkpointer)
     if isinstance(checkpointer, FlushedReads):  # its delta channels' values, rolled forward
         checkpointer.learn_channels(graph.channels)
