@@ -848,24 +848,17 @@ def _send(
     pipelined: bool,
     checks: Sequence[tuple[str, Fence]] = (),
 ) -> None:
-    """A batch in one transaction: grouped (:func:`grouped`) and sent as one statement
-    where that cannot change the result (onestatement.py: one message, and in autocommit
-    one transaction), else with BEGIN and COMMIT in one pipeline (psycopg's transaction()
-    would add two round trips to each batch), or, on a libpq older than 14, in a
-    transaction. One commit and one round trip either way. ``checks``: the fences the
-    transaction checks (``onward_fence``); a failed one is :class:`FencedOut`."""
+    """A batch in one transaction, grouped (:func:`grouped`): with BEGIN and COMMIT in one
+    pipeline (psycopg's transaction() would add two round trips to each batch), or, on a
+    libpq older than 14, in a transaction. One commit either way. ``checks``: the fences
+    the transaction checks (``onward_fence``); a failed one is :class:`FencedOut`."""
     import psycopg
     from psycopg.pq import TransactionStatus
     from psycopg.rows import dict_row
 
-    from onward.checkpointing.onestatement import one_statement, send
-
     fence = _fence_arrays(checks)
     try:
-        joined = one_statement(statements, fence)
-        if joined is not None:
-            send(conn, joined)
-        elif pipelined:
+        if pipelined:
             with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
                 cur.execute("BEGIN")
                 _check_fences(cur, fence)
