@@ -319,9 +319,21 @@ def _map_saver_errors(
 
         return call
 
+    def with_allowlist(extra: Any) -> BaseCheckpointSaver[Any]:
+        # A compiled graph clones its saver with the state's types on the serializer's
+        # allowlist (a shallow copy): the clone gets the mapping of its own methods, not
+        # this instance's, whose serializer would read a user's types back as dicts.
+        clone = type(saver).with_allowlist(saver, extra)
+        if clone is not saver:
+            for name in (*_SAVER_CALLS, "list", "with_allowlist"):
+                vars(clone).pop(name, None)
+            _map_saver_errors(clone, backend, where, retry)
+        return clone
+
     for name in _SAVER_CALLS:
         setattr(saver, name, mapped(getattr(saver, name)))
     saver.list = mapped_iter(saver.list)  # type: ignore[method-assign]
+    saver.with_allowlist = with_allowlist  # type: ignore[method-assign]
 
 
 class TableArtifacts(ArtifactStore):
