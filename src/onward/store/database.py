@@ -333,7 +333,7 @@ def _map_saver_errors(
     for name in _SAVER_CALLS:
         setattr(saver, name, mapped(getattr(saver, name)))
     saver.list = mapped_iter(saver.list)  # type: ignore[method-assign]
-    saver.with_allowlist = with_allowlist  # type: ignore[method-assign]
+    saver.with_allowlist = with_allowlist  # type: ignore[method-assign,assignment]
 
 
 class TableArtifacts(ArtifactStore):
