@@ -112,6 +112,12 @@ def test_each_roles_model_is_the_command_lines_else_the_environments_else_the_de
     assert names(env, choice) == dict(zip(("plan", "step", "judge"), expected, strict=True))
 
 
+def test_a_name_with_colons_but_no_known_provider_is_openais_as_before() -> None:
+    model = model_from_env({**LOOPBACK, "ONWARD_MODEL": "ft:gpt-4o-mini:acme::abc123"})
+
+    assert model_name(model) == "ft:gpt-4o-mini:acme::abc123"  # type: ignore[arg-type]
+
+
 def test_one_model_for_every_role_is_that_model_not_a_role_map() -> None:
     model = model_from_env({**LOOPBACK, "ONWARD_MODEL": "same", "ONWARD_JUDGE_MODEL": "same"})
 

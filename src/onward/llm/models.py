@@ -59,6 +59,10 @@ PROVIDERS: Mapping[str, tuple[str, str, str]] = {
 }
 """provider → (module, class, pip package): what a ``provider:name`` model is built with
 when ``langchain`` (and so ``init_chat_model``) is not installed."""
+INIT_ONLY = frozenset(
+    {"azure_ai", "bedrock", "cohere", "huggingface", "ibm", "nvidia", "perplexity", "upstage"}
+)
+"""Providers built only through ``init_chat_model`` (``pip install langchain``)."""
 _URL_FIELDS = ("openai_api_base", "anthropic_api_url", "base_url", "endpoint")
 
 
@@ -109,11 +113,9 @@ def _spec_of(role: str | None, s: Settings, choice: ModelChoice) -> tuple[str, b
 def provider_of(spec: str) -> tuple[str, str]:
     """``provider:name`` → (provider, name); a bare name is OpenAI's."""
     provider, sep, name = spec.partition(":")
-    if sep and provider in PROVIDERS:
+    if sep and (provider in PROVIDERS or provider in INIT_ONLY):
         return provider, name
-    if sep and provider.isidentifier() and provider.islower() and not provider.startswith("gpt"):
-        return provider, name  # a provider onward's table lacks: init_chat_model may know it
-    return "openai", spec
+    return "openai", spec  # ft:gpt-4o-mini:org::id is an OpenAI fine-tune's name
 
 
 def chat_model(spec: str, env: Mapping[str, str] | None = None) -> BaseChatModel:
