@@ -67,6 +67,11 @@ def site() -> Iterator[Site]:
     s.server.server_close()
 
 
+def env_of(api: FakeOpenAI, site: Site) -> dict[str, str]:
+    """The run's model is the loopback server; the site's host is allowed."""
+    return {"OPENAI_API_KEY": "x", "OPENAI_BASE_URL": api.base_url, "ONWARD_HTTP_ALLOW": site.host}
+
+
 def copy_example(workdir: Path, site: Site) -> None:
     shutil.copytree(EXAMPLE / "sources", workdir / "sources")
     shutil.copy(EXAMPLE / "site_tools.py", workdir / "site_tools.py")
@@ -101,11 +106,7 @@ def test_the_pipeline_sends_a_draft_back_asks_a_person_and_publishes_once(
 ) -> None:
     copy_example(workdir, site)
     with FakeOpenAI(script=[Reply(json=SENT_BACK)], default=Reply(json=GOOD)) as api:
-        env = {
-            "OPENAI_API_KEY": "x",
-            "OPENAI_BASE_URL": api.base_url,
-            "ONWARD_HTTP_ALLOW": site.host,
-        }
+        env = env_of(api, site)
         run = run_cli("run", "--plan", "plan.yaml", *TOOLS, "--thread-id", "q3", "--json", env=env)
         assert run.code == 3, run.stderr  # waits for the review
         [question] = run.json()["pending"]
@@ -138,11 +139,7 @@ def test_the_pipeline_killed_anywhere_publishes_and_notifies_once(
 ) -> None:
     copy_example(workdir, site)
     with FakeOpenAI(script=[Reply(json=SENT_BACK)], default=Reply(json=GOOD)) as api:
-        env = {
-            "OPENAI_API_KEY": "x",
-            "OPENAI_BASE_URL": api.base_url,
-            "ONWARD_HTTP_ALLOW": site.host,
-        }
+        env = env_of(api, site)
         killing = {**env, **fault}
         first = run_cli("run", "--plan", "plan.yaml", *TOOLS, "--thread-id", "q3", env=killing)
         killed = first
