@@ -48,6 +48,7 @@ from onward.serve.redact import Redact, Redactor
 from onward.serve.replay import keeper
 from onward.serve.routes import ROUTERS, info
 from onward.settings import settings
+from onward.tools.registry import tool_modules_from_env
 
 
 def create_app(
@@ -96,7 +97,12 @@ def create_app(
         items = Items(probe.store.url, probe.store.backend, probe.store.cipher)
     pool = RunPool(limits)
     root = Path(workdir or Path.cwd()).absolute()
-    redactor = Redactor(root, tool_modules) if api_tokens else None
+    shown = [
+        *tool_modules,
+        *tool_modules_from_env(),
+        *(r for d in catalog.definitions for r in d.mcp),
+    ]
+    redactor = Redactor(root, shown) if api_tokens else None
     docs_open = open_docs or not api_tokens
     app = FastAPI(
         title="onward",

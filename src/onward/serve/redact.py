@@ -4,7 +4,8 @@ A run's state holds the absolute path of the server's work directory and of its 
 modules (the CLI and Python show them: they are the operator's). A token holder is a chat
 user of a remote server: every response and stream to them, and every webhook a run of
 theirs posts, shows the work directory as ``(server workdir)`` (a path in it as
-``(server workdir)/out.txt``) and a tool module as ``(server tools)/name.py``. The
+``(server workdir)/out.txt``), a tool module as ``(server tools)/name.py`` and an MCP
+server's ref, command line or URL (which may hold a key) as ``(server tools)/mcp:NAME``. The
 :class:`Redact` middleware does it at the edge, on the bytes sent, so no route, stream
 mode or error message can carry one out; the store keeps the real values.
 """
@@ -27,7 +28,10 @@ class Redactor:
     def __init__(self, workdir: Path, tool_modules: Sequence[str]) -> None:
         pairs: dict[str, str] = {}
         for module in tool_modules:
-            if module.endswith(".py") or "/" in module:
+            if module.startswith("mcp:"):  # an MCP server: its command line or URL too
+                name, _sep, target = module.removeprefix("mcp:").partition("=")
+                pairs[module] = pairs[target] = f"{TOOLS}/mcp:{name}"
+            elif module.endswith(".py") or "/" in module:
                 for form in _forms(Path(module)):
                     pairs[form] = f"{TOOLS}/{Path(module).name}"
         for form in _forms(workdir):
