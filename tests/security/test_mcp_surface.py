@@ -2,7 +2,8 @@
 before anything starts, and nothing changes. An HTTP server outside the egress policy, a
 stdio command no allowed command line begins (from Python and from ``onward run
 --mcp``), and, over ``onward serve``, a token holder naming a server or a command
-anywhere in a request: only the servers the operator configured are usable over HTTP."""
+anywhere in a request: only the servers the operator configured are usable over HTTP,
+and their command lines are not shown to it."""
 
 from __future__ import annotations
 
@@ -126,7 +127,12 @@ def test_a_token_holder_uses_only_the_servers_the_operator_configured(
     assert [c["args"] for c in read_jsonl(workdir / "calls.jsonl") if "tool" in c] == [
         {"key": "apple"}
     ]
-    before = mcp_api.get(f"/threads/{tid}/state").json()["values"]
+    shown = mcp_api.get(f"/threads/{tid}/state")
+    before = shown.json()["values"]
+    # The operator's command line (its paths, any key in its args) never reaches a user.
+    assert "(server tools)/mcp:t" in before["tool_modules"]
+    assert str(SERVER) not in shown.text
+    assert "calls.jsonl" not in shown.text
 
     run = f"/threads/{tid}/runs/wait"
     attacks = [
