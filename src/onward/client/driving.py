@@ -122,9 +122,11 @@ def stream(
                     )
             if apply_requested_cancel(ow, thread_id):
                 return
-            if state.status is RunStatus.SUSPENDED:
-                # Until a time (a backoff, a breaker), or stopped by an API cancel (no
-                # time: the next drive goes on at once).
+            # Suspended until a time (a backoff, a breaker), or stopped by an API cancel
+            # (no time, nothing asked or pending: the next drive goes on at once). A run
+            # a deadline suspended at its question goes on with the answer instead.
+            parked = not (state.resume_at or snapshot.interrupts or snapshot.next)
+            if state.status is RunStatus.SUSPENDED and (state.resume_at or parked):
                 remaining = (state.resume_at - ow.clock()).total_seconds() if state.resume_at else 0
                 if remaining > 0 and not wait:
                     return
