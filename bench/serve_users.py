@@ -10,6 +10,7 @@ RSS after the round (its process and children, psutil), and on Postgres the most
 connections the server held (``pg_stat_activity`` by its ``application_name``).
 
     python bench/serve_users.py [--users 1,10,50] [--rounds 2] [--runs-per-user 2]
+    python bench/serve_users.py --levelling 2000 --users 10   # RSS every 500 runs
 """
 
 from __future__ import annotations
@@ -232,13 +233,30 @@ def report(name: str, users: int, rounds: list[Round]) -> None:
     )
 
 
+def levelling(total: int, users: int, port: int) -> None:
+    """RSS of ``onward serve`` (SQLite) after every 500 of ``total`` runs by ``users``."""
+    with ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        server = onward_server(stack, "onward sqlite", f"sqlite:///{tmp}/serve.db", port, None)
+        done = 0
+        print(f"{'runs':>6} {'RSS MB':>7} {'errors':>6}", flush=True)
+        while done < total:
+            got = measure(server, users, max(1, 500 // users))
+            done += len(got.seconds)
+            print(f"{done:6} {got.rss_mb:7.0f} {got.errors:6}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--levelling", type=int, default=0, help="RSS over this many runs")
     parser.add_argument("--users", default="1,10,50")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--runs-per-user", type=int, default=2)
     parser.add_argument("--port", type=int, default=8460)
     args = parser.parse_args()
+    if args.levelling:
+        levelling(args.levelling, int(args.users.split(",")[-1]), args.port)
+        return
     app = f"onward-bench-{uuid.uuid4().hex[:8]}"
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
