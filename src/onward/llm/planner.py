@@ -402,16 +402,7 @@ def revise_with_model(
         merged, revision, own = revised_plan(state.plan, state.steps, sent.steps, removals, step_id)
         problems += own
         if not problems:
-            problems = revision_problems(
-                state.plan,
-                merged,
-                state.steps,
-                deps.registry,
-                goal=state.goal,
-                allow_tools=state.policy.allow_tools,
-                max_steps=limit,
-                hint=MODEL_HINT,
-            )
+            problems = _merged_problems(deps, state, merged, limit)
         last.append(revision)
         return merged, problems
 
@@ -480,16 +471,7 @@ def expand_with_model(
         )
         problems += own
         if not problems:
-            problems = revision_problems(
-                state.plan,
-                merged,
-                state.steps,
-                deps.registry,
-                goal=state.goal,
-                allow_tools=state.policy.allow_tools,
-                max_steps=limit,
-                hint=MODEL_HINT,
-            )
+            problems = _merged_problems(deps, state, merged, limit)
         last.append(revision)
         return merged, problems
 
@@ -670,3 +652,20 @@ def _drafts(
         shown = problems if isinstance(problems, str) else "; ".join(map(str, problems))
         messages = [*messages, *_retry_message(messages, answer.raw, problems, ask.draft)]
     return _Drafted(None, total, "invalid", shown, TRIES)
+
+
+def _merged_problems(
+    deps: NodeDeps, state: RunState, merged: Plan, limit: int
+) -> list[PlanProblem]:
+    """What is wrong with a revised or expanded plan as a whole (the run's tools, goal,
+    allowlist and size limit), once the draft's own problems are none."""
+    return revision_problems(
+        state.plan,
+        merged,
+        state.steps,
+        deps.registry,
+        goal=state.goal,
+        allow_tools=state.policy.allow_tools,
+        max_steps=limit,
+        hint=MODEL_HINT,
+    )
