@@ -72,9 +72,14 @@ class ModelStepArgs(BaseModel):
     @field_validator("output")
     @classmethod
     def _contract_is_checkable(cls, value: Contract) -> Contract:
-        if not isinstance(value, str):
-            contract_model(json.dumps(value, sort_keys=True))  # raises a clear ValueError
-        return value
+        return checkable(value)
+
+
+def checkable(value: Contract) -> Contract:
+    """An output contract whose schema builds (a ValueError that says why, if not)."""
+    if not isinstance(value, str):
+        contract_model(json.dumps(value, sort_keys=True))
+    return value
 
 
 @lru_cache(maxsize=128)

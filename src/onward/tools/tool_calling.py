@@ -28,7 +28,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from onward.effects.ledger import effect_key
 from onward.errors import DeterministicToolError
 from onward.model.state import SideEffect
-from onward.tools.model_step import Contract, best_json, contract_model, output_findings
+from onward.tools.model_step import (
+    Contract,
+    best_json,
+    checkable,
+    contract_model,
+    output_findings,
+)
 from onward.tools.registry import ToolContext, ToolSpec, default_registry
 
 NAME = "tool_calling"
@@ -75,9 +81,7 @@ class ToolCallingArgs(BaseModel):
     @field_validator("output")
     @classmethod
     def _contract_is_checkable(cls, value: Contract) -> Contract:
-        if not isinstance(value, str):
-            contract_model(json.dumps(value, sort_keys=True))  # raises a clear ValueError
-        return value
+        return checkable(value)
 
 
 def answer_task(output: Contract) -> str:
