@@ -447,6 +447,7 @@ def _run_tool(
         # An effect must never come before the verdicts it follows: commit what the saver
         # deferred (the previous step's verify) first.
         deps.held.make_durable()
+
     def call(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:
         return _call_with_timeout(
             spec, args, ctx, lambda: _show_running(deps, task, thread_id, attempt)
