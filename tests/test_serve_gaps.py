@@ -114,3 +114,28 @@ def test_stream_mode_events_is_refused_saying_why(server: str) -> None:
     assert "astream_events" in res.json()["detail"]
     assert "messages-tuple" in res.json()["detail"]
     assert client.runs.list(tid) == []
+
+
+def test_runs_wait_takes_the_sdks_raise_error_flag_and_nothing_else_of_its_kind(
+    server: str, workdir: Path
+) -> None:
+    """langgraph-sdk 0.4.6-0.4.9 put ``raise_error`` (their client-side flag) in the body of
+    ``runs.wait``: a boolean is taken, any other value refused before a run starts."""
+    client = get_sync_client(url=server, api_key=None)
+    tid = client.threads.create()["thread_id"]
+    for bad in ("yes", "true", {"a": 1}):
+        res = httpx.post(
+            f"{server}/threads/{tid}/runs/wait",
+            json={"assistant_id": "onward", "input": chain("a"), "raise_error": bad},
+            timeout=60,
+        )
+        assert res.status_code == 422, res.text
+        assert "raise_error" in res.json()["detail"]
+    assert client.runs.list(tid) == []
+    res = httpx.post(
+        f"{server}/threads/{tid}/runs/wait",
+        json={"assistant_id": "onward", "input": chain("a"), "raise_error": True},
+        timeout=60,
+    )
+    assert res.status_code == 200, res.text
+    assert [r["label"] for r in rows(workdir, "effects.jsonl")] == ["a"]

@@ -54,6 +54,9 @@ UNSUPPORTED_DEFAULTS: Mapping[str, tuple[Any, ...]] = {
     "feedback_keys": (None, []),
     "after_seconds": (None, 0),
     "durability": (None, "sync"),
+    # langgraph-sdk 0.4.6-0.4.9 send the client-side flag of runs.wait (raise on an
+    # "__error__" answer); the answer is the same whatever it says.
+    "raise_error": (None, True, False),
 }
 """Fields onward accepts only with these values (what the SDKs send by default)."""
 
