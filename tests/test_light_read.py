@@ -212,14 +212,14 @@ def test_status_and_inbox_load_neither_langgraph_nor_langchain(db_url: str, work
             policy=RunPolicy(approve_plan=True),
             workdir=workdir,
         ).thread_id
+    # pydantic may load: Typer coerces the arguments with it since onward's own coercion
+    # (a reach into Typer's private modules) is gone (issue 40's allowance for reads).
     cases = [("status", done), ("status", waiting), ("inbox",), ("inbox", "--json")]
     for argv in [*cases, ("status", waiting, "--json")]:
         code, out, loaded = commands_load(workdir, db_url, *argv)
         assert (code, bool(out.strip())) == (0, True), argv
         assert not loaded & set(HEAVY), (argv, loaded & set(HEAVY))
         assert "onward" in loaded  # the list is the process's own
-        if argv in cases:  # the text and the questions need no models either
-            assert "pydantic" not in loaded, argv
 
 
 def tamper(path: Path, thread_id: str, sql: str) -> None:
