@@ -106,6 +106,18 @@ class Cluster:
         self.sql(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
+    @contextmanager
+    def fresh_database(self) -> Iterator[str]:
+        """A new database's URL; the cluster runs again after (a test may stop it)."""
+        import uuid
+
+        url = self.create_database(f"t_{uuid.uuid4().hex[:12]}")
+        try:
+            yield url
+        finally:
+            if not self.running():
+                self.start()
+
     def connections(self, application_name: str) -> int:
         rows = self.sql(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",

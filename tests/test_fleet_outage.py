@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -53,12 +52,8 @@ def pg() -> Iterator[Cluster]:
 @pytest.fixture
 def db(pg: Cluster) -> Iterator[str]:
     """A new database of the private cluster; the cluster runs again after the test."""
-    url = pg.create_database(f"t_{uuid.uuid4().hex[:12]}")
-    try:
+    with pg.fresh_database() as url:
         yield url
-    finally:
-        if not pg.running():
-            pg.start()
 
 
 def submit(db: str, workdir: Path, runs: int, pause: float) -> list[str]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,12 +59,8 @@ def pg() -> Iterator[Cluster]:
 @pytest.fixture
 def db(pg: Cluster) -> Iterator[str]:
     """A new database of the private cluster; the cluster runs again after the test."""
-    url = pg.create_database(f"t_{uuid.uuid4().hex[:12]}")
-    try:
+    with pg.fresh_database() as url:
         yield url
-    finally:
-        if not pg.running():
-            pg.start()
 
 
 class Reader:
