@@ -182,7 +182,8 @@ def test_sigkill_then_resume_matches_uninterrupted_run(
     # run had finished: then it was released, or the kill came between the last checkpoint
     # and the release and a resume of a finished run takes nothing.
     if finished_before:
-        assert kinds[0] == "lease_acquired" and kinds[1:] in ([], ["lease_released"]), kinds
+        assert kinds[0] == "lease_acquired", kinds
+        assert kinds[1:] in ([], ["lease_released"]), kinds
     else:
         assert kinds[1] in ("lease_released", "lease_taken_over"), kinds
 

@@ -97,7 +97,8 @@ def _joined(parts: list[str], limit: int) -> str:
 
 def fsync_enabled() -> bool:
     """``ONWARD_FSYNC=1``: survive power loss too (fsync files, SQLite synchronous=FULL).
-    Off by default: a killed *process* loses nothing either way, and each fsync waits for the disk."""
+    Off by default: a killed *process* loses nothing either way, and each fsync waits for
+    the disk."""
     return settings().fsync
 
 
