@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from onward.model.owners import FIELD_OWNERS, Owner
 from onward.model.state import RunState
+from onward.serve.owners import FIELD_OWNERS, Owner
 from tests.security.conftest import TOKENS, VICTIM, auth, start
 from tests.test_serve import HITL_TOOLS, PAY_PLAN, payments, serve
 

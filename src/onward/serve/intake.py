@@ -16,7 +16,6 @@ from langgraph.types import Command
 
 from onward.client import Onward, deciding, views
 from onward.errors import NoTemplateError, StoreError, TokenError, UsageError, refuse_unknown
-from onward.model.owners import client_update, message_text
 from onward.observe.kinds import EventKind
 from onward.people import resume_tokens
 from onward.people.approvals import parse_answers
@@ -25,6 +24,7 @@ from onward.policies.confine import check_inputs
 from onward.serve.cards import tool_names
 from onward.serve.context import Serving
 from onward.serve.edits import fork_point
+from onward.serve.owners import client_update, message_text
 from onward.serve.requests import (
     a_string,
     check_configurable,

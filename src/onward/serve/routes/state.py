@@ -8,10 +8,10 @@ from fastapi import APIRouter, HTTPException
 
 from onward.errors import ForbiddenError, UsageError, refuse_unknown
 from onward.graph.schedule import GATE
-from onward.model.owners import client_update
 from onward.observe.kinds import EventKind
 from onward.serve.context import Ctx, Serving, Who
 from onward.serve.intake import checkpoint_in, known_checkpoint
+from onward.serve.owners import client_update
 from onward.serve.requests import MAX_PAGE, an_object, count, kind
 from onward.serve.strict import StrictRoute
 from onward.serve.views import as_json, at_checkpoint, state_at, thread_status, visible
@@ -45,7 +45,7 @@ def state_post_checkpoint(thread_id: str, body: dict[str, Any], ctx: Ctx, who: W
 @router.post("/threads/{thread_id}/state")
 def state_update(thread_id: str, body: dict[str, Any], ctx: Ctx, who: Who) -> Any:
     """A client's edit: only client-owned fields, validated like a plan revision
-    (:func:`onward.model.owners.client_update`); applied as the schedule node, so the run
+    (:func:`onward.serve.owners.client_update`); applied as the schedule node, so the run
     goes on from there (at a past checkpoint: a new branch of the thread)."""
     refuse_unknown(body, ("values", "as_node", "checkpoint_id", "checkpoint"), "state update")
     as_node = body.get("as_node")
