@@ -1,30 +1,5 @@
 """The Python API's former home, kept so ``from onward.api import ...`` goes on working:
-the code lives in :mod:`onward.client`."""
+the code lives in :mod:`onward.client`, and this module exports exactly its public names."""
 
-from onward.client import (
-    MIN_SUPERSTEPS,
-    RECURSION_LIMIT,
-    CancelReport,
-    Onward,
-    PruneReport,
-    RunView,
-    StepView,
-    SweepReport,
-    load_plan_file,
-    superstep_limit,
-    whoami,
-)
-
-__all__ = [
-    "MIN_SUPERSTEPS",
-    "RECURSION_LIMIT",
-    "CancelReport",
-    "Onward",
-    "PruneReport",
-    "RunView",
-    "StepView",
-    "SweepReport",
-    "load_plan_file",
-    "superstep_limit",
-    "whoami",
-]
+from onward.client import *  # noqa: F403
+from onward.client import __all__ as __all__
