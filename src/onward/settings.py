@@ -77,7 +77,7 @@ FAULT_POINTS = frozenset(
     {"after_effect", "after_record", "after_compensate", "after_compensation_record"}
     | {"before_verify", "inside_verify", "after_answers"}
 )
-"""Where ``ONWARD_FAULT_KILL`` can kill (see :mod:`onward.testing.faults`)."""
+"""Where ``ONWARD_FAULT_KILL`` can kill (see :mod:`onward.faults`)."""
 
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})

@@ -16,10 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from onward import faults
 from onward.effects.ledger import Effect, EffectStatus, Ledger
 from onward.observe.events import EventLog
 from onward.observe.kinds import EventKind
-from onward.testing import faults as diagnostics
 from onward.tools.registry import Registry
 
 
@@ -106,14 +106,14 @@ def compensate_run(
             continue
         if isinstance(result, BaseModel):
             result = result.model_dump(mode="json")
-        diagnostics.fault_point("after_compensate", effect.step_id)
+        faults.reach(faults.Fault.AFTER_COMPENSATE, effect.step_id)
         ledger.complete(ckey, result)
         events.record(
             thread_id,
             EventKind.COMPENSATED,
             {"step_id": effect.step_id, "tool": effect.tool, "key": effect.key},
         )
-        diagnostics.fault_point("after_compensation_record", effect.step_id)
+        faults.reach(faults.Fault.AFTER_COMPENSATION_RECORD, effect.step_id)
         out.append(_result(effect, CompensationStatus.DONE))
     return out
 

@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from onward import faults
 from onward.effects.ledger import EffectStatus, Ledger, effect_key
 from onward.errors import OutcomeUnknown, ToolError
 from onward.model.state import SideEffect
-from onward.testing import faults as diagnostics
 from onward.tools.output import json_output
 from onward.tools.registry import ToolContext, ToolSpec
 
@@ -95,9 +95,9 @@ def perform(
             # next attempt may call again without a reconcile probe.
             ledger.allow_retry(key)
         raise
-    diagnostics.fault_point("after_effect", ctx.step_id)
+    faults.reach(faults.Fault.AFTER_EFFECT, ctx.step_id)
     ledger.complete(key, result)
-    diagnostics.fault_point("after_record", ctx.step_id)
+    faults.reach(faults.Fault.AFTER_RECORD, ctx.step_id)
     return result, key
 
 
@@ -107,7 +107,7 @@ def _called(
     ctx: ToolContext,
     call: Callable[[ToolSpec, BaseModel, ToolContext], Any],
 ) -> Any:
-    diagnostics.journal("start", ctx.step_id, spec.name, ctx.attempt, ctx.thread_id)
+    faults.journal("start", ctx.step_id, spec.name, ctx.attempt, ctx.thread_id)
     output = call(spec, args, ctx)
-    diagnostics.journal("end", ctx.step_id, spec.name, ctx.attempt, ctx.thread_id)
+    faults.journal("end", ctx.step_id, spec.name, ctx.attempt, ctx.thread_id)
     return json_output(output, spec.name, acted=spec.side_effect is not SideEffect.PURE)

@@ -17,6 +17,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
 
+from onward import faults
 from onward.errors import AnswerError
 from onward.model.state import (
     PLAN_TARGET,
@@ -44,7 +45,6 @@ from onward.people.approvals import (
     parse_answers,
     resolved_args,
 )
-from onward.testing import faults as diagnostics
 
 Updates = RunUpdate
 """What approve and escalate return (their answer's updates)."""
@@ -146,7 +146,7 @@ def ask(
     merged = merge_updates([done[i] for i in range(len(tasks))])
     merged["wave"] = wave
     # Every answer applied, none of it committed yet: the worst moment for a kill.
-    diagnostics.fault_point("after_answers", target_of_task(tasks[0]))
+    faults.reach(faults.Fault.AFTER_ANSWERS, target_of_task(tasks[0]))
     return merged
 
 

@@ -27,6 +27,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
+from onward import faults
 from onward.effects.protocol import perform
 from onward.errors import (
     ArtifactError,
@@ -54,7 +55,6 @@ from onward.people.approvals import step_hash
 from onward.policies.retry import DEFAULT_RETRY
 from onward.store.artifacts import canonical_json
 from onward.store.breakers import BreakerPolicy
-from onward.testing import faults as diagnostics
 from onward.tools.registry import Previous, ToolContext, ToolSpec, load_tool_modules
 from onward.verification.failures import classify, settle, shelved
 
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 
 
 def _call(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:
-    diagnostics.fault_delay()
+    faults.tool_delay()
     return spec.call(args, ctx)
 
 

@@ -30,6 +30,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from onward import faults
 from onward.errors import AnswerError, JudgeUnavailable
 from onward.model import references
 from onward.model.state import (
@@ -60,7 +61,6 @@ from onward.observe.kinds import EventKind
 from onward.observe.progress import emit
 from onward.people.approvals import Answer, AnswerType
 from onward.policies.retry import DEFAULT_RETRY
-from onward.testing import faults as diagnostics
 from onward.tools.registry import load_tool_modules
 from onward.verification.checks import artifact_names, evaluate, with_args
 from onward.verification.failures import settle
@@ -159,10 +159,10 @@ def _verify_one(
         judge_goal=judge_goal(state, step),
     )
     usage = _NO_USAGE
-    diagnostics.fault_point("before_verify", step.id)
+    faults.reach(faults.Fault.BEFORE_VERIFY, step.id)
     output = deps.artifacts.get(produced.output)
     record = check_step(deps, task, produced, output)
-    diagnostics.fault_point("inside_verify", step.id)
+    faults.reach(faults.Fault.INSIDE_VERIFY, step.id)
     emit(
         EventKind.VERIFIED,
         step_id=step.id,

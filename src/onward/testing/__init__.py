@@ -1,5 +1,6 @@
-"""Test aids kept out of production modules: fault injection for crash tests
-(:mod:`onward.testing.faults`) and a clock the test moves (:class:`FakeTime`)."""
+"""Test aids kept out of production modules: arming the fault points of
+:mod:`onward.faults` for crash tests (:mod:`onward.testing.faults`) and a clock the test
+moves (:class:`FakeTime`)."""
 
 from onward.testing.clock import FakeTime
 
