@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from onward import Onward
+from onward.errors import DatabaseGone
 from onward.model.state import RunStatus
 from onward.store.database import Store
 from tests import zygote
@@ -219,3 +220,21 @@ def test_a_running_worker_whose_database_goes_for_good_exits_2(
     assert LOST in err, err
     assert "stopped waiting (ONWARD_PG_OUTAGE is 3 s)" in out + err, err
     assert "Traceback" not in err, err
+
+
+def test_a_drives_last_read_of_a_delta_channel_waits_out_the_database_like_every_read(
+    pg: Cluster, db: str, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI's flake of the test above: the worker read the finished run back (``Onward.get``)
+    as the server went away; the read of a delta channel's history (``counters``, the
+    checkpoint chain, the writes since) was not the store's, so a raw driver error and its
+    traceback ended the worker (exit 1) instead of a wait and exit 2."""
+    [tid] = submit(db, workdir, 1, pause=0.0)
+    monkeypatch.setenv("ONWARD_PG_OUTAGE", "1")
+    with Onward(db, model=None) as ow:
+        ow.drive(tid, wait=False)
+        latest = ow.store.saver.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ""}})
+        assert latest is not None
+        pg.stop("immediate")
+        with pytest.raises(DatabaseGone, match="stopped waiting"):
+            ow.store.saver.get_delta_channel_history(config=latest.config, channels=["messages"])

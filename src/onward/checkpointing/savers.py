@@ -751,6 +751,15 @@ def postgres_saver(
                 with self._cursor(pipeline=True):
                     pass
 
+        def get_delta_channel_history(
+            self, *, config: RunnableConfig, channels: Sequence[str]
+        ) -> Mapping[str, DeltaChannelHistory]:
+            """A read like the store's others: an outage is waited out (the reads run
+            again whole), driver errors come out as StoreErrors. (Not a method the store
+            maps: a lost connection here ended a worker with a traceback.)"""
+            parent = super().get_delta_channel_history
+            return pool.retry(lambda: parent(config=config, channels=channels))
+
         def put(
             self,
             config: RunnableConfig,
