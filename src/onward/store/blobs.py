@@ -16,17 +16,22 @@ between leaves only unused files). Reading a settled request, which would mean t
 checkpoints are gone, is an error that says so, never a request with parts missing. On
 Postgres the strings stay in the row and settling drops them there. A row with neither key
 (every store written before) reads as it always did.
+
+On SQLite a long request row is also deflated (:func:`deflate`; a plan's steps repeat
+their keys); Postgres compresses long values itself.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import shutil
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from onward.errors import StoreError
+from onward.errors import StoreCorruptError, StoreError
 from onward.store.artifacts import atomic_write
 from onward.store.encryption import Cipher
 
@@ -37,7 +42,33 @@ BLOBS, SETTLED = "blobs", "settled"
 """Keys of a request row: the long strings in files; the long strings dropped."""
 _SEALED = b"ONWARD-AESGCM1\n"
 
+DEFLATED = "z:"
+"""Prefix of a request row deflated by :func:`deflate` (then base85)."""
+DEFLATE_CHARS = 1024
+"""Shorter requests stay plain JSON (deflating them saves less than a page's slack)."""
+
 JsonPath = list[str | int]
+
+
+def deflate(text: str) -> str:
+    """A request's JSON as a SQLite row keeps it: deflated when long."""
+    if len(text) < DEFLATE_CHARS:
+        return text
+    return DEFLATED + base64.b85encode(zlib.compress(text.encode(), 6)).decode()
+
+
+def inflate(text: str, where: str) -> str:
+    """The JSON of a stored request row (deflated or not: JSON objects start with "{", so
+    no plain row is mistaken for a deflated one)."""
+    if not text.startswith(DEFLATED):
+        return text
+    try:
+        return zlib.decompress(base64.b85decode(text[len(DEFLATED) :])).decode()
+    except (ValueError, zlib.error) as exc:
+        raise StoreCorruptError(
+            f"a run's stored request cannot be read in {where}: its compressed "
+            f"bytes are damaged ({exc}); restore the store from a backup"
+        ) from exc
 
 
 def lift(value: Any, keep: Callable[[str], str]) -> tuple[Any, list[list[Any]]]:
