@@ -1,11 +1,16 @@
 """One model call: structured JSON out, usage and cost in, failures classified.
 
-``ChatOpenAI`` answers through OpenAI's structured output (``response_format`` with
-the JSON schema); other chat models (the scripted fake, local models) are asked for
-JSON in the prompt. Either way the answer is read as models really send it: the JSON
-alone, inside prose or a fenced block (the first object that fits the schema), or as
-a tool call's args. A refusal (OpenAI's ``refusal``, or plain "I can't help with that"
-and no JSON) is returned as one, with the model's words, not asked again blindly.
+Structured output goes through the provider's own mechanism when the chat model has one:
+LangChain's ``with_structured_output(schema, include_raw=True)`` (OpenAI's ``response_format``
+with the JSON schema for ``ChatOpenAI``; the provider's default for the others, tool
+calling or JSON mode). A model that has none (``with_structured_output`` raises
+``NotImplementedError``, as ``ScriptedChatModel`` does unless told otherwise) is asked for
+JSON in the prompt. Either way the raw answer is read here, as models really send it: the
+JSON alone, inside prose or a fenced block (the first object that fits the schema), or as
+a tool call's args, so an answer that does not fit goes back to the model like any
+other, and its usage and finish reason are the raw message's. A refusal (OpenAI's
+``refusal``, or plain "I can't help with that" and no JSON) is returned as one, with the
+model's words, not asked again blindly.
 
 Every attempt is a ``model_call`` event and is counted, failed ones too: its tokens
 come from the provider's usage, streamed or not (langchain-openai is asked for usage
@@ -37,7 +42,7 @@ from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.runnables import RunnableConfig, ensure_config
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langgraph.constants import TAG_NOSTREAM
 from pydantic import BaseModel, ValidationError
 
@@ -97,6 +102,8 @@ class _Call:
     attempt: int = 0
     cut_off: bool = False
     """An answer was cut off at max_tokens and asked again already."""
+    schema: type[BaseModel] | None = None
+    """Set when the model is asked through its structured output (``structured``)."""
 
     def count(self, usage: Usage) -> None:
         self.spent = add_usage(self.spent, usage)
@@ -120,22 +127,24 @@ def ask_json(
     raises a classified ToolError (with ``.usage``) when the model cannot be asked.
     ``model``: the run's; a model per role answers with the purpose's role's."""
     model = for_purpose(model, purpose)
-    prompt, kwargs = _request(model, messages, schema)
+    streaming = _streaming_usage(model)
+    native = structured(streaming, schema) is not None
     call = _Call(
         deps=deps,
-        model=_streaming_usage(model),
-        prompt=prompt,
-        kwargs=kwargs,
+        model=streaming,
+        prompt=list(messages) if native else _json_prompt(messages, schema),
+        kwargs={},
         purpose=purpose,
         thread_id=thread_id,
         step_id=step_id,
+        schema=schema if native else None,
     )
     tries = TRIES if client_retries(model) == 0 else 1
     while True:
         call.attempt += 1
         started = time.monotonic()
         try:
-            msg = call.model.invoke(call.prompt, config=_nostream(), **call.kwargs)
+            msg = _invoke(call)
         except Exception as exc:
             wait = _failed(call, exc, started, tries)
             if wait:
@@ -146,23 +155,47 @@ def ask_json(
             return answer
 
 
-def _request(
-    model: BaseChatModel, messages: list[BaseMessage], schema: type[BaseModel]
-) -> tuple[list[BaseMessage], dict[str, Any]]:
-    """The prompt and the invoke kwargs: OpenAI structured output on the wire (its raw
-    answer and usage are read here, so an answer that does not fit is sent back like any
-    other), or the schema in the prompt."""
-    if _is_openai(model):
-        response_format = {
-            "type": "json_schema",
-            "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
-        }
-        return list(messages), {"response_format": response_format}
+def structured(model: BaseChatModel, schema: type[BaseModel]) -> Runnable[Any, Any] | None:
+    """``model`` answering in ``schema`` through its provider's own mechanism
+    (``with_structured_output``, the raw message kept), or None when it has none. The
+    schema is given as JSON schema, so the answer is parsed here (an answer that does not
+    fit is sent back with its problems, never raised by the provider's client)."""
+    json_schema = schema.model_json_schema()
+    try:
+        if _is_openai(model):  # OpenAI's structured output: response_format json_schema
+            named = {"name": schema.__name__, "schema": json_schema}
+            return model.with_structured_output(named, method="json_schema", include_raw=True)
+        return model.with_structured_output(json_schema, include_raw=True)
+    except NotImplementedError:
+        return None
+
+
+def _json_prompt(messages: list[BaseMessage], schema: type[BaseModel]) -> list[BaseMessage]:
+    """The fallback for a model without structured output: the schema in the prompt."""
     ask = HumanMessage(
         "Answer with one JSON object matching this JSON schema, nothing else:\n"
         + json.dumps(schema.model_json_schema(), ensure_ascii=False)
     )
-    return [*messages, ask], {}
+    return [*messages, ask]
+
+
+def _invoke(call: _Call) -> BaseMessage:
+    """One attempt: the raw message, asked natively when ``call.schema`` is set (with a
+    larger ``max_tokens`` after a cut-off answer), else as plain chat."""
+    if call.schema is None:
+        return call.model.invoke(call.prompt, config=_nostream(), **call.kwargs)
+    model = call.model
+    if "max_tokens" in call.kwargs:
+        model = model.model_copy(update={"max_tokens": call.kwargs["max_tokens"]})
+    runnable = structured(model, call.schema)
+    assert runnable is not None  # it was structured when the call was made
+    out = runnable.invoke(call.prompt, config=_nostream())
+    raw = out.get("raw") if isinstance(out, dict) else out
+    if not isinstance(raw, BaseMessage):
+        raise DeterministicToolError(
+            f"model call failed: {model_name(model)}'s structured output returned no message"
+        )
+    return raw
 
 
 def _is_openai(model: BaseChatModel) -> bool:

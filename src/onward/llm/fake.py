@@ -56,6 +56,10 @@ class ScriptedChatModel(BaseChatModel):
     model_name: str = "scripted"
     tools_offered: list[list[str]] = Field(default_factory=list)
     """The names of the tools bound to each call, in order (``[]`` for a call without)."""
+    structured_output: bool = False
+    """Whether it has structured output (LangChain's ``with_structured_output``, through
+    tool calling: answer such a call with :func:`tool_calls`). False, the default: it has
+    none, so onward asks it for JSON in the prompt, as a model without such support."""
 
     @property
     def _llm_type(self) -> str:
@@ -74,6 +78,19 @@ class ScriptedChatModel(BaseChatModel):
         if tool_choice is not None:
             kwargs["tool_choice"] = tool_choice
         return self.bind(tools=schemas, **kwargs)
+
+    def with_structured_output(
+        self,
+        schema: dict[str, Any] | type,
+        *,
+        include_raw: bool = False,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, dict[str, Any] | BaseModel]:
+        """LangChain's structured output (through tool calling) when
+        :attr:`structured_output` is set; else ``NotImplementedError``, as a model without it."""
+        if not self.structured_output:
+            raise NotImplementedError("this ScriptedChatModel has no structured output")
+        return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
 
     def _generate(
         self,
