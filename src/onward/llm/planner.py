@@ -36,12 +36,14 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, Field, model_validator
 
+from onward.effects.ledger import EffectStatus, effect_key
 from onward.errors import ModelPlanningError as ModelPlanningError
 from onward.errors import PlanProblem, ToolError
 from onward.llm import context
-from onward.llm.calls import ask_json
+from onward.llm.calls import Answer, ask_json
 from onward.model import budget
 from onward.model.state import (
+    DecisionAction,
     Goal,
     Plan,
     PlanSource,
@@ -475,7 +477,11 @@ def expand_with_model(
         last.append(revision)
         return merged, problems
 
-    ask = _Ask("expand", "expansion", thread_id, state, milestone.id)
+    tries = sum(
+        1 for d in state.decisions if d.step_id == milestone.id and d.action is DecisionAction.RETRY
+    )
+    record = f"expand:v{state.plan.version}:try{tries}"
+    ask = _Ask("expand", "expansion", thread_id, state, milestone.id, record=record)
     r = _drafts(deps, model, messages, check, ask)
     if r.plan is not None:
         return Replanned(r.plan, last[-1], last[-1].summary(), r.usage)
@@ -588,6 +594,9 @@ class _Ask:
     thread_id: str
     state: RunState
     step_id: str | None = None
+    record: str | None = None
+    """Set for an expansion: each draft's answer is recorded in the effect ledger under
+    this and its index (:func:`_answer`), so a resumed run replays it, never asks again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -622,15 +631,7 @@ def _drafts(
         if spent is not None:
             return _Drafted(None, total, "budget", spent, n)
         try:
-            answer = ask_json(
-                deps,
-                model,
-                messages,
-                PlanDraft,
-                purpose=ask.purpose,
-                thread_id=ask.thread_id,
-                step_id=ask.step_id,
-            )
+            answer = _answer(deps, model, messages, ask, n)
         except ToolError as exc:
             total = add_usage(total, getattr(exc, "usage", None) or Usage())
             return _Drafted(None, total, "failed", str(exc), n + 1)
@@ -652,6 +653,72 @@ def _drafts(
         shown = problems if isinstance(problems, str) else "; ".join(map(str, problems))
         messages = [*messages, *_retry_message(messages, answer.raw, problems, ask.draft)]
     return _Drafted(None, total, "invalid", shown, TRIES)
+
+
+ANSWER = "planner.answer"
+"""The ledger's ``tool`` of a recorded draft (a milestone's expansion)."""
+
+
+def _answer(
+    deps: NodeDeps, model: BaseChatModel, messages: list[BaseMessage], ask: _Ask, n: int
+) -> Answer:
+    """Draft ``n``'s answer: asked (``ask_json``), or, for a recorded conversation,
+    replayed from the effect ledger when an execution killed before its checkpoint asked
+    it already (a model answers differently the second time). A draft killed while the
+    model answered is asked again under the same key."""
+    ledger = deps.ledger
+    if ask.record is None or ledger is None:
+        return _asked(deps, model, messages, ask)
+    step_id = ask.step_id or "plan"
+    key = effect_key(ask.thread_id, step_id, [ask.record, n])
+    existing = ledger.claim(
+        key,
+        thread_id=ask.thread_id,
+        step_id=step_id,
+        tool=ANSWER,
+        args={"conversation": ask.record, "draft": n},
+        compensable=False,
+    )
+    if existing is not None and existing.status is EffectStatus.COMPLETED:
+        return _replayed(existing.result)
+    if existing is not None:
+        ledger.again(key)
+    answer = _asked(deps, model, messages, ask)
+    parsed = answer.parsed.model_dump(mode="json") if answer.parsed is not None else None
+    record = {
+        "parsed": parsed,
+        "error": answer.error,
+        "usage": answer.usage.model_dump(mode="json"),
+        "raw": answer.raw,
+        "refusal": answer.refusal,
+    }
+    ledger.complete(key, record)
+    return answer
+
+
+def _asked(deps: NodeDeps, model: BaseChatModel, messages: list[BaseMessage], ask: _Ask) -> Answer:
+    return ask_json(
+        deps,
+        model,
+        messages,
+        PlanDraft,
+        purpose=ask.purpose,
+        thread_id=ask.thread_id,
+        step_id=ask.step_id,
+    )
+
+
+def _replayed(record: dict[str, Any]) -> Answer:
+    """A recorded answer; its usage counts now (the execution that asked it never reached
+    its checkpoint, so the run's usage does not hold it)."""
+    parsed = record.get("parsed")
+    return Answer(
+        parsed=PlanDraft.model_validate(parsed) if parsed is not None else None,
+        error=record.get("error"),
+        usage=Usage.model_validate(record.get("usage") or {}),
+        raw=record.get("raw") or "",
+        refusal=record.get("refusal"),
+    )
 
 
 def _merged_problems(

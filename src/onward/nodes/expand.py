@@ -8,17 +8,21 @@ help or refuses, or its drafts stay invalid) the milestone fails as ``non_conver
 is routed like any such failure: a person decides (``retry`` asks the model again, ``skip``
 skips it and what waits for it), or, with no one to ask, the run fails.
 
-Durable by checkpoint atomicity: the node's writes (the new plan, the decision, the
-usage, the message) are one commit. A kill after it: the resumed plan holds no milestone
-left to expand, so the model is never asked again. A kill before it (while the model
-answers): the node runs again from its first line and asks again, once per kill; no
-answer is kept outside the checkpoint, so none can be half-applied.
+Durable in two parts. The node's writes (the new plan, the decision, the usage, the
+message) are one commit: a kill after it leaves no milestone to expand, so the model is
+never asked again. Before it, each of the model's answers is recorded in the effect
+ledger as it arrives (like a tool-calling step's turns; :func:`onward.llm.planner._answer`,
+keyed by the milestone, the plan's version and the person's retries): a kill between the
+answer and the checkpoint resumes with the recorded answer, checked again the same way,
+and its usage counted then, so the model is asked once and the plan expanded once. A kill
+while the model answers asks again, under the same key.
 """
 
 from __future__ import annotations
 
 from langchain_core.messages import AIMessage
 
+from onward import faults
 from onward.llm.planner import Replanned, expand_with_model
 from onward.model.state import (
     Decision,
@@ -49,6 +53,7 @@ def expand(deps: NodeDeps, state: RunState, milestone: PlanStep, thread_id: str)
         r = Replanned(None, None, NO_MODEL, Usage())
     else:
         r = expand_with_model(deps, deps.model, state, milestone, thread_id)
+        faults.reach(faults.Fault.AFTER_RECORD, milestone.id)  # recorded, not checkpointed
     if r.plan is None or r.revision is None:
         return _not_expanded(state, milestone, r)
     revision = r.revision
