@@ -45,7 +45,13 @@ from onward.store.crons import Crons
 from onward.store.drivers import drive_ended
 from onward.store.encryption import KEY_CHECK, Cipher, check_key, open_text, seal_text
 from onward.store.leases import Fences, LeasePolicy, Leases, fenced
-from onward.store.migrations import RECORD_VERSION, SCHEMA_VERSION, Migration, pending
+from onward.store.migrations import (
+    RECORD_VERSION,
+    SCHEMA_VERSION,
+    Migration,
+    added_column,
+    pending,
+)
 from onward.store.runs import Threads
 from onward.store.sql import (
     Backend,
@@ -268,6 +274,10 @@ class Store:
         """Close what :meth:`_artifact_store` opened."""
         raise NotImplementedError
 
+    def _columns(self, db: Db, table: str) -> Collection[str]:
+        """The names of ``table``'s columns."""
+        raise NotImplementedError
+
     def _applies(self, db: Db, migration: Migration) -> bool:
         """Whether ``migration`` changes this store (every one, unless a backend says)."""
         return True
@@ -304,8 +314,16 @@ class Store:
             with db.transaction():
                 if self._applies(db, migration):
                     for statement in migration.statements(self.backend):
-                        db.execute(statement)
+                        self._migrate_statement(db, statement)
                 db.execute(RECORD_VERSION, (str(migration.number),))
+
+    def _migrate_statement(self, db: Db, statement: str) -> None:
+        """Run one migration statement; a column it adds that is already there is skipped
+        (an older release migrated without a transaction per version, so a store it left
+        half-way may have columns of a version it never recorded)."""
+        added = added_column(statement)
+        if added is None or added[1] not in self._columns(db, added[0]):
+            db.execute(statement)
 
     def _event_statements(
         self, thread_id: str, rows: Sequence[LogRow], refs: Sequence[tuple[str, str]]

@@ -11,7 +11,12 @@ release that wrote ``tests/golden/schema`` made.
 
 Rules for a change: append a migration with the next number; never edit one that has
 shipped (stores at or past it never run it again). Statements are plain DDL and DML run
-one at a time (SQLite's ``executescript`` would commit mid-transaction).
+one at a time (SQLite's ``executescript`` would commit mid-transaction), and each may run
+on a store that already has what it makes: tables and indexes ``IF NOT EXISTS``, data
+moves that skip what moved, and an ``ALTER TABLE … ADD COLUMN`` of a column that is
+there is skipped by the store (:func:`added_column`). Releases before numbered
+migrations did not migrate in one transaction per version, so a store one left half-way
+has parts of versions it never recorded.
 
 The checkpointer's own tables (LangGraph's ``checkpoints``, ``writes`` or
 ``checkpoint_blobs``…) are not here: LangGraph's savers create and migrate them, and the
@@ -25,6 +30,7 @@ without them skips these migrations when it is upgraded. Postgres applies every 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -376,6 +382,15 @@ def serve_statements(backend: Backend) -> tuple[str, ...]:
     """Every statement of the serve migrations, in order: the tables of ``onward serve``
     as a store at :data:`SCHEMA_VERSION` makes them when it first needs them."""
     return tuple(s for m in MIGRATIONS if m.serve for s in m.statements(backend))
+
+
+_ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
+
+
+def added_column(statement: str) -> tuple[str, str] | None:
+    """(table, column) when ``statement`` adds a column."""
+    found = _ADD_COLUMN.match(statement)
+    return (found[1], found[2]) if found else None
 
 
 RECORD_VERSION = (

@@ -129,6 +129,14 @@ class PostgresStore(Store):
     def _present_tables(self, db: Db) -> Collection[str]:
         return THREAD_TABLES
 
+    def _columns(self, db: Db, table: str) -> Collection[str]:
+        rows = db.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = ?",
+            (table,),
+        ).fetchall()
+        return {r[0] for r in rows}
+
     def connect(self) -> Db:
         """A :class:`PooledDb` on the process's pool (it borrows a connection per use)."""
         return PooledDb(self.pg_pool)

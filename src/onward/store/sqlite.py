@@ -122,6 +122,9 @@ class SqliteStore(Store):
         rows = db.execute("SELECT name FROM sqlite_schema WHERE type = 'table'").fetchall()
         return {r[0] for r in rows}
 
+    def _columns(self, db: Db, table: str) -> Collection[str]:
+        return {r[1] for r in db.execute(f"PRAGMA table_info({table})").fetchall()}
+
     def connect(self) -> Db:
         return Db.open(str(self.path), timeout=self._timeout)
 
