@@ -53,6 +53,9 @@ WINDOW = 16
 history page of ten fits)."""
 KEPT = 64
 """Checkpoints whose values a store keeps per process."""
+TEXT_BYTES = 48 * 1024 * 1024
+"""Bytes of checkpoints' encoded answers (:meth:`CheckpointValues.keep_text`) a store
+keeps per process: a history page of a 1,000-step thread is about 9 MB."""
 
 Key = tuple[str, str, str]
 """(thread id, checkpoint namespace, checkpoint id)."""
@@ -100,6 +103,8 @@ class CheckpointValues:
         """Channels two graphs declared differently: never rolled here."""
         self.reads = 0
         """Values rebuilt LangGraph's way (what a cold read costs; tests count it)."""
+        self._texts: OrderedDict[Key, bytes] = OrderedDict()
+        self._text_bytes = 0
 
     def learn(self, channels: Mapping[str, BaseChannel[Any, Any, Any]]) -> None:
         """The delta channels of a graph that uses the saver."""
@@ -132,24 +137,41 @@ class CheckpointValues:
             while len(self._values) > self._kept:
                 self._values.popitem(last=False)
 
+    def text(self, key: Key) -> bytes | None:
+        """A checkpoint's encoded answer kept by :meth:`keep_text`, if it still is."""
+        with self._lock:
+            found = self._texts.get(key)
+            if found is not None:
+                self._texts.move_to_end(key)
+            return found
+
+    def keep_text(self, key: Key, text: bytes) -> None:
+        """Keep what a reader made of a checkpoint's values (the server's JSON of them): it
+        changes when the values do, so it is dropped with them (:meth:`wrote`)."""
+        with self._lock:
+            if len(text) > TEXT_BYTES // 4:
+                return
+            old = self._texts.pop(key, None)
+            self._text_bytes += len(text) - (len(old) if old is not None else 0)
+            self._texts[key] = text
+            while self._text_bytes > TEXT_BYTES:
+                _, dropped = self._texts.popitem(last=False)
+                self._text_bytes -= len(dropped)
+
     def wrote(self, thread_id: str, checkpoint_id: str | None, *, itself: bool = False) -> None:
         """Rows were saved at ``checkpoint_id`` (``itself``: the checkpoint was): values of
         later checkpoints of the thread may have changed (ids order checkpoints in time)."""
+
+        def stale(k: Key) -> bool:
+            return k[0] == thread_id and (
+                checkpoint_id is None or k[2] > checkpoint_id or (itself and k[2] == checkpoint_id)
+            )
+
         with self._lock:
-            if not self._values:
-                return
-            stale = [
-                k
-                for k in self._values
-                if k[0] == thread_id
-                and (
-                    checkpoint_id is None
-                    or k[2] > checkpoint_id
-                    or (itself and k[2] == checkpoint_id)
-                )
-            ]
-            for k in stale:
+            for k in [k for k in self._values if stale(k)]:
                 del self._values[k]
+            for k in [k for k in self._texts if stale(k)]:
+                self._text_bytes -= len(self._texts.pop(k))
 
     def forget(self, thread_id: str) -> None:
         self.wrote(thread_id, None)

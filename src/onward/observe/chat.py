@@ -24,6 +24,7 @@ from onward.model import references
 from onward.model.state import (
     InnerCall,
     PlanStep,
+    PlanSteps,
     RunFailure,
     RunFailureKind,
     RunState,
@@ -228,6 +229,17 @@ def step_messages(state: RunState, ids: Sequence[str]) -> Iterator[AnyMessage]:
     """The tool-call pair of each step in ``ids`` that is settled (at most
     :data:`MAX_STEP_MESSAGES`, then one message counting the rest)."""
     index = state.plan.index()
+    for part in _step_parts(state, ids):
+        if isinstance(part, str):
+            yield from step_pair(state, index, part)
+        else:
+            yield part
+
+
+def _step_parts(state: RunState, ids: Sequence[str]) -> Iterator[str | AnyMessage]:
+    """The settled steps among ``ids`` (each its id, standing for :func:`step_pair`), at
+    most :data:`MAX_STEP_MESSAGES`, then one message counting the rest."""
+    index = state.plan.index()
     statuses = state.steps.statuses
     settled = [sid for sid in ids if sid in index.position and statuses.get(sid) in _SETTLED]
     for shown, sid in enumerate(settled):
@@ -237,24 +249,32 @@ def step_messages(state: RunState, ids: Sequence[str]) -> Iterator[AnyMessage]:
                 id=f"onward-steps-more-{sid}",
             )
             return
-        step = index[index.position[sid]]
-        rec = state.record(sid)
-        st = statuses[sid]
-        yield from inner_messages(sid, rec.calls)
-        call_id = f"call-{sid}"
-        yield AIMessage(
+        yield sid
+
+
+def step_pair(state: RunState, index: PlanSteps, sid: str) -> list[AnyMessage]:
+    """A settled step's messages: its inner tool calls, then its own call and result
+    (``index``: the plan's index, ``state.plan.index()``)."""
+    step = index[index.position[sid]]
+    rec = state.record(sid)
+    st = state.steps.statuses[sid]
+    call_id = f"call-{sid}"
+    text = _outcome(rec.output.summary if rec.output else "", rec, st) or st.value
+    return [
+        *inner_messages(sid, rec.calls),
+        AIMessage(
             step.description or "",
             id=f"onward-step-{sid}",
             tool_calls=[{"name": step.tool, "args": step.args, "id": call_id, "type": "tool_call"}],
-        )
-        text = _outcome(rec.output.summary if rec.output else "", rec, st) or st.value
-        yield ToolMessage(
+        ),
+        ToolMessage(
             text,
             tool_call_id=call_id,
             name=step.tool,
             id=f"onward-result-{sid}",
             status="success" if st is StepStatus.DONE else "error",
-        )
+        ),
+    ]
 
 
 def inner_messages(sid: str, calls: Sequence[InnerCall]) -> Iterator[AnyMessage]:
@@ -279,15 +299,27 @@ def inner_messages(sid: str, calls: Sequence[InnerCall]) -> Iterator[AnyMessage]
 def conversation(state: RunState) -> list[AnyMessage]:
     """The thread's messages as a chat: each goal's steps as tool calls before its report,
     the steps of the goal still running at the end."""
+    index = state.plan.index()
     out: list[AnyMessage] = []
+    for part in conversation_parts(state):
+        if isinstance(part, str):
+            out.extend(step_pair(state, index, part))
+        else:
+            out.append(part)
+    return out
+
+
+def conversation_parts(state: RunState) -> Iterator[str | AnyMessage]:
+    """:func:`conversation` with each settled step's messages left as the step's id (a
+    reader that keeps the messages of a step it has seen makes them once:
+    onward.serve.encoded)."""
     covered: set[str] = set()
     for m in state.messages:
         ids = m.additional_kwargs.get(REPORT_KEY) if isinstance(m, AIMessage) else None
         if ids:
-            out.extend(step_messages(state, ids))
+            yield from _step_parts(state, ids)
             covered.update(ids)
-        out.append(m)
+        yield m
     if state.plan.steps:
         rest = [s for s in state.plan.index().ids if s not in covered]
-        out.extend(step_messages(state, rest))
-    return out
+        yield from _step_parts(state, rest)

@@ -163,6 +163,11 @@ def checkpoint_of(config: Any) -> dict[str, Any] | None:
 
 
 def thread_state(snap: StateSnapshot) -> dict[str, Any]:
+    return {"values": chat_values(snap.values), **state_fields(snap)}
+
+
+def state_fields(snap: StateSnapshot) -> dict[str, Any]:
+    """A state snapshot's fields but its values, in the wire's order (values first)."""
     checkpoint = checkpoint_of(snap.config)
     parent = checkpoint_of(snap.parent_config)
     tasks = [
@@ -179,7 +184,6 @@ def thread_state(snap: StateSnapshot) -> dict[str, Any]:
         for t in snap.tasks
     ]
     return {
-        "values": chat_values(snap.values),
         "next": list(snap.next),
         "tasks": tasks,
         "metadata": jsonable(snap.metadata) if snap.metadata else {},

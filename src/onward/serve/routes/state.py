@@ -14,8 +14,13 @@ from onward.serve.intake import checkpoint_in, known_checkpoint
 from onward.serve.owners import client_update
 from onward.serve.requests import MAX_PAGE, an_object, count, kind
 from onward.serve.strict import StrictRoute
-from onward.serve.views import as_json, at_checkpoint, state_at, thread_status, visible
-from onward.serve.wire import thread_state
+from onward.serve.views import (
+    at_checkpoint,
+    history_answer,
+    state_answer,
+    thread_status,
+    visible,
+)
 
 router = APIRouter(route_class=StrictRoute)
 
@@ -24,14 +29,14 @@ router = APIRouter(route_class=StrictRoute)
 def state_get(thread_id: str, ctx: Ctx, who: Who) -> Any:
     with ctx.clients.use() as ow:
         visible(ow, thread_id, who, ctx.tokens)
-        return as_json(state_at(ow, thread_id, None))
+        return state_answer(ow, thread_id, None)
 
 
 @router.get("/threads/{thread_id}/state/{checkpoint_id}")
 def state_get_at(thread_id: str, checkpoint_id: str, ctx: Ctx, who: Who) -> Any:
     with ctx.clients.use() as ow:
         visible(ow, thread_id, who, ctx.tokens)
-        return as_json(state_at(ow, thread_id, checkpoint_id))
+        return state_answer(ow, thread_id, checkpoint_id)
 
 
 @router.post("/threads/{thread_id}/state/checkpoint")
@@ -39,7 +44,7 @@ def state_post_checkpoint(thread_id: str, body: dict[str, Any], ctx: Ctx, who: W
     checkpoint_id = checkpoint_in(body)
     with ctx.clients.use() as ow:
         visible(ow, thread_id, who, ctx.tokens)
-        return as_json(state_at(ow, thread_id, checkpoint_id))
+        return state_answer(ow, thread_id, checkpoint_id)
 
 
 @router.post("/threads/{thread_id}/state")
@@ -113,4 +118,4 @@ def history(ctx: Serving, thread_id: str, body: dict[str, Any], who: str) -> Any
             before=before_config,  # type: ignore[arg-type]
             filter=metadata,
         )
-        return as_json([thread_state(s) for s in snaps])
+        return history_answer(ow, snaps)
