@@ -34,6 +34,7 @@ end a worker without one (the CLI's exit code says which).
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
@@ -45,6 +46,7 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 
 from onward.client import Onward
+from onward.client.views import RunView
 from onward.errors import (
     DatabaseGone,
     DatabaseUnavailable,
@@ -127,6 +129,10 @@ class Worker:
         self._clients: list[Onward] = []
         self._lock = threading.Lock()
         self._busy = 0
+        self._polled_at = -math.inf
+        """When a slot last looked at the queue and found nothing (monotonic seconds)."""
+        self._idle = threading.Event()
+        """Set when ``exit_when_idle`` found nothing left to do: every slot ends."""
 
     def drain(self) -> None:
         """Stop: slots finish their current superstep, requeue their run and exit."""
@@ -184,7 +190,10 @@ class Worker:
                 ow.deps.draining.set()
         owner = new_owner()
         hold = ow.store.leases.policy.ttl.total_seconds()
-        while not self._stop.is_set():
+        waiting = False  # this slot found the queue empty last time
+        while not (self._stop.is_set() or self._idle.is_set()):
+            if waiting and self._someone_polled():
+                continue
             with self._lock:
                 self._busy += 1
             try:
@@ -193,11 +202,14 @@ class Worker:
                 raise
             except DatabaseUnavailable:  # a claim's commit lost: the statements wait
                 thread_id = None
+            waiting = thread_id is None
             if thread_id is None:
                 with self._lock:
                     self._busy -= 1
                     idle = self._busy == 0
+                    self._polled_at = time.monotonic()
                 if self.policy.exit_when_idle and idle and not ow.store.pending_work():
+                    self._idle.set()
                     return
                 self._stop.wait(self.policy.poll.total_seconds())
                 continue
@@ -207,6 +219,21 @@ class Worker:
                 with self._lock:
                     self._busy -= 1
 
+    def _someone_polled(self) -> bool:
+        """An idle slot's turn to look at the queue: not while another slot looked less than
+        a poll ago (then wait until its look is a poll old, plus a little jitter, and say
+        so). Idle slots take turns: one look per ``poll`` for the worker, not one per
+        slot (at ``--concurrency 64`` and ``--poll 0.05`` the idle slots' claims, each a
+        transaction and an orphan query, had cost more than the runs' own steps). A slot
+        whose drive just ended looks at once."""
+        poll = self.policy.poll.total_seconds()
+        with self._lock:
+            due = self._polled_at + poll - time.monotonic()
+        if due <= 0:
+            return False
+        self._stop.wait(due + random.uniform(0, poll / 4))
+        return True
+
     @staticmethod
     def _claim(ow: Onward, owner: str, hold: float) -> str | None:
         thread_id = ow.store.claim(owner, hold)
@@ -214,7 +241,7 @@ class Worker:
             thread_id = ow.store.claim(owner, hold)
         return thread_id
 
-    def _drive_through_outages(self, ow: Onward, thread_id: str) -> None:
+    def _drive_through_outages(self, ow: Onward, thread_id: str) -> RunView:
         """Sweep the run's deadlines, then drive it; again (from its last saved step) after
         a drive that lost the database, once the server answers. The store's statements
         wait for it themselves, up to ``ONWARD_PG_OUTAGE`` (then DatabaseGone ends this)."""
@@ -223,8 +250,7 @@ class Worker:
             try:
                 # Deadlines of this run's questions first (reminders, expiry defaults).
                 ow.sweep(thread_ids=[thread_id], continue_runs=False)
-                ow.drive(thread_id, wait=False)
-                return
+                return ow.drive(thread_id, wait=False)
             except DatabaseGone:
                 raise
             except DatabaseUnavailable:
@@ -239,7 +265,8 @@ class Worker:
         store = ow.store
         outcome = "requeued"
         try:
-            self._drive_through_outages(ow, thread_id)
+            # Where the drive stopped, as it ended (not a second load of the run).
+            view = self._drive_through_outages(ow, thread_id)
         except DatabaseGone:
             raise
         except RunBusyError as busy:
@@ -256,7 +283,6 @@ class Worker:
                 self.report.errors.append((thread_id, str(exc)))
             self._done(thread_id, "error")
             return
-        view = ow.get(thread_id)
         now = time.time()
         if view.status.finished:
             # Finished even if a drain came in as the last superstep ended: not requeued.
