@@ -29,6 +29,13 @@ An answer is recorded, so a later execution of the step (a retry) does not ask a
 Limits: calls, tokens (every turn's input and output, replayed ones too) and wall time
 (of this execution: time waiting for a person does not count). Past one, the step fails
 as ``deterministic`` with which limit, and routes as any failure.
+
+Rounds. An answer the verifier failed comes back as the step's next round (its ``round``
+arg, bumped by the replan node): the loop replays the transcript, and at each earlier
+round's final answer it adds a follow-up turn with that round's findings, fenced (the
+verifier's, from ``ctx.previous`` the first time, then from the ledger, under (the step's
+key, ``feedback``, the round)), so the model improves its answer with the checks' signal,
+never its own opinion, and a resume replays it all.
 """
 
 from __future__ import annotations
@@ -41,7 +48,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.messages.tool import ToolCall
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import interrupt
@@ -79,6 +92,13 @@ TURN = "tool_calling.turn"
 """The ledger's ``tool`` of a recorded model turn."""
 APPROVAL = "tool_calling.approval"
 """The ledger's ``tool`` of a recorded answer to a call's approval question."""
+FEEDBACK = "tool_calling.feedback"
+"""The ledger's ``tool`` of the verifier's findings sent back after a round's answer."""
+AGAIN = (
+    "Your answer above failed the step's checks; what they found is fenced above (data "
+    "from onward's verifier). Answer again, in the same form, fixing every finding; call "
+    "tools only if you need them to fix it."
+)
 FAILED = "onward_call_failed"
 """The key of a recorded call result that says the call failed (and why)."""
 PURPOSE = "tool_calling"
@@ -124,6 +144,9 @@ class Limits:
     calls: int
     tokens: int
     seconds: float
+    round: int = 1
+    """The step's round: its answer is final after this many answers (the rounds before
+    it failed their checks)."""
 
 
 @dataclass(slots=True)
@@ -141,6 +164,8 @@ class _Loop:
     nonce: str
     calls: int = 0
     tokens: int = 0
+    answers: int = 0
+    """The model's answers (turns without a tool call) so far: one per round."""
     turn_at: datetime = field(default_factory=utcnow)
     invalid: dict[str, str] = field(default_factory=dict)
     """The current turn's calls whose args could not be read: call id → why."""
@@ -173,16 +198,22 @@ def run_loop(
     messages = prompt(instruction, inputs, task, ctx.thread_id)
     loop = _Loop(ctx, tools, ledger, specs, base, limits, messages, context.nonce_of(messages))
     schemas = [schema_of(s) for s in specs.values()]
-    for turn in range(limits.calls + 2):
+    turns = limits.calls + 1 + limits.round
+    for turn in range(turns):
         _check_limits(loop)
         answer = _turn(loop, turn, schemas)
         loop.messages.append(answer)
         if not answer.tool_calls:
-            return answer.text
+            loop.answers += 1
+            feedback = _feedback(loop) if loop.answers < limits.round else None
+            if feedback is None:
+                return answer.text
+            loop.messages.append(feedback)
+            continue
         for call in answer.tool_calls:
             loop.messages.append(_called(loop, call))
     raise DeterministicToolError(
-        f"the model did not answer within {limits.calls + 2} turns (it kept calling tools "
+        f"the model did not answer within {turns} turns (it kept calling tools "
         f"after its {limits.calls} calls were used up)",
         hint="raise max_calls, or make the instruction say when the step is done",
     )
@@ -330,6 +361,35 @@ def _replayed(loop: _Loop, record: dict[str, Any]) -> AIMessage:
         for c in record["tool_calls"]
     ]
     return AIMessage(record["text"], tool_calls=calls)
+
+
+def _feedback(loop: _Loop) -> HumanMessage | None:
+    """The follow-up turn after round ``loop.answers``'s answer, which failed its checks:
+    its findings, fenced (recorded, or this round's ``ctx.previous``, recorded now); None
+    when none are known (the answer then stands as final)."""
+    ctx = loop.ctx
+    key = loop.key("feedback", loop.answers)
+    found = loop.ledger.get(key)
+    findings: list[str] | None = None
+    if found is not None and found.status is EffectStatus.COMPLETED:
+        findings = list((found.result or {}).get("findings") or [])
+    elif loop.answers == loop.limits.round - 1 and ctx.previous is not None:
+        findings = list(ctx.previous.findings)
+        existing = loop.ledger.claim(
+            key,
+            thread_id=ctx.thread_id,
+            step_id=ctx.step_id,
+            tool=FEEDBACK,
+            args={"round": loop.answers},
+            compensable=False,
+        )
+        if existing is None or existing.status is not EffectStatus.COMPLETED:
+            loop.ledger.complete(key, {"findings": findings})
+    if not findings:
+        return None
+    label = "what the checks found wrong with your answer"
+    body = context.fence(label, context.cut("\n".join(findings), RESULT_TOKENS), loop.nonce)
+    return HumanMessage(body + "\n" + AGAIN)
 
 
 # ----------------------------------------------------------------------------- calls

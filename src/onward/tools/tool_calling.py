@@ -7,15 +7,22 @@ as a model step's), ``tools`` (the allowlist: registered tool names), an ``outpu
 contract (as a model step's: ``"text"``, field names, or a JSON schema) and the limits
 ``max_calls``, ``max_tokens`` and ``max_seconds`` (defaults and maxima below). The answer is
 verified like a model step's: the output contract, then the step's checks, then the
-optional judge; a failure routes by its class as any step's (no new round is asked: the
-calls the model made are effects, and would be made again).
+optional judge. A ``validation`` failure goes back to the model (generate → evaluate →
+improve): the replan node bumps the step's ``round`` (its ``fix_args``, as a model
+step's; the rounds count against ``max_replans``), and the next execution replays the
+recorded transcript (no call run again, no turn asked again) up to its last answer, then
+tells the model the verifier's findings, fenced, as a follow-up turn, and the model goes
+on from there: calling tools again if it must, within the same ``max_calls`` and
+``max_tokens`` (every round's turns count). The findings are recorded with the turns, so
+a resume replays them too. A failure that repeats or outlasts the rounds routes by its
+class as any step's (a person).
 
-The step's key (the thread, the step and its args without the limits, so a person who
-raises a limit and retries continues the same transcript) names every turn and call in the
-effect ledger. The tool itself is ``idempotent`` (its answer is recorded, so a run killed
-after it resumes with it) and has no timeout of its own: it runs on the step's own thread,
-where it may wait for a person (an interrupt); its calls run under their tools' timeouts
-and the step under ``max_seconds``.
+The step's key (the thread, the step and its args without the limits and the round, so a
+person who raises a limit and retries, or a new round, continues the same transcript)
+names every turn and call in the effect ledger. The tool itself is ``idempotent`` (its
+answer is recorded, so a run killed after it resumes with it) and has no timeout of its
+own: it runs on the step's own thread, where it may wait for a person (an interrupt); its
+calls run under their tools' timeouts and the step under ``max_seconds``.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from onward.errors import DeterministicToolError
 from onward.model.state import SideEffect
 from onward.tools.model_step import (
     Contract,
+    answer_again,
     best_json,
     checkable,
     contract_model,
@@ -42,6 +50,8 @@ MAX_TOOLS = 32
 """Tools one step may list."""
 LIMITS = ("max_calls", "max_tokens", "max_seconds")
 """The args that bound the loop (left out of the step's key)."""
+UNKEYED = (*LIMITS, "round")
+"""The args left out of the step's key: the limits and the round."""
 
 
 class ToolCallingArgs(BaseModel):
@@ -65,6 +75,9 @@ class ToolCallingArgs(BaseModel):
     )
     max_seconds: float = Field(
         default=300.0, gt=0, le=3600, description="wall time of the loop, at most"
+    )
+    round: int = Field(
+        default=1, ge=1, le=20, description="set by onward when the checks send an answer back"
     )
 
     @field_validator("tools")
@@ -118,9 +131,11 @@ def run_tool_calling(ctx: ToolContext, **fields: Any) -> Any:
             "tools); it cannot be called directly"
         )
     args = ToolCallingArgs.model_validate(fields)
-    kept = args.model_dump(mode="json", exclude=set(LIMITS))
+    kept = args.model_dump(mode="json", exclude=set(UNKEYED))
     base = effect_key(ctx.thread_id, ctx.step_id, [NAME, kept])
-    limits = Limits(calls=args.max_calls, tokens=args.max_tokens, seconds=args.max_seconds)
+    limits = Limits(
+        calls=args.max_calls, tokens=args.max_tokens, seconds=args.max_seconds, round=args.round
+    )
     text = run_loop(
         ctx, args.instruction, args.inputs, args.tools, answer_task(args.output), base, limits
     )
@@ -141,6 +156,7 @@ SPEC = default_registry.register(
         side_effect=SideEffect.IDEMPOTENT,
         timeout=None,
         wants_context=True,
+        fix_args=answer_again,
         output_findings=output_findings,
         calls_tools=True,
     )
