@@ -10,6 +10,7 @@ import ormsgpack
 import pytest
 
 from onward import Onward, Plan, PlanStep, RunStatus
+from onward.checkpointing.lazy import pack, unpack
 from onward.model.state import (
     FailureClass,
     Goal,
@@ -36,7 +37,7 @@ def test_settled_records_stay_encoded_until_read() -> None:
     assert recs.decoded() == 1  # peeking decoded nothing
     assert recs["a"] == done
     assert recs.decoded() == 2
-    again = StepRecords.unpacked(recs.packed(), ormsgpack.unpackb)
+    again = unpack(StepRecords, pack(recs), ormsgpack.unpackb)
     assert again.peek("a", "attempts") == 2
     assert again.decoded() == 0
     assert dict(again) == {"a": done, "b": running}
@@ -77,8 +78,8 @@ def test_report_from_statuses_lists_what_decoding_every_step_listed() -> None:
     records["s14"] = record("s14", StepStatus.SKIPPED)  # skipped without a note: not listed
     plan = Plan(steps=[PlanStep(id=sid, tool="noop", args={"value": 1}) for sid in ids])
     fresh = RunState(goal=Goal(objective="o"), plan=plan, steps=records)
-    packed = fresh.steps.packed()  # as loaded from a checkpoint: every record a slot
-    loaded = fresh.model_copy(update={"steps": StepRecords.unpacked(packed, ormsgpack.unpackb)})
+    packed = pack(fresh.steps)  # as loaded from a checkpoint: every record a slot
+    loaded = fresh.model_copy(update={"steps": unpack(StepRecords, packed, ormsgpack.unpackb)})
     once = {sid: r.model_copy(update={"attempts": 1}) for sid, r in records.items()}
     once["s13"] = record("s13", StepStatus.SKIPPED, note="not needed")  # these never ran
     once["s14"] = record("s14", StepStatus.SKIPPED)
@@ -154,7 +155,7 @@ def test_where_finds_items_by_a_field_decoding_only_the_candidates() -> None:
     # The bytes of `tool: find_anomalies` in another step's args: a candidate, not a match.
     steps[40] = PlanStep(id="s40", tool="noop", args={"tool": "find_anomalies"})
     decode = CountingDecoder()
-    loaded = PlanSteps.unpacked(PlanSteps(steps).packed(), decode)
+    loaded = unpack(PlanSteps, pack(PlanSteps(steps)), decode)
     assert loaded.where("tool", "find_anomalies", "render_report") == [17, 250]
     assert decode.calls == 3  # the two matches and the look-alike, of 300
     assert loaded.where("tool", "no_such_tool") == []
@@ -177,7 +178,7 @@ def test_the_final_chat_report_of_a_long_chain_peeks_no_step_of_other_tools() ->
     n = MAX_STEP_ROWS * 10
     steps = [PlanStep(id=f"s{i}", tool="noop", args={"value": i}) for i in range(n)]
     decode = CountingDecoder()
-    plan = Plan(steps=PlanSteps.unpacked(PlanSteps(steps).packed(), decode))
+    plan = Plan(steps=unpack(PlanSteps, pack(PlanSteps(steps)), decode))
     records = StepRecords({s.id: record(s.id, StepStatus.DONE, attempts=1) for s in steps})
     state = RunState(goal=Goal(objective="o"), plan=plan, steps=records)
     report = markdown_report(state, RunStatus.DONE, None, lambda ref: None)
@@ -225,7 +226,7 @@ def test_a_large_collection_is_stored_in_chunks_and_a_read_inflates_only_its_chu
     type_, blob = serde.dumps_typed({"steps": recs})
     # Its body in deflated chunks: the blob is not deflated again (a load would inflate it).
     assert type_ == "msgpack"
-    body = StepRecords.unpacked(recs.packed(), ormsgpack.unpackb)._items.body
+    body = unpack(StepRecords, pack(recs), ormsgpack.unpackb)._items.body
     assert isinstance(body, ChunkedBody)
     assert len(body) > 4 * CHUNK_BYTES
     assert len(body.starts) > 5
@@ -248,7 +249,7 @@ def test_a_small_collection_is_one_body_and_its_blob_is_deflated() -> None:
     from onward.checkpointing.serde import checkpoint_serde
 
     recs = _long_records(50)
-    assert isinstance(recs.packed()[1], bytes)
+    assert isinstance(pack(recs)[1], bytes)
     assert checkpoint_serde(None).dumps_typed({"steps": recs})[0] == COMPRESSED
 
 
@@ -259,7 +260,7 @@ def test_where_searches_a_chunked_body() -> None:
     steps = [PlanStep(id=f"s{i}", tool="noop", args={"value": "x" * 80}) for i in range(3000)]
     steps[2900] = PlanStep(id="s2900", tool="render_report")
     decode = CountingDecoder()
-    loaded = PlanSteps.unpacked(PlanSteps(steps).packed(), decode)
+    loaded = unpack(PlanSteps, pack(PlanSteps(steps)), decode)
     assert isinstance(loaded._items.body, ChunkedBody)
     assert loaded.where("tool", "render_report") == [2900]
     assert decode.calls == 1
@@ -270,21 +271,21 @@ def test_a_damaged_chunk_is_a_store_error_when_it_is_read() -> None:
     from onward.checkpointing.format import ChunkedBody
     from onward.errors import StoreCorruptError
 
-    ids, (starts, chunks), offsets, *summary = _long_records(10_000).packed()
+    ids, (starts, chunks), offsets, *summary = pack(_long_records(10_000))
     chunks = list(chunks)
     chunks[1] = chunks[1][:10] + bytes(len(chunks[1]) - 10)  # zeros after its header
-    loaded = StepRecords.unpacked([ids, [starts, chunks], offsets, *summary], ormsgpack.unpackb)
+    loaded = unpack(StepRecords, [ids, [starts, chunks], offsets, *summary], ormsgpack.unpackb)
     assert isinstance(loaded._items.body, ChunkedBody)
     assert loaded["s0"].status is StepStatus.DONE  # chunk 0 is intact
     with pytest.raises(StoreCorruptError, match="restore the store from a backup"):
         dict(loaded)
     with pytest.raises(ValueError, match="differ in number"):
-        StepRecords.unpacked([ids, [starts, chunks[:-1]], offsets, *summary], ormsgpack.unpackb)
+        unpack(StepRecords, [ids, [starts, chunks[:-1]], offsets, *summary], ormsgpack.unpackb)
     # Chunks in each other's places: the last, short one inflates short of the first's
     # slot; the first inflates past the last's and is cut one byte past it. Both refused.
-    whole = _long_records(10_000).packed()[1][1]
+    whole = pack(_long_records(10_000))[1][1]
     swapped = [whole[-1], *whole[1:-1], whole[0]]
-    bad = StepRecords.unpacked([ids, [starts, swapped], offsets, *summary], ormsgpack.unpackb)
+    bad = unpack(StepRecords, [ids, [starts, swapped], offsets, *summary], ormsgpack.unpackb)
     for sid in ("s0", "s9999"):
         with pytest.raises(StoreCorruptError, match="wrong length"):
             bad[sid]

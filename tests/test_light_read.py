@@ -337,7 +337,7 @@ def test_the_readers_copies_of_the_format_are_the_serializers() -> None:
     from langgraph.channels import DeltaChannel
     from langgraph.checkpoint.serde import jsonplus
 
-    from onward.checkpointing import serde
+    from onward.checkpointing import serde, tags
     from onward.model.state import RunState
 
     for name in (
@@ -349,9 +349,11 @@ def test_the_readers_copies_of_the_format_are_the_serializers() -> None:
         "EXT_DELTA_SNAPSHOT",
     ):
         assert getattr(checkpoint, name) == getattr(jsonplus, name), name
-    allowed = {(t.__module__, t.__name__) for t in serde.checkpoint_types()}
+    stored = set(tags.stored_names())  # every name the write path writes or once wrote
+    assert {tags.tag_of(name) for name in stored} == set(tags.TAGS)
+    assert set(serde.checkpoint_types()) == {tags.resolve(tag) for tag in tags.TAGS}
     onwards = {key for key in latest._types() if key not in checkpoint.STDLIB}
-    assert onwards | {("onward.model.state", "RunState")} == allowed
+    assert onwards | {("onward.model.state", "RunState"), ("onward.state", "RunState")} == stored
     hints = get_type_hints(RunState, include_extras=True)
     deltas = {
         name: meta

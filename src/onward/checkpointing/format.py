@@ -103,6 +103,39 @@ EXT_LAZY = 64
 """msgpack extension code of onward's lazy collections (LangGraph's own codes are 0-7)."""
 
 
+def stored_name(data: bytes) -> tuple[str, str] | None:
+    """The (module, name) a LangGraph extension's payload starts with, read without
+    decoding the rest (its fields may name types only known once it is known whose they
+    are); None when it does not start with two strings."""
+    try:
+        at = _ARRAY_HEADER.get(data[0] & 0xF0 if data[0] < 0xA0 else data[0])
+        if at is None:
+            return None
+        module, at = _string(data, at)
+        name, _ = _string(data, at)
+    except (IndexError, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
+    return module, name
+
+
+_ARRAY_HEADER = {0x90: 1, 0xDC: 3, 0xDD: 5}
+"""msgpack array headers (fixarray, array 16, array 32) → how many bytes they take."""
+
+
+def _string(data: bytes, at: int) -> tuple[str, int]:
+    """The msgpack string at ``at`` and where it ends (``ValueError``: not a string)."""
+    first = data[at]
+    if 0xA0 <= first <= 0xBF:
+        size, at = first & 0x1F, at + 1
+    elif first == 0xD9:
+        size, at = data[at + 1], at + 2
+    elif first == 0xDA:
+        size, at = int.from_bytes(data[at + 1 : at + 3]), at + 3
+    else:
+        raise ValueError("not a string")
+    return data[at : at + size].decode(), at + size
+
+
 CHUNK_BYTES = 64 * 1024
 """A body this large is stored in chunks of about this size, cut between items (deflate's
 window is 32 KB, so chunks this size compress about as well as one stream)."""

@@ -1,11 +1,14 @@
-"""How checkpoints are (de)serialized: LangGraph's msgpack, with onward's lazy collections.
+"""How checkpoints are (de)serialized: LangGraph's msgpack, with onward's type tags and
+lazy collections.
 
 The format is LangGraph's (``JsonPlusSerializer`` with onward's types on its strict
-allowlist) except for the collections that grow with a run: step records, artifact refs
-and a plan's steps are written as one msgpack extension each (code ``EXT_LAZY``: ids,
-one body of encoded items with their offsets, statuses; see :mod:`onward.model.lazy`), so a
-load creates no object per item and decodes an item only when it is read. Checkpoints
-written before this read as they did; checkpoints written now need this serializer.
+allowlist) with two differences. An onward value names its type by its tag
+(checkpointing/tags.py), not by the module its class lives in, and is read back through
+the tag registry, as are the names older stores wrote. And the collections that grow with
+a run (step records, artifact refs, a plan's steps) are written as one msgpack extension
+each (code ``EXT_LAZY``, checkpointing/lazy.py), so a load creates no object per item and
+decodes an item only when it is read. Checkpoints written before this read as they did;
+checkpoints written now need this serializer.
 
 A large blob is also decoded once per process: answering a question loads the thread
 three times (to find the question, to start the drive, and LangGraph's own load). The
@@ -18,11 +21,9 @@ are immutable.
 
 from __future__ import annotations
 
-import importlib
-import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from enum import Enum
 from typing import Any
@@ -30,18 +31,21 @@ from typing import Any
 import ormsgpack
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import (
+    EXT_CONSTRUCTOR_KW_ARGS,
     EXT_CONSTRUCTOR_POS_ARGS,
+    EXT_CONSTRUCTOR_SINGLE_ARG,
     EXT_DELTA_SNAPSHOT,
     EXT_METHOD_SINGLE_ARG,
     EXT_PYDANTIC_V2,
     JsonPlusSerializer,
 )
-from langgraph.types import Send
+from langgraph.types import Interrupt, Send
 from pydantic import BaseModel
 
 from onward._compat.langgraph_checkpoint import MSGPACK_OPTIONS as _OPTION
 from onward._compat.langgraph_checkpoint import DeltaSnapshot as _DeltaSnapshot
 from onward._compat.langgraph_checkpoint import msgpack_default as _msgpack_default
+from onward.checkpointing import lazy, tags
 from onward.checkpointing.format import (
     CHUNKED,
     COMPRESS_MIN_BYTES,
@@ -50,19 +54,11 @@ from onward.checkpointing.format import (
     ZDICTS,
     deflate,
     inflate,
+    stored_name,
 )
 from onward.errors import StoreCorruptError
-from onward.model.lazy import Decode
-from onward.model.state import (
-    CHECKPOINT_TYPES,
-    ArtifactRefs,
-    Plan,
-    PlanSource,
-    PlanSteps,
-    StepRecords,
-)
+from onward.model.state import Plan, PlanSteps
 from onward.store.encryption import Cipher
-from onward.verification import checks
 
 ExtHook = Callable[[int, bytes], Any]
 
@@ -74,37 +70,9 @@ CACHE_MAX_BYTES = 16 * 1024 * 1024
 recently read go first."""
 
 
-MOVED_MODULES: Mapping[str, str] = {
-    "onward" + ".state": "onward.model.state",
-    "onward" + ".checks": "onward.verification.checks",
-    "onward" + ".policy": "onward.policies.run",
-    "onward" + ".retry": "onward.policies.retry",
-}
-"""Where the modules named in checkpoints written before the package moved into folders
-(2026-12) live now. Their names stay importable as aliases and on the allowlist, so old
-stores load (tests/golden/v1 and v2 resume). The names are split so a search for the old
-import paths finds no code that uses them."""
-
-
-def legacy_names() -> tuple[tuple[str, str], ...]:
-    """(old module, class) for every checkpoint type whose module moved; makes the old
-    module names resolve to the new modules."""
-    for old, new in MOVED_MODULES.items():
-        sys.modules.setdefault(old, importlib.import_module(new))
-    moved = {new: old for old, new in MOVED_MODULES.items()}
-    return tuple(
-        (moved[t.__module__], t.__name__) for t in checkpoint_types() if t.__module__ in moved
-    )
-
-
 def checkpoint_types() -> tuple[type[Any], ...]:
-    """onward types that go into checkpoints (LangGraph's strict msgpack allowlist)."""
-    check_types = tuple(
-        t
-        for t in vars(checks).values()
-        if isinstance(t, type) and issubclass(t, checks._Check) and t.__module__ == checks.__name__
-    )
-    return CHECKPOINT_TYPES + check_types
+    """onward types that go into checkpoints: the classes of the tag registry."""
+    return tuple(tags.tags_by_class())
 
 
 CORE_MESSAGES = (
@@ -130,18 +98,42 @@ def core_message_allowlist() -> set[tuple[str, ...]]:
 def checkpoint_serde(cipher: Cipher | None) -> JsonPlusSerializer | EncryptedSerializer:
     """The serializer of a store's checkpoints (encrypted when the store has a key)."""
     plain = OnwardSerializer(allowed_msgpack_modules=None).with_msgpack_allowlist(
-        (*checkpoint_types(), *legacy_names())
+        (*checkpoint_types(), *tags.stored_names())
     )
     return plain if cipher is None else EncryptedSerializer(cipher, plain)
 
 
 class OnwardSerializer(JsonPlusSerializer):
-    """``JsonPlusSerializer`` that decodes a large blob once (see the module docstring).
-    LangGraph clones it (``copy.copy``) to widen the allowlist; clones share the cache."""
+    """``JsonPlusSerializer`` that reads onward's tags and decodes a large blob once (see
+    the module docstring). LangGraph clones it (``copy.copy``) to widen the allowlist;
+    clones share the cache and keep their own allowlist of tagged types."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._cache = _DecodeCache()
+        allowed = kwargs.get("allowed_msgpack_modules")
+        self._allowed: frozenset[tuple[str, ...]] | None = (
+            None if allowed is True else _allow_keys(allowed or ())
+        )
+        """What the allowlist holds (None: everything), as LangGraph keys its own."""
+
+    def with_msgpack_allowlist(
+        self, extra_allowlist: Iterable[tuple[str, ...] | type]
+    ) -> JsonPlusSerializer:
+        extra = tuple(extra_allowlist)
+        clone = super().with_msgpack_allowlist(extra)
+        if isinstance(clone, OnwardSerializer) and clone is not self and self._allowed is not None:
+            clone._allowed = self._allowed | _allow_keys(extra)
+        return clone
+
+    def allows(self, stored: tags.Tag, tag: tags.Tag) -> bool:
+        """Whether the allowlist lets a value stored as ``stored`` (its ``tag``) be built:
+        the stored name, the tag or the class's own (module, name) is on it."""
+        allowed = self._allowed
+        if allowed is None or stored in allowed or tag in allowed:
+            return True
+        cls = tags.resolve(tag)
+        return (cls.__module__, cls.__name__) in allowed
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         if obj is None or isinstance(obj, bytes | bytearray):
@@ -202,23 +194,26 @@ class OnwardSerializer(JsonPlusSerializer):
         if made is not None and made[0] is base:
             return made[1]  # type: ignore[no-any-return]
 
-        def decode_item(blob: bytes) -> Any:
-            return ormsgpack.unpackb(blob, ext_hook=base, option=ormsgpack.OPT_NON_STR_KEYS)
+        def inner(blob: bytes) -> Any:
+            return ormsgpack.unpackb(blob, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
 
         def hook(code: int, data: bytes) -> Any:
             if code == EXT_LAZY:
                 try:
                     kind, packed = ormsgpack.unpackb(data)
-                    if kind not in _LAZY_KINDS:
-                        raise ValueError(f"an onward collection of unknown kind {kind!r}")
-                    return _LAZY_KINDS[kind](packed, decode_item)
+                    return lazy.unpack_kind(kind, packed, inner)
                 except (ValueError, TypeError, ormsgpack.MsgpackDecodeError) as exc:
                     _FAILED.reason = str(exc) or type(exc).__name__
                     raise
             if code == EXT_DELTA_SNAPSHOT:
-                return _DeltaSnapshot(
-                    ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
-                )
+                return _DeltaSnapshot(inner(data))
+            if code in _NAMED:
+                stored = stored_name(data)
+                tag = None if stored is None else tags.tag_of(stored)
+                if tag is not None and stored is not None:
+                    return _build(code, inner(data), self.allows(stored, tag), tag)
+                if stored in _LANGGRAPH_TYPES:
+                    return _LANGGRAPH_TYPES[stored](inner(data)[2])
             return base(code, data)
 
         self._made_hooks = (base, hook)
@@ -228,19 +223,58 @@ class OnwardSerializer(JsonPlusSerializer):
 _FAILED = threading.local()
 """Why the lazy-collection hook failed in this thread (ormsgpack hides the hook's error)."""
 
+_NAMED = frozenset(
+    {EXT_CONSTRUCTOR_SINGLE_ARG, EXT_CONSTRUCTOR_POS_ARGS, EXT_CONSTRUCTOR_KW_ARGS, EXT_PYDANTIC_V2}
+)
+"""The extensions that name a type (module, name, ...): onward's are read by tag here."""
 
-def _plan(packed: list[Any], decode: Decode) -> Plan:
-    version, source, steps = packed
-    return Plan(version=version, source=PlanSource(source), steps=PlanSteps.unpacked(steps, decode))
+
+def _send(args: list[Any]) -> Send:
+    return Send(*args[:2]) if len(args) == 2 else Send(args[0], args[1], timeout=args[2])
 
 
-_LAZY_KINDS: dict[str, Callable[[list[Any], Decode], Any]] = {
-    "steps": StepRecords.unpacked,
-    "artifacts": ArtifactRefs.unpacked,
-    "plan": _plan,
+_LANGGRAPH_TYPES: dict[tuple[str, str], Callable[[Any], Any]] = {
+    ("langgraph.types", "Send"): _send,
+    ("langgraph.types", "Interrupt"): lambda kwargs: Interrupt(**kwargs),
 }
-_LAZY_NAMES: dict[type, str] = {StepRecords: "steps", ArtifactRefs: "artifacts"}
-"""The mappings stored as they are (a plan is stored as its fields and its steps)."""
+"""LangGraph's own types that carry onward values (a task's payload, a question): read here
+so that what they carry is read by tag too (LangGraph's hook reads its own nested values)."""
+
+
+def _allow_keys(entries: Iterable[Any]) -> frozenset[tuple[str, ...]]:
+    """Allowlist entries (classes or name tuples) as LangGraph keys them."""
+    return frozenset(
+        (e.__module__, e.__name__) if isinstance(e, type) else tuple(e) for e in entries
+    )
+
+
+def _build(code: int, tup: Any, allowed: bool, tag: tags.Tag) -> Any:
+    """An onward value read by its tag, built as LangGraph builds one (a blocked type or
+    one that no longer validates: its fields, as LangGraph gives them)."""
+    if not allowed:
+        return tup[2]
+    cls = tags.resolve(tag)
+    try:
+        if code == EXT_CONSTRUCTOR_SINGLE_ARG:
+            return cls(tup[2])
+        if code == EXT_CONSTRUCTOR_POS_ARGS:
+            return cls(*tup[2])
+        return cls(**tup[2])
+    except Exception:
+        if code == EXT_PYDANTIC_V2:
+            return cls.model_construct(**tup[2])
+        return tup[2]
+
+
+def encode_fields(fields: Any) -> bytes:
+    """A value as msgpack bytes, onward's types by tag (a lazy collection's item)."""
+    encoded: bytes = ormsgpack.packb(fields, default=_default, option=_OPTION)
+    return encoded
+
+
+def decode_own(blob: bytes) -> Any:
+    """Bytes :func:`encode_fields` made in this process, decoded (every onward type)."""
+    return _OWN.loads_typed(("msgpack", blob))
 
 
 def _default(obj: Any) -> Any:
@@ -268,9 +302,9 @@ def _encoder(kind: type[Any]) -> Callable[[Any], Any]:
             table[model] = _encoded_frozen if model.model_config.get("frozen") else _encoded_model
         # These before the allowlist's encodings (a plan is an allowed model too).
         table[Send] = _encoded_send
-        table[Plan] = _encoded_plan
-        for lazy in _LAZY_NAMES:
-            table[lazy] = _encoded_lazy
+        table[Plan] = lazy.encoded_plan
+        for collection in lazy.NAMES:
+            table[collection] = lazy.encoded_lazy
         table[_DeltaSnapshot] = _encoded_delta
         _ENCODERS.update(table)
     return _ENCODERS.get(kind, _msgpack_default)
@@ -279,17 +313,6 @@ def _encoder(kind: type[Any]) -> Callable[[Any], Any]:
 def _encoded_delta(obj: Any) -> Any:
     return ormsgpack.Ext(
         EXT_DELTA_SNAPSHOT, ormsgpack.packb(obj.value, default=_default, option=_OPTION)
-    )
-
-
-def _encoded_lazy(obj: Any) -> Any:
-    return ormsgpack.Ext(EXT_LAZY, ormsgpack.packb([_LAZY_NAMES[type(obj)], obj.packed()]))
-
-
-def _encoded_plan(obj: Plan) -> Any:
-    steps = PlanSteps.of(obj.steps).packed()
-    return ormsgpack.Ext(
-        EXT_LAZY, ormsgpack.packb(["plan", [obj.version, obj.source.value, steps]])
     )
 
 
@@ -324,9 +347,14 @@ def _encoded_datetime(obj: datetime) -> Any:
 
 
 def _encoded_enum(obj: Enum) -> Any:
+    """LangGraph's encoding of an enum member (module, class, value), with its tag."""
     hit = _ENUMS.get(id(obj))
     if hit is None:
-        hit = _ENUMS[id(obj)] = (obj, _msgpack_default(obj))
+        tag = tags.tags_by_class()[type(obj)]
+        encoded = ormsgpack.Ext(
+            EXT_CONSTRUCTOR_SINGLE_ARG, ormsgpack.packb((*tag, obj.value), option=_OPTION)
+        )
+        hit = _ENUMS[id(obj)] = (obj, encoded)
     return hit[1]
 
 
@@ -342,7 +370,8 @@ def _allowed(base: type[Any]) -> frozenset[type[Any]]:
 
 
 def _encoded_model(obj: BaseModel) -> Any:
-    """LangGraph's encoding of a model (module, class, fields), with two differences.
+    """LangGraph's encoding of a model (module, class, fields), with its tag for module and
+    class, and two differences.
     Fields at their defaults are left out: LangGraph decodes a model with
     ``cls(**fields)``, which fills them in (most of a step record's and a task's fields
     are at their defaults; they were a fifth of every checkpoint). And a field's value is
@@ -368,14 +397,14 @@ def _encoded_model(obj: BaseModel) -> Any:
     return ormsgpack.Ext(
         EXT_PYDANTIC_V2,
         ormsgpack.packb(
-            (cls.__module__, cls.__name__, fields, "model_validate_json"),
+            (*tags.tags_by_class()[cls], fields, "model_validate_json"),
             default=_default,
             option=_OPTION,
         ),
     )
 
 
-_LAZY_TYPES: frozenset[type[Any]] = frozenset({Plan, PlanSteps, *_LAZY_NAMES})
+_LAZY_TYPES: frozenset[type[Any]] = frozenset({Plan, PlanSteps, *lazy.NAMES})
 """Values kept as plain dicts and lists inside a model, as ``model_dump`` makes them:
 LangGraph decodes a model's fields with its own hook, which knows no onward collection."""
 _REQUIRED = object()
@@ -463,3 +492,7 @@ class _DecodeCache:
             while self._size > CACHE_MAX_BYTES:
                 _, (_, dropped) = self._entries.popitem(last=False)
                 self._size -= dropped
+
+
+_OWN = checkpoint_serde(None)
+"""The serializer :func:`decode_own` reads this process's own bytes with."""

@@ -1,20 +1,21 @@
-"""Collections that grow with a run and decode each item from a checkpoint when it is read.
+"""Collections that grow with a run and decode each item only when it is read.
 
 A run of 10,000 steps holds 10,000 step records, plan steps and artifact refs. Rebuilding
 and validating every one of them when a thread is loaded made a load cost O(steps)
 (about a second at 10,000 on a slow machine) while a resume reads a handful. So a
-checkpoint holds a collection as its ids, one body of encoded items with their offsets,
-and the little every step needs without decoding (for step records: each one's status
-and the total of attempts). Loading it creates no object per item; an item is decoded
-(through the store's msgpack allowlist, then validated into its model) the first time it
-is read, and stays decoded.
+collection can hold its items encoded: one body of bytes with each item's offsets, and
+the little every step needs without decoding (for step records: each one's status and
+the total of attempts). Loading one creates no object per item; an item is decoded (then
+validated into its model) the first time it is read, and stays decoded.
 
 The collections are immutable: merging writes returns a new one that shares the items.
 
-A large body (a long run's snapshot of its step records or plan) is stored as chunks
-deflated one by one (:class:`ChunkedBody`): a load inflates only the chunks of the items it
-reads, where one deflated checkpoint blob had to be inflated whole (at 10,000 steps a
-4.6 MB snapshot: ~12 ms of every resume).
+How items are encoded and stored is storage's business, not the model's: an
+:class:`ItemCodec` (onward.checkpointing.lazy installs the checkpoint format's with
+:func:`use_codec`) encodes and decodes one item; :meth:`LazyMap.packed` gives the items'
+bytes and offsets, which storage stores as it likes, and :meth:`LazyMap.unpacked` takes
+them back as a body to slice (``bytes`` or anything sliced and searched like it). With a
+codec installed, an item written settled (a finished step's record) is kept encoded too.
 """
 
 from __future__ import annotations
@@ -22,35 +23,50 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from functools import cache, cached_property
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
+from functools import cached_property
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, overload
 
-import ormsgpack
 from pydantic import BaseModel, GetCoreSchemaHandler
 from pydantic_core import core_schema
 
-from onward.checkpointing.format import ChunkedBody, stored_items, storing_items
-
 T = TypeVar("T")
 Decode = Callable[[bytes], Any]
-"""Bytes of one item → the item (the store's serializer, with its allowlist)."""
-
-if TYPE_CHECKING:
-    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+"""Bytes of one item → the item's fields (the store's decoder, with its allowlist)."""
 
 
-@cache
-def _encoder() -> JsonPlusSerializer:
-    """LangGraph's serializer, imported when an item is first encoded or re-read from its
-    own bytes: reading a checkpoint's collections needs no LangGraph (onward status)."""
-    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+class ItemCodec(Protocol):
+    """How the items of a lazy collection are encoded (installed by storage)."""
 
-    return JsonPlusSerializer()
+    def encode(self, fields: Mapping[str, Any]) -> bytes:
+        """One item's fields as bytes."""
+
+    def decode(self, blob: bytes) -> Any:
+        """Bytes this process encoded (an item kept encoded) back to the item's fields."""
+
+    def needle(self, field: str, value: Any) -> bytes:
+        """The bytes an encoded item holds for ``field`` set to ``value``."""
+
+
+class _Codec:
+    installed: ItemCodec | None = None
+
+
+def use_codec(codec: ItemCodec) -> None:
+    """Encode items with ``codec`` from now on (storage calls this once, when imported)."""
+    _Codec.installed = codec
+
+
+def codec() -> ItemCodec:
+    """The installed codec (a collection is packed or loaded only by storage)."""
+    found = _Codec.installed
+    if found is None:
+        raise RuntimeError("no item codec: import onward.checkpointing.lazy first")
+    return found
 
 
 def pack_item(item: BaseModel, dump: Mapping[str, Any]) -> bytes:
-    """One item's fields (``model_dump(**dump)``) in LangGraph's msgpack format."""
-    return _encoder().dumps_typed(item.model_dump(**dump))[1]
+    """One item's fields (``model_dump(**dump)``) encoded by the installed codec."""
+    return codec().encode(item.model_dump(**dump))
 
 
 def _no_decoder(_: bytes) -> Any:
@@ -65,9 +81,7 @@ class _Items(Generic[T]):
 
     __slots__ = ("body", "decode", "kind", "offsets")
 
-    def __init__(
-        self, kind: Any, decode: Decode, body: bytes | ChunkedBody = b"", offsets: bytes = b""
-    ) -> None:
+    def __init__(self, kind: Any, decode: Decode, body: Any = b"", offsets: bytes = b"") -> None:
         self.kind = kind
         self.decode = decode
         self.body = body
@@ -85,27 +99,29 @@ class _Items(Generic[T]):
         """An encoded item's fields: a slot's through the store's decoder; an item this
         process encoded itself (``bytes``, see :meth:`LazyMap._settled`) as it was packed."""
         if type(value) is bytes:
-            return _encoder().loads_typed(("msgpack", value))
+            return codec().decode(value)
         return self.decode(self.raw(value))
 
     def raw(self, value: Any) -> bytes:
         """An item's encoded bytes (a slot's, its own, or a decoded item encoded again)."""
         if type(value) is int:
-            return self.body[self.offsets[value] : self.offsets[value + 1]]
+            part: bytes = self.body[self.offsets[value] : self.offsets[value + 1]]
+            return part
         if type(value) is bytes:
             return value
         return pack_item(value, self.kind.dump)
 
 
-def _pack(items: _Items[Any], values: Iterable[Any]) -> tuple[Any, bytes]:
-    """``(body, offsets)`` of these items, as a checkpoint stores them."""
+def _pack(items: _Items[Any], values: Iterable[Any]) -> tuple[bytes, array[int]]:
+    """``(body, offsets)`` of these items: their bytes one after another, and where each
+    ends (the first offset 0)."""
     parts = [items.raw(v) for v in values]
     offsets = array("Q", [0])
     end = 0
     for part in parts:
         end += len(part)
         offsets.append(end)
-    return storing_items(b"".join(parts), offsets)
+    return b"".join(parts), offsets
 
 
 def wrapper_schema(cls: Any, plain: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
@@ -149,7 +165,7 @@ class LazyMap(Mapping[str, T]):
         self._note(key, value)  # before the write: a summary may need the old item
         # A settled item is kept encoded (its checkpoint bytes, a twentieth of the
         # object's memory): a long run holds thousands that are rarely read again.
-        settle = pack and self._settled(value)
+        settle = pack and _Codec.installed is not None and self._settled(value)
         self._values[key] = pack_item(value, self.dump) if settle else value
 
     @classmethod
@@ -277,7 +293,8 @@ class LazyMap(Mapping[str, T]):
     # -- checkpoint form -------------------------------------------------------
 
     def packed(self) -> list[Any]:
-        """``[ids, body, offsets, *summary]``: what a checkpoint holds."""
+        """``[ids, body, offsets, *summary]``: the items' bytes, where each ends
+        (``array("Q")``) and the summary, for storage to store."""
         return [list(self._values), *_pack(self._items, self._values.values()), *self._summary()]
 
     def _summary(self) -> list[Any]:
@@ -285,10 +302,12 @@ class LazyMap(Mapping[str, T]):
 
     @classmethod
     def unpacked(cls, packed: list[Any], decode: Decode) -> Any:
+        """A collection of :meth:`packed`'s items (``body``: bytes or sliced like them;
+        ``offsets``: bytes of an ``array("Q")``), each decoded by ``decode`` when read."""
         ids, body, offsets, *summary = packed
         new = object.__new__(cls)
         new._fold = None
-        new._items = _Items(cls, decode, *stored_items(body, offsets))
+        new._items = _Items(cls, decode, body, offsets)
         if len(new._items.offsets) != len(ids) + 1:
             raise ValueError("a packed collection whose ids and items differ in number")
         new._values = dict(zip(ids, range(len(ids)), strict=True))
@@ -421,9 +440,9 @@ class LazyList(Sequence[T]):
         items, store, wanted = self._items, self._items_list, set(values)
         if not spec.is_required() and spec.get_default(call_default_factory=True) in wanted:
             return [i for i in range(len(store)) if self.peek(i, field) in wanted]
-        key, slots = ormsgpack.packb(field), set()
-        for value in wanted:
-            needle, at = key + ormsgpack.packb(value), -1
+        slots: set[int] = set()
+        for value in wanted if len(items.body) else ():  # no encoded items: none to search
+            needle, at = codec().needle(field, value), -1
             while (at := items.body.find(needle, at + 1)) >= 0:
                 slots.add(bisect_right(items.offsets, at) - 1)
         return [
@@ -482,7 +501,7 @@ class LazyList(Sequence[T]):
     def unpacked(cls, packed: list[Any], decode: Decode) -> Any:
         ids, body, offsets = packed
         new = object.__new__(cls)
-        new._items = _Items(cls, decode, *stored_items(body, offsets))
+        new._items = _Items(cls, decode, body, offsets)
         if len(new._items.offsets) != len(ids) + 1:
             raise ValueError("a packed list whose ids and items differ in number")
         new._items_list = list(range(len(ids)))

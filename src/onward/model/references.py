@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from onward.verification.checks import _MISSING, lookup
+from onward.model.checks import _MISSING, lookup
 
 _REF = re.compile(r"^\$\{([A-Za-z_][\w-]*)((?:\.[^.\[\]]+|\[-?\d+\])*)\}$")
 

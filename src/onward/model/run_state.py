@@ -4,11 +4,8 @@ its channels (``DeltaChannel``), its chat messages, and the reducer that merges 
 Apart from :mod:`onward.model.state` so that the records, enums and plan can be imported
 without LangChain and LangGraph (``onward status`` and ``onward inbox`` read a run that
 way: onward.observe.latest). ``onward.model.state`` still exports these names, loaded on
-first use. The classes keep ``onward.model.state`` as their module: checkpoints name a
-value's class by module, and stores written before the split name that one.
-
-No ``from __future__ import annotations`` here: the annotations are evaluated where they
-are written, not in the module the classes name.
+first use. Checkpoints name RunState by its tag (onward.checkpointing.tags), not by this
+module.
 """
 
 from collections.abc import Mapping, Sequence
@@ -21,7 +18,6 @@ from langgraph.graph.message import add_messages
 from pydantic import BaseModel, Field
 
 from onward.model.state import (
-    LIGHT_TYPES,
     SCHEMA_VERSION,
     SNAPSHOT_EVERY,
     Approval,
@@ -96,8 +92,6 @@ class RunUpdate(TypedDict, total=False):
 
 class RunState(BaseModel):
     """The graph state. Small fields are plain channels; growing ones are deltas."""
-
-    __module__ = "onward.model.state"  # how checkpoints name it (see the module docstring)
 
     schema_version: int = SCHEMA_VERSION
     messages: Annotated[list[AnyMessage], DeltaChannel(append_messages, list)] = Field(
@@ -180,7 +174,3 @@ class RunState(BaseModel):
         """The plan's steps that are not done or skipped, in plan order."""
         index = self.plan.index()
         return [index[i] for i in self.open_positions()]
-
-
-CHECKPOINT_TYPES: tuple[type[Any], ...] = (*LIGHT_TYPES, RunState)
-"""onward types that go into checkpoints: registered with LangGraph's msgpack allowlist."""

@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from onward.errors import IllegalTransitionError as IllegalTransitionError
+from onward.model.checks import Check
 from onward.model.clock import utcnow as utcnow
 from onward.model.lazy import LazyList, LazyMap
 from onward.policies.retry import RetryPolicy
-from onward.policies.run import Deadline, ExpiryAction, RunPolicy
-from onward.verification.checks import Check
+from onward.policies.run import Deadline, RunPolicy
 
 if TYPE_CHECKING:
-    from onward.model.run_state import CHECKPOINT_TYPES as CHECKPOINT_TYPES
     from onward.model.run_state import RunState as RunState
     from onward.model.run_state import RunUpdate as RunUpdate
     from onward.model.run_state import append_messages as append_messages
@@ -690,45 +689,7 @@ def migrate(values: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-LIGHT_TYPES: tuple[type[Any], ...] = (
-    StepStatus,
-    RunStatus,
-    FailureClass,
-    SideEffect,
-    PlanSource,
-    RunFailureKind,
-    Goal,
-    PlanStep,
-    PlanSteps,
-    Plan,
-    ArtifactRef,
-    StepRecords,
-    ArtifactRefs,
-    StepFailure,
-    InnerCall,
-    StepRecord,
-    RunFailure,
-    Budget,
-    ExecuteTask,
-    Waiting,
-    DecisionAction,
-    Decision,
-    WaitKind,
-    Approval,
-    PlanEdit,
-    ApproveTask,
-    AskBatch,
-    NoteTask,
-    Usage,
-    RunPolicy,
-    RetryPolicy,
-    Deadline,
-    ExpiryAction,
-)
-"""onward's types in checkpoints except :class:`RunState` (see :data:`CHECKPOINT_TYPES`):
-what the LangGraph-free read path (onward.observe.latest) may decode."""
-
-_GRAPH_STATE = frozenset({"CHECKPOINT_TYPES", "RunState", "RunUpdate", "append_messages"})
+_GRAPH_STATE = frozenset({"RunState", "RunUpdate", "append_messages"})
 """Names that live in :mod:`onward.model.run_state` (LangChain and LangGraph declare them)."""
 
 

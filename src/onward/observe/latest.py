@@ -30,16 +30,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from onward.checkpointing import tags
+from onward.checkpointing.lazy import unpack_kind
 from onward.model.state import (
-    LIGHT_TYPES,
     SCHEMA_VERSION,
     ArtifactRefs,
     Budget,
     Decision,
     Goal,
     Plan,
-    PlanSource,
-    PlanSteps,
     RunFailure,
     RunStatus,
     StepRecords,
@@ -68,7 +67,6 @@ from onward.observe.kinds import EventKind
 from onward.observe.view import RunView, run_view, waiting_status
 from onward.people.inbox import PendingDecision
 from onward.store.tables import RunEntry, Tables
-from onward.verification import checks
 
 DELTA_DEFAULTS: Mapping[str, Callable[[], Any]] = {
     "messages": list,
@@ -167,34 +165,17 @@ FIELD_TYPES: Mapping[str, type | tuple[type, ...]] = {
 
 
 def _types() -> dict[tuple[str, str], Callable[..., Any]]:
-    """onward's checkpoint types but RunState (as serde.checkpoint_types()), and the
-    standard ones."""
+    """onward's checkpoint types but RunState, by every name a store gives them (their
+    tags and legacy names), and the standard ones."""
     found: dict[tuple[str, str], Callable[..., Any]] = dict(STDLIB)
-    found.update({(t.__module__, t.__name__): t for t in LIGHT_TYPES})
-    for t in vars(checks).values():  # as serde.checkpoint_types()
-        if isinstance(t, type) and issubclass(t, checks._Check) and t.__module__ == checks.__name__:
-            found[(t.__module__, t.__name__)] = t
+    found.update(tags.classes(light=True))
     return found
-
-
-def _lazy(kind: str, packed: Any, item: Callable[[bytes], Any]) -> Any:
-    """onward's lazy collections (serde._LAZY_KINDS), their items decoded when read."""
-    if kind == "steps":
-        return StepRecords.unpacked(packed, item)
-    if kind == "artifacts":
-        return ArtifactRefs.unpacked(packed, item)
-    if kind == "plan":
-        version, source, steps = packed
-        return Plan(
-            version=version, source=PlanSource(source), steps=PlanSteps.unpacked(steps, item)
-        )
-    raise ValueError(f"an onward collection of unknown kind {kind!r}")
 
 
 def latest(tables: Tables, thread_id: str) -> Snapshot:
     """The thread's latest values and open questions, as ``graph.get_state`` gives them."""
     db = tables.db
-    decoder = Decoder(tables.cipher, _types(), _lazy)
+    decoder = Decoder(tables.cipher, _types(), unpack_kind)
     stored = latest_checkpoint(decoder, db, thread_id)
     if stored.v < 1:
         raise FullRead("a checkpoint of an older LangGraph format")
