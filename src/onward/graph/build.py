@@ -1,8 +1,9 @@
 """The graph: START → plan → (scheduler) ⇉ approve | execute → verify | escalate … → finalize
 → END, with its edges drawn from the route table (graph/routes.py).
 
-The scheduler is a routing function after a lone task and after the ``gate`` join node
-that follows a parallel wave (graph/schedule.py). execute saves an output as produced;
+Every node leaves by one conditional edge whose path map is the route table's labelled
+exits; its router is the scheduler's (graph/schedule.py): it schedules after a lone task
+and after the ``gate`` join node that follows a parallel wave. execute saves an output as produced;
 verify makes it done or routes its failure by class. approve and escalate wait for a
 person with ``interrupt()`` (nodes/asking.py).
 """
@@ -22,14 +23,7 @@ from langgraph.runtime import Runtime, get_runtime
 from onward.checkpointing.savers import FlushedReads
 from onward.errors import DrainRequested
 from onward.graph.routes import EXITS, Node, label, path_map
-from onward.graph.schedule import (
-    join,
-    make_after_finalize,
-    make_router,
-    make_scheduler,
-    make_verify,
-    routed_execute,
-)
+from onward.graph.schedule import Scheduler, join, routed_execute
 from onward.model.state import RunState
 from onward.nodes.approve import approve
 from onward.nodes.deps import NodeDeps, thread_of
@@ -46,6 +40,14 @@ from onward.store.artifacts import ARTIFACT_REFS
 REPRODUCIBLE = frozenset({Node.VERIFY, Node.GATE})
 """Nodes whose writes may wait for the next commit: run again, they write the same
 (checkpointing/savers.py, "one durable commit per plan step")."""
+
+
+ROUTES_ITSELF = frozenset({Node.EXECUTE, Node.VERIFY})
+"""Nodes that pick their exit themselves (``Command``, graph/schedule.py) with the route
+table's exits and labels: a conditional edge reads a fresh copy of every channel, and
+their next nodes need none (execute's follows from its task, verify's from its input and
+its own writes). Their routes are the scheduler's all the same
+(``Scheduler.verify_node``); what a conditional edge would cost them: docs/benchmarks.md."""
 
 
 class Logged:
@@ -111,17 +113,12 @@ def build_graph(deps: NodeDeps, *, hosted: bool = False) -> StateGraph[Any, Node
     # Hosted (``langgraph dev``): no context schema, so the server neither builds nor
     # validates a context it cannot give; the nodes then run on ``deps``.
     g: StateGraph[Any, NodeDeps] = StateGraph(RunState, context_schema=None if hosted else NodeDeps)
-    schedule = make_scheduler(deps)
-    # execute and verify route themselves (a Command, graph/schedule.py): a conditional
-    # edge reads a fresh copy of every channel, and their next nodes need none (execute's
-    # follows from its task, verify's from its input and its own writes). Their exits and
-    # labels are the route table's all the same.
-    routes_itself = {Node.EXECUTE: routed_execute, Node.VERIFY: make_verify(schedule)}
+    scheduler = Scheduler(deps)
     nodes = {
         Node.PLAN: plan,
         Node.APPROVE: approve,
-        Node.EXECUTE: routes_itself[Node.EXECUTE],
-        Node.VERIFY: routes_itself[Node.VERIFY],
+        Node.EXECUTE: routed_execute,
+        Node.VERIFY: scheduler.verify_node(),
         Node.ESCALATE: escalate,
         Node.NOTE: note,
         Node.RETRY: retry,
@@ -130,22 +127,17 @@ def build_graph(deps: NodeDeps, *, hosted: bool = False) -> StateGraph[Any, Node
         Node.FINALIZE: finalize,
     }
     for name, fn in nodes.items():
-        exits = {str(t): label(name, t) for t in EXITS[name]} if name in routes_itself else None
         # Any: LangGraph types a node by its function's parameters, an object by none.
         node: Any = Logged(deps, fn, reproducible=name in REPRODUCIBLE, checks=name is Node.VERIFY)
+        exits = {str(t): label(name, t) for t in EXITS[name]} if name in ROUTES_ITSELF else None
         g.add_node(name.value, node, destinations=exits)
     gate: Any = Logged(deps, join, reproducible=True)
     g.add_node(Node.GATE.value, gate)
     g.add_edge(START, Node.PLAN.value)
-    for source, targets in EXITS.items():
-        if source in routes_itself:
+    for source in EXITS:
+        if source in ROUTES_ITSELF:
             continue
-        if targets == (END,):
-            g.add_edge(source.value, END)
-        elif source is Node.FINALIZE:
-            g.add_conditional_edges(source.value, make_after_finalize(schedule), path_map(source))
-        else:
-            g.add_conditional_edges(source.value, make_router(source, schedule), path_map(source))
+        g.add_conditional_edges(source.value, scheduler.router(source), path_map(source))
     return g
 
 

@@ -1,26 +1,31 @@
-"""The scheduler, as a routing function wherever it can be.
+"""The scheduler: what runs next, as a class of small methods, and the graph's routers.
 
-``schedule`` is a pure function of state (plus the registry and the clock): verify what
-was produced; ask a person about the plan if the run's policy wants that; escalate steps
-that wait for a person, then ask about reviews the judge could not give (the approve
+:class:`Scheduler` is a pure function of state (plus the registry and the clock): verify
+what was produced; ask a person about the plan if the run's policy wants that; escalate
+steps that wait for a person, then ask about reviews the judge could not give (the approve
 node, a ``judge`` question: the output stays produced); route failed steps by the route
 table (graph/routes.py); expand a milestone that is due (the replan node, which revises
-plans); otherwise pick ready steps (dependencies done) in plan order, at
-most ``max_concurrency`` of them, and fan them out with ``Send`` — to ``approve`` when the
-step needs an approval it does not have, else to ``execute``; or route to finalize.
+plans); otherwise pick ready steps (dependencies done) in plan order, at most
+``max_concurrency`` of them, and fan them out with ``Send`` — to ``approve`` when the step
+needs an approval it does not have, else to ``execute``; or route to finalize. Each part is
+a method a unit test calls on a ``RunState`` without a graph (tests/test_scheduler_unit.py).
 
-After a lone task, the scheduler routes straight from it (a lone execute goes straight to
-verify). After a parallel wave it cannot: each task's routing sees only its own writes,
-not its siblings', so every task would re-send the others. Then the tasks go to the
-``gate`` *node*, a join that runs once the whole wave has committed.
-
-Each node's routing is checked against the exits it declares (``routes.check_exit``) and
-returns the edge's label, so what runs is what the graph draws.
+Every node's next node is picked by the scheduler and checked against the route table's
+labelled exits (``routes.check_exit``, so what runs is what the graph draws): through a
+conditional edge (:meth:`Scheduler.router`, its path map ``routes.path_map``), or, for
+execute and verify, by the node's own ``Command`` (:func:`routed_execute`,
+:meth:`Scheduler.verify_node`), which saves the edge's fresh copy of every channel. After a
+lone task the scheduler routes; after a task of a parallel wave it cannot (each task's
+router sees only its own writes, not its siblings', so every task would re-send the
+others), so the wave's tasks go to the ``gate`` *node*, a join that runs once the whole
+wave has committed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -67,6 +72,9 @@ WAIT = Node.WAIT.value
 NOTE = Node.NOTE.value
 VERIFY = Node.VERIFY.value
 
+Route = list[Send] | str
+"""A node name (or ``END``), or the ``Send`` tasks of a wave."""
+
 
 def downstream(plan: Plan, step_id: str) -> list[str]:
     """Every step that depends on ``step_id``, directly or not, in plan order."""
@@ -81,11 +89,56 @@ def downstream(plan: Plan, step_id: str) -> list[str]:
     return sorted(seen, key=index.position.__getitem__)
 
 
-def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
+@dataclass
+class Scan:
+    """What one pass over the schedulable steps found, in plan order."""
+
+    failed: list[tuple[str, StepFailure]] = field(default_factory=list)
+    deferred: set[str] = field(default_factory=set)
+    """Steps whose retry waits for a time."""
+    blocked: list[str] = field(default_factory=list)
+    """Steps with a record (a retry, a reopened step) whose dependencies are not settled:
+    whether one is deferred matters only when nothing can run, so its record is read then."""
+    ready: list[PlanStep] = field(default_factory=list)
+    produced: bool = False
+    due: bool = False
+    """A milestone whose dependencies are settled (the replan node expands it)."""
+
+
+class Scheduler:
+    """Picks what runs next from a ``RunState``; ``scheduler(state)`` is the whole decision."""
+
+    def __init__(self, deps: NodeDeps) -> None:
+        self.deps = deps
+
+    def __call__(self, state: RunState) -> Route:
+        if state.status is RunStatus.SUSPENDED:
+            return END  # waiting for a time (backoff, breaker); resume goes on from the gate
+        if state.status is not RunStatus.RUNNING or not state.plan.steps:
+            return FINALIZE
+        load_tool_modules(state.tool_modules)
+        now = self.deps.clock()
+        question = self.plan_question(state)
+        if question is not None:
+            return [Send(APPROVE, question)]
+        if state.waiting:
+            return self.waiting_route(state)
+        scan = self.scan(state, now)
+        if scan.produced:
+            return VERIFY  # a wave's or a person's output: verified before anything else
+        if scan.failed:
+            return self.failure_route(state, scan.failed)
+        if scan.due:
+            return REPLAN  # a milestone is due: no failure is open, so it is expanded now
+        return self.dispatch(state, scan, now)
+
+    # -- questions -------------------------------------------------------------------
+
     def ask(
-        state: RunState, kind: WaitKind, step: PlanStep | None, args_hash: str, **extra: Any
+        self, state: RunState, kind: WaitKind, step: PlanStep | None, args_hash: str, **extra: Any
     ) -> ApproveTask:
-        spec = deps.registry.get(step.tool) if step else None
+        """A question for a person (the approve or escalate node's task)."""
+        spec = self.deps.registry.get(step.tool) if step else None
         return ApproveTask(
             kind=kind,
             step=step,
@@ -94,7 +147,7 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             args_hash=args_hash,
             workdir=state.workdir,
             tool_modules=state.tool_modules,
-            asked_at=deps.clock(),
+            asked_at=self.deps.clock(),
             deadline=state.policy.deadline_for(
                 step.tool if step else None, spec.deadline if spec else None
             ),
@@ -103,194 +156,201 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
             **extra,
         )
 
-    def escalation(state: RunState, step: PlanStep, waiting: Waiting) -> ApproveTask:
-        inputs = inputs_of(state, step)
-        return ask(
+    def plan_question(self, state: RunState) -> ApproveTask | None:
+        """The question about the plan, when the policy wants one and the plan as it is
+        now has no approval."""
+        if not state.policy.approve_plan:
+            return None
+        h = plan_hash(state.plan)
+        if state.plan_approval is not None and state.plan_approval.args_hash == h:
+            return None
+        done = {k: r for k, r in state.steps.items() if r.status is StepStatus.DONE}
+        return self.ask(
             state,
-            WaitKind.ESCALATION,
-            step,
-            step_hash(step, inputs),
-            waiting=waiting,
-            inputs=inputs,
+            WaitKind.PLAN,
+            None,
+            h,
+            plan=state.plan,
+            done=done,
+            max_plan_steps=state.policy.max_plan_steps,
         )
 
-    def review(state: RunState, waiting: Waiting) -> ApproveTask:
+    def escalation(self, state: RunState, step: PlanStep, waiting: Waiting) -> ApproveTask:
+        """The question for a person about a step whose outcome is unknown or failed."""
+        inputs = inputs_of(state, step)
+        h = step_hash(step, inputs)
+        return self.ask(state, WaitKind.ESCALATION, step, h, waiting=waiting, inputs=inputs)
+
+    def review(self, state: RunState, waiting: Waiting) -> ApproveTask:
         """The question about an output the judge could not review (the goal's for
         ``(plan)``)."""
         if waiting.step_id == PLAN_TARGET:
-            return ask(state, WaitKind.JUDGE, None, goal_hash(state), waiting=waiting)
+            return self.ask(state, WaitKind.JUDGE, None, goal_hash(state), waiting=waiting)
         step = state.plan.step(waiting.step_id)
         inputs = inputs_of(state, step)
-        return ask(
-            state, WaitKind.JUDGE, step, step_hash(step, inputs), waiting=waiting, inputs=inputs
-        )
+        h = step_hash(step, inputs)
+        return self.ask(state, WaitKind.JUDGE, step, h, waiting=waiting, inputs=inputs)
 
-    def schedule(state: RunState) -> list[Send] | str:
-        if state.status is RunStatus.SUSPENDED:
-            return END  # waiting for a time (backoff, breaker); resume goes on from the gate
-        if state.status is not RunStatus.RUNNING or not state.plan.steps:
-            return FINALIZE
-        load_tool_modules(state.tool_modules)
-        policy = state.policy
-        now = deps.clock()
-        uses = budget.usage(state, now)
-        if policy.approve_plan:
-            h = plan_hash(state.plan)
-            if state.plan_approval is None or state.plan_approval.args_hash != h:
-                done = {k: r for k, r in state.steps.items() if r.status is StepStatus.DONE}
-                task = ask(
-                    state,
-                    WaitKind.PLAN,
-                    None,
-                    h,
-                    plan=state.plan,
-                    done=done,
-                    max_plan_steps=state.policy.max_plan_steps,
-                )
-                return [Send(APPROVE, task)]
-        if state.waiting:
-            # An unknown outcome: stop and ask before anything else runs; then the
-            # reviews the judge could not give.
-            waits = [w for w in state.waiting.values() if w is not None]
-            asks = [escalation(state, state.plan.step(w.step_id), w) for w in waits if not w.judge]
-            if asks:
-                return _wave([_one_interrupt(ESCALATE, asks)])
-            reviews = [review(state, w) for w in waits if w.judge]
-            return _wave([_one_interrupt(APPROVE, reviews)] if reviews else [])
-        # Only the steps not done or skipped (a long run's resume decodes only these):
-        # failures, steps deferred to a time, and ready steps, in plan order.
+    def waiting_route(self, state: RunState) -> list[Send]:
+        """Someone waits: an unknown outcome stops the run and is asked before anything
+        else runs; then the reviews the judge could not give."""
+        waits = [w for w in state.waiting.values() if w is not None]
+        asks = [self.escalation(state, state.plan.step(w.step_id), w) for w in waits if not w.judge]
+        if asks:
+            return _wave([_one_interrupt(ESCALATE, asks)])
+        reviews = [self.review(state, w) for w in waits if w.judge]
+        return _wave([_one_interrupt(APPROVE, reviews)] if reviews else [])
+
+    # -- the scan --------------------------------------------------------------------
+
+    def scan(self, state: RunState, now: datetime) -> Scan:
+        """Only the steps not done or skipped (a long run's resume decodes only these):
+        failures, produced outputs, steps deferred to a time, due milestones and ready
+        steps. Of the steps never started, only those whose dependencies are all settled
+        are looked at (kept up to date by the writes), and statuses are read without
+        decoding records."""
+        found = Scan()
         steps = state.steps
-        failed: list[tuple[str, StepFailure]] = []
-        deferred: set[str] = set()
-        # Pending steps with a record whose dependencies are not settled: whether one is
-        # deferred to a time matters only when nothing can run (read then, below), so the
-        # scan decodes no record of a step that cannot run yet.
-        blocked: list[str] = []
-        ready: list[PlanStep] = []
-        produced = due = False
         index = state.plan.index()
-        ids = index.ids
-        status_of = steps.statuses.get  # read without decoding records or steps
-        # Of the steps never started, only those whose dependencies are all settled
-        # (kept up to date by the writes: a long chain's waiting steps are not scanned).
+        status_of = steps.statuses.get
         for i in state.schedulable_positions():
-            sid = ids[i]
+            sid = index.ids[i]
             status = status_of(sid)
             if status is StepStatus.FAILED:
                 failure = steps[sid].failure
                 if failure is not None:
-                    failed.append((sid, failure))
-                continue
-            if status is StepStatus.PRODUCED:
-                produced = True
-                continue
-            if status is not None and status is not StepStatus.PENDING:
-                continue  # running
-            step = index[i]
-            if any(status_of(d) not in SETTLED for d in step.depends_on):
-                if status is not None:
-                    blocked.append(sid)  # a retry or a reopened step waiting again
-                continue
-            if status is not None and (later := steps[sid].not_before) and later > now:
-                deferred.add(sid)
-                continue
-            if step.milestone is not None:
-                due = True  # expanded by the model (in the replan node) before it runs
-                continue
-            ready.append(step)
-        if produced:
-            return VERIFY  # a wave's or a person's output: verified before anything else
-        if failed:
-            return _route_failures(state, failed)
-        if due:
-            return REPLAN  # a milestone is due: no failure is open, so it is expanded now
+                    found.failed.append((sid, failure))
+            elif status is StepStatus.PRODUCED:
+                found.produced = True
+            elif status is None or status is StepStatus.PENDING:  # else: running
+                self._scan_pending(state, index[i], status, now, found)
+        return found
+
+    def _scan_pending(
+        self, state: RunState, step: PlanStep, status: StepStatus | None, now: datetime, found: Scan
+    ) -> None:
+        status_of = state.steps.statuses.get
+        if any(status_of(d) not in SETTLED for d in step.depends_on):
+            if status is not None:
+                found.blocked.append(step.id)  # a retry or a reopened step waiting again
+        elif status is not None and (later := state.steps[step.id].not_before) and later > now:
+            found.deferred.add(step.id)
+        elif step.milestone is not None:
+            found.due = True  # expanded by the model (in the replan node) before it runs
+        else:
+            found.ready.append(step)
+
+    # -- ready work ------------------------------------------------------------------
+
+    def dispatch(self, state: RunState, scan: Scan, now: datetime) -> Route:
+        """The ready steps' tasks (and their questions and budget warnings), or a wait for
+        the deferred steps, or finalize when nothing is left."""
+        sends, deferred = self.ready_tasks(state, scan)
+        if not sends:
+            steps = state.steps
+            if not deferred:
+                deferred = {s for s in scan.blocked if (t := steps[s].not_before) and t > now}
+            return WAIT if deferred else FINALIZE
+        uses = budget.usage(state, now)
+        notes = self.warnings(state, uses)
+        spent = budget.exhausted(uses)
+        if spent:  # only when something would run: a run may end exactly on its budget
+            # A step that jumps past 80 % straight to 100 % still gives its warnings.
+            return _wave([Send(APPROVE, self.budget_question(state, spent)), *notes])
+        return _wave([*sends, *notes], state.wave)
+
+    def ready_tasks(self, state: RunState, scan: Scan) -> tuple[list[Send], set[str]]:
+        """At most ``max_concurrency`` tasks for the ready steps, in plan order (one
+        interrupt for the wave's approvals first), and every deferred step (a step whose
+        service's breaker is open joins them: other steps go on)."""
         sends: list[Send] = []
         questions: list[ApproveTask] = []
-        for step in ready:
-            spec = deps.registry.get(step.tool)
-            if _breaker_open(spec, step):
+        deferred = set(scan.deferred)
+        for step in scan.ready:
+            spec = self.deps.registry.get(step.tool)
+            if self.breaker_open(spec, step):
                 deferred.add(step.id)
-                continue  # its service rests or its backoff runs; other steps go on
+                continue
             inputs = inputs_of(state, step)
-            required = needs_approval(step, spec, policy)
+            required = needs_approval(step, spec, state.policy)
             approval = state.approvals.get(step.id) if required else None
             if required and approval is None:
-                questions.append(
-                    ask(state, WaitKind.APPROVAL, step, step_hash(step, inputs), inputs=inputs)
-                )
+                h = step_hash(step, inputs)
+                questions.append(self.ask(state, WaitKind.APPROVAL, step, h, inputs=inputs))
             else:
-                sends.append(
-                    Send(
-                        EXECUTE,
-                        ExecuteTask(
-                            step=step,
-                            record=state.record(step.id),
-                            workdir=state.workdir,
-                            tool_modules=state.tool_modules,
-                            inputs=inputs,
-                            approval_required=required,
-                            approval=approval,
-                            max_replans=state.budget.max_replans,
-                            confine_paths=state.policy.confine_paths,
-                            policy=policy if spec is not None and spec.calls_tools else None,
-                        ),
-                    )
-                )
+                task = self.execute_task(state, step, spec, inputs, required)
+                sends.append(Send(EXECUTE, task))
             if len(sends) + len(questions) >= state.max_concurrency:
                 break
         if questions:  # the wave's questions: one interrupt, asked with its executes
             sends.insert(0, _one_interrupt(APPROVE, questions))
-        if not sends:
-            if not deferred:
-                deferred = {s for s in blocked if (t := steps[s].not_before) and t > now}
-            return WAIT if deferred else FINALIZE
-        spent = budget.exhausted(uses)
-        warnings = budget.new_warnings(uses, state.budget_warnings)
-        notes = (
-            [
-                Send(
-                    NOTE,
-                    NoteTask(
-                        markers=[m for m, _ in warnings], texts=[u.text() for _, u in warnings]
-                    ),
-                )
-            ]
-            if warnings
-            else []
+        return sends, deferred
+
+    def execute_task(
+        self,
+        state: RunState,
+        step: PlanStep,
+        spec: ToolSpec | None,
+        inputs: dict[str, Any],
+        required: bool,
+    ) -> ExecuteTask:
+        """The execute node's task for a ready step."""
+        return ExecuteTask(
+            step=step,
+            record=state.record(step.id),
+            workdir=state.workdir,
+            tool_modules=state.tool_modules,
+            inputs=inputs,
+            approval_required=required,
+            approval=state.approvals.get(step.id) if required else None,
+            max_replans=state.budget.max_replans,
+            confine_paths=state.policy.confine_paths,
+            policy=state.policy if spec is not None and spec.calls_tools else None,
         )
-        if spent:  # only when something would run: a run may end exactly on its budget
-            text = "; ".join(u.text() for u in spent)
-            waiting = Waiting(step_id=PLAN_TARGET, reason=f"budget used up: {text}")
-            question = ask(
-                state,
-                WaitKind.BUDGET,
-                None,
-                "",
-                waiting=waiting,
-                budget=state.budget,
-                spent={u.metric: u.used for u in spent},
-            )
-            # A step that jumps past 80 % straight to 100 % still gives its warnings.
-            return _wave([Send(APPROVE, question), *notes])
-        return _wave([*sends, *notes], state.wave)
 
-    def _breaker_open(spec: ToolSpec | None, step: PlanStep) -> bool:
+    def warnings(self, state: RunState, uses: list[budget.Use]) -> list[Send]:
+        """A note task for the budget thresholds newly passed (none if none)."""
+        new = budget.new_warnings(uses, state.budget_warnings)
+        if not new:
+            return []
+        task = NoteTask(markers=[m for m, _ in new], texts=[u.text() for _, u in new])
+        return [Send(NOTE, task)]
+
+    def budget_question(self, state: RunState, spent: list[budget.Use]) -> ApproveTask:
+        """The question for a person when the budget is used up."""
+        text = "; ".join(u.text() for u in spent)
+        waiting = Waiting(step_id=PLAN_TARGET, reason=f"budget used up: {text}")
+        return self.ask(
+            state,
+            WaitKind.BUDGET,
+            None,
+            "",
+            waiting=waiting,
+            budget=state.budget,
+            spent={u.metric: u.used for u in spent},
+        )
+
+    def breaker_open(self, spec: ToolSpec | None, step: PlanStep) -> bool:
+        """Whether the step's service rests (an open breaker) or its backoff runs."""
         service = spec.service_for(step.args) if spec else None
-        if spec is None or not service or deps.breakers is None:
+        if spec is None or not service or self.deps.breakers is None:
             return False
-        return deps.breakers.blocked_until(service, spec.breaker or BreakerPolicy()) is not None
+        policy = spec.breaker or BreakerPolicy()
+        return self.deps.breakers.blocked_until(service, policy) is not None
 
-    def _route_failures(state: RunState, failed: list[tuple[str, StepFailure]]) -> list[Send] | str:
+    # -- failures --------------------------------------------------------------------
+
+    def failure_route(self, state: RunState, failed: list[tuple[str, StepFailure]]) -> Route:
         """Each failed step takes the first route of its class (routes.FAILURE_ROUTES) that
         is open: replan needs a rule or a model, a person needs a policy that lets the run
         ask one (else the run fails: finalize). People first: their questions go out at
-        once; then retry before replan."""
+        once, as one interrupt; then retry before replan."""
         asks: list[ApproveTask] = []
         routes: set[Node] = set()
         for sid, failure in failed:
             step = state.plan.step(sid)
             cls = failure.failure_class
-            route = next((r for r in FAILURE_ROUTES[cls] if _open(state, step, r)), None)
+            route = next((r for r in FAILURE_ROUTES[cls] if self.is_open(state, step, r)), None)
             if route is None:
                 return FINALIZE  # --no-escalate: what needs a person fails the run
             if route == ESCALATE:
@@ -298,23 +358,70 @@ def make_scheduler(deps: NodeDeps) -> Callable[[RunState], list[Send] | str]:
                 if failure.hint:
                     reason += f" (hint: {failure.hint})"
                 waiting = Waiting(step_id=sid, reason=reason, args=step.args)
-                asks.append(escalation(state, step, waiting))
+                asks.append(self.escalation(state, step, waiting))
             else:
                 routes.add(route)
         if asks:
-            # The wave's escalations: one interrupt, like approvals. (An old checkpoint's
-            # pending escalations, one task each, still join at the gate.)
             return _wave([_one_interrupt(ESCALATE, asks)])
         return RETRY if RETRY in routes else REPLAN
 
-    def _open(state: RunState, step: PlanStep, route: Node) -> bool:
+    def is_open(self, state: RunState, step: PlanStep, route: Node) -> bool:
+        """Whether a failed ``step`` may take ``route``."""
         if route == REPLAN:
-            return deps.model is not None or has_rule(deps.registry.get(step.tool))
+            return self.deps.model is not None or has_rule(self.deps.registry.get(step.tool))
         if route == ESCALATE:
             return state.policy.escalate_failures
         return True
 
-    return schedule
+    # -- routers ---------------------------------------------------------------------
+
+    def router(self, source: Node) -> Callable[[RunState], Route]:
+        """The conditional edge after ``source`` (its path map: ``routes.path_map``): a task
+        in a parallel wave joins at the gate node; finalize ends a finished run; everything
+        else is scheduled."""
+        schedule = self
+
+        def route(state: RunState) -> Route:
+            if source in TASK_NODES and state.wave > 1:
+                return routed(source, GATE)
+            if source is Node.FINALIZE and state.status.finished:
+                return routed(source, END)
+            return routed(source, schedule(state))
+
+        route.__name__ = f"after_{source}"
+        return route
+
+    def verify_node(self) -> Callable[[RunState, RunnableConfig, Runtime[NodeDeps]], Command[str]]:
+        """The verify node with its own exit: the scheduler's route on the state as
+        verify's writes leave it (:func:`after_writes`, what its conditional edge would
+        read, without the edge's fresh copy of every channel)."""
+        schedule = self
+
+        def routed_verify(
+            state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]
+        ) -> Command[str]:
+            update = verify(state, config, runtime)
+            route = schedule(after_writes(state, update))
+            routed(Node.VERIFY, route)  # a route verify does not declare is refused
+            return Command(update=update, goto=route)
+
+        routed_verify.__name__ = "verify"
+        return routed_verify
+
+
+def make_scheduler(deps: NodeDeps) -> Scheduler:
+    """The scheduler of a graph run on ``deps``."""
+    return Scheduler(deps)
+
+
+def routed_execute(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> Command[str]:
+    """The execute node with its own exit: a task of a parallel wave joins at the gate
+    node, a lone one goes to verify (the wave's size is the task's, the value its write
+    leaves in the state: what :meth:`Scheduler.router` reads after the other task nodes)."""
+    update = execute(task, config, runtime)
+    target = GATE if task.wave > 1 else VERIFY
+    check_exit(Node.EXECUTE, target)
+    return Command(update=update, goto=target)
 
 
 def _one_interrupt(node: str, questions: list[ApproveTask]) -> Send:
@@ -338,7 +445,7 @@ def _wave(sends: list[Send], current: int | None = None) -> list[Send]:
     return sends
 
 
-def routed(source: Node, route: list[Send] | str) -> list[Send] | str:
+def routed(source: Node, route: Route) -> Route:
     """``route`` as ``source``'s conditional edge takes it: a label of the route table, or
     Sends to declared exits (anything else is a bug, refused before it runs)."""
     if isinstance(route, str):
@@ -348,71 +455,15 @@ def routed(source: Node, route: list[Send] | str) -> list[Send] | str:
     return route
 
 
-def make_router(
-    source: Node, schedule: Callable[[RunState], list[Send] | str]
-) -> Callable[[RunState], list[Send] | str]:
-    """The conditional edge after ``source``: a task in a parallel wave joins at the gate
-    node; everything else is scheduled (execute routes itself: :func:`routed_execute`)."""
-
-    def route(state: RunState) -> list[Send] | str:
-        if source in TASK_NODES and state.wave > 1:
-            return routed(source, GATE)
-        return routed(source, schedule(state))
-
-    route.__name__ = f"after_{source}"
-    return route
+def join(state: RunState) -> dict[str, object]:
+    """The gate node: no work of its own; its outgoing edge is the scheduler."""
+    return {}
 
 
-def make_after_finalize(
-    schedule: Callable[[RunState], list[Send] | str],
-) -> Callable[[RunState], list[Send] | str]:
-    """finalize's conditional edge: END once the run is finished; else the goal's review
-    could not run and a person is asked (the scheduler's ``judge`` question)."""
-
-    def after_finalize(state: RunState) -> list[Send] | str:
-        if state.status.finished:
-            return check_exit(Node.FINALIZE, END)
-        return routed(Node.FINALIZE, schedule(state))
-
-    return after_finalize
-
-
-def routed_execute(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> Command[str]:
-    """The execute node with its own exit: a task in a parallel wave joins at the gate
-    node, a lone one goes to verify (as :func:`make_router` routes the other nodes; the
-    wave's size is the task's, the value its write leaves in the state)."""
-    update = execute(task, config, runtime)
-    target = GATE if task.wave > 1 else VERIFY
-    check_exit(Node.EXECUTE, target)
-    return Command(update=update, goto=target)
-
-
-def make_verify(
-    schedule: Callable[[RunState], list[Send] | str],
-) -> Callable[[RunState, RunnableConfig, Runtime[NodeDeps]], Command[str]]:
-    """The verify node with its own exit: the scheduler's route, on the state as verify's
-    writes leave it (what its conditional edge read, without the edge's copy of every
-    channel: the only superstep of every plan step that needs the whole state)."""
-
-    def routed_verify(
-        state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]
-    ) -> Command[str]:
-        update = verify(state, config, runtime)
-        route = schedule(after_writes(state, update))
-        if isinstance(route, str):
-            check_exit(Node.VERIFY, route)
-        else:
-            routed(Node.VERIFY, route)
-        return Command(update=update, goto=route)
-
-    routed_verify.__name__ = "verify"
-    return routed_verify
-
-
-def _reducer(field: str) -> Callable[[Any, Any], Any]:
-    """How a write to ``field`` folds into its value, as its channel does: a delta
-    channel's batch reducer, a binary operator, or the last value."""
-    for meta in RunState.model_fields[field].metadata:
+def _reducer(name: str) -> Callable[[Any, Any], Any]:
+    """How a write to channel ``name`` folds into its value, read from ``RunState``'s own
+    annotations: a delta channel's batch reducer, a binary operator, or the last value."""
+    for meta in RunState.model_fields[name].metadata:
         if isinstance(meta, DeltaChannel):
             batch = meta.reducer
             return lambda current, value: batch(current, [value])
@@ -428,14 +479,9 @@ def after_writes(state: RunState, update: Mapping[str, Any]) -> RunState:
     """``state`` with one task's ``update`` applied through the channels' reducers: what
     a conditional edge after the task reads (LangGraph's fresh read of its writes)."""
     changes: dict[str, Any] = {}
-    for field, value in update.items():
-        reduce = _REDUCERS.get(field)
+    for name, value in update.items():
+        reduce = _REDUCERS.get(name)
         if reduce is None:
-            reduce = _REDUCERS[field] = _reducer(field)
-        changes[field] = reduce(getattr(state, field), value)
+            reduce = _REDUCERS[name] = _reducer(name)
+        changes[name] = reduce(getattr(state, name), value)
     return state.model_copy(update=changes)
-
-
-def join(state: RunState) -> dict[str, object]:
-    """The gate node: no work of its own; its outgoing edge is the scheduler."""
-    return {}
