@@ -32,9 +32,16 @@ reaches a model only fenced, as data.
 Sessions are one per server and process, opened when a run's tools are loaded (the
 driver's first node) and shared by every call (never one per call): a stdio server's
 process lives as long as its driver's, and stops with it (:func:`close_servers`, also
-called at exit; a killed driver's server sees its stdin close and exits). The SDK is async;
-a session lives on its own event-loop thread, and a tool call (on the step's thread) waits
-for its answer there.
+called at exit; a killed driver's server sees its stdin close and exits). A resumed run
+(a new driver) starts it again. A server that went away during the run (its process
+killed, an HTTP server restarted) does not fail the run: the call that finds the
+connection closed marks the session lost, and the session is opened again (the stdio
+server started again, after the policy allows it again). A read-only or idempotent tool's
+call is then sent again at once on the new session (safe to repeat: the same
+idempotency key goes in its ``_meta``); an unsafe tool's fails as transient, its outcome
+unknown, and the effect protocol's rules for its class decide (its retry reconnects).
+The SDK is async; a session lives on its own event-loop thread, and a tool call (on the
+step's thread) waits for its answer there.
 """
 
 from __future__ import annotations
@@ -246,6 +253,8 @@ class _Session:
     client: Any = None
     stop: asyncio.Event | None = None
     ended: Future[None] = field(default_factory=Future)
+    lost: bool = False
+    """A call found its connection closed: the next call opens a new session."""
 
     def open(self) -> None:
         ready: Future[None] = Future()
@@ -296,7 +305,7 @@ class _Session:
 
     @property
     def alive(self) -> bool:
-        return not self.ended.done() and self.client is not None
+        return not self.lost and not self.ended.done() and self.client is not None
 
     def call(self, name: str, args: dict[str, Any], meta: dict[str, Any], timeout: float) -> Any:
         if not self.alive:
@@ -311,6 +320,7 @@ class _Session:
                 f"MCP tool {name!r} of {self.server.name!r} did not answer within {timeout:g} s"
             ) from None
         except Exception as exc:
+            self.lost = self.lost or _closed(exc)
             raise TransientToolError(
                 f"MCP tool {name!r} of {self.server.name!r}: {_reason(exc)}"
             ) from exc
@@ -337,6 +347,16 @@ async def _list_tools(client: Any) -> list[Any]:
             return tools
 
 
+def _closed(exc: BaseException) -> bool:
+    """Whether ``exc`` says the connection to the server is gone."""
+    from mcp import MCPError
+    from mcp.types import CONNECTION_CLOSED
+
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return isinstance(exc, MCPError) and exc.error.code == CONNECTION_CLOSED
+
+
 def _reason(exc: BaseException) -> str:
     """An exception's message, looking inside the task groups anyio raises."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -355,6 +375,9 @@ def session(server: MCPServer) -> _Session:
         found = _sessions.get(server)
         if found is not None and found.alive:
             return found
+        if found is not None:  # lost: its loop ends, and a stdio server with it
+            del _sessions[server]
+            found.close()
         check_allowed(server)
         try:
             import mcp  # noqa: F401
@@ -408,7 +431,12 @@ def register_tool(server: MCPServer, mcp_tool: Any, registry: Registry | None = 
     description = (mcp_tool.description or mcp_tool.title or "").strip().splitlines()
     spec = spec_of(
         name=name,
-        fn=MCPCall(server, mcp_tool.name, _unwraps(mcp_tool.output_schema)),
+        fn=MCPCall(
+            server,
+            mcp_tool.name,
+            _unwraps(mcp_tool.output_schema),
+            resend=side_effect is not SideEffect.UNSAFE,
+        ),
         args_model=_args_model(name, mcp_tool.input_schema),
         description=(description[0] if description else "") + f" (MCP server {server.name})",
         side_effect=side_effect,
@@ -443,17 +471,28 @@ class MCPCall:
     server: MCPServer
     tool: str
     unwrap: bool = False
+    resend: bool = False
+    """Safe to send again on a new session when the connection was lost (read-only or
+    idempotent)."""
 
     def __call__(self, ctx: ToolContext, **args: Any) -> Any:
         meta = {"onward/thread_id": ctx.thread_id, "onward/step_id": ctx.step_id}
         if ctx.idempotency_key is not None:
             meta["onward/idempotency_key"] = ctx.idempotency_key
+        connected = self._session()
         try:
-            connected = session(self.server)
+            result = connected.call(self.tool, args, meta, CALL_TIMEOUT)
+        except TransientToolError:
+            if not (connected.lost and self.resend):
+                raise
+            result = self._session().call(self.tool, args, meta, CALL_TIMEOUT)
+        return output_of(result, self.tool, self.unwrap)
+
+    def _session(self) -> _Session:
+        try:
+            return session(self.server)
         except ToolLoadError as exc:
             raise TransientToolError(str(exc)) from None
-        result = connected.call(self.tool, args, meta, CALL_TIMEOUT)
-        return output_of(result, self.tool, self.unwrap)
 
 
 def output_of(result: Any, tool: str, unwrap: bool = False) -> Any:
