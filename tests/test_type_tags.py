@@ -145,3 +145,25 @@ def test_the_stored_name_is_read_from_the_payload_head_or_not_at_all(
     payload: bytes, name: tuple[str, str] | None
 ) -> None:
     assert stored_name(payload) == name
+
+
+def test_the_public_extension_hook_reads_what_the_private_one_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Off the tested langgraph-checkpoint releases the serializer reads through the public
+    # loads_typed: the same values, tags, legacy names and allowlist included.
+    from onward._compat import langgraph_checkpoint
+
+    value = {
+        "budget": Budget(max_steps=3),
+        "status": ext(EXT_CONSTRUCTOR_SINGLE_ARG, "onward.state", "StepStatus", "done"),
+        "blocked": ext(EXT_PYDANTIC_V2, "os", "system", {"command": "true"}, "x"),
+        "send": Send("execute", {"n": 1}),
+    }
+    blob = checkpoint_serde(None).dumps_typed(value)
+    private = checkpoint_serde(None).loads_typed(blob)
+    monkeypatch.setattr(langgraph_checkpoint, "TESTED", False)
+    public = checkpoint_serde(None).loads_typed(blob)
+    assert public == private
+    assert public["status"] is StepStatus.DONE
+    assert public["blocked"] == {"command": "true"}

@@ -14,10 +14,15 @@
   LangGraph's public ``get_delta_channel_history``).
 * :data:`MSGPACK_OPTIONS`: the ormsgpack options LangGraph encodes with (its private
   ``jsonplus._option``), spelled out here from ormsgpack's public flags.
+* :func:`ext_hook`: the msgpack extension hook a ``JsonPlusSerializer`` decodes with, its
+  allowlist applied (its private ``_unpack_ext_hook`` attribute). Off the tested releases
+  it is rebuilt from the public ``loads_typed``: the extension wrapped back into msgpack
+  bytes and read whole (one encode more per extension; the same value).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -94,6 +99,32 @@ def _sqlite_delta() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
     return build_delta_stage2_sql, build_delta_channels_writes_history
 
 
+def _public_ext_hook(serializer: JsonPlusSerializer) -> Callable[[int, bytes], Any]:
+    def hook(code: int, data: bytes) -> Any:
+        blob = ormsgpack.packb(ormsgpack.Ext(code, data))
+        return JsonPlusSerializer.loads_typed(serializer, ("msgpack", blob))
+
+    return hook
+
+
+def ext_hook(serializer: JsonPlusSerializer) -> Callable[[int, bytes], Any]:
+    """The extension hook ``serializer`` decodes with (one object per allowlist: a clone
+    that widened it has another)."""
+    if TESTED:
+        private: Callable[[int, bytes], Any] | None = getattr(serializer, "_unpack_ext_hook", None)
+        if private is not None:
+            return private
+    made = _PUBLIC_HOOKS.get(serializer)  # by identity: a clone copies the attributes
+    if made is None:
+        made = _PUBLIC_HOOKS[serializer] = _public_ext_hook(serializer)
+    return made
+
+
+_PUBLIC_HOOKS: weakref.WeakKeyDictionary[JsonPlusSerializer, Callable[[int, bytes], Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 SQLITE_DELTA = _sqlite_delta()
 """(``build_delta_stage2_sql``, ``build_delta_channels_writes_history``) where tested."""
 
@@ -103,6 +134,7 @@ __all__ = [
     "TESTED",
     "TESTED_SQLITE",
     "DeltaSnapshot",
+    "ext_hook",
     "msgpack_default",
     "public_msgpack_default",
 ]

@@ -44,6 +44,7 @@ from pydantic import BaseModel
 
 from onward._compat.langgraph_checkpoint import MSGPACK_OPTIONS as _OPTION
 from onward._compat.langgraph_checkpoint import DeltaSnapshot as _DeltaSnapshot
+from onward._compat.langgraph_checkpoint import ext_hook
 from onward._compat.langgraph_checkpoint import msgpack_default as _msgpack_default
 from onward.checkpointing import lazy, tags
 from onward.checkpointing.format import (
@@ -158,7 +159,7 @@ class OnwardSerializer(JsonPlusSerializer):
         # sixteenth of it (a checkpoint deflates to a quarter or less).
         if len(blob) < (CACHE_MIN_BYTES // 16 if compressed else CACHE_MIN_BYTES):
             return self._unpack(inflate(blob, type_) if compressed else blob)
-        key = (self._unpack_ext_hook, bytes(blob))  # a memoryview (some drivers) is unhashable
+        key = (ext_hook(self), bytes(blob))  # a memoryview (some drivers) is unhashable
         value = self._cache.get(key)
         if value is None:
             raw = inflate(blob, type_) if compressed else blob
@@ -189,7 +190,7 @@ class OnwardSerializer(JsonPlusSerializer):
     def _lazy_hook(self) -> ExtHook:
         """LangGraph's hook (with this serializer's allowlist) that also reads the lazy
         collections; built once per hook (clones with another allowlist get their own)."""
-        base = self._unpack_ext_hook
+        base = ext_hook(self)
         made = getattr(self, "_made_hooks", None)
         if made is not None and made[0] is base:
             return made[1]  # type: ignore[no-any-return]
