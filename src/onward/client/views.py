@@ -10,6 +10,7 @@ from langgraph.types import StateSnapshot
 
 from onward.errors import UnknownThreadError
 from onward.model.state import RunState, RunStatus, migrate
+from onward.observe.checkpoint import stopped
 from onward.observe.kinds import EventKind
 from onward.observe.live import running_steps
 from onward.observe.view import RunView as RunView
@@ -86,7 +87,8 @@ def view(store: Store, thread_id: str, run: RunRow, snap: StateSnapshot | RunSta
     state = snap if isinstance(snap, RunState) else state_of(store, thread_id, snap)
     # A run saved as stopped (an API cancel: client.driving.park_cancelled) says why in
     # its last message, as a finished run's report does.
-    stopped = state.status is RunStatus.SUSPENDED and state.resume_at is None
+    asked = not isinstance(snap, RunState) and bool(snap.interrupts)
+    was_stopped = stopped(state.status, state.resume_at, asked)
     if state.status is RunStatus.RUNNING and run.status is RunStatus.SUSPENDED:
         # A drive a full disk ended (client.driving.suspend_on_full_disk): its record says
         # so; the checkpoint stays as it was saved, for resume to go on from.
@@ -96,7 +98,7 @@ def view(store: Store, thread_id: str, run: RunRow, snap: StateSnapshot | RunSta
         thread_id,
         state,
         report=state.messages[-1].text
-        if (state.status.finished or stopped) and state.messages
+        if (state.status.finished or was_stopped) and state.messages
         else "",
         pending=pending_of(thread_id, run, snap)
         if state.status.waiting and not isinstance(snap, RunState)

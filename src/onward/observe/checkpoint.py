@@ -37,6 +37,13 @@ version and no stored value was a delta channel once, and LangGraph rebuilds it 
 writes; that is left to LangGraph (a test keeps the set equal to RunState's)."""
 
 
+def stopped(status: str, resume_at: object, asked: bool) -> bool:
+    """Whether a run was stopped by a cancel (client.driving.park_cancelled saves it
+    *suspended*, with no time to resume at and no question, and says why in its last
+    message, as a finished run's report does). Every reader of a run asks this here."""
+    return status == "suspended" and resume_at is None and not asked
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     """A chat message as far as a view reads it (LangChain's classes are not imported)."""

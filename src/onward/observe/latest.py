@@ -59,6 +59,7 @@ from onward.observe.checkpoint import (
     check_reduced,
     interrupts,
     latest_checkpoint,
+    stopped,
 )
 from onward.observe.checkpoint import (
     FullRead as FullRead,
@@ -314,5 +315,4 @@ def questions(tables: Tables, runs: Sequence[RunEntry]) -> list[PendingDecision]
 def _reported(snap: Any) -> bool:
     """Whether the last message is the report: a finished run's, or a stopped run's (an
     API cancel saves it *suspended* with no time and says why: client.driving)."""
-    stopped = snap.status is RunStatus.SUSPENDED and snap.resume_at is None and not snap.interrupts
-    return bool(snap.status.finished or stopped)
+    return bool(snap.status.finished or stopped(snap.status, snap.resume_at, bool(snap.interrupts)))

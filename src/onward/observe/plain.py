@@ -31,6 +31,7 @@ from onward.observe.checkpoint import (
     check_reduced,
     interrupts,
     latest_checkpoint,
+    stopped,
 )
 from onward.observe.kinds import EventKind
 from onward.observe.questions import Question, of_interrupt
@@ -254,7 +255,7 @@ def view(tables: Tables, thread_id: str) -> PlainView:
         status = "suspended" if suspended else "waiting_for_human"
     if status == "running":
         raise FullRead("a running run: what it pauses before is LangGraph's next tasks")
-    if status == "suspended" and resume_at is None and not asked:
+    if stopped(status, resume_at, bool(asked)):
         raise FullRead("a stopped run: why is in its last message")
     pending: list[Question] = []
     if status in ("waiting_for_human", "suspended"):
