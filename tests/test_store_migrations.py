@@ -4,6 +4,7 @@ and stores written by older releases (golden v1, v2, v3) migrate and resume."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import shutil
 import uuid
@@ -19,7 +20,9 @@ from onward.errors import StoreError
 from onward.store import tables
 from onward.store.database import STORE_SCHEMA_VERSION, Store
 from onward.store.migrations import MIGRATIONS, RECORD_VERSION, SCHEMA_VERSION, serve_statements
+from onward.store.postgres import PostgresStore
 from onward.store.sql import Backend, Db, backend_of
+from onward.store.sqlite import SqliteStore
 from tests.conftest import PG_URL
 from tests.store_schema import schema_of
 
@@ -239,3 +242,14 @@ def test_golden_sqlite_stores_of_older_releases_migrate_to_the_current_schema(
 
 def _columns(table: dict[str, Any]) -> list[tuple[Any, ...]]:
     return [(c[1], c[2], c[4], c[5]) for c in table["columns"]]
+
+
+def test_the_base_store_has_no_branch_on_the_backend(db_url: str) -> None:
+    """What differs lives in SqliteStore / PostgresStore; ``Store(url)`` picks one."""
+    source = inspect.getsource(Store)
+    for branch in ("Backend.", ".postgres", "backend is", "isinstance("):
+        assert branch not in source, branch
+    expected = SqliteStore if backend_of(db_url) is Backend.SQLITE else PostgresStore
+    with Store(db_url) as store:
+        assert type(store) is expected
+        assert store.backend is backend_of(db_url)

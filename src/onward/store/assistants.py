@@ -18,22 +18,6 @@ from onward.model.clock import utcnow
 from onward.store.connection import SharedConnection
 from onward.store.sql import Db
 
-ASSISTANT_SCHEMA = """
-CREATE TABLE IF NOT EXISTS onward_assistants (
-    assistant_id TEXT NOT NULL,
-    version      INTEGER NOT NULL,
-    graph_id     TEXT NOT NULL,
-    name         TEXT NOT NULL,
-    description  TEXT,
-    context      TEXT NOT NULL DEFAULT '{}',
-    metadata     TEXT NOT NULL DEFAULT '{}',
-    owner        TEXT,
-    created_at   TEXT NOT NULL,
-    latest       INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (assistant_id, version)
-);
-"""
-
 
 @dataclass(frozen=True, slots=True)
 class AssistantRow:

@@ -22,19 +22,6 @@ from onward.policies.durations import fix_durations
 from onward.store.connection import SharedConnection
 from onward.store.sql import Db
 
-BREAKER_SCHEMA = """
-CREATE TABLE IF NOT EXISTS onward_breakers (
-    service     TEXT PRIMARY KEY,
-    state       TEXT NOT NULL,
-    outcomes    TEXT NOT NULL DEFAULT '',
-    consecutive INTEGER NOT NULL DEFAULT 0,
-    opened_at   TEXT,
-    probe_at    TEXT,
-    probe_owner TEXT,
-    updated_at  TEXT NOT NULL
-);
-"""
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BreakerPolicy:

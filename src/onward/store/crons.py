@@ -19,26 +19,6 @@ from onward.store.connection import SharedConnection
 from onward.store.encryption import Cipher, open_text, seal_text
 from onward.store.sql import Db
 
-CRON_SCHEMA = """
-CREATE TABLE IF NOT EXISTS onward_crons (
-    cron_id          TEXT PRIMARY KEY,
-    owner            TEXT NOT NULL,
-    thread_id        TEXT,
-    assistant_id     TEXT NOT NULL,
-    schedule         TEXT NOT NULL,
-    timezone         TEXT,
-    payload          TEXT NOT NULL,
-    metadata         TEXT NOT NULL DEFAULT '{}',
-    on_run_completed TEXT,
-    enabled          INTEGER NOT NULL DEFAULT 1,
-    end_time         TEXT,
-    next_run_date    TEXT,
-    created_at       TEXT NOT NULL,
-    updated_at       TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS onward_crons_due ON onward_crons (enabled, next_run_date);
-"""
-"""Store schema 12 (``database._migrate_12_crons``)."""
 _COLUMNS = (
     "cron_id, owner, thread_id, assistant_id, schedule, timezone, payload, metadata, "
     "on_run_completed, enabled, end_time, next_run_date, created_at, updated_at"

@@ -19,58 +19,6 @@ from onward.model.clock import utcnow
 from onward.store.connection import SharedConnection
 from onward.store.sql import Db
 
-THREAD_SCHEMA = """
-CREATE TABLE IF NOT EXISTS onward_threads (
-    thread_id  TEXT PRIMARY KEY,
-    owner      TEXT,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    metadata   TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE IF NOT EXISTS onward_api_runs (
-    run_id       TEXT PRIMARY KEY,
-    thread_id    TEXT NOT NULL,
-    assistant_id TEXT NOT NULL,
-    created_at   TEXT NOT NULL,
-    updated_at   TEXT NOT NULL,
-    status       TEXT NOT NULL,
-    metadata     TEXT NOT NULL DEFAULT '{}',
-    pause_before TEXT NOT NULL DEFAULT '[]',
-    from_checkpoint TEXT,
-    request      TEXT,
-    multitask_strategy TEXT NOT NULL DEFAULT 'enqueue',
-    pause_after  TEXT NOT NULL DEFAULT '[]',
-    webhook      TEXT,
-    stream_mode  TEXT NOT NULL DEFAULT '[]',
-    cancel       TEXT
-);
-"""
-RUN_EVENTS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS onward_api_run_events (
-    run_id    TEXT NOT NULL,
-    seq       INTEGER NOT NULL,
-    thread_id TEXT NOT NULL,
-    event     TEXT NOT NULL,
-    data      TEXT,
-    PRIMARY KEY (run_id, seq)
-);
-"""
-"""A run's stream events with their SSE ids (``seq``), so a client reconnecting with
-``Last-Event-ID`` gets the rest after a server restart or from another server."""
-RUN_COLUMNS_9 = (("pause_before", "TEXT NOT NULL DEFAULT '[]'"), ("from_checkpoint", "TEXT"))
-"""Columns store schema 9 added to ``onward_api_runs`` (older stores get them on open)."""
-RUN_COLUMNS_10 = (("request", "TEXT"), ("multitask_strategy", "TEXT NOT NULL DEFAULT 'enqueue'"))
-"""Columns store schema 10 added: a queued run's request (it starts when the thread is
-free, maybe after a restart) and the multitask strategy it was sent with."""
-RUN_COLUMNS_11 = (
-    ("pause_after", "TEXT NOT NULL DEFAULT '[]'"),
-    ("webhook", "TEXT"),
-    ("stream_mode", "TEXT NOT NULL DEFAULT '[]'"),
-    ("cancel", "TEXT"),
-)
-"""Columns store schema 11 added: what a run recovered after a restart must still honour
-(``interrupt_after``, ``webhook``, its stream modes) and a cancel asked of whoever drives
-it (another server, a worker)."""
 MAX_RUN_EVENTS = 5000
 """Stream events kept per run in the store (the oldest go first): a long run streams
 many; a client that fell further behind than these gets the newest ones."""

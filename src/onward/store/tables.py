@@ -22,14 +22,15 @@ from onward.observe.events import EventLog
 from onward.settings import settings
 from onward.store.encryption import Cipher, check_key, open_text
 from onward.store.leases import LeasePolicy, Leases
+from onward.store.migrations import SCHEMA_VERSION
 from onward.store.sql import Backend, Db, backend_of, sqlite_path
 
 if TYPE_CHECKING:
     from onward.observe.rows import TimelineRow
     from onward.observe.timeline import TimelineEvent
 
-SCHEMA_VERSION = 15
-"""``database.STORE_SCHEMA_VERSION``, the only schema read here (a test keeps them equal)."""
+__all__ = ["FINISHED", "SCHEMA_VERSION", "RunEntry", "Tables", "schema_version"]
+
 FINISHED = ("done", "failed", "cancelled")
 """The ``RunStatus`` values whose ``finished`` is true (a test keeps them equal)."""
 
