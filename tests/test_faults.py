@@ -5,7 +5,6 @@ A crash test arms a point through the environment of the process it starts
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -16,29 +15,22 @@ from onward.faults import Fault
 from onward.settings import FAULT_POINTS, Settings
 from onward.testing.faults import execution_log, kill_at, tool_delay
 from tests.conftest import cli_env
+from tests.test_model_imports import imported
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "onward"
 
 REACH = "from onward.faults import Fault, reach; reach(Fault.{point}, {step!r}); print('alive')"
 
 
-def _imports(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
-
-
 def test_no_production_module_imports_the_test_package() -> None:
     offenders = [
-        str(path.relative_to(SRC))
+        str(rel)
         for path in SRC.rglob("*.py")
-        if "testing" not in path.relative_to(SRC).parts
-        and any(name.startswith("onward.testing") for name in _imports(path))
+        if "testing" not in (rel := path.relative_to(SRC)).parts
+        and any(
+            name.startswith("onward.testing")
+            for name in imported(path, ".".join(("onward", *rel.parent.parts)))
+        )
     ]
     assert offenders == []
 

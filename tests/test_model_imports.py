@@ -10,15 +10,15 @@ MODEL = Path(__file__).resolve().parent.parent / "src" / "onward" / "model"
 FORBIDDEN = ("checkpointing", "verification", "planning", "tools")
 
 
-def imported(path: Path) -> set[str]:
-    """Every module an ``import`` or ``from ... import`` in ``path`` names (relative ones
-    resolved against onward.model)."""
+def imported(path: Path, package: str = "onward.model") -> set[str]:
+    """Every module an ``import`` or ``from ... import`` in ``path`` names, and each name
+    imported from one (relative ones resolved against ``package``, the file's own)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = "onward" if node.level > 1 else "onward.model" if node.level else ""
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
             module = ".".join(p for p in (base, node.module or "") if p)
             found.add(module)
             found.update(f"{module}.{alias.name}" for alias in node.names)
