@@ -52,7 +52,7 @@ CHILD = """
 import os, subprocess, sys, tempfile
 from pathlib import Path
 sys.path.insert(0, {here!r})
-from _common import chain_plan
+from _common import any_size, chain_plan
 from onward import Onward
 steps, url = int(sys.argv[1]), sys.argv[2]
 work = Path(tempfile.mkdtemp())
