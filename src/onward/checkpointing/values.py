@@ -158,6 +158,19 @@ class CheckpointValues:
                 _, dropped = self._texts.popitem(last=False)
                 self._text_bytes -= len(dropped)
 
+    def seed(self, thread_id: str, checkpoint_id: str, state: Mapping[str, Any]) -> bool:
+        """Keep the delta channels' values a graph's loop had when it saved a checkpoint
+        (its ``values`` chunk for the superstep: the state the checkpoint holds, which a
+        replay of its writes rebuilds the same, DeltaChannel's contract). A reader of the
+        run's last checkpoints then rolls from them instead of walking the thread back to
+        each channel's last snapshot. False (nothing kept) when the chunk lacks one."""
+        with self._lock:
+            channels = [ch for ch in self._specs if ch not in self._unsure]
+        if not channels or any(ch not in state for ch in channels):
+            return False
+        self.put((thread_id, "", checkpoint_id), {ch: state[ch] for ch in channels})
+        return True
+
     def wrote(self, thread_id: str, checkpoint_id: str | None, *, itself: bool = False) -> None:
         """Rows were saved at ``checkpoint_id`` (``itself``: the checkpoint was): values of
         later checkpoints of the thread may have changed (ids order checkpoints in time)."""

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from onward.checkpointing.values import CheckpointValues
 from onward.client import Onward
 
 
@@ -22,6 +23,7 @@ class Clients:
         self._free: queue.SimpleQueue[Onward] = queue.SimpleQueue()
         self._all: list[Onward] = []
         self._lock = threading.Lock()
+        self._kept: tuple[CheckpointValues | None] | None = None
 
     @contextmanager
     def use(self) -> Iterator[Onward]:
@@ -35,6 +37,14 @@ class Clients:
             yield client
         finally:
             self._free.put(client)
+
+    def kept(self) -> CheckpointValues | None:
+        """The values the clients' store keeps per checkpoint (onward.serve.encoded)."""
+        if self._kept is None:
+            with self.use() as ow:
+                found = getattr(ow.store.saver, "values", None)
+                self._kept = (found if isinstance(found, CheckpointValues) else None,)
+        return self._kept[0]
 
     def drain(self) -> None:
         """Ask every drive to stop before its next node."""

@@ -31,6 +31,7 @@ from typing import Any
 from fastapi import HTTPException
 from langgraph.types import Command, StreamMode
 
+from onward.checkpointing.values import CheckpointValues
 from onward.client import stopping
 from onward.errors import (
     DatabaseGone,
@@ -46,6 +47,7 @@ from onward.serve import states
 from onward.serve.clients import Clients
 from onward.serve.context import Serving
 from onward.serve.control import Active, CancelAction, Control
+from onward.serve.encoded import kept_by
 from onward.serve.feed import DONE, Feed
 from onward.serve.intake import ENDED, prepare
 from onward.serve.requests import (
@@ -315,7 +317,9 @@ def notify(ctx: Serving, run_id: str, feed: Feed, url: str) -> None:
     values = [data for _n, (event, data) in feed.items() if event == "values"][-1:]
     errors = [data for _n, (event, data) in feed.items() if event == "error"]
     values = [
-        found for v in values if (found := states.resolve(ctx.clients, v)) is not states.MISSING
+        states.plain(found)
+        for v in values
+        if (found := states.resolve(ctx.clients, v)) is not states.MISSING
     ]
     if not values and row is not None:  # it streamed no values (or was recovered so)
         with ctx.clients.use() as ow, contextlib.suppress(Exception):
@@ -453,8 +457,16 @@ class Pairing:
     one (kept whole) if anything else comes first. An interrupt's values chunk (the
     state plus ``__interrupt__``) is put at once."""
 
-    def __init__(self, out: Feed, thread_id: str, wanted: set[StreamMode]) -> None:
+    def __init__(
+        self,
+        out: Feed,
+        thread_id: str,
+        wanted: set[StreamMode],
+        kept: CheckpointValues | None = None,
+    ) -> None:
         self.out, self.thread_id, self.wanted = out, thread_id, wanted
+        self.kept = kept
+        """The store's kept values, seeded with each checkpoint's state as it is named."""
         self.held: StateAt | None = None
         self.last: Any = None
         self.seen: set[str] | None = None
@@ -470,6 +482,8 @@ class Pairing:
             self.held.checkpoint_id = (
                 (data.get("config") or {}).get("configurable", {}).get("checkpoint_id")
             )
+            if self.kept is not None and self.held.checkpoint_id:
+                self.kept.seed(self.thread_id, self.held.checkpoint_id, self.held.raw)
         self.flush()
         if mode == "values":
             self.last = data
@@ -516,9 +530,10 @@ def drive(
     with clients.use() as ow:
         if command is ENDED:  # ended by the request itself ("Mark as Resolved")
             try:
-                if "values" in wanted:
+                if "values" in wanted:  # kept as its checkpoint's reference (states.py)
                     snap = ow.graph.get_state(ow._config(thread_id))
-                    out.put(chunk("values", snap.values))
+                    saved = (snap.config or {}).get("configurable", {}).get("checkpoint_id")
+                    out.put(("values", StateAt(thread_id, snap.values, saved)))
             finally:
                 ow.store.threads.set_run_status(run_id, ApiRunStatus.SUCCESS)
                 ow.store.threads.touch(thread_id)
@@ -530,7 +545,7 @@ def drive(
             if control is not None and not control.attach(run_id, ow):
                 status = _cancelled(ow, control, run_id, thread_id, before_start=True)
                 return
-            pairing = Pairing(out, thread_id, wanted)
+            pairing = Pairing(out, thread_id, wanted, kept_by(ow.store.saver))
             start = Start(command, checkpoint_id, takeover, pause_at, pause_after)
             stream_through_outages(ow, pairing, graph_modes, start, control, run_id)
             pairing.flush()

@@ -19,10 +19,12 @@ values chunk no checkpoint follows (an interrupt's, one the server makes) is kep
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from onward.serve.clients import Clients
+from onward.serve.encoded import kept_by, kept_values, values_bytes
 from onward.serve.views import at_checkpoint
 from onward.serve.wire import chat_values
 
@@ -68,18 +70,34 @@ def reference(data: Any) -> tuple[str, str] | None:
     return None
 
 
+class Encoded(bytes):
+    """A values event's JSON, encoded (onward.serve.encoded): sent as it is."""
+
+
 def resolve(clients: Clients, data: Any) -> Any:
-    """A values event's JSON (blocking: call it off the event loop); :data:`MISSING` when
-    it names a checkpoint the store does not hold."""
+    """A values event's JSON (blocking: call it off the event loop): :class:`Encoded` when
+    made from a state; :data:`MISSING` when it names a checkpoint the store does not hold."""
     if isinstance(data, StateAt) and data.raw is not None:
-        return chat_values(data.raw)
+        if not data.checkpoint_id:
+            return Encoded(values_bytes(data.raw))
+        config = {
+            "configurable": {"thread_id": data.thread_id, "checkpoint_id": data.checkpoint_id}
+        }
+        return Encoded(kept_values(clients.kept(), config, data.raw))
     ref = reference(data)
     if ref is None:
         return data
     thread_id, checkpoint_id = ref
     with clients.use() as ow:
         snap = ow.graph.get_state(at_checkpoint(ow, thread_id, checkpoint_id))
-    return chat_values(snap.values) if snap.created_at is not None else MISSING
+        if snap.created_at is None:
+            return MISSING
+        return Encoded(kept_values(kept_by(ow.store.saver), snap.config, snap.values))
+
+
+def plain(found: Any) -> Any:
+    """What :func:`resolve` found as plain JSON data (for a document that holds it)."""
+    return json.loads(found) if isinstance(found, Encoded) else found
 
 
 def needs_resolving(data: Any) -> bool:

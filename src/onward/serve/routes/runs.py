@@ -80,11 +80,12 @@ async def events(
                 data = await resolve(data)
                 if data is states.MISSING:  # its checkpoint is gone (the thread was deleted)
                     continue
-            yield {
-                "id": f"{prefix}{number}",
-                "event": event,
-                "data": json.dumps(data, ensure_ascii=False),
-            }
+            text = (
+                data.decode("utf-8")
+                if isinstance(data, states.Encoded)
+                else json.dumps(data, ensure_ascii=False)
+            )
+            yield {"id": f"{prefix}{number}", "event": event, "data": text}
         ended = True
     finally:
         if not ended and on_drop is not None:
@@ -141,6 +142,14 @@ async def finished_values(
         return state_at(ow, thread_id, None)["values"] if last is None else last
 
 
+def values_answer(last: Any, headers: dict[str, str]) -> Response:
+    """A run's last values as a ``wait`` or ``join`` answers them (the same bytes as
+    ``JSONResponse``; values made from a state are encoded already)."""
+    if isinstance(last, states.Encoded):
+        return Response(bytes(last), media_type="application/json", headers=headers)
+    return JSONResponse(last, headers=headers)
+
+
 async def _last_values(
     feed: Feed | AsyncIterator[tuple[int, tuple[str, Any]]], resolve: states.Resolve
 ) -> Any:
@@ -166,7 +175,7 @@ async def runs_wait(
     run_id, _out = await run_in_threadpool(launch, ctx, thread_id, body, who, body["stream_mode"])
     cancel = disconnect_of(body) == "cancel"
     last = await finished_values(ctx, request, thread_id, run_id, cancel)
-    return JSONResponse(last, headers=_location(thread_id, run_id, "join"))
+    return values_answer(last, _location(thread_id, run_id, "join"))
 
 
 @router.post("/threads/{thread_id}/runs")
@@ -248,7 +257,7 @@ async def runs_join(
     await run_in_threadpool(_run, ctx, thread_id, run_id, who)
     cancel = _flag(cancel_on_disconnect, "cancel_on_disconnect")
     last = await finished_values(ctx, request, thread_id, run_id, cancel)
-    return JSONResponse(last, headers=_location(thread_id, run_id, "join"))
+    return values_answer(last, _location(thread_id, run_id, "join"))
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/stream")
@@ -394,7 +403,7 @@ async def runs_cancel(
     if not waiting:
         return Response(status_code=202, headers=_location(thread_id, run_id, "join"))
     last = await finished_values(ctx, request, thread_id, run_id, False)
-    return JSONResponse(last, headers=_location(thread_id, run_id, "join"))
+    return values_answer(last, _location(thread_id, run_id, "join"))
 
 
 @router.post("/runs/cancel", status_code=204)

@@ -29,7 +29,15 @@ from onward.serve.requests import (
     pause_after,
     pause_before,
 )
-from onward.serve.routes.runs import FINISHED, _location, _on_drop, events, finished_values, run_doc
+from onward.serve.routes.runs import (
+    FINISHED,
+    _location,
+    _on_drop,
+    events,
+    finished_values,
+    run_doc,
+    values_answer,
+)
 from onward.serve.routes.threads import delete_thread
 from onward.serve.strict import StrictRoute
 
@@ -162,7 +170,7 @@ async def stateless_wait(body: dict[str, Any], request: Request, ctx: Ctx, who: 
     clean_up_later(ctx, thread_id, run_id, out, who, keep)
     cancel = run_body.get("on_disconnect") == "cancel"
     last = await finished_values(ctx, request, thread_id, run_id, cancel)
-    return JSONResponse(last, headers=_location(thread_id, run_id, "join"))
+    return values_answer(last, _location(thread_id, run_id, "join"))
 
 
 def _background(ctx: Serving, body: dict[str, Any], who: str) -> tuple[dict[str, Any], Feed, bool]:
