@@ -106,6 +106,9 @@ class HeldRows:
         self._driving: set[str] = set()
         self.flush: Callable[[], None] = lambda: None
         """Commits what the saver deferred (set by the saver that takes from these rows)."""
+        self.flush_with: Callable[[str, Sequence[LogRow]], None] | None = None
+        """Commits what the saver deferred and a thread's event rows, in one transaction
+        (set by the saver; None: no saver takes rows yet)."""
         self.discard: Callable[[str], None] = lambda thread_id: None
         """Forgets what the saver deferred for a thread."""
 
@@ -136,6 +139,16 @@ class HeldRows:
     def make_durable(self) -> None:
         """Commit everything saved so far (before an effect the saved state must precede)."""
         self.flush()
+
+    def make_durable_with(self, thread_id: str, rows: Sequence[LogRow]) -> bool:
+        """Commit everything saved so far and ``rows`` (events of ``thread_id``, fenced by
+        its lease) in one transaction: a step shown running costs one commit, not one for
+        the deferred rows and one for its event. False when no saver takes rows (the
+        caller records them itself)."""
+        if self.flush_with is None:
+            return False
+        self.flush_with(thread_id, rows)
+        return True
 
     def hold(
         self,
@@ -355,7 +368,7 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
         super().__init__(conn, serde=serde)
         self.held, self.to_sql, self.fences = held, to_sql, fences
         self._deferred = Deferred()
-        held.flush, held.discard = self.flush, self._drop
+        held.flush, held.discard, held.flush_with = self.flush, self._drop, self.flush_with
         self._seeds: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
         """Decoded delta-channel snapshots by checkpoint (a checkpoint never changes once
         written, and a resume loads the same thread three times)."""
@@ -454,6 +467,10 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
         with self.lock:
             if self._deferred:
                 self._commit([], None)
+
+    def flush_with(self, thread_id: str, rows: Sequence[LogRow]) -> None:
+        """The deferred statements and ``rows``: one commit (HeldRows.make_durable_with)."""
+        self._save(thread_id, self.to_sql(thread_id, rows, []), defer=False)
 
     def _commit(self, statements: Statements, thread_id: str | None) -> None:
         """The deferred statements, then these (of ``thread_id``), in one transaction: all
@@ -751,6 +768,14 @@ def postgres_saver(
                 with self._cursor(pipeline=True):
                     pass
 
+        def flush_with(self, thread_id: str, rows: Sequence[LogRow]) -> None:
+            """The deferred statements and ``rows`` in one commit."""
+            batch = [
+                (sql.replace("?", "%s"), params) for sql, params in to_sql(thread_id, rows, [])
+            ]
+            with self.lock:
+                self._commit(batch, thread_id)
+
         def get_delta_channel_history(
             self, *, config: RunnableConfig, channels: Sequence[str]
         ) -> Mapping[str, DeltaChannelHistory]:
@@ -847,7 +872,7 @@ def postgres_saver(
     saver = OnwardPostgresSaver(pool.pool, serde=serde)
     saver._deferred, saver._local = Deferred(), threading.local()
     saver.values = shared(f"postgres {pool.url}")
-    held.flush, held.discard = saver.flush, saver._drop
+    held.flush, held.discard, held.flush_with = saver.flush, saver._drop, saver.flush_with
     return saver
 
 

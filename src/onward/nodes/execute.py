@@ -138,11 +138,13 @@ def _show_running(deps: NodeDeps, task: ExecuteTask, thread_id: str, attempt: in
     """A step that runs for a while is shown as it is: what the saver deferred (the
     previous step's verdict) is committed, and a ``step_running`` event is written at once.
     Steps shorter than LONG cost nothing of this; their one commit says it all."""
+    detail = {"step_id": task.step.id, "tool": task.step.tool, "attempt": attempt}
     try:
-        if deps.held is not None:
-            deps.held.make_durable()
+        # One commit: the deferred rows and the event (make_durable_with).
+        row = (utcnow(), str(EventKind.STEP_RUNNING), detail, None)
+        if deps.held is not None and deps.held.make_durable_with(thread_id, [row]):
+            return
         if deps.events is not None:
-            detail = {"step_id": task.step.id, "tool": task.step.tool, "attempt": attempt}
             deps.events.record(thread_id, EventKind.STEP_RUNNING, detail)
     except StoreError as exc:  # only what readers see is late; the step's commit decides
         _log.warning("step %s: could not record that it runs: %s", task.step.id, exc)

@@ -291,12 +291,39 @@ class Leases:
         Raises RunBusyError while someone else's lease is live (by the database's clock)."""
         conn = self._connect()
         try:
-            with conn.transaction(lock=f"lease:{thread_id}"):
-                taken_over, epoch = self._acquire(conn, thread_id, owner)
+            if conn.postgres:
+                taken_over, epoch = self._swap(conn, thread_id, owner)
+            else:
+                with conn.transaction(lock=f"lease:{thread_id}"):
+                    taken_over, epoch = self._acquire(conn, thread_id, owner)
         finally:
             conn.close()
         self.fences.hold(thread_id, Fence(owner, epoch))
         return taken_over
+
+    def _swap(self, conn: Db, thread_id: str, owner: str) -> tuple[LeaseRow | None, int]:
+        """Postgres: :meth:`_acquire` in two statements instead of a transaction of six (a
+        worker acquires a lease per drive). One reads the database's clock, a new epoch
+        and the lease; the other writes the lease and its events, only if the row is still
+        the one read (its epoch and expiry: a takeover or a heartbeat in between makes it
+        write nothing) or there was none and still is none. A lost race reads again."""
+        while True:
+            now, epoch, previous, swap = _read_for_swap(conn, thread_id)
+            dead = None
+            if previous and previous.owner != owner and previous.expires_at > now:
+                dead = gone_here(previous.owner)  # a driver killed on this host: at once
+                if dead is None:
+                    age = (now - previous.heartbeat_at).total_seconds()
+                    raise RunBusyError(thread_id, previous.owner, age, previous.expires_at)
+            taken_over = previous if previous and previous.owner != owner else None
+            events = [(EventKind.LEASE_ACQUIRED, owner)]
+            if taken_over:
+                why = dead or f"expired {taken_over.expires_at.isoformat()}"
+                detail = f"from {taken_over.owner} ({why}) by {owner}"
+                events.insert(0, (EventKind.LEASE_TAKEN_OVER, detail))
+            expires = now + self.policy.ttl
+            if _write_swap(conn, thread_id, owner, now, expires, epoch, swap, events):
+                return taken_over, epoch
 
     def _acquire(self, conn: Db, thread_id: str, owner: str) -> tuple[LeaseRow | None, int]:
         now = database_now(conn)
@@ -369,11 +396,19 @@ class Leases:
         where, params = self._ours(thread_id, owner)
         conn = self._connect()
         try:
-            with conn.transaction():
-                cur = conn.execute(f"DELETE FROM onward_leases WHERE {where}", params)
-                if cur.rowcount:
-                    now = database_now(conn)
-                    _event(conn, thread_id, now, EventKind.LEASE_RELEASED, owner)
+            if conn.postgres:  # one statement: the delete and its event, by the server's clock
+                conn.execute(
+                    f"WITH gone AS (DELETE FROM onward_leases WHERE {where} RETURNING thread_id) "
+                    "INSERT INTO onward_events (thread_id, at, kind, detail) "
+                    f"SELECT thread_id, {PG_NOW_TEXT}, ?, ? FROM gone",
+                    (*params, EventKind.LEASE_RELEASED, owner),
+                )
+            else:
+                with conn.transaction():
+                    cur = conn.execute(f"DELETE FROM onward_leases WHERE {where}", params)
+                    if cur.rowcount:
+                        now = database_now(conn)
+                        _event(conn, thread_id, now, EventKind.LEASE_RELEASED, owner)
         finally:
             conn.close()
         self.fences.drop(thread_id, owner)
@@ -425,6 +460,71 @@ _LEASE_KINDS = (EventKind.LEASE_ACQUIRED, EventKind.LEASE_TAKEN_OVER, EventKind.
 
 
 _COLUMNS = "thread_id, owner, acquired_at, heartbeat_at, expires_at, epoch"
+
+Swap = tuple[int, str] | None
+"""What a lease swap compares: the row's epoch and expiry text as read (None: no row)."""
+
+PG_NOW_TEXT = (
+    "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
+)
+"""Postgres: the server's clock as the text ``datetime.isoformat()`` writes for UTC."""
+
+
+def _read_for_swap(conn: Db, thread_id: str) -> tuple[datetime, int, LeaseRow | None, Swap]:
+    """The database's clock, a new epoch, the run's lease (if any), and what a swap of
+    that lease compares (its epoch and expiry as stored): one statement."""
+    row = conn.execute(
+        f"SELECT clock_timestamp(), nextval('onward_lease_epochs'), {_COLUMNS} "
+        "FROM (SELECT 1) AS one LEFT JOIN onward_leases ON thread_id = ?",
+        (thread_id,),
+    ).fetchone()
+    now: datetime = row[0].astimezone(UTC)
+    if row[2] is None:
+        return now, int(row[1]), None, None
+    return now, int(row[1]), _lease(row[2:]), (int(row[7]), str(row[6]))
+
+
+def _write_swap(
+    conn: Db,
+    thread_id: str,
+    owner: str,
+    now: datetime,
+    expires: datetime,
+    epoch: int,
+    previous: Swap,
+    events: list[tuple[EventKind, str]],
+) -> bool:
+    """The lease (and its events, in order) written if the row is still ``previous``
+    (None: still no row); False when another writer came first."""
+    at = now.isoformat()
+    guard = "FALSE"  # no row was read: one inserted meanwhile is someone else's
+    guard_params: tuple[int | str, ...] = ()
+    if previous is not None:
+        guard = "onward_leases.epoch = ? AND onward_leases.expires_at = ?"
+        guard_params = previous
+    values = ", ".join("(?, ?, ?)" for _ in events)
+    rows = conn.execute(
+        f"WITH won AS (INSERT INTO onward_leases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (thread_id) DO UPDATE SET owner = excluded.owner, "
+        "acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at, "
+        f"expires_at = excluded.expires_at, epoch = excluded.epoch WHERE {guard} "
+        "RETURNING thread_id) "
+        "INSERT INTO onward_events (thread_id, at, kind, detail) "
+        f"SELECT won.thread_id, ?, e.kind, e.detail FROM won, (VALUES {values}) "
+        "AS e(n, kind, detail) ORDER BY e.n RETURNING 1",
+        (
+            thread_id,
+            owner,
+            at,
+            at,
+            expires.isoformat(),
+            epoch,
+            *guard_params,
+            at,
+            *[x for n, (kind, detail) in enumerate(events) for x in (n, str(kind), detail)],
+        ),
+    ).fetchall()
+    return bool(rows)
 
 
 def _lease(r: tuple[str, str, str, str, str, int]) -> LeaseRow:
