@@ -27,7 +27,7 @@ VS_BEFORE = ["--onward-rev", "da5633c", "--onward-src", str(HERE.parent / "src")
 """commits.py compares this checkout with da5633c, the release before issue 18's redesign."""
 
 BENCHES: list[tuple[str, list[str], list[str]]] = [
-    # (script, full-size args, --quick args)
+    # (name: the script, and a word more when a script runs twice; full-size args, --quick args)
     (
         "overhead.py",
         ["--steps", "200", "--rounds", "5"],
@@ -44,6 +44,9 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
         [*VS_BEFORE, "--steps", "10", "40", "--rounds", "1"],
     ),
     ("fleet.py", ["--runs", "24", "--rounds", "3"], ["--runs", "6", "--rounds", "1"]),
+    # Issue 37's fleets side by side (onward, DBOS, LangGraph): ~15 min at full size, on
+    # $ONWARD_BENCH_PG, which must run on this host (its backends' CPU is read in /proc).
+    ("fleet.py --compare", ["--compare", "1,8,32,64"], ["--compare", "32"]),
     ("startup.py", ["--rounds", "7"], ["--rounds", "2"]),
 ]
 
@@ -53,17 +56,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     parser.add_argument(
-        "--only", nargs="*", help="run only these scripts; the others keep their last results"
+        "--only",
+        nargs="*",
+        help="run only these (names as in BENCHES, e.g. 'fleet.py --compare'); the others "
+        "keep their last results",
     )
     args = parser.parse_args(argv)
     saved = HERE / "results.json"
     kept: dict[str, Any] = json.loads(saved.read_text()) if args.only and saved.exists() else {}
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="onward-bench-all-") as tmp:
-        for script, full, quick in BENCHES:
-            if args.only and script not in args.only:
+        for name, full, quick in BENCHES:
+            if args.only and name not in args.only:
                 continue
-            out = Path(tmp) / f"{script}.json"
+            script = name.split()[0]
+            out = Path(tmp) / f"{name.replace(' ', '_')}.json"
             cmd = [sys.executable, str(HERE / script), *(quick if args.quick else full)]
             cmd += ["--json", str(out)]
             print(f"$ {' '.join(cmd[1:])}", flush=True)
@@ -72,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             took = time.perf_counter() - start
             print(proc.stdout, proc.stderr[-2000:] if proc.returncode else "", flush=True)
             if proc.returncode != 0:
-                raise SystemExit(f"{script} failed with exit code {proc.returncode}")
-            results[script] = {
+                raise SystemExit(f"{name} failed with exit code {proc.returncode}")
+            results[name] = {
                 "rows": json.loads(out.read_text()),
                 "command": " ".join([script, *(quick if args.quick else full)]),
                 "output": proc.stdout,
