@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import json
 import shutil
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -253,3 +254,82 @@ def test_the_base_store_has_no_branch_on_the_backend(db_url: str) -> None:
     with Store(db_url) as store:
         assert type(store) is expected
         assert store.backend is backend_of(db_url)
+
+
+def _golden_on_postgres(golden: str, url: str, version: int, tmp_path: Path) -> None:
+    """The golden SQLite store ``golden`` (at schema ``version``) as a Postgres store of
+    that release: onward's tables at ``version`` with the golden rows as written, and the
+    checkpoints copied through LangGraph's PostgresSaver."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    from onward.checkpointing.serde import checkpoint_serde
+
+    _store_at(url, version)
+    source = sqlite3.connect(f"{(GOLDEN / golden / 'onward.db').as_uri()}?mode=ro", uri=True)
+    db = Db.open(url)
+    try:
+        names = source.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'onward_%'"
+        ).fetchall()
+        for (table,) in names:
+            rows = source.execute(f"SELECT * FROM {table}").fetchall()
+            if rows and table != "onward_meta":
+                marks = ", ".join("?" * len(rows[0]))
+                db.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+        db.execute("SELECT setval('onward_events_id_seq', (SELECT max(id) FROM onward_events))")
+    finally:
+        db.close()
+        source.close()
+    shutil.copytree(GOLDEN / golden, tmp_path / golden)
+    with (
+        Onward(f"sqlite:///{tmp_path / golden / 'onward.db'}") as ow,
+        psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row) as conn,
+    ):
+        target = PostgresSaver(conn, serde=checkpoint_serde(None))
+        target.setup()
+        for found in reversed(list(ow.store.saver.list(None))):
+            configurable = found.config["configurable"]
+            parent = found.parent_config or {"configurable": {}}
+            config: Any = {
+                "configurable": {
+                    "thread_id": configurable["thread_id"],
+                    "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+                    **(
+                        {"checkpoint_id": parent["configurable"]["checkpoint_id"]}
+                        if found.parent_config
+                        else {}
+                    ),
+                }
+            }
+            saved = target.put(
+                config, found.checkpoint, found.metadata, found.checkpoint["channel_versions"]
+            )
+            by_task: dict[str, list[tuple[str, Any]]] = {}
+            for task_id, channel, value in found.pending_writes or ():
+                by_task.setdefault(task_id, []).append((channel, value))
+            for task_id, writes in by_task.items():
+                target.put_writes(saved, writes, task_id)
+
+
+@pytest.mark.parametrize(("golden", "version"), [("v1", 3), ("v2", 8)])
+def test_golden_stores_of_older_releases_migrate_and_resume_on_postgres(
+    golden: str, version: int, tmp_path: Path, workdir: Path
+) -> None:
+    """Golden v1 and v2 as Postgres stores of their releases: migrated, their runs go on."""
+    url = _fresh(PG_URL, version)
+    _golden_on_postgres(golden, url, version, tmp_path)
+    assert _version(url) == version
+    with Onward(url) as ow:
+        for body in (GOLDEN / golden).glob("artifacts/*/*"):  # files, in a release this old
+            ow.store.artifacts.write_body(body.parent.name + body.name, body.read_bytes())
+        if golden == "v1":
+            view = ow.resume("golden-thread")
+            assert [(s.id, s.status) for s in view.steps] == [(step, "done") for step in "abcd"]
+        else:
+            target = tmp_path / "written.txt"
+            view = ow.approve("golden-v2", "w", edit={"path": str(target)})
+            assert target.read_text() == "golden"
+        assert view.status == "done"
+    assert _version(url) == SCHEMA_VERSION
+    assert schema_of(url) == _reference("postgres")
