@@ -47,6 +47,8 @@ PRELOAD = (
     "onward.graph.build",
     "onward.checkpointing.savers",
     "onward.store.database",
+    "onward.store.sqlite",
+    "onward.store.postgres",
     "onward.tools.registry",
     "langgraph.checkpoint.sqlite",
     "langgraph.checkpoint.postgres",

@@ -145,7 +145,7 @@ _SEALED = b"ONWARD-AESGCM1\n"
 
 class ArtifactStore:
     """Artifact bodies as files under ``root`` (the SQLite backend; Postgres keeps them in
-    a table, see :class:`~onward.store.database.TableArtifacts`).
+    a table, see :class:`~onward.store.postgres.TableArtifacts`).
 
     ``cipher``: bodies are encrypted at rest; the sha256 is of the plaintext, and GCM
     authentication reports a changed body as tampered. ``on_put(sha256, owner)`` records
