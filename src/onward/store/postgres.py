@@ -98,7 +98,6 @@ class PostgresStore(Store):
         schema is not this onward's yet (a worker's slots open a store each, at once)."""
         self.pg_pool: PgPool = open_pool(self.url, self._timeout)
         self.request_blobs = None
-        self._serve_ready = True  # made with the rest
         try:
             setup = PooledDb(self.pg_pool)
             if schema_version(setup) != STORE_SCHEMA_VERSION:
