@@ -22,6 +22,12 @@ calls them with :func:`tool_calls`::
         tool_calls(("read_file", {"path": "notes.txt"})),      # the model calls a tool
         "The notes say revenue is up.",                          # then answers
     ])
+
+It has no structured output by default (``with_structured_output`` raises
+``NotImplementedError``), so onward asks it for JSON in the prompt, as any model without
+one. ``structured_output=True`` gives it LangChain's own (through tool calling): a call
+that asks for a schema offers the schema's tool (``PlanDraft``, ``ModelStepOutput``,
+``Verdict``), and a scripted ``tool_calls(("ModelStepOutput", {...}))`` answers it.
 """
 
 from __future__ import annotations
