@@ -38,6 +38,11 @@ class Clients:
         finally:
             self._free.put(client)
 
+    def made(self) -> list[Onward]:
+        """The clients made so far."""
+        with self._lock:
+            return list(self._all)
+
     def kept(self) -> CheckpointValues | None:
         """The values the clients' store keeps per checkpoint (onward.serve.encoded)."""
         if self._kept is None:
