@@ -49,6 +49,8 @@ The CLI and ``onward serve`` take codes only from these attributes (``exit_code`
 
     DrainRequested                  control signal: a worker told to stop (SIGTERM) starts no
                                     more nodes; the run's last superstep is saved
+    └── AnswerRecorded              an answer inside a step was recorded and the drive was
+                                    told to stop after it (approve --no-continue)
     OutcomeUnknown                  control signal, not a failure: an interrupted effect
                                     may or may not have happened; a human must say
     JudgeUnavailable                control signal, not a finding: the judge gave no verdict;
@@ -367,6 +369,12 @@ class UnpricedModelWarning(OnwardWarning):
 class DrainRequested(Exception):
     """Raised by a node that was about to start while its worker drains: nothing of the
     node ran, so resuming (another worker) starts it afresh."""
+
+
+class AnswerRecorded(DrainRequested):
+    """Raised inside a tool-calling step once a person's answer about one of its calls is
+    recorded, when the drive was asked to stop after the answer (``continue_run=False``):
+    the step's execution ends there and ``onward resume`` goes on from inside it."""
 
 
 class FullRead(Exception):
