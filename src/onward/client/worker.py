@@ -16,6 +16,10 @@ when it can go on:
 Runs started by ``onward run`` whose driver died (an expired lease never released) are
 adopted: put on the queue when a worker finds nothing ready.
 
+Slots claim nothing until every slot has opened its client (store and graph), so a
+fleet's first runs are not stretched over its start-up; idle slots take turns looking at
+the queue (one claim per ``poll`` for the worker, not one per slot).
+
 A claim holds the run for the lease TTL: if the worker dies, the run is claimable again
 after that, when the dead driver's lease has expired too (the takeover is logged).
 
@@ -60,6 +64,9 @@ from onward.policies.durations import fix_durations
 from onward.store.connection import patiently
 from onward.store.leases import new_owner
 from onward.tools.registry import Registry
+
+OPEN_WAIT = 30.0
+"""Longest a slot waits for the others to open before it claims anyway (seconds)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -133,12 +140,15 @@ class Worker:
         """When a slot last looked at the queue and found nothing (monotonic seconds)."""
         self._idle = threading.Event()
         """Set when ``exit_when_idle`` found nothing left to do: every slot ends."""
+        self._opened = 0
+        self._all_open = threading.Condition(self._lock)
 
     def drain(self) -> None:
         """Stop: slots finish their current superstep, requeue their run and exit."""
         self._stop.set()
         self.report.drained = True
         with self._lock:
+            self._all_open.notify_all()
             for client in self._clients:
                 client.deps.draining.set()
 
@@ -169,9 +179,23 @@ class Worker:
             with patiently():  # a server that is not up yet is waited for
                 ow = Onward(self.db, **self._client_args)
             with ow:
+                self._wait_for_every_slot()
                 self._claim_and_drive(ow)
         except BaseException as exc:
             self._fail(exc)
+
+    def _wait_for_every_slot(self) -> None:
+        """Claim nothing until every slot has its client (its store and graph; up to
+        :data:`OPEN_WAIT`): slots opening while others drive had stretched a fleet's first
+        runs over their start-up (at ``--concurrency 64`` the last slot began a second
+        after the first), CPU-bound opening competing with the drives."""
+        with self._all_open:
+            self._opened += 1
+            self._all_open.notify_all()
+            self._all_open.wait_for(
+                lambda: self._opened >= self.policy.concurrency or self._stop.is_set(),
+                timeout=OPEN_WAIT,
+            )
 
     def _fail(self, exc: BaseException) -> None:
         """A slot stopped by an error: the worker stops (the first error is its reason)."""
@@ -180,6 +204,8 @@ class Worker:
                 self.report.stopped_by = exc
             clients = list(self._clients)
         self._stop.set()
+        with self._all_open:
+            self._all_open.notify_all()
         for client in clients:
             client.deps.draining.set()
 
