@@ -1,5 +1,7 @@
 """Reading checkpoint rows without LangGraph and without pydantic: the bytes, onward's
 msgpack (a hook given the types it may make), the latest checkpoint and its questions.
+What is stored where (channels, reducers, extension codes) comes from onward.observe.shape,
+generated from ``RunState``'s own metadata.
 
 The base of onward.observe.latest (a run's state, with onward's models) and of
 ``onward inbox`` (its questions, with none): see that module for what is read and when a
@@ -20,21 +22,18 @@ import ormsgpack
 from onward.checkpointing.format import EXT_LAZY, ZDICTS, inflate
 from onward.errors import FullRead as FullRead
 from onward.errors import StoreCorruptError
+from onward.observe.shape import DELTA_CHANNELS as DELTA_CHANNELS
+from onward.observe.shape import EXT_CONSTRUCTOR_KW_ARGS as EXT_CONSTRUCTOR_KW_ARGS
+from onward.observe.shape import EXT_CONSTRUCTOR_POS_ARGS as EXT_CONSTRUCTOR_POS_ARGS
+from onward.observe.shape import EXT_CONSTRUCTOR_SINGLE_ARG as EXT_CONSTRUCTOR_SINGLE_ARG
+from onward.observe.shape import EXT_DELTA_SNAPSHOT as EXT_DELTA_SNAPSHOT
+from onward.observe.shape import EXT_METHOD_SINGLE_ARG as EXT_METHOD_SINGLE_ARG
+from onward.observe.shape import EXT_PYDANTIC_V2 as EXT_PYDANTIC_V2
+from onward.observe.shape import REDUCED as REDUCED
 from onward.store.encryption import Cipher
 from onward.store.sql import Backend, Db
 
-# LangGraph's msgpack extension codes (langgraph.checkpoint.serde.jsonplus; a test keeps
-# them equal).
-EXT_CONSTRUCTOR_SINGLE_ARG, EXT_CONSTRUCTOR_POS_ARGS, EXT_CONSTRUCTOR_KW_ARGS = 0, 1, 2
-EXT_METHOD_SINGLE_ARG, EXT_PYDANTIC_V2, EXT_DELTA_SNAPSHOT = 3, 5, 7
-
 INTERRUPT = "__interrupt__"
-DELTA_CHANNELS = frozenset({"messages", "plan", "steps", "artifacts", "decisions", "approvals"})
-"""RunState's DeltaChannels (a test keeps the set equal to RunState's)."""
-REDUCED = frozenset({"usage", "waiting", "wave", "budget_warnings"})
-"""RunState's reducer channels that are not deltas (BinaryOperatorAggregate): one with a
-version and no stored value was a delta channel once, and LangGraph rebuilds it from its
-writes; that is left to LangGraph (a test keeps the set equal to RunState's)."""
 
 
 def stopped(status: str, resume_at: object, asked: bool) -> bool:
@@ -214,7 +213,9 @@ def corrupt(reason: str) -> StoreCorruptError:
 
 
 def check_reduced(values: dict[str, Any], versions: dict[str, Any]) -> None:
-    """:data:`REDUCED` channels are stored at every version (else: :class:`FullRead`)."""
+    """:data:`REDUCED` channels (RunState's reducer channels that are not deltas) are
+    stored at every version; one with a version and no stored value was a delta channel
+    once, and LangGraph rebuilds it from its writes: that is left to it (:class:`FullRead`)."""
     if any(ch in versions and ch not in values for ch in REDUCED):
         raise FullRead("a reducer channel with nothing stored (written as a delta once)")
 

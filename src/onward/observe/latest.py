@@ -65,20 +65,22 @@ from onward.observe.checkpoint import (
     FullRead as FullRead,
 )
 from onward.observe.kinds import EventKind
+from onward.observe.shape import DELTA_EMPTY
 from onward.observe.view import RunView, run_view, waiting_status
 from onward.people.inbox import PendingDecision
 from onward.store.tables import RunEntry, Tables
 
-DELTA_DEFAULTS: Mapping[str, Callable[[], Any]] = {
-    "messages": list,
-    "plan": Plan,
-    "steps": StepRecords,
-    "artifacts": ArtifactRefs,
-    "decisions": list,
-    "approvals": dict,
+_EMPTY: Mapping[str, Callable[[], Any]] = {
+    "list": list,
+    "dict": dict,
+    "Plan": Plan,
+    "StepRecords": StepRecords,
+    "ArtifactRefs": ArtifactRefs,
 }
-"""RunState's DeltaChannels and the empty value each starts from (a test keeps them equal
-to RunState's annotations)."""
+DELTA_DEFAULTS: Mapping[str, Callable[[], Any]] = {
+    channel: _EMPTY[cls] for channel, cls in DELTA_EMPTY.items()
+}
+"""RunState's delta channels and the empty value each starts from (onward.observe.shape)."""
 
 
 def append_messages(current: list[Message], writes: Sequence[Any]) -> list[Message]:

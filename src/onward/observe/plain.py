@@ -6,7 +6,7 @@ failure message, note, output summary), the artifacts' names, the run's failure,
 usage, ``resume_at`` and the questions. Those are read here as plain values from the
 same checkpoint rows onward.observe.latest reads (same rules, same :class:`FullRead`
 cases), onward's models kept as their stored fields (a field at its default is not
-stored: :data:`DEFAULTS` has those defaults; a test keeps them equal to the models').
+stored: onward.observe.shape has those defaults, generated from the models).
 ``--json`` prints every field of the view, so it is built with the models (latest.py).
 """
 
@@ -35,21 +35,9 @@ from onward.observe.checkpoint import (
 )
 from onward.observe.kinds import EventKind
 from onward.observe.questions import Question, of_interrupt
+from onward.observe.shape import DEFAULTS as DEFAULTS
 from onward.store.tables import FINISHED, Tables
 
-DEFAULTS: Mapping[str, Mapping[str, Any]] = {
-    "StepRecord": {
-        "status": "pending",
-        "attempts": 0,
-        "failure": None,
-        "note": None,
-        "output": None,
-    },
-    "ArtifactRef": {"summary": ""},
-    "Usage": {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0.0},
-    "Plan": {"version": 1},
-}
-"""The defaults of the fields read here (a test keeps them equal to the models')."""
 READ = ("status", "goal", "plan", "steps", "artifacts", "failure", "resume_at", "usage")
 """The channels read here."""
 DELTAS = ("plan", "steps", "artifacts")
