@@ -10,11 +10,12 @@ from typing import Any
 import ormsgpack
 import pytest
 from langgraph.checkpoint.serde.jsonplus import (
+    EXT_CONSTRUCTOR_KW_ARGS,
     EXT_CONSTRUCTOR_POS_ARGS,
     EXT_CONSTRUCTOR_SINGLE_ARG,
     EXT_PYDANTIC_V2,
 )
-from langgraph.types import Send
+from langgraph.types import Interrupt, Send
 from pydantic import BaseModel, ConfigDict
 
 from onward.checkpointing import tags
@@ -111,8 +112,15 @@ def test_names_older_stores_wrote_still_load_without_module_aliases(old: str) ->
         "send": ext(EXT_CONSTRUCTOR_POS_ARGS, "langgraph.types", "Send", ["execute", task]),
         "status": ext(EXT_CONSTRUCTOR_SINGLE_ARG, old, "StepStatus", "running"),
         "check": check,
+        "question": ext(
+            EXT_CONSTRUCTOR_KW_ARGS,
+            "langgraph.types",
+            "Interrupt",
+            {"value": {"status": ext(0, old, "StepStatus", "done")}, "id": "i1"},
+        ),
     }
     loaded = load(value)
+    assert loaded["question"] == Interrupt(value={"status": StepStatus.DONE}, id="i1")
     assert isinstance(loaded["send"], Send)
     assert isinstance(loaded["send"].arg, ExecuteTask)
     assert loaded["send"].arg.step.id == "s"

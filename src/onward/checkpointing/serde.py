@@ -214,7 +214,7 @@ class OnwardSerializer(JsonPlusSerializer):
                 if tag is not None and stored is not None:
                     return _build(code, inner(data), self.allows(stored, tag), tag)
                 if stored in _LANGGRAPH_TYPES:
-                    return _LANGGRAPH_TYPES[stored](inner(data)[2])
+                    return _langgraph_type(stored, inner(data), lambda: base(code, data))
             return base(code, data)
 
         self._made_hooks = (base, hook)
@@ -240,6 +240,15 @@ _LANGGRAPH_TYPES: dict[tuple[str, str], Callable[[Any], Any]] = {
 }
 """LangGraph's own types that carry onward values (a task's payload, a question): read here
 so that what they carry is read by tag too (LangGraph's hook reads its own nested values)."""
+
+
+def _langgraph_type(stored: tags.Tag, tup: Any, theirs: Callable[[], Any]) -> Any:
+    """One of :data:`_LANGGRAPH_TYPES` from its decoded payload; one this LangGraph does
+    not build from it (another release's shape) is left to LangGraph's own read."""
+    try:
+        return _LANGGRAPH_TYPES[stored](tup[2])
+    except Exception:
+        return theirs()
 
 
 def _allow_keys(entries: Iterable[Any]) -> frozenset[tuple[str, ...]]:
