@@ -105,6 +105,8 @@ class CheckpointValues:
         """Values rebuilt LangGraph's way (what a cold read costs; tests count it)."""
         self._texts: OrderedDict[Key, bytes] = OrderedDict()
         self._text_bytes = 0
+        self._threads: dict[str, set[Key]] = {}
+        """The keys of each thread held in either: a write looks at its own thread's."""
 
     def learn(self, channels: Mapping[str, BaseChannel[Any, Any, Any]]) -> None:
         """The delta channels of a graph that uses the saver."""
@@ -134,8 +136,9 @@ class CheckpointValues:
         with self._lock:
             self._values[key] = {**self._values.get(key, {}), **values}
             self._values.move_to_end(key)
+            self._threads.setdefault(key[0], set()).add(key)
             while len(self._values) > self._kept:
-                self._values.popitem(last=False)
+                self._drop_value(next(iter(self._values)))
 
     def text(self, key: Key) -> bytes | None:
         """A checkpoint's encoded answer kept by :meth:`keep_text`, if it still is."""
@@ -151,12 +154,33 @@ class CheckpointValues:
         with self._lock:
             if len(text) > TEXT_BYTES // 4:
                 return
-            old = self._texts.pop(key, None)
-            self._text_bytes += len(text) - (len(old) if old is not None else 0)
+            self._drop_text(key)
+            self._text_bytes += len(text)
             self._texts[key] = text
+            self._threads.setdefault(key[0], set()).add(key)
             while self._text_bytes > TEXT_BYTES:
-                _, dropped = self._texts.popitem(last=False)
-                self._text_bytes -= len(dropped)
+                self._drop_text(next(iter(self._texts)))
+
+    def _drop_value(self, key: Key) -> None:
+        """Under the lock."""
+        if self._values.pop(key, None) is not None:
+            self._unindex(key)
+
+    def _drop_text(self, key: Key) -> None:
+        """Under the lock."""
+        old = self._texts.pop(key, None)
+        if old is not None:
+            self._text_bytes -= len(old)
+            self._unindex(key)
+
+    def _unindex(self, key: Key) -> None:
+        if key in self._values or key in self._texts:
+            return
+        keys = self._threads.get(key[0])
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._threads[key[0]]
 
     def seed(self, thread_id: str, checkpoint_id: str, state: Mapping[str, Any]) -> bool:
         """Keep the delta channels' values a graph's loop had when it saved a checkpoint
@@ -176,15 +200,14 @@ class CheckpointValues:
         later checkpoints of the thread may have changed (ids order checkpoints in time)."""
 
         def stale(k: Key) -> bool:
-            return k[0] == thread_id and (
+            return (
                 checkpoint_id is None or k[2] > checkpoint_id or (itself and k[2] == checkpoint_id)
             )
 
         with self._lock:
-            for k in [k for k in self._values if stale(k)]:
-                del self._values[k]
-            for k in [k for k in self._texts if stale(k)]:
-                self._text_bytes -= len(self._texts.pop(k))
+            for k in [k for k in self._threads.get(thread_id, ()) if stale(k)]:
+                self._drop_value(k)
+                self._drop_text(k)
 
     def forget(self, thread_id: str) -> None:
         self.wrote(thread_id, None)

@@ -24,6 +24,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from langgraph.types import StateSnapshot
+from pydantic import BaseModel
 
 from onward.checkpointing.values import CheckpointValues
 from onward.model.lazy import LazyMap
@@ -101,7 +102,20 @@ def _value(value: Any) -> bytes:
         return _items(value)
     if type(value) is Plan:
         return _plan(value)
+    if isinstance(value, BaseModel) and value.model_config.get("frozen"):
+        return _kept_object(value)
     return dumps(jsonable(value))
+
+
+def _kept_object(value: Any) -> bytes:
+    """An object's JSON, made once per object: a frozen model (the state's goal, policy,
+    budget) or a message of the state's own (a channel's value is never changed in
+    place: its reducer makes a new one)."""
+    key = ("object", id(value))
+    made = _PARTS.get(key, (value,))
+    if made is None:
+        made = _PARTS.put(key, (value,), dumps(jsonable(value)))
+    return made
 
 
 def _items(value: LazyMap[Any]) -> bytes:
@@ -136,7 +150,7 @@ def _messages(state: RunState) -> bytes:
     out = []
     for part in conversation_parts(state):
         if not isinstance(part, str):
-            out.append(dumps(jsonable(part)))
+            out.append(_kept_object(part))
             continue
         content = records.get(part)
         ckey, objects = _content_key(content)
