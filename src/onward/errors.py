@@ -376,6 +376,9 @@ class AnswerRecorded(DrainRequested):
     recorded, when the drive was asked to stop after the answer (``continue_run=False``):
     the step's execution ends there and ``onward resume`` goes on from inside it."""
 
+    CONFIG_KEY = "onward_stop_after_answer"
+    """The ``configurable`` key a drive sets to ask for this stop."""
+
 
 class FullRead(Exception):
     """A read without LangGraph (onward.observe.checkpoint: ``status``, ``inbox``) cannot

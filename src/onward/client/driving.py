@@ -18,6 +18,7 @@ from onward.client.lifecycle import apply_requested_cancel
 from onward.client.stopping import CancelWatch, settle_asked
 from onward.client.views import RunView, config, row, state_of, view
 from onward.errors import (
+    AnswerRecorded,
     ArtifactError,
     DiskFullError,
     DrainRequested,
@@ -145,7 +146,11 @@ def stream(
             # two waves. Without the custom mode, nodes build no progress payloads.
             limited: RunnableConfig = {
                 **at,
-                "configurable": {**at["configurable"], QUIET: "custom" not in wanted},
+                "configurable": {
+                    **at["configurable"],
+                    QUIET: "custom" not in wanted,
+                    AnswerRecorded.CONFIG_KEY: stop_after_answer,  # inside a step too
+                },
                 "recursion_limit": limit,
                 "max_concurrency": max(state.max_concurrency + 2, 8),
             }
@@ -181,6 +186,11 @@ def stream(
                             checked = time.monotonic()
                             if apply_requested_cancel(ow, thread_id):
                                 return  # what finished is saved; the rest will not run
+            except AnswerRecorded:
+                # Stopped inside a step once the answer was recorded: LangGraph keeps the
+                # answer with the step's task; `onward resume` re-runs it and goes on.
+                ow.store.held.make_durable()
+                return
             except DrainRequested:
                 if ow.deps.cancelling.is_set():
                     park_cancelled(ow, thread_id)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
-from onward.errors import UnknownThreadError
+from onward.errors import AnswerRecorded, UnknownThreadError
 from onward.model.state import RunState, RunStatus, migrate
 from onward.observe.checkpoint import stopped
 from onward.observe.kinds import EventKind
@@ -68,10 +68,18 @@ def state(ow: Onward, thread_id: str) -> RunState:
 
 
 def pending_of(thread_id: str, run: RunRow, snap: StateSnapshot) -> list[PendingDecision]:
-    """The questions a snapshot's interrupts ask, oldest first."""
+    """The questions a snapshot's interrupts ask, oldest first (not one answered inside a
+    tool-calling step whose drive then stopped: its task ended in AnswerRecorded)."""
+    answered = {
+        i.id
+        for t in snap.tasks
+        if isinstance(t.error, str) and t.error.startswith(AnswerRecorded.__name__ + "(")
+        for i in t.interrupts
+    }
     found = [
         p
         for i in snap.interrupts
+        if i.id not in answered
         for p in PendingDecision.of_interrupt(thread_id, i.id, i.value, run.objective)
     ]
     return sorted(found, key=lambda p: p.asked_at)  # stable: a batch keeps its order

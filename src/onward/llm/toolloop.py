@@ -24,7 +24,11 @@ policy says so) waits for a person inside the step, as a LangGraph interrupt who
 question shows the tool and the resolved args (onward's approval shape: the inbox, the
 CLI, ``onward serve`` and agent-chat-ui answer it like any approval); approve runs it
 with exactly those args, reject or respond goes back to the model as the call's result.
-An answer is recorded, so a later execution of the step (a retry) does not ask again.
+An answer is recorded, so a later execution of the step (a retry) does not ask again. A
+drive told to stop after the answer (``continue_run=False``: ``onward approve
+--no-continue``) stops right after recording it (:class:`~onward.errors.AnswerRecorded`),
+before the call runs; LangGraph keeps the answer with the step's task, so ``onward
+resume`` re-runs the step, replays its turns and calls, takes the answer, and goes on.
 
 Limits: calls, tokens (every turn's input and output, replayed ones too) and wall time
 (of this execution: time waiting for a person does not count). Past one, the step fails
@@ -56,6 +60,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.messages.tool import ToolCall
+from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import interrupt
 from pydantic import BaseModel, ValidationError
@@ -64,6 +69,7 @@ from onward.effects.ledger import EffectStatus, Ledger, effect_key
 from onward.effects.protocol import perform
 from onward.errors import (
     AnswerError,
+    AnswerRecorded,
     DeterministicToolError,
     DrainRequested,
     OnwardError,
@@ -595,6 +601,8 @@ def _approval(loop: _Loop, index: int, spec: ToolSpec, args: BaseModel) -> Answe
             "reject (with a message), or respond"
         ]
     _record_answer(loop, key, spec, index, answer, bound)
+    if _stop_after_answer():
+        raise AnswerRecorded(f"the answer about call {index} of step {ctx.step_id} is recorded")
     emit(
         EventKind.APPROVAL_DECIDED,
         step_id=ctx.step_id,
@@ -608,6 +616,14 @@ def _approval(loop: _Loop, index: int, spec: ToolSpec, args: BaseModel) -> Answe
         },
     )
     return answer
+
+
+def _stop_after_answer() -> bool:
+    """Whether this drive was told to stop once an answer is recorded."""
+    try:
+        return bool(get_config().get("configurable", {}).get(AnswerRecorded.CONFIG_KEY))
+    except RuntimeError:  # outside a graph run: nobody to stop
+        return False
 
 
 def _record_answer(

@@ -30,6 +30,7 @@ from langgraph.runtime import Runtime
 from onward import faults
 from onward.effects.protocol import perform
 from onward.errors import (
+    AnswerRecorded,
     ArtifactError,
     DatabaseUnavailable,
     LeaseLostError,
@@ -263,7 +264,7 @@ def _execute(
             with _slot(service, spec.max_concurrent if spec else None):
                 output, key = _run_tool(deps, task, thread_id, attempt, model, tools)
         except BaseException as exc:
-            if not isinstance(exc, GraphBubbleUp):  # waiting for a person is no call's end
+            if not isinstance(exc, GraphBubbleUp | AnswerRecorded):  # a person's turn: no end
                 call = {"error": f"{type(exc).__name__}: {exc}"[:300]}
                 _called_event(step.id, step.tool, attempt, digest, clock, call)
             raise
@@ -309,11 +310,12 @@ def _execute(
             "waiting": {step.id: waiting},
             "wave": task.wave,
         }
-    except (LeaseLostError, DatabaseUnavailable, GraphBubbleUp):
+    except (LeaseLostError, DatabaseUnavailable, GraphBubbleUp, AnswerRecorded):
         # Not the tool's failure: another driver holds the run (nothing more of ours may be
         # written), or the database went away mid-protocol (the drive is retried from its
         # last saved step once it answers; a ledger claim found started then is re-called),
-        # or a tool-calling step waits for a person inside (an interrupt).
+        # or a tool-calling step waits for a person inside (an interrupt), or stops once a
+        # person's answer is recorded (approve --no-continue).
         raise
     except Exception as exc:
         failure = classify(exc, tool=step.tool, retry_on=spec.retry_on if spec else ())
