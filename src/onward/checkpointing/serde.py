@@ -188,8 +188,10 @@ class OnwardSerializer(JsonPlusSerializer):
             ) from exc
 
     def _lazy_hook(self) -> ExtHook:
-        """LangGraph's hook (with this serializer's allowlist) that also reads the lazy
-        collections; built once per hook (clones with another allowlist get their own)."""
+        """LangGraph's hook (with this serializer's allowlist) that also reads onward's
+        types by tag (and the names older stores wrote), the lazy collections, and the
+        Send and Interrupt that carry onward values; built once per hook (clones with
+        another allowlist get their own)."""
         base = ext_hook(self)
         made = getattr(self, "_made_hooks", None)
         if made is not None and made[0] is base:
@@ -209,9 +211,9 @@ class OnwardSerializer(JsonPlusSerializer):
             if code == EXT_DELTA_SNAPSHOT:
                 return _DeltaSnapshot(inner(data))
             if code in _NAMED:
-                stored = stored_name(data)
-                tag = None if stored is None else tags.tag_of(stored)
-                if tag is not None and stored is not None:
+                stored = stored_name(data) or ("", "")
+                tag = tags.tag_of(stored)
+                if tag is not None:
                     return _build(code, inner(data), self.allows(stored, tag), tag)
                 if stored in _LANGGRAPH_TYPES:
                     return _langgraph_type(stored, inner(data), lambda: base(code, data))
