@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 from textwrap import shorten
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
@@ -18,10 +18,11 @@ from onward.cli.options import (
     errors,
     open_store,
     open_tables,
-    read_plain,
-    read_view,
 )
 from onward.cli.render import Col, clip, dump, err, out, print_rows, print_view, say, view_json
+
+if TYPE_CHECKING:
+    from onward.observe.view import RunView
 
 commands = typer.Typer()
 
@@ -30,16 +31,29 @@ commands = typer.Typer()
 def status(thread_id: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """Show a run's status and steps."""
     with errors(as_json):
-        if not as_json:  # the text needs a few fields: read without pydantic if it can
-            shown = read_plain(db, thread_id)
-            if shown is not None:
-                print_view(shown)
-                return
-        view = read_view(db, thread_id)
+        view = _read(db, thread_id, as_json)
+        if view is None:
+            return
     if as_json:
         say(view_json(view))
     else:
         print_view(view)
+
+
+def _read(db: str | None, thread_id: str, as_json: bool) -> RunView | None:
+    """The run's view (onward.observe.reading: the lightest exact read, then LangGraph);
+    None once the text is printed from plain values (it needs a few fields only)."""
+    from onward.observe import reading
+
+    with open_tables(db) as tables:
+        if not as_json and (shown := reading.plain_view(tables, thread_id)) is not None:
+            print_view(shown)
+            return None
+        view = reading.view(tables, thread_id)
+    if view is not None:
+        return view
+    with open_store(db, None, existing=True) as ow:
+        return ow.get(thread_id)
 
 
 @commands.command("list")

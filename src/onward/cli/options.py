@@ -23,7 +23,6 @@ from onward.errors import OnwardError, UsageError, printable
 if TYPE_CHECKING:
     from onward.client import Onward, RunView
     from onward.llm.models import ModelChoice
-    from onward.observe.plain import PlainView
     from onward.observe.questions import Asked
     from onward.store.tables import Tables
 
@@ -207,39 +206,10 @@ def open_tables(db: str | None) -> Tables:
     return Tables.open(url)
 
 
-def read_plain(db: str | None, thread_id: str) -> PlainView | None:
-    """What ``onward status`` prints of a run, read without LangGraph and pydantic
-    (onward.observe.plain); None where that read cannot be exact."""
-    from onward.observe import plain
-    from onward.observe.checkpoint import FullRead
-
-    with open_tables(db) as tables:
-        try:
-            return plain.view(tables, thread_id)
-        except FullRead:
-            return None
-
-
-def read_view(db: str | None, thread_id: str) -> RunView:
-    """``Onward.get`` for ``onward status``: read from the checkpoint without LangGraph
-    (onward.observe.latest), or through it where that read cannot be exact."""
-    from onward.observe import latest
-
-    with open_tables(db) as tables:
-        try:
-            return latest.view(tables, thread_id)
-        except latest.FullRead:
-            pass
-    with open_store(db, None, existing=True) as ow:
-        return ow.get(thread_id)
-
-
 def read_inbox(db: str | None, user: str | None) -> Sequence[Asked]:
     """``Onward.inbox`` for ``onward inbox``: no checkpoint is read when no run is
-    unfinished; the questions are read without LangGraph and pydantic
-    (onward.observe.questions), else with onward's models (onward.observe.latest), and
-    through LangGraph only where neither can be exact, or to mint resume tokens
-    (ONWARD_SECRET)."""
+    unfinished; the questions are read without LangGraph (onward.observe.reading), and
+    through it only where that cannot be exact, or to mint resume tokens (ONWARD_SECRET)."""
     with open_tables(db) as tables:
         runs = tables.unfinished_runs()
         if not runs:
@@ -247,19 +217,11 @@ def read_inbox(db: str | None, user: str | None) -> Sequence[Asked]:
         from onward.people import resume_tokens
 
         if resume_tokens.secret() is None:
-            from onward.observe import questions
-            from onward.observe.checkpoint import FullRead
+            from onward.observe import reading
 
-            try:
-                return questions.inbox(tables, runs)
-            except FullRead:
-                pass
-            from onward.observe import latest
-
-            try:
-                return latest.questions(tables, runs)
-            except FullRead:
-                pass
+            found = reading.inbox(tables, runs)
+            if found is not None:
+                return found
     with open_store(db, None, existing=True) as ow:
         return ow.inbox(user=user)
 
