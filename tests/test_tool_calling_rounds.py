@@ -15,10 +15,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.messages import BaseMessage, HumanMessage
 
 import tests.tool_calling_tools  # noqa: F401  (registers lookup, save_note, publish)
-from onward import Budget, Onward, ScriptedChatModel
+from onward import Budget, Onward, PlanValidationError, ScriptedChatModel
 from onward.llm.fake import tool_calls
 from tests.conftest import cli_env, read_jsonl
 from tests.test_tool_calling_steps import REPO, effects, turn_of
@@ -186,3 +187,27 @@ def test_killed_inside_the_models_next_round_resumes_with_the_findings_replayed(
     assert FINDING in feedback.result["findings"][0]
     assert [e.calls for e in ledger if e.tool == "lookup"] == [1]
     assert effects(workdir) == {"save_note": 1}
+
+
+def test_a_round_written_in_the_plan_asks_nothing_more_and_sends_no_findings(
+    db_url: str, workdir: Path
+) -> None:
+    """``round`` is onward's to set: a plan that sets it has no recorded findings to send,
+    so the first answer stands, checked as any; past its maximum the plan is refused."""
+    given = plan()
+    given["steps"][0]["args"]["round"] = 3
+    model = ScriptedChatModel(
+        responses=[tool_calls(("lookup", {"key": "revenue"})), json.dumps(GOOD)]
+    )
+    with Onward(db_url, model=model) as ow:
+        view = ow.run(plan=given, thread_id="t")
+        answer = view.artifact_value(ow, "answer")
+        too_far = plan()
+        too_far["steps"][0]["args"]["round"] = 21
+        with pytest.raises(PlanValidationError, match="round"):
+            ow.run(plan=too_far, thread_id="u")
+
+    assert view.status == "done", view
+    assert answer == GOOD
+    assert len(model.calls) == 2
+    assert all(not feedback_of(m) for m in model.calls)
