@@ -47,9 +47,7 @@ from onward.observe.chat import report_marker, reported
 from onward.observe.kinds import EventKind
 from onward.observe.progress import QUIET, ProgressEvent
 from onward.policies.retry import DEFAULT_RETRY
-from onward.store import reserve
 from onward.store.leases import Heartbeat, new_owner
-from onward.store.sql import Backend
 from onward.tools.registry import Registry, load_tool_modules
 
 if TYPE_CHECKING:
@@ -284,9 +282,8 @@ def suspend_on_full_disk(ow: Onward, thread_id: str, exc: DiskFullError) -> None
     and the WAL folded back if the database has room to take it. The checkpoint is not
     touched: it stays where the last save left it, which is where ``resume`` goes on."""
     store = ow.store
-    if store.backend is Backend.SQLITE:
-        reserve.spend(store.path)
-        reserve.fold_back(store.conn)
+    store.free_reserve()
+    store.fold_back_wal()
     with suppress(Exception):  # still no room: the error said what to do
         store.set_run_status(thread_id, RunStatus.SUSPENDED)
         detail = {"reason": "disk_full", "message": str(exc)[:500]}

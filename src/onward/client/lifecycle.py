@@ -30,9 +30,7 @@ from onward.model.state import (
 from onward.observe.chat import report_marker, reported
 from onward.observe.kinds import EventKind
 from onward.planning.validate import step_problems
-from onward.store import reserve
 from onward.store.leases import new_owner
-from onward.store.sql import Backend
 from onward.tools.registry import load_tool_modules
 
 if TYPE_CHECKING:
@@ -249,19 +247,18 @@ def prune(ow: Onward, older_than: timedelta, *, keep_last: int, dry_run: bool) -
     store = ow.store
     cutoff = ow.clock() - older_than
     report = PruneReport(cutoff=cutoff, dry_run=dry_run, db_bytes_before=store.size())
-    on_file = store.backend is Backend.SQLITE and not dry_run
-    if on_file:
-        reserve.spend(store.path)
+    if not dry_run:
+        store.free_reserve()
     try:
         candidates = _remove_finished(ow, report, keep_last)
-        if on_file:
-            reserve.fold_back(store.conn)
+        if not dry_run:
+            store.fold_back_wal()
         if report.removed and not dry_run:
             report.artifact_bytes = store.delete_unused_bodies(candidates)
             report.vacuumed = _give_back(store)
     finally:
-        if on_file:
-            reserve.keep(store.path)
+        if not dry_run:
+            store.keep_reserve()
     report.db_bytes_after = store.size()
     return report
 
@@ -299,9 +296,8 @@ def _remove_finished(ow: Onward, report: PruneReport, keep_last: int) -> set[str
 def _give_back(store: Store) -> bool:
     """VACUUM if there is room for the database's new copy; False when there was not (the
     freed pages are reused by the next writes all the same)."""
-    if store.backend is Backend.SQLITE:
-        reserve.fold_back(store.conn)
-        if not reserve.room_for(store.path, store.size()):
-            return False
+    store.fold_back_wal()
+    if not store.room_to_vacuum():
+        return False
     store.vacuum()
     return True

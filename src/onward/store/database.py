@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import functools
 import json
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any, ClassVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -188,10 +186,6 @@ class Store:
     artifacts: ArtifactStore
     request_blobs: blobs.RequestBlobs | None
     """Long strings of a run's request as files beside the store (SQLite only)."""
-    path: Path
-    """SQLite only: the database file."""
-    conn: sqlite3.Connection
-    """SQLite only: the checkpointer's connection (a step's writes commit on it)."""
     WRITES_TABLE: ClassVar[str]
     """The checkpointer's table of pending writes."""
     CLAIM_LOCKING: ClassVar[str]
@@ -293,6 +287,21 @@ class Store:
     def _release_failed(self, thread_id: str, owner: str) -> bool:
         """After a failed lease release: True when a retry may now succeed."""
         return False
+
+    # -- room on a full disk (store/reserve.py) ---------------------------
+
+    def free_reserve(self) -> None:
+        """Free the room kept for a full disk (a SQLite store's reserve file)."""
+
+    def fold_back_wal(self) -> None:
+        """Copy committed pages back into the database if it has room (SQLite's WAL)."""
+
+    def keep_reserve(self) -> None:
+        """Keep room for a full disk again, if there is as much to spare."""
+
+    def room_to_vacuum(self) -> bool:
+        """Whether VACUUM has room for the database's new copy."""
+        return True
 
     # -- opening ----------------------------------------------------------
 

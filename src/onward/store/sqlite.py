@@ -142,6 +142,18 @@ class SqliteStore(Store):
     def _seal_text(self, text: str) -> str:
         return blobs.deflate(text)
 
+    def free_reserve(self) -> None:
+        reserve.spend(self.path)
+
+    def fold_back_wal(self) -> None:
+        reserve.fold_back(self.conn)
+
+    def keep_reserve(self) -> None:
+        reserve.keep(self.path)
+
+    def room_to_vacuum(self) -> bool:
+        return reserve.room_for(self.path, self.size())
+
     def _release_failed(self, thread_id: str, owner: str) -> bool:
         """Spend the reserve (store/reserve.py): the release may fit now."""
         return reserve.spend(self.path)
