@@ -86,7 +86,7 @@ def page_cost(tmp: Path, steps: int, *, cold: bool) -> tuple[int, int, list[Any]
         return counted.statements, counted.steps, page.json()
 
 
-def test_a_history_page_reads_as_many_rows_on_a_long_thread_as_on_a_short_one(
+def test_a_served_history_page_visits_as_many_sqlite_rows_on_a_long_thread_as_a_short_one(
     tmp_path: Path,
 ) -> None:
     short_statements, short_steps, short = page_cost(tmp_path, 20, cold=False)
