@@ -4,7 +4,7 @@ LangGraph rebuilds a ``DeltaChannel``'s value at a checkpoint from the channel's
 snapshot plus every write since (up to ``SNAPSHOT_EVERY`` updates apart). Every
 ``get_state``, every entry of a history page and every drive's load did that again: on a
 1,000-step thread ``get_history(limit=10)`` decoded and replayed about a thousand writes
-ten times (1.3 s), and ``get_state`` fetched them all for one answer.
+ten times, and ``get_state`` fetched them all for one answer.
 
 A checkpoint's value is its parent's value plus the writes stored at the parent (the rule
 LangGraph's walk applies), and neither changes once the checkpoint exists. So the savers
@@ -53,9 +53,10 @@ WINDOW = 16
 history page of ten fits)."""
 KEPT = 64
 """Checkpoints whose values a store keeps per process."""
-TEXT_BYTES = 48 * 1024 * 1024
+TEXT_BYTES = 32 * 1024 * 1024
 """Bytes of checkpoints' encoded answers (:meth:`CheckpointValues.keep_text`) a store
-keeps per process: a history page of a 1,000-step thread is about 9 MB."""
+keeps per process (a few history pages of a long thread; the least recently read go
+first)."""
 
 Key = tuple[str, str, str]
 """(thread id, checkpoint namespace, checkpoint id)."""

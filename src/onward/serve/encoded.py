@@ -1,7 +1,7 @@
 """A thread state's JSON as the server sends it, made from parts made once.
 
-A state's values hold the whole run: on a 1,000-step thread about 900 kB of JSON (the
-plan, every step's record, the conversation with a tool-call pair per step). Consecutive
+A state's values hold the whole run: their JSON grows with it (the plan, every step's
+record, the conversation with a tool-call pair per step). Consecutive
 checkpoints share nearly all of it, so the answer is joined from encoded parts kept by
 what they are made of, each exactly the JSON :func:`onward.serve.wire.chat_values` makes:
 
@@ -32,7 +32,7 @@ from onward.model.state import Plan, RunState
 from onward.observe.chat import conversation_parts, step_pair
 from onward.serve.wire import chat_values, jsonable, run_state, state_fields
 
-PARTS_KEPT = 16384
+PARTS_KEPT = 8192
 """Encoded parts (records, step messages, plans) kept per process."""
 
 

@@ -147,9 +147,8 @@ def history_answer(ow: Onward, snaps: Iterable[StateSnapshot]) -> Response:
 
 def as_json(data: Any) -> Response:
     """A JSON answer of plain JSON data, encoded as FastAPI's default answer encodes it
-    (the same bytes) without its ``jsonable_encoder`` walk first: on a 1,000-step thread
-    that walk cost ten times the encoding (1.2 s of CPU for a history page of ten
-    states)."""
+    (the same bytes) without its ``jsonable_encoder`` walk first (on a long thread's
+    state that walk cost far more than the encoding; docs/benchmarks.md)."""
     return json_answer(dumps(data))
 
 
