@@ -81,7 +81,8 @@ def test_an_injected_result_cannot_make_the_expansion_change_the_plan(
     assert state.record("final").status == "pending"
     assert not [d for d in view.decisions if d.action == "expand"]
     assert tools <= {"read_file", None, ""}
-    assert effects == []
+    # The ledger holds only the three recorded model answers (so a resume asks nothing again).
+    assert [(e.tool, e.step_id) for e in effects] == [("planner.answer", "m1")] * 3
     assert sorted(p.name for p in workdir.iterdir()) == ["notes.txt"]
     # The injection reached the model only inside a fence it could not close.
     text = prompt(model.calls[0])
