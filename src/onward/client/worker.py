@@ -248,15 +248,18 @@ class Worker:
     def _someone_polled(self) -> bool:
         """An idle slot's turn to look at the queue: not while another slot looked less than
         a poll ago (then wait until its look is a poll old, plus a little jitter, and say
-        so). Idle slots take turns: one look per ``poll`` for the worker, not one per
-        slot (at ``--concurrency 64`` and ``--poll 0.05`` the idle slots' claims, each a
-        transaction and an orphan query, had cost more than the runs' own steps). A slot
-        whose drive just ended looks at once."""
+        so); a slot whose turn it is takes it under the lock, so two never look at once.
+        Idle slots take turns: one look per ``poll`` for the worker, not one per slot (at
+        ``--concurrency 64`` and ``--poll 0.05`` the idle slots' claims, each a transaction
+        and an orphan query, had cost more than the runs' own steps). A slot whose drive
+        just ended looks at once."""
         poll = self.policy.poll.total_seconds()
         with self._lock:
-            due = self._polled_at + poll - time.monotonic()
-        if due <= 0:
-            return False
+            now = time.monotonic()
+            due = self._polled_at + poll - now
+            if due <= 0:
+                self._polled_at = now  # this slot's turn: the others wait a poll from now
+                return False
         self._stop.wait(due + random.uniform(0, poll / 4))
         return True
 

@@ -32,23 +32,6 @@ from onward.store.encryption import Cipher, open_text, seal_text
 from onward.store.leases import Fences, fenced
 from onward.store.sql import Cursor, Db
 
-LEDGER_SCHEMA = """
-CREATE TABLE IF NOT EXISTS onward_effects (
-    key          TEXT PRIMARY KEY,
-    thread_id    TEXT NOT NULL,
-    step_id      TEXT NOT NULL,
-    tool         TEXT NOT NULL,
-    args         TEXT NOT NULL,
-    status       TEXT NOT NULL,
-    result       TEXT,
-    started_at   TEXT NOT NULL,
-    completed_at TEXT,
-    calls        INTEGER NOT NULL DEFAULT 1,
-    compensable  INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS onward_effects_thread ON onward_effects (thread_id, step_id);
-"""
-
 
 class EffectStatus(StrEnum):
     STARTED = "started"

@@ -44,26 +44,6 @@ from onward.settings import DEFAULT_LEASE_TTL, settings
 from onward.store.drivers import gone_here, new_driver_id
 from onward.store.sql import Db
 
-LEASE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS onward_leases (
-    thread_id    TEXT PRIMARY KEY,
-    owner        TEXT NOT NULL,
-    acquired_at  TEXT NOT NULL,
-    heartbeat_at TEXT NOT NULL,
-    expires_at   TEXT NOT NULL,
-    epoch        BIGINT NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS onward_events (
-    id        INTEGER PRIMARY KEY AUTOINCREMENT,
-    thread_id TEXT NOT NULL,
-    at        TEXT NOT NULL,
-    kind      TEXT NOT NULL,
-    detail    TEXT NOT NULL DEFAULT '',
-    dedupe    TEXT
-);
-CREATE INDEX IF NOT EXISTS onward_events_thread ON onward_events (thread_id, id);
-"""
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LeasePolicy:
@@ -168,26 +148,6 @@ FENCE_SQL = "SELECT 1 FROM onward_leases WHERE thread_id = ? AND owner = ? AND e
 
 FENCE_SQLSTATE = "OW001"
 """The SQLSTATE ``onward_fence`` raises: a lease is not the drive's any more."""
-
-PG_FENCING = """
-CREATE SEQUENCE IF NOT EXISTS onward_lease_epochs;
-CREATE OR REPLACE FUNCTION onward_fence(threads text[], owners text[], epochs bigint[])
-RETURNS void LANGUAGE plpgsql AS $fence$
-BEGIN
-    FOR i IN 1 .. coalesce(array_length(threads, 1), 0) LOOP
-        PERFORM 1 FROM onward_leases
-        WHERE thread_id = threads[i] AND owner = owners[i] AND epoch = epochs[i] FOR SHARE;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'the lease of run % is not this driver''s any more', threads[i]
-                USING ERRCODE = 'OW001', DETAIL = threads[i];
-        END IF;
-    END LOOP;
-END
-$fence$;
-"""
-"""Postgres's fencing: the epoch counter, and the check a saver's commit makes inside its
-one statement (it locks each lease row ``FOR SHARE``, and raises :data:`FENCE_SQLSTATE`
-with the thread id as its detail when the row is not the drive's)."""
 
 
 def check_fence(db: Db, thread_id: str, fence: Fence, fences: Fences | None = None) -> None:
