@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
@@ -64,6 +65,14 @@ def delete_note(path: str) -> str:
 def stamp() -> int:
     """A counter: a different number every call."""
     return _log("stamp")
+
+
+@server.tool()
+def slow_stamp(seconds: float) -> int:
+    """A counter that answers after ``seconds`` (logged as called first)."""
+    number = _log("slow_stamp", seconds=seconds)
+    time.sleep(seconds)
+    return number
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))

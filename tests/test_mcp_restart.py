@@ -111,3 +111,27 @@ def test_a_killed_server_the_operator_no_longer_allows_is_not_started_again(
 
     assert starts(log) == [pid]  # nothing started
     assert calls(log, "lookup") == [{"key": "apple"}]
+
+
+def test_an_unsafe_call_that_times_out_is_not_sent_again_but_asked_about(
+    db_url: str, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sent and not answered in time (the tool's timeout, which is the MCP call's), an
+    unsafe call may have acted: its retry finds the ledger's claim started and asks a
+    person (outcome unknown) instead of calling again."""
+    monkeypatch.setattr("onward.tools.mcp.CALL_TIMEOUT", 0.5)
+    log = workdir / "calls.jsonl"
+    ref = mcp_server("t", [sys.executable, str(SERVER), "--log", str(log)])
+    plan = {
+        "goal": "stamp slowly",
+        "steps": [{"id": "n", "tool": "mcp__t__slow_stamp", "args": {"seconds": 3}}],
+    }
+    policy = RunPolicy(auto_approve=frozenset({"mcp__t__slow_stamp"}))
+    with Onward(db_url, tool_modules=[ref], model=None, sleep=lambda s: None) as ow:
+        view = ow.run(plan=plan, policy=policy, thread_id="t")
+
+    assert view.status == "waiting_for_human", view
+    [question] = view.pending
+    assert question.step_id == "n"
+    assert "outcome unknown" in (question.reason or "")
+    assert calls(log, "slow_stamp") == [{"seconds": 3}]  # sent once, never again

@@ -316,8 +316,9 @@ class _Session:
             return future.result(timeout)
         except FutureTimeout:
             future.cancel()
-            raise TransientToolError(
-                f"MCP tool {name!r} of {self.server.name!r} did not answer within {timeout:g} s"
+            raise TransientToolError(  # sent and not answered: it may have acted
+                f"MCP tool {name!r} of {self.server.name!r} did not answer within {timeout:g} s",
+                maybe_happened=True,
             ) from None
         except Exception as exc:
             self.lost = self.lost or _closed(exc)
