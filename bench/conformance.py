@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.conftest import postgres_schema
-from tests.test_checkpointer_conformance import onward_saver, own_saver, report
+from tests.support.common import postgres_schema
+from tests.support.conformance import onward_saver, own_saver, report
 
 Opener = Callable[[str], AbstractContextManager[Any]]
 

@@ -1,9 +1,9 @@
 """What the test suite's zygote saves per process: one ``onward run`` started as
-``python -m onward`` vs forked from ``tests/zygote.py`` (imports done once, before).
+``python -m onward`` vs forked from ``tests/support/zygote.py`` (imports done once, before).
 
 Both run the same command in the same way: a 3-file copy plan (``copy every file in
 inbox/ to archive/``), a fresh SQLite store per run at onward's defaults (WAL,
-``synchronous=NORMAL``), the test suite's environment (``tests.conftest.cli_env``), stdout
+``synchronous=NORMAL``), the test suite's environment (``tests.support.common.cli_env``), stdout
 and stderr captured. Rounds alternate real, forked, real, ...; the wall time of each
 command is measured from the test process (start to exit status), and the medians and the
 ratio real ÷ forked are printed. Not a product target (``run_all.py`` does not run it):
@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests import zygote  # noqa: E402
-from tests.conftest import cli_env, onward_cmd  # noqa: E402
+from tests.support import zygote  # noqa: E402
+from tests.support.common import cli_env, onward_cmd  # noqa: E402
 
 
 def workdir(base: Path, n: int) -> tuple[Path, list[str]]:

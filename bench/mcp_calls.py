@@ -1,6 +1,6 @@
 """MCP benchmark: what a stdio MCP server costs a run, next to an in-process tool.
 
-What is measured (tests/mcp_server.py, the ``mcp`` SDK's MCPServer, over stdio)
+What is measured (tests/support/mcp_server.py, the ``mcp`` SDK's MCPServer, over stdio)
     * **connect**: starting the server's process and listing its tools, once per driver
       (``onward.tools.mcp.session``, median of ``--starts``);
     * **call**: one ``tools/call`` of its read-only ``lookup`` through the session onward
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVER = ROOT / "tests" / "mcp_server.py"
+SERVER = ROOT / "tests" / "support" / "mcp_server.py"
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ bytes of the whole run and of the first and last tenth of its steps (per step). 
 message of 200 characters per step, 100 steps) it prints the same for LangGraph's own
 server.
 
-    onward serve --tools tests/hitl_tools.py --port 8420 &
+    onward serve --tools tests/support/hitl_tools.py --port 8420 &
     python bench/stream_bytes.py --url http://127.0.0.1:8420 --steps 150
 """
 

@@ -5,9 +5,9 @@ as their HTML, Markdown (the Mermaid graph) as Markdown.
     python notebooks/publish.py           # execute every notebook, then write the pages
     python notebooks/publish.py --render  # only write the pages from the saved outputs
 
-CI executes the notebooks afresh (``--nbmake``); tests/test_notebook_docs.py checks that
+CI executes the notebooks afresh (``--nbmake``); tests/docs/test_notebook_docs.py checks that
 the committed notebooks were executed and that each page is its notebook's rendering.
-The code on the pages is fenced ``py``, not ``python``: tests/test_docs.py runs every
+The code on the pages is fenced ``py``, not ``python``: tests/docs/test_docs.py runs every
 ``python`` block of the docs alone, and a notebook's cells only run in order, in one
 kernel (which nbmake does).
 """

@@ -3,22 +3,14 @@ that starts real ``onward`` processes (crash tests kill those)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from onward import Onward
-from onward.store.sql import scratch_schema
-from tests.zygote import Process, spawn
-from tests.zygote import run as run_forked
+from tests.support.common import BACKENDS, cli_runner, postgres_schema
 
 
 @pytest.fixture(autouse=True)
@@ -39,21 +31,10 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return wd
 
 
-PG_URL = os.environ.get("ONWARD_TEST_PG") or "postgresql://postgres@127.0.0.1:5432/test"
-BACKENDS = (os.environ.get("ONWARD_TEST_BACKENDS") or "sqlite,postgres").split(",")
-"""Every test that touches the store runs on each backend (``ONWARD_TEST_BACKENDS`` narrows
-it while developing; CI runs both)."""
-
-
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     """For tests about SQLite files themselves (corrupt or locked files, file bytes)."""
     return f"sqlite:///{tmp_path / 'store' / 'onward.db'}"
-
-
-def postgres_schema() -> AbstractContextManager[str]:
-    """A fresh schema in the test database, dropped afterwards: the URL selects it."""
-    return scratch_schema(PG_URL, "t")
 
 
 @pytest.fixture(params=BACKENDS)
@@ -69,87 +50,6 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 def ow(db_url: str, workdir: Path) -> Iterator[Onward]:
     with Onward(db_url) as client:
         yield client
-
-
-@dataclass
-class CliResult:
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The complete lines of a JSON-lines file another process may be appending to: a line
-    still being written (no newline yet) is left for the next read."""
-    if not path.exists():
-        return []
-    text = path.read_text()
-    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line]
-
-
-def cli_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ONWARD_", "OPENAI_"))}
-    env.update({"NO_COLOR": "1", "COLUMNS": "200", "ONWARD_BLOCK_MODEL_REQUESTS": "1", **extra})
-    return env
-
-
-def onward_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "onward", *args]
-
-
-def start_run(
-    workdir: Path, db: str, thread_id: str, tools: str, *extra: str, **env: str
-) -> Process:
-    """``onward run --plan plan.yaml`` in the background (a test may SIGKILL it), forked
-    from the zygote (``tests/zygote.py``: these tests are about the kill, not start-up)."""
-    return spawn(
-        [
-            "run",
-            "--plan",
-            "plan.yaml",
-            "--tools",
-            tools,
-            "--db",
-            db,
-            "--json",
-            "--thread-id",
-            thread_id,
-            *extra,
-        ],
-        cwd=workdir,
-        env=cli_env(**env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-
-
-def cli_runner(workdir: Path, db_url: str, *, real: bool = False):  # type: ignore[no-untyped-def]
-    """``run(ARGS)``: ``onward ARGS`` in a new process with --db pointing at the test's
-    store; forked from the zygote (``tests/zygote.py``), or with ``real`` started as
-    ``python -m onward`` (tests about the entry point: tests/test_cli.py)."""
-
-    def run(
-        *args: str, db: str | None = db_url, env: dict[str, str] | None = None, timeout: float = 120
-    ) -> CliResult:
-        argv = [*args, *(["--db", db] if db else [])]
-        if real:
-            proc = subprocess.run(
-                onward_cmd(*argv),
-                cwd=workdir,
-                capture_output=True,
-                text=True,
-                env=cli_env(**(env or {})),
-                timeout=timeout,
-            )
-        else:
-            proc = run_forked(argv, cwd=workdir, env=cli_env(**(env or {})), timeout=timeout)
-        return CliResult(proc.returncode, proc.stdout, proc.stderr)
-
-    return run
 
 
 @pytest.fixture
@@ -181,7 +81,7 @@ def _trace_routes(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[No
     yield
     if os.environ.get(_TRACE_ENV) == "off":  # to measure what the tracing costs
         return
-    from tests.route_trace import transitions_under
+    from tests.support.route_trace import transitions_under
 
     for edge in transitions_under(tmp_path):
         _SEEN.setdefault(edge, request.node.nodeid)
@@ -189,9 +89,9 @@ def _trace_routes(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[No
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Every transition a test's run took must be a drawn edge, and when the whole suite
-    ran, every drawn edge must have been taken by a test (tests/test_graph_edges.py takes
+    ran, every drawn edge must have been taken by a test (tests/unit/test_graph_edges.py takes
     the rare ones); else the session fails. Both sides come from the route table."""
-    from tests.route_trace import load, save
+    from tests.support.route_trace import load, save
 
     if os.environ.get(_TRACE_ENV) == "off":
         return

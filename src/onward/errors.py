@@ -38,7 +38,7 @@ message says what is wrong *and* what to do about it::
         └── IllegalTransitionError      70    500  a node tried a step transition the table forbids
 
 The CLI and ``onward serve`` take codes only from these attributes (``exit_code``,
-``http_status``, ``retry_after``); ``tests/test_public_api.py`` pins the table.
+``http_status``, ``retry_after``); ``tests/unit/test_public_api.py`` pins the table.
 
     ToolError                       raised by tools (failures of one step, not of onward)
     ├── TransientToolError          worth retrying later (timeouts, 5xx, ...)

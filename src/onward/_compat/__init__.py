@@ -4,8 +4,8 @@ Everything here leans on a name a dependency does not promise to keep (a module 
 attribute whose name starts with ``_``). Each piece is used only on the releases it was
 tested with (:func:`tested`, read from the installed distribution's metadata) and has a
 fallback built on the dependency's public API for every other release: slower, never
-wrong. tests/test_private_imports.py fails when such an import appears anywhere else,
-and tests/test_private_imports.py checks each fallback gives what the private path gives.
+wrong. tests/unit/test_private_imports.py fails when such an import appears anywhere else,
+and tests/unit/test_private_imports.py checks each fallback gives what the private path gives.
 """
 
 from __future__ import annotations

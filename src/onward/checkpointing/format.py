@@ -52,12 +52,12 @@ ZDICT = "".join(
 """zlib's preset dictionary: the names every checkpoint repeats (channels, models, their
 fields, LangGraph's padded versions), so even a small blob compresses (a checkpoint to
 about a quarter). Part of the stored format: changing it needs a new :data:`COMPRESSED`
-type (tests/test_serde.py pins its hash)."""
+type (tests/store/test_serde.py pins its hash)."""
 
 ZDICT_2 = zdict.build(ZDICT)
 """``msgpack-z2``'s preset dictionary: :data:`ZDICT`, then the skeleton of a checkpoint and
 of the task writes as msgpack bytes (:mod:`onward.checkpointing.zdict`): a 1,000-step
-run's checkpoints deflate to 260 bytes, not 630. Pinned by tests/test_serde.py too."""
+run's checkpoints deflate to 260 bytes, not 630. Pinned by tests/store/test_serde.py too."""
 
 ZDICTS = {COMPRESSED: ZDICT_2, COMPRESSED_1: ZDICT}
 """The preset dictionary of each compressed blob type."""

@@ -85,7 +85,7 @@ CORE_MESSAGES = (
     "RemoveMessage",
 )
 """The LangChain message classes LangGraph always allows in a checkpoint (the list its
-graphs add to every allowlist; tests/test_private_imports.py compares the two)."""
+graphs add to every allowlist; tests/unit/test_private_imports.py compares the two)."""
 
 
 def core_message_allowlist() -> set[tuple[str, ...]]:
@@ -339,7 +339,7 @@ def _encoded_send(obj: Send) -> Any:
 
 # LangGraph's encodings of the two kinds every record and checkpoint holds, without the
 # dozen attribute probes its generic default makes before it reaches them (the same
-# bytes: tests/test_serde.py compares them).
+# bytes: tests/store/test_serde.py compares them).
 
 
 def _encoded_datetime(obj: datetime) -> Any:

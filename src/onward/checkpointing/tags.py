@@ -64,7 +64,7 @@ MOVED = {
 LEGACY: Mapping[Tag, Tag] = {
     (old, name): (new, name) for old, new in MOVED.items() for ns, name in TAGS if ns == new
 }
-"""Names stores wrote before the package moved into folders (tests/golden/v1 and v2) →
+"""Names stores wrote before the package moved into folders (tests/store/golden/v1 and v2) →
 their tags."""
 
 

@@ -6,7 +6,7 @@ time, the same channel names, model paths and 32-digit channel versions, in the 
 order; given the bytes as they appear (type markers, lengths and all), not just the names
 (``msgpack-z1``'s dictionary), a no-op step's checkpoint deflates to under half of its
 ``z1`` size. The values are placeholders: the dictionary is built from literals only, not
-from onward's models, so a model that changes cannot change it (tests/test_serde.py pins
+from onward's models, so a model that changes cannot change it (tests/store/test_serde.py pins
 its hash; a change needs a new blob type). Most-used bytes come last (the nearest
 matches are the cheapest).
 """

@@ -75,7 +75,7 @@ SUMMARIES = {
 """What ``onward --help`` lists for each command, in its order: the first paragraph of the
 command's help as its docstring says it. With these the list is printed without importing
 the command modules or building the parameters of 24 commands (most of what ``--help``
-cost), ``onward --help`` without even Typer (cli/grouphelp.py); tests/test_startup.py
+cost), ``onward --help`` without even Typer (cli/grouphelp.py); tests/cli/test_startup.py
 keeps them equal to the docstrings and each help equal to the whole CLI's."""
 HELP = "Crash-safe long agent tasks: plan, execute, verify, resume by thread id."
 
@@ -96,7 +96,7 @@ def settings() -> dict[str, Any]:
 
 def group(name: str) -> ModuleType:
     # __import__, not importlib.import_module: only the former shows in -X importtime,
-    # which tests/test_startup.py and bench/startup.py read.
+    # which tests/cli/test_startup.py and bench/startup.py read.
     __import__(f"onward.cli.{name}")
     return sys.modules[f"onward.cli.{name}"]
 

@@ -5,7 +5,7 @@ Importing Typer and its help renderer (``typer.rich_utils``) is most of what
 help is a fixed page (a usage line, one sentence, the ``--help`` option, each command's
 summary), so :func:`show` lays it out with the same Rich objects, styles and environment
 switches as ``typer.rich_utils.rich_format_help`` and click's usage line do for onward's
-index. tests/test_startup.py compares the two byte for byte across widths and colour
+index. tests/cli/test_startup.py compares the two byte for byte across widths and colour
 settings, so a Typer upgrade that changes its layout fails there, not in front of users.
 Only ``onward --help`` comes here, and only when Typer would draw it with Rich and answer
 no shell-completion request first (:func:`applies`); every other argv runs Typer.

@@ -4,8 +4,8 @@ Every conditional edge of the graph is built from :data:`EXITS` (a node's possib
 nodes) and labelled by :func:`label` (why a run takes it). The scheduler (graph/schedule.py)
 routes failed steps by :data:`FAILURE_ROUTES`, the same table the labels are drawn from, and
 :func:`check_exit` refuses a route a node has not declared, so the drawing cannot lie:
-``tests/test_graph_routes.py`` checks that every transition in the runs' checkpoint
-histories is a drawn edge, and tests/test_graph_edges.py takes the edges the rest of the
+``tests/cli/test_graph_routes.py`` checks that every transition in the runs' checkpoint
+histories is a drawn edge, and tests/unit/test_graph_edges.py takes the edges the rest of the
 suite does not, so that every drawn edge is taken.
 """
 

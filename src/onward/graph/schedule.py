@@ -8,7 +8,7 @@ table (graph/routes.py); expand a milestone that is due (the replan node, which 
 plans); otherwise pick ready steps (dependencies done) in plan order, at most
 ``max_concurrency`` of them, and fan them out with ``Send`` — to ``approve`` when the step
 needs an approval it does not have, else to ``execute``; or route to finalize. Each part is
-a method a unit test calls on a ``RunState`` without a graph (tests/test_scheduler_unit.py).
+a method a unit test calls on a ``RunState`` without a graph (tests/unit/test_scheduler_unit.py).
 
 Every node's next node is picked by the scheduler and checked against the route table's
 labelled exits (``routes.check_exit``, so what runs is what the graph draws): through a

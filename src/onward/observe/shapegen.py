@@ -6,7 +6,7 @@ not load LangGraph), so they read its shape from a generated module instead of c
 which channels are deltas (and the empty value each starts from), which fold writes with
 a reducer, the defaults of the model fields a plain read meets (a field at its default is
 not stored), and LangGraph's msgpack extension codes. ``python -m onward.observe.shapegen``
-rewrites shape.py; tests/test_reader_shape.py fails while it differs from :func:`render`,
+rewrites shape.py; tests/unit/test_reader_shape.py fails while it differs from :func:`render`,
 so adding a field or a channel to ``RunState`` cannot be forgotten by the readers.
 """
 

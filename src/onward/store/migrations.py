@@ -6,8 +6,8 @@ Postgres statements. A store records the last version applied (``onward_meta``'s
 transaction together with the new version number, so a crash leaves the store at the
 last migration that committed (:meth:`onward.store.database.Store.migrate`). A new store
 is every migration from 1: there is no second "create the current schema" path, and
-``tests/test_store_migrations.py`` checks that replaying the list gives the schema the
-release that wrote ``tests/golden/schema`` made.
+``tests/store/test_store_migrations.py`` checks that replaying the list gives the schema the
+release that wrote ``tests/store/golden/schema`` made.
 
 Rules for a change: append a migration with the next number; never edit one that has
 shipped (stores at or past it never run it again). Statements are plain DDL and DML run

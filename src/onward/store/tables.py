@@ -2,7 +2,7 @@
 commands that only read them (``onward list``, ``onward timeline``, an empty ``onward
 inbox``).
 
-Importing this loads neither LangGraph, LangChain nor pydantic (tests/test_startup.py
+Importing this loads neither LangGraph, LangChain nor pydantic (tests/cli/test_startup.py
 checks), so those commands start in about the time Typer and Rich take; the run state's
 models cost half a second of imports on their own. Only a store that is set up is read
 this way: a missing file, another schema version, or an encrypted store without its key

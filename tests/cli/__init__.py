@@ -1,0 +1,1 @@
+"""The cli tests: see docs/development.md."""

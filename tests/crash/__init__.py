@@ -1,0 +1,1 @@
+"""The crash tests: see docs/development.md."""

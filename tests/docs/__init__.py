@@ -1,0 +1,1 @@
+"""The docs tests: see docs/development.md."""

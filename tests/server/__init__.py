@@ -1,0 +1,1 @@
+"""The server tests: see docs/development.md."""

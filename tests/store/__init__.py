@@ -1,0 +1,1 @@
+"""The store tests: see docs/development.md."""

@@ -1,0 +1,56 @@
+"""Helpers shared by several test modules, moved out of tests/server/test_serve_durable.py:
+FAST_LEASES, servers, sse."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support.serve import start_server
+
+FAST_LEASES = {"ONWARD_LEASE_TTL": "3s", "ONWARD_HEARTBEAT": "1s"}
+"""A dead driver's lease expires in seconds, so recovery (and workers) take over soon."""
+
+
+@contextmanager
+def servers(db_url: str, workdir: Path, n: int, *args: str, **env: str) -> Iterator[list[Any]]:
+    """``n`` ``onward serve`` processes on one store: [(process, url), ...]; each is
+    stopped at the end (already killed ones are left)."""
+    started = []
+    try:
+        for _ in range(n):
+            started.append(start_server(db_url, workdir, *args, **{**FAST_LEASES, **env}))
+        yield started
+    finally:
+        for proc, _url in started:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(20)
+
+
+def sse(url: str, path: str, last_event_id: str | None = None, limit: int = 0) -> list[Any]:
+    """A run's stream read with httpx: [(id, event, data)]; ``limit``: stop after that
+    many events (the client goes away)."""
+    headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
+    got: list[Any] = []
+    with (
+        httpx.Client(base_url=url, timeout=60) as http,
+        http.stream("GET", path, headers=headers) as res,
+    ):
+        assert res.status_code == 200, res.read()
+        block: dict[str, str] = {}
+        for line in res.iter_lines():
+            if line.startswith(("id: ", "event: ", "data: ")):
+                key, _sep, value = line.partition(": ")
+                block[key] = value
+            if not line and "event" in block:
+                got.append((block.get("id"), block["event"], json.loads(block.get("data", "null"))))
+                block = {}
+                if limit and len(got) >= limit:
+                    break
+    return got

@@ -1,0 +1,1 @@
+"""The unit tests: see docs/development.md."""
