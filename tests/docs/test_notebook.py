@@ -21,8 +21,9 @@ from onward.notebook import html as nb_html
 from onward.people.inbox import Questions
 from tests.support.common import cli_env
 from tests.support.hitl_tools import rows
+from tests.support.paths import SUPPORT
 
-TOOLS = [str(Path(__file__).with_name(n)) for n in ("failure_tools.py", "hitl_tools.py")]
+TOOLS = [str(SUPPORT / n) for n in ("failure_tools.py", "hitl_tools.py")]
 
 
 class Node:
