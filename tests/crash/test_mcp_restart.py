@@ -1,8 +1,9 @@
 """An MCP server that goes away during a run does not fail it: the server's process is
 SIGKILLed between two calls of a run, and the next call starts it again (a read-only
-tool's call is sent to the new server at once; an unsafe tool's fails as transient
-without reaching anything, and its retry reconnects), so the run finishes with each call
-run once. A server the operator no longer allows is not started again."""
+tool's call is sent to the new server at once; an unsafe tool's call on the closed
+session may have reached the server before it died, so a person says whether it happened,
+and its retry reconnects), so the run finishes with each call run once. A server the
+operator no longer allows is not started again."""
 
 from __future__ import annotations
 
@@ -75,10 +76,17 @@ def test_a_killed_mcp_server_is_started_again_by_the_next_call_and_the_run_finis
     }
     policy = RunPolicy(auto_approve=frozenset({"mcp__t__stamp"}))
     with Onward(db_url, tool_modules=[ref], model=None, sleep=lambda s: None) as ow:
-        view = ow.run(plan=plan, policy=policy, thread_id="t")
+        asked = ow.run(plan=plan, policy=policy, thread_id="t")
+        # The unsafe call found its session closed: onward cannot tell whether the server
+        # got it before it died, so a person says (here: it did not happen, run it again).
+        ow.resolve("t", "n", "retry")
+        view = ow.resume("t")
         b = view.artifact_value(ow, "b")
         killed = view.artifact_value(ow, "killed")
 
+    assert asked.status == "waiting_for_human", asked
+    assert [q.step_id for q in asked.pending] == ["n"]
+    assert "outcome unknown" in (asked.pending[0].reason or "")
     assert view.status == "done", view
     assert b == {"key": "pear", "price": 5}
     first, second, third = starts(log)  # started again after each kill

@@ -322,8 +322,9 @@ class _Session:
             ) from None
         except Exception as exc:
             self.lost = self.lost or _closed(exc)
-            raise TransientToolError(
-                f"MCP tool {name!r} of {self.server.name!r}: {_reason(exc)}"
+            raise TransientToolError(  # sent on a live session: it may have acted
+                f"MCP tool {name!r} of {self.server.name!r}: {_reason(exc)}",
+                maybe_happened=True,
             ) from exc
 
     def close(self) -> None:
