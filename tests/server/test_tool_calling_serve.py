@@ -13,9 +13,7 @@ from typing import Any
 from langgraph_sdk import get_sync_client
 
 from tests.support.common import read_jsonl
-from tests.support.openai_fake import FakeOpenAI, Reply
-from tests.support.serve import serve
-from tests.support.tool_calling_serve import PLAN, TOOLS
+from tests.support.tool_calling_serve import PLAN, publishing_server
 
 
 def tool_names(request: dict[str, Any]) -> list[str]:
@@ -25,23 +23,14 @@ def tool_names(request: dict[str, Any]) -> list[str]:
 def test_over_http_the_call_asks_as_the_threads_interrupt_and_the_answer_runs_it(
     db_url: str, workdir: Path
 ) -> None:
-    with FakeOpenAI() as api:
-        api.script = [
-            Reply(tool_name="lookup", tool_args={"key": "revenue"}),
-            Reply(tool_name="publish", tool_args={"title": "Revenue up"}),
-            Reply(text="Published the revenue."),
-        ]
-        env = {"OPENAI_API_KEY": "x", "OPENAI_BASE_URL": api.base_url}
-        with serve(db_url, workdir, "--tools", TOOLS, **env) as url:
-            client = get_sync_client(url=url, api_key=None)
-            tid = client.threads.create()["thread_id"]
-            client.runs.wait(tid, "onward", input={"goal": "publish revenue", "plan": PLAN})
-            waiting = client.threads.get_state(tid)
-            published_before = read_jsonl(workdir / "effects.jsonl")
-            client.runs.wait(
-                tid, "onward", command={"resume": {"decisions": [{"type": "approve"}]}}
-            )
-            done = client.threads.get_state(tid)
+    with publishing_server(db_url, workdir) as (url, api):
+        client = get_sync_client(url=url, api_key=None)
+        tid = client.threads.create()["thread_id"]
+        client.runs.wait(tid, "onward", input={"goal": "publish revenue", "plan": PLAN})
+        waiting = client.threads.get_state(tid)
+        published_before = read_jsonl(workdir / "effects.jsonl")
+        client.runs.wait(tid, "onward", command={"resume": {"decisions": [{"type": "approve"}]}})
+        done = client.threads.get_state(tid)
 
     [interrupt] = waiting["interrupts"]
     [action] = interrupt["value"]["action_requests"]

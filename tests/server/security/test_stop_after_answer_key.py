@@ -14,39 +14,28 @@ from langgraph_sdk import get_sync_client
 
 from onward.errors import AnswerRecorded
 from tests.support.common import read_jsonl
-from tests.support.openai_fake import FakeOpenAI, Reply
-from tests.support.serve import serve
-from tests.support.tool_calling_serve import PLAN, TOOLS
+from tests.support.tool_calling_serve import PLAN, publishing_server
 
 
 def test_a_clients_stop_after_answer_key_is_not_the_drives(db_url: str, workdir: Path) -> None:
     key = AnswerRecorded.CONFIG_KEY
-    with FakeOpenAI() as api:
-        api.script = [
-            Reply(tool_name="lookup", tool_args={"key": "revenue"}),
-            Reply(tool_name="publish", tool_args={"title": "Revenue up"}),
-            Reply(text="Published the revenue."),
-        ]
-        env = {"OPENAI_API_KEY": "x", "OPENAI_BASE_URL": api.base_url}
-        with serve(db_url, workdir, "--tools", TOOLS, **env) as url:
-            client = get_sync_client(url=url, api_key=None)
-            tid = client.threads.create()["thread_id"]
-            client.runs.wait(tid, "onward", input={"goal": "publish revenue", "plan": PLAN})
-            waiting = client.threads.get_state(tid)
-            for body in (
-                {"command": {"resume": {"decisions": [{"type": "approve"}]}}},
-                {"input": {"goal": "publish revenue", "plan": PLAN}},
-            ):
-                with pytest.raises(httpx.HTTPStatusError) as refused:
-                    client.runs.wait(tid, "onward", config={"configurable": {key: True}}, **body)
-                assert refused.value.response.status_code == 422
-                assert key in refused.value.response.json()["detail"]
-            still = client.threads.get_state(tid)
-            published_before = read_jsonl(workdir / "effects.jsonl")
-            client.runs.wait(
-                tid, "onward", command={"resume": {"decisions": [{"type": "approve"}]}}
-            )
-            done = client.threads.get_state(tid)
+    with publishing_server(db_url, workdir) as (url, _api):
+        client = get_sync_client(url=url, api_key=None)
+        tid = client.threads.create()["thread_id"]
+        client.runs.wait(tid, "onward", input={"goal": "publish revenue", "plan": PLAN})
+        waiting = client.threads.get_state(tid)
+        for body in (
+            {"command": {"resume": {"decisions": [{"type": "approve"}]}}},
+            {"input": {"goal": "publish revenue", "plan": PLAN}},
+        ):
+            with pytest.raises(httpx.HTTPStatusError) as refused:
+                client.runs.wait(tid, "onward", config={"configurable": {key: True}}, **body)
+            assert refused.value.response.status_code == 422
+            assert key in refused.value.response.json()["detail"]
+        still = client.threads.get_state(tid)
+        published_before = read_jsonl(workdir / "effects.jsonl")
+        client.runs.wait(tid, "onward", command={"resume": {"decisions": [{"type": "approve"}]}})
+        done = client.threads.get_state(tid)
 
     assert [i["value"]["action_requests"][0]["name"] for i in waiting["interrupts"]] == ["publish"]
     assert still["checkpoint"] == waiting["checkpoint"]
