@@ -186,6 +186,12 @@ class RunPool:
             if self._flying[user] <= 0:
                 del self._flying[user]
 
+    def in_flight(self) -> int:
+        """Runs counted and not yet over (a run is over once its drive and the start of
+        the next queued run on its thread have returned)."""
+        with self._lock:
+            return sum(self._flying.values())
+
     def submit(self, user: str, fn: Callable[[], Any]) -> None:
         """Drive ``fn`` on the pool (when a slot is free); the user's reservation ends
         when it does."""
