@@ -65,7 +65,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import interrupt
 from pydantic import BaseModel, ValidationError
 
-from onward.effects.ledger import EffectStatus, Ledger, effect_key
+from onward.effects.ledger import Effect, EffectStatus, Ledger, effect_key
 from onward.effects.protocol import perform
 from onward.errors import (
     AnswerError,
@@ -297,6 +297,25 @@ def _check_limits(loop: _Loop) -> None:
         )
 
 
+# ----------------------------------------------------------------------------- ledger
+
+
+def _claim(loop: _Loop, key: str, tool: str, args: Any) -> Effect | None:
+    """Claim ``key`` for this step as a record (never compensated); None when this call
+    made the claim, else the row already there."""
+    ctx = loop.ctx
+    return loop.ledger.claim(
+        key, thread_id=ctx.thread_id, step_id=ctx.step_id, tool=tool, args=args, compensable=False
+    )
+
+
+def _record_once(loop: _Loop, key: str, tool: str, args: Any, result: Any) -> None:
+    """Record ``result`` under ``key`` unless a completed record is there already."""
+    existing = _claim(loop, key, tool, args)
+    if existing is None or existing.status is not EffectStatus.COMPLETED:
+        loop.ledger.complete(key, result)
+
+
 # ----------------------------------------------------------------------------- turns
 
 
@@ -304,14 +323,7 @@ def _turn(loop: _Loop, turn: int, schemas: list[dict[str, Any]]) -> AIMessage:
     """Turn ``turn``'s answer: recorded before, or asked now and recorded."""
     key = loop.key("turn", turn)
     ctx = loop.ctx
-    existing = loop.ledger.claim(
-        key,
-        thread_id=ctx.thread_id,
-        step_id=ctx.step_id,
-        tool=TURN,
-        args={"turn": turn},
-        compensable=False,
-    )
+    existing = _claim(loop, key, TURN, {"turn": turn})
     if existing is not None and existing.status is EffectStatus.COMPLETED:
         _recount(loop, existing.result)
         return _replayed(loop, existing.result)
@@ -381,16 +393,7 @@ def _feedback(loop: _Loop) -> HumanMessage | None:
         findings = list((found.result or {}).get("findings") or [])
     elif loop.answers == loop.limits.round - 1 and ctx.previous is not None:
         findings = list(ctx.previous.findings)
-        existing = loop.ledger.claim(
-            key,
-            thread_id=ctx.thread_id,
-            step_id=ctx.step_id,
-            tool=FEEDBACK,
-            args={"round": loop.answers},
-            compensable=False,
-        )
-        if existing is None or existing.status is not EffectStatus.COMPLETED:
-            loop.ledger.complete(key, {"findings": findings})
+        _record_once(loop, key, FEEDBACK, {"round": loop.answers}, {"findings": findings})
     if not findings:
         return None
     label = "what the checks found wrong with your answer"
@@ -542,17 +545,7 @@ def _breaker(
 def _failed(loop: _Loop, key: str, spec: ToolSpec, args: BaseModel, why: str) -> str:
     """A call that did not succeed, recorded as such under its key (a replay gives the
     model the same answer and runs nothing)."""
-    ctx = loop.ctx
-    existing = loop.ledger.claim(
-        key,
-        thread_id=ctx.thread_id,
-        step_id=ctx.step_id,
-        tool=spec.name,
-        args=args.model_dump(mode="json"),
-        compensable=False,
-    )
-    if existing is None or existing.status is not EffectStatus.COMPLETED:
-        loop.ledger.complete(key, {FAILED: why})
+    _record_once(loop, key, spec.name, args.model_dump(mode="json"), {FAILED: why})
     return why
 
 
@@ -629,26 +622,14 @@ def _stop_after_answer() -> bool:
 def _record_answer(
     loop: _Loop, key: str, spec: ToolSpec, index: int, answer: Answer, bound: str
 ) -> None:
-    ctx = loop.ctx
-    existing = loop.ledger.claim(
-        key,
-        thread_id=ctx.thread_id,
-        step_id=ctx.step_id,
-        tool=APPROVAL,
-        args={"call": index, "tool": spec.name},
-        compensable=False,
-    )
-    if existing is None or existing.status is not EffectStatus.COMPLETED:
-        loop.ledger.complete(
-            key,
-            {
-                "type": answer.type.value,
-                "message": answer.message,
-                "by": answer.by,
-                "attempt": ctx.attempt,
-                "args_hash": bound,
-            },
-        )
+    record = {
+        "type": answer.type.value,
+        "message": answer.message,
+        "by": answer.by,
+        "attempt": loop.ctx.attempt,
+        "args_hash": bound,
+    }
+    _record_once(loop, key, APPROVAL, {"call": index, "tool": spec.name}, record)
 
 
 def _answer_of(record: dict[str, Any]) -> Answer:
