@@ -363,6 +363,14 @@ class Replanned:
     usage: Usage
 
 
+def _replanned(r: _Drafted, last: list[Revision], failures: dict[str | None, str]) -> Replanned:
+    """The drafting's outcome: the plan that passed with the revision checked last (the
+    draft that passed was the last one checked), or why drafting ended without one."""
+    if r.plan is not None:
+        return Replanned(r.plan, last[-1], last[-1].summary(), r.usage)
+    return Replanned(None, None, _failure(failures, r), r.usage)
+
+
 def replan_with_model(
     deps: NodeDeps, model: BaseChatModel, state: RunState, step_id: str, thread_id: str
 ) -> tuple[Plan | None, str, Usage]:
@@ -409,9 +417,7 @@ def revise_with_model(
         return merged, problems
 
     r = _drafts(deps, model, messages, check, _Ask("replan", "revision", thread_id, state, step_id))
-    if r.plan is not None:  # the draft that passed was the last one checked
-        return Replanned(r.plan, last[-1], last[-1].summary(), r.usage)
-    return Replanned(None, None, _failure(_REPLAN_FAILURES, r), r.usage)
+    return _replanned(r, last, _REPLAN_FAILURES)
 
 
 _REPLAN_TASK = (
@@ -483,9 +489,7 @@ def expand_with_model(
     record = f"expand:v{state.plan.version}:try{tries}"
     ask = _Ask("expand", "expansion", thread_id, state, milestone.id, record=record)
     r = _drafts(deps, model, messages, check, ask)
-    if r.plan is not None:
-        return Replanned(r.plan, last[-1], last[-1].summary(), r.usage)
-    return Replanned(None, None, _failure(_EXPAND_FAILURES, r), r.usage)
+    return _replanned(r, last, _EXPAND_FAILURES)
 
 
 _EXPAND_TASK = (
