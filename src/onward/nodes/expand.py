@@ -25,7 +25,6 @@ from langchain_core.messages import AIMessage
 from onward import faults
 from onward.llm.planner import Replanned, expand_with_model
 from onward.model.state import (
-    Decision,
     DecisionAction,
     FailureClass,
     PlanStep,
@@ -58,15 +57,11 @@ def expand(deps: NodeDeps, state: RunState, milestone: PlanStep, thread_id: str)
         return _not_expanded(state, milestone, r)
     revision = r.revision
     mid = milestone.id
-    decision = Decision(
-        step_id=mid,
-        action=DecisionAction.EXPAND,
-        by="onward-expander (model)",
-        at=utcnow(),
-        reason=f"milestone {mid} expanded: {revision.summary()}",
-        changed=list(revision.changed),
-        added=list(revision.added),
-        removed=dict(revision.removed),
+    decision = revision.decision(
+        mid,
+        DecisionAction.EXPAND,
+        "onward-expander (model)",
+        f"milestone {mid} expanded: {revision.summary()}",
     )
     emit(
         EventKind.PLAN_REVISED,

@@ -144,15 +144,8 @@ def _model_replan(deps: NodeDeps, state: RunState, sid: str, thread_id: str) -> 
         return {"steps": {sid: rec.model_copy(update={"failure": gave_up})}, "usage": r.usage}
     revision = r.revision
     after = f"after {failure.failure_class.value} failure of {sid}: {failure.message}"
-    decision = Decision(
-        step_id=sid,
-        action=DecisionAction.REPLAN,
-        by="onward-replanner (model)",
-        at=utcnow(),
-        reason=f"{revision.summary()} ({after})",
-        changed=list(revision.changed),
-        added=list(revision.added),
-        removed=dict(revision.removed),
+    decision = revision.decision(
+        sid, DecisionAction.REPLAN, "onward-replanner (model)", f"{revision.summary()} ({after})"
     )
     emit(EventKind.PLAN_REVISED, detail={"version": r.plan.version}, message=revision.summary())
     headline = (

@@ -18,7 +18,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from onward.errors import PlanProblem
-from onward.model.state import Goal, Plan, PlanSource, PlanStep, StepRecord, StepStatus
+from onward.model.state import (
+    Decision,
+    DecisionAction,
+    Goal,
+    Plan,
+    PlanSource,
+    PlanStep,
+    StepRecord,
+    StepStatus,
+    utcnow,
+)
 from onward.planning.limits import plan_size_problem
 from onward.planning.validate import plan_problems
 from onward.tools.registry import Registry
@@ -83,6 +93,19 @@ class Revision:
             _ids([f"{k} ({why})" for k, why in self.removed.items()], "removed"),
         ]
         return f"plan v{self.version}: " + ("; ".join(p for p in parts if p) or "no change")
+
+    def decision(self, step_id: str, action: DecisionAction, by: str, reason: str) -> Decision:
+        """The decision log's entry for this revision, made now."""
+        return Decision(
+            step_id=step_id,
+            action=action,
+            by=by,
+            at=utcnow(),
+            reason=reason,
+            changed=list(self.changed),
+            added=list(self.added),
+            removed=dict(self.removed),
+        )
 
     def markdown(self, headline: str) -> str:
         """The chat's message: ``headline``, then a list of what changed."""
