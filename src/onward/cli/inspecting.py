@@ -19,7 +19,18 @@ from onward.cli.options import (
     open_store,
     open_tables,
 )
-from onward.cli.render import Col, clip, dump, err, out, print_rows, print_view, say, view_json
+from onward.cli.render import (
+    Col,
+    clip,
+    dump,
+    err,
+    out,
+    print_plain,
+    print_rows,
+    print_view,
+    say,
+    view_json,
+)
 
 if TYPE_CHECKING:
     from onward.observe.view import RunView
@@ -146,24 +157,20 @@ def summary(thread_id: str, db: DbOpt = None, as_json: JsonOpt = False) -> None:
     if as_json:
         dump(s.model_dump(mode="json"))
         return
-    out.print(f"run {s.thread_id}: {s.status}", highlight=False, markup=False)
-    out.print(
+    print_plain(f"run {s.thread_id}: {s.status}")
+    print_plain(
         f"time {s.total_seconds:.1f}s (busy {s.busy_seconds:.1f}s, waiting for people "
         f"{s.waiting_seconds:.1f}s) · steps {s.steps_done}/{s.steps} · model calls "
-        f"{s.model_calls}, tokens {s.input_tokens}+{s.output_tokens}, cost {s.cost:.4f}",
-        highlight=False,
-        markup=False,
+        f"{s.model_calls}, tokens {s.input_tokens}+{s.output_tokens}, cost {s.cost:.4f}"
     )
     if s.retries:
         out.print("retries: " + ", ".join(f"{k} {v}" for k, v in s.retries.items()), markup=False)
     if s.failures_by_class:
         out.print("failures: " + ", ".join(f"{k} {v}" for k, v in s.failures_by_class.items()))
     for i in s.interventions:
-        out.print(
+        print_plain(
             f"person: {i.step_id} {i.kind} → {i.action or 'open'} by {i.by or '-'} after "
-            f"{i.waited_seconds:.1f}s",
-            highlight=False,
-            markup=False,
+            f"{i.waited_seconds:.1f}s"
         )
 
 
@@ -254,31 +261,21 @@ def show(
     if as_json:
         dump(data)
         return
-    out.print(
-        f"status {state.status.value} · next {', '.join(nxt) or '(end)'}",
-        highlight=False,
-        markup=False,
-    )
+    print_plain(f"status {state.status.value} · next {', '.join(nxt) or '(end)'}")
     for line in _routes(state, nxt):
-        out.print(line, highlight=False, markup=False)
+        print_plain(line)
     for s in state.plan.steps:
         rec = state.record(s.id)
-        out.print(
+        print_plain(
             f"  {s.id:<20} {rec.status.value:<10} attempts {rec.attempts}  {s.tool} "
-            f"{json.dumps(s.args, ensure_ascii=False)[:80]}",
-            highlight=False,
-            markup=False,
+            f"{json.dumps(s.args, ensure_ascii=False)[:80]}"
         )
         if rec.failure is not None:
             out.print(Padding(_failure(rec), (0, 0, 0, 4), expand=False))
         if s.id in checks:  # produced, not yet verified
             kinds = ", ".join(c["check"] for c in checks[s.id]) or "none (the tool has none)"
             summary = rec.output.summary if rec.output else ""
-            out.print(
-                f"  {'':<20} output {summary[:80]} · checks pending: {kinds}",
-                highlight=False,
-                markup=False,
-            )
+            print_plain(f"  {'':<20} output {summary[:80]} · checks pending: {kinds}")
 
 
 @commands.command()
@@ -298,11 +295,9 @@ def replay(
     for e in events:
         offset = (e.at - start).total_seconds() if start else 0.0
         what = e.detail.get("message") or e.detail.get("failure_class") or ""
-        out.print(
+        print_plain(
             f"+{offset:8.3f}s  {e.kind:<20} {e.step_id or '':<16} "
-            f"{'try ' + str(e.attempt) if e.attempt else '':<6} {str(what)[:80]}",
-            highlight=False,
-            markup=False,
+            f"{'try ' + str(e.attempt) if e.attempt else '':<6} {str(what)[:80]}"
         )
         if delay:
             time.sleep(delay)

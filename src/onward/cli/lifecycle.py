@@ -20,7 +20,7 @@ from onward.cli.options import (
     open_store,
     store_url,
 )
-from onward.cli.render import dump, err, out, print_view, say, view_json
+from onward.cli.render import dump, err, out, print_plain, print_view, say, view_json
 from onward.cli.running import drive, finish
 
 commands = typer.Typer()
@@ -86,7 +86,7 @@ def fork(
         changes, _ = edits(edit, None)
         new_id = ow.fork(thread_id, at, changes)
         if not as_json:
-            err.print(f"forked as {new_id}", highlight=False, markup=False)
+            print_plain(f"forked as {new_id}", err)
         view = ow.get(new_id) if no_continue else drive(ow, new_id, as_json)
     finish(view, as_json)
 

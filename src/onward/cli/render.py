@@ -41,6 +41,12 @@ def say(text: str, end: str = "\n") -> None:
     sys.stdout.flush()
 
 
+def print_plain(text: str, console: Console = out) -> None:
+    """``text`` on ``console`` as it is: no rich markup read, no highlighting (ids, paths
+    and model output may hold brackets)."""
+    console.print(text, highlight=False, markup=False)
+
+
 def clip(text: str, limit: int) -> str:
     """``text`` up to ``limit`` characters, saying how much more there is (never a bare
     ellipsis that looks like a cut cell)."""
@@ -179,11 +185,9 @@ def print_view(view: RunView | PlainView) -> None:
             overflow="fold",
         )
     if view.paused_before:
-        out.print(
+        print_plain(
             f"paused before {', '.join(view.paused_before)}: `onward resume {view.thread_id}` "
-            "goes on",
-            highlight=False,
-            markup=False,
+            "goes on"
         )
     if view.failure:
         out.print(Text.assemble(("reason: ", "red"), view.failure.message))
@@ -205,11 +209,9 @@ def print_view(view: RunView | PlainView) -> None:
     for p in view.pending:
         what = p.reason or f"approve {p.tool}?"
         out.print(Text.assemble(("waiting: ", "yellow"), f"{p.step_id or 'plan'}: {what}"))
-        out.print(
+        print_plain(
             f"  args {clip(json.dumps(p.args, ensure_ascii=False), 300)}"
             + (f"  key {p.key}" if p.key else "")
             + f"\n  answer: onward approve|reject|respond {view.thread_id} --step "
-            f"{p.step_id or 'plan'}  (deadline {p.expire_at:%Y-%m-%d %H:%M} → {p.on_expiry})",
-            highlight=False,
-            markup=False,
+            f"{p.step_id or 'plan'}  (deadline {p.expire_at:%Y-%m-%d %H:%M} → {p.on_expiry})"
         )

@@ -29,7 +29,7 @@ from onward.cli.options import (
     exit_code,
     open_store,
 )
-from onward.cli.render import err, out, print_view, say, view_json
+from onward.cli.render import err, out, print_plain, print_view, say, view_json
 from onward.errors import UsageError
 
 if TYPE_CHECKING:
@@ -399,12 +399,11 @@ def _already_finished(view: RunView, as_json: bool) -> NoReturn:
     else:
         tid = view.thread_id
         out.print(f"run {tid} already finished: {view.status.value}", highlight=False)
-        err.print(
+        print_plain(
             f"nothing to resume. See it: onward show {tid}\n"
             "Go on from one of its checkpoints as a new run:\n"
             f"  onward history {tid}\n  onward fork {tid} --at CHECKPOINT",
-            highlight=False,
-            markup=False,
+            err,
         )
     raise typer.Exit(exit_code(view))
 
