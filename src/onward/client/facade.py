@@ -26,6 +26,7 @@ from onward.llm.models import check_model, model_from_env
 from onward.model.state import Budget, DecisionAction, Plan, RunState, utcnow
 from onward.nodes.deps import NodeDeps
 from onward.notebook.diagram import Diagram
+from onward.observe import reading
 from onward.observe.progress import ProgressEvent
 from onward.observe.timeline import Summary, Timeline
 from onward.people.inbox import Questions
@@ -325,7 +326,7 @@ class Onward:
     def pending(self, thread_id: str) -> Questions:
         """The questions one run waits on, oldest first (a list; a table in Jupyter)."""
         self._existing(thread_id)
-        return Questions(views.pending(self, thread_id))
+        return Questions(reading.pending(self, thread_id))
 
     def inbox(self, *, user: str | None = None) -> Questions:
         """Every pending decision across all runs of the store, oldest first. With
@@ -475,11 +476,13 @@ class Onward:
         questions reads as ``waiting_for_human`` (``suspended`` once a deadline suspended
         it): the interrupt is the state's truth, whatever the status channel last held."""
         self._existing(thread_id)
-        return views.state(self, thread_id)
+        return reading.state(self, thread_id)
 
     def get(self, thread_id: str) -> RunView:
+        """The run as it is now (onward.observe.reading: without LangGraph's state where
+        that read is exact)."""
         self._existing(thread_id)
-        return views.get(self, thread_id)
+        return reading.get(self, thread_id)
 
     def list_runs(self, limit: int = 100) -> list[RunRow]:
         self._existing()

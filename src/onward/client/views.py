@@ -1,4 +1,6 @@
-"""Reading a run as it is now: its typed state, its questions, the :class:`RunView` users see."""
+"""Reading a run as it is now through LangGraph: its typed state, its questions, the
+:class:`RunView` users see. The last level of onward.observe.reading, which every face
+reads through (the lighter reads first)."""
 
 from __future__ import annotations
 
@@ -85,11 +87,6 @@ def pending_of(thread_id: str, run: RunRow, snap: StateSnapshot) -> list[Pending
     return sorted(found, key=lambda p: p.asked_at)  # stable: a batch keeps its order
 
 
-def pending(ow: Onward, thread_id: str) -> list[PendingDecision]:
-    run = row(ow.store, thread_id)
-    return pending_of(thread_id, run, snapshot(ow, thread_id))
-
-
 def view(store: Store, thread_id: str, run: RunRow, snap: StateSnapshot | RunState) -> RunView:
     """The view of a snapshot, or of a finished run's final state (no questions)."""
     state = snap if isinstance(snap, RunState) else state_of(store, thread_id, snap)
@@ -118,11 +115,6 @@ def view(store: Store, thread_id: str, run: RunRow, snap: StateSnapshot | RunSta
         else [],
         live=lambda: running_steps(store.events, store.ledger, thread_id, state.steps),
     )
-
-
-def get(ow: Onward, thread_id: str) -> RunView:
-    run = row(ow.store, thread_id)
-    return view(ow.store, thread_id, run, snapshot(ow, thread_id))
 
 
 def stalled_threads(store: Store) -> set[str]:

@@ -2,7 +2,9 @@
 
 Runs, steps, questions, timelines and summaries show themselves as HTML tables in a
 notebook (their ``_repr_html_``, see :mod:`onward.notebook.html`); nothing here is needed
-for that. This package adds what a notebook does with them:
+for that, and nothing here reads a run: what it shows is what ``Onward.get``,
+``Onward.pending`` and ``Onward.inbox`` read (onward.observe.reading, the one reader).
+This package adds what a notebook does with them:
 
 - :class:`Diagram` (``ow.diagram()``, ``ow.diagram(flow=True)`` for the flow view): the graph
   as Mermaid in a Markdown output, drawn by JupyterLab offline;

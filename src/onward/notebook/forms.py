@@ -18,7 +18,7 @@ from onward.notebook.html import question_html, text
 
 if TYPE_CHECKING:
     from onward.client.facade import Onward
-    from onward.client.views import RunView
+    from onward.observe.view import RunView
     from onward.people.inbox import PendingDecision
 
 _LABELS = {

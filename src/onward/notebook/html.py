@@ -19,8 +19,8 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from onward.client.views import RunView, StepView
     from onward.observe.timeline import Summary, TimelineEvent
+    from onward.observe.view import RunView, StepView
     from onward.people.inbox import PendingDecision
 
 MAX_ROWS = 50

@@ -11,6 +11,7 @@ read gives up (:class:`FullRead`) for the full read through LangGraph.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -349,39 +350,177 @@ WRITES_TABLE = {
 """The pending writes' table and value column of each saver."""
 
 
-def _writes(db: Db, thread_id: str, checkpoint_id: str, channel: str | None) -> list[Any]:
-    """(task path, task id, idx, channel, type, bytes) of a checkpoint's writes (of one
-    channel, or all), in LangGraph's replay order (task path, task, index)."""
+def _writes(db: Db, thread_id: str, checkpoint_id: str) -> list[Any]:
+    """(task path, task id, idx, channel, type, bytes) of a checkpoint's writes, in
+    LangGraph's replay order (task path, task, index)."""
     table, value = WRITES_TABLE[db.backend]
     sql = (
         f"SELECT task_path, task_id, idx, channel, type, {value} FROM {table} "
         "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?"
     )
-    params: tuple[str, ...] = (thread_id, checkpoint_id)
-    if channel is not None:
-        sql, params = f"{sql} AND channel = ?", (*params, channel)
-    return sorted(db.execute(sql, params).fetchall(), key=lambda r: (r[0], r[1], r[2]))
+    rows = db.execute(sql, (thread_id, checkpoint_id)).fetchall()
+    return sorted(rows, key=lambda r: (r[0], r[1], r[2]))
 
 
-def channel_writes(
-    decoder: Decoder, db: Db, thread_id: str, chain: Sequence[str], ch: str
-) -> list[Any]:
-    """A delta channel's writes in the checkpoints of ``chain`` (newest first), oldest
-    first, ordered within a checkpoint as LangGraph replays them (task path, task, index)."""
-    writes: list[Any] = []
-    for cid in reversed(chain):
-        for r in _writes(db, thread_id, cid, ch):
-            written = decoder.loads(r[4], r[5])
-            if isinstance(written, dict) and "__overwrite__" in written:
-                raise FullRead("an Overwrite write")
-            writes.append(written)
-    return writes
+_CHAIN_SQL = (
+    "WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, depth) AS ("
+    "SELECT checkpoint_id, parent_checkpoint_id, 0 FROM checkpoints "
+    "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ? "
+    "UNION ALL "
+    "SELECT c.checkpoint_id, c.parent_checkpoint_id, a.depth + 1 "
+    "FROM chain a {join} checkpoints c ON c.checkpoint_id = a.parent_checkpoint_id "
+    "WHERE c.thread_id = ? AND c.checkpoint_ns = '' AND a.depth < ?"
+    ") SELECT checkpoint_id, parent_checkpoint_id FROM chain ORDER BY depth"
+)
+"""A checkpoint and its ancestors, nearest first, up to a depth (ids only, no values).
+On SQLite ``CROSS JOIN`` keeps the chain as the outer loop: one primary-key lookup per
+step (the saver's query, checkpointing/savers.py)."""
+JOINS = {Backend.SQLITE: "CROSS JOIN", Backend.POSTGRES: "JOIN"}
+
+
+def chain(db: Db, thread_id: str, checkpoint_id: str, depth: int) -> list[tuple[str, str | None]]:
+    """(id, parent id) of the checkpoint and its ancestors up to ``depth``, nearest first."""
+    sql = _CHAIN_SQL.format(join=JOINS[db.backend])
+    rows = db.execute(sql, (thread_id, checkpoint_id, thread_id, depth)).fetchall()
+    return [(str(r[0]), None if r[1] is None else str(r[1])) for r in rows]
+
+
+def distances(db: Db, thread_id: str, checkpoint_id: str) -> dict[str, int]:
+    """How many parents up each delta channel's last snapshot is, as LangGraph counts in
+    the checkpoint's metadata (``counters_since_delta_snapshot``); {} where it does not."""
+    row = db.execute(
+        "SELECT metadata FROM checkpoints "
+        "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
+        (thread_id, checkpoint_id),
+    ).fetchone()
+    try:
+        metadata: Any = row[0] if row is not None else None
+        if isinstance(metadata, bytes | str):
+            metadata = json.loads(metadata)
+        counters = metadata.get("counters_since_delta_snapshot") or {}
+        return {str(ch): int(c[1]) for ch, c in counters.items()}
+    except (AttributeError, TypeError, ValueError, IndexError):
+        return {}  # then the walk up the chain finds the snapshots
+
+
+def writes_in(
+    decoder: Decoder, db: Db, thread_id: str, chains: Mapping[str, Sequence[str]]
+) -> dict[str, list[Any]]:
+    """Each delta channel's writes in the checkpoints of its chain (newest first), oldest
+    first, ordered within a checkpoint as LangGraph replays them: one query per
+    :data:`_IDS` checkpoints, not one per checkpoint and channel."""
+    ids = sorted({cid for ids in chains.values() for cid in ids})
+    table, value = WRITES_TABLE[db.backend]
+    rows: list[Any] = []
+    for at in range(0, len(ids), _IDS):
+        some = ids[at : at + _IDS]
+        rows += db.execute(
+            f"SELECT checkpoint_id, task_path, task_id, idx, channel, type, {value} FROM {table} "
+            "WHERE thread_id = ? AND checkpoint_ns = '' "
+            f"AND checkpoint_id IN ({','.join('?' * len(some))}) "
+            f"AND channel IN ({','.join('?' * len(chains))})",
+            (thread_id, *some, *chains),
+        ).fetchall()
+    by_place: dict[tuple[str, str], list[Any]] = {}
+    for r in sorted(rows, key=lambda r: (r[1], r[2], r[3])):
+        by_place.setdefault((str(r[0]), str(r[4])), []).append(r)
+    found: dict[str, list[Any]] = {}
+    for ch, ids_of in chains.items():
+        found[ch] = []
+        for cid in reversed(ids_of):
+            for r in by_place.get((cid, ch), []):
+                written = decoder.loads(r[5], r[6])
+                if isinstance(written, dict) and "__overwrite__" in written:
+                    raise FullRead("an Overwrite write")
+                found[ch].append(written)
+    return found
+
+
+_IDS = 500
+"""Checkpoint ids per query of :func:`writes_in` (well under either backend's limit)."""
+
+
+def delta_history(
+    decoder: Decoder,
+    db: Db,
+    thread_id: str,
+    at: Stored,
+    channels: Sequence[str],
+) -> dict[str, tuple[Any, list[Any]]]:
+    """Delta channels not stored in the checkpoint ``at``, as LangGraph rebuilds them:
+    each channel's value stored at its nearest snapshot up the parent chain (None when
+    there is none up to the root: empty), and every write since, oldest first.
+
+    A channel written rarely (the plan, decisions) is snapshotted only every 5,000
+    supersteps, and walking up to it decoded every checkpoint on the way. The
+    checkpoint's metadata counts how many parents up each snapshot is, so only the
+    chain's ids are read and only the checkpoints holding the snapshots decoded (the
+    store's saver does the same: OnwardSqliteSaver.full_history); where that finds no
+    snapshot, the walk does."""
+    seeds: dict[str, Any] = {}
+    chains: dict[str, list[str]] = {}
+    by_distance = distances(db, thread_id, at.id)
+    counted = {ch: by_distance[ch] for ch in channels if by_distance.get(ch, 0) >= 1}
+    if counted:
+        ids = chain(db, thread_id, at.id, max(counted.values()))
+        decoded: dict[str, dict[str, Any]] = {}
+        for ch, distance in counted.items():
+            if distance >= len(ids):
+                if ids and ids[-1][1] is None:  # never snapshotted: from the thread's start
+                    seeds[ch], chains[ch] = None, [i for i, _ in ids[1:]]
+                continue
+            cid = ids[distance][0]
+            if cid not in decoded:
+                found = ancestor(decoder, db, thread_id, cid)
+                decoded[cid] = found[1] if found is not None else {}
+            if isinstance(decoded[cid].get(ch), Seed):
+                seeds[ch], chains[ch] = decoded[cid][ch], [i for i, _ in ids[1 : distance + 1]]
+    _walk(
+        decoder,
+        db,
+        thread_id,
+        at.parent_id,
+        [ch for ch in channels if ch not in chains],
+        seeds,
+        chains,
+    )
+    writes = writes_in(decoder, db, thread_id, chains)
+    return {ch: (seeds.get(ch), writes[ch]) for ch in channels}
+
+
+def _walk(
+    decoder: Decoder,
+    db: Db,
+    thread_id: str,
+    parent_id: str | None,
+    channels: list[str],
+    seeds: dict[str, Any],
+    chains: dict[str, list[str]],
+) -> None:
+    """The channels' snapshots found by decoding each ancestor in turn, from
+    ``parent_id`` up (into ``seeds`` and ``chains``)."""
+    remaining = set(channels)
+    for ch in channels:
+        chains[ch] = []
+    seen: set[str] = set()
+    cursor = parent_id
+    while cursor is not None and remaining and cursor not in seen:
+        seen.add(cursor)
+        found = ancestor(decoder, db, thread_id, cursor)
+        if found is None:
+            break
+        for ch in remaining:
+            chains[ch].append(cursor)
+        for ch in [c for c in remaining if c in found[1]]:
+            seeds[ch] = found[1][ch]
+            remaining.discard(ch)
+        cursor = found[0]
 
 
 def interrupts(decoder: Decoder, db: Db, thread_id: str, checkpoint_id: str) -> list[Interrupt]:
     """The questions of the checkpoint's pending writes; any other pending write (a task
     that finished, an answer, an error) needs LangGraph's bookkeeping."""
-    rows = _writes(db, thread_id, checkpoint_id, None)
+    rows = _writes(db, thread_id, checkpoint_id)
     if any(r[3] != INTERRUPT for r in rows):
         raise FullRead("pending writes other than questions")
     if len({r[1] for r in rows}) > 1:

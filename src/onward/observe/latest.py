@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from onward.checkpointing import tags
 from onward.checkpointing.lazy import unpack_kind
@@ -54,9 +54,9 @@ from onward.observe.checkpoint import (
     Interrupt,
     Message,
     Seed,
-    ancestor,
-    channel_writes,
+    Stored,
     check_reduced,
+    delta_history,
     interrupts,
     latest_checkpoint,
     stopped,
@@ -69,6 +69,27 @@ from onward.observe.shape import DELTA_EMPTY
 from onward.observe.view import RunView, run_view, waiting_status
 from onward.people.inbox import PendingDecision
 from onward.store.tables import RunEntry, Tables
+
+if TYPE_CHECKING:
+    from onward.observe.events import EventLog
+    from onward.store.encryption import Cipher
+    from onward.store.leases import Leases
+    from onward.store.sql import Db
+
+
+class Source(Protocol):
+    """What the read reads: a :class:`~onward.store.tables.Tables`, or an open store's
+    own connection (onward.observe.reading)."""
+
+    @property
+    def db(self) -> Db: ...
+    @property
+    def cipher(self) -> Cipher | None: ...
+    @property
+    def leases(self) -> Leases: ...
+    @property
+    def events(self) -> EventLog: ...
+
 
 _EMPTY: Mapping[str, Callable[[], Any]] = {
     "list": list,
@@ -175,7 +196,7 @@ def _types() -> dict[tuple[str, str], Callable[..., Any]]:
     return found
 
 
-def latest(tables: Tables, thread_id: str) -> Snapshot:
+def latest(tables: Source, thread_id: str) -> Snapshot:
     """The thread's latest values and open questions, as ``graph.get_state`` gives them."""
     db = tables.db
     decoder = Decoder(tables.cipher, _types(), unpack_kind)
@@ -192,7 +213,7 @@ def latest(tables: Tables, thread_id: str) -> Snapshot:
     # As LangGraph: a delta channel stored here is its value (a snapshot; None is empty);
     # one written but not stored is rebuilt; one never written is empty.
     replay = [ch for ch in DELTA_DEFAULTS if ch in versions and ch not in values]
-    values.update(_rebuilt(decoder, db, thread_id, stored.parent_id, replay))
+    values.update(_rebuilt(decoder, db, thread_id, stored, replay))
     for ch in DELTA_DEFAULTS:
         if ch in values:
             values[ch] = _seeded(ch, values[ch])
@@ -215,34 +236,13 @@ def latest(tables: Tables, thread_id: str) -> Snapshot:
 
 
 def _rebuilt(
-    decoder: Decoder, db: Any, thread_id: str, parent_id: str | None, channels: list[str]
+    decoder: Decoder, db: Any, thread_id: str, at: Stored, channels: list[str]
 ) -> dict[str, Any]:
-    """Delta channels at the checkpoint whose parent is ``parent_id``: each from its
-    nearest snapshot up the chain (or empty at the root), then every write since, oldest
-    first, ordered within a checkpoint as LangGraph replays them (task path, task, index)."""
-    if not channels:
-        return {}
-    remaining = set(channels)
-    seeds: dict[str, Any] = {}
-    chains: dict[str, list[str]] = {ch: [] for ch in channels}
-    seen: set[str] = set()
-    cursor = parent_id
-    while cursor is not None and remaining and cursor not in seen:
-        seen.add(cursor)
-        found = ancestor(decoder, db, thread_id, cursor)
-        if found is None:
-            break
-        for ch in remaining:
-            chains[ch].append(cursor)
-        stored_values = found[1]
-        for ch in [c for c in remaining if c in stored_values]:
-            seeds[ch] = _seeded(ch, stored_values[ch])
-            remaining.discard(ch)
-        cursor = found[0]
+    """Delta channels at the checkpoint ``at``: each from its nearest snapshot up the
+    chain (or empty at the root), then every write since through onward's reducer."""
     out: dict[str, Any] = {}
-    for ch in channels:
-        value = seeds[ch] if ch in seeds else DELTA_DEFAULTS[ch]()
-        writes = channel_writes(decoder, db, thread_id, chains[ch], ch)
+    for ch, (stored, writes) in delta_history(decoder, db, thread_id, at, channels).items():
+        value = _seeded(ch, stored)
         out[ch] = REDUCERS[ch](value, writes) if writes else value
     return out
 
@@ -266,7 +266,7 @@ def _materialise(snap: Snapshot) -> None:
 # -- the views -----------------------------------------------------------------------
 
 
-def status_of(tables: Tables, thread_id: str, snap: Snapshot) -> RunStatus:
+def status_of(tables: Source, thread_id: str, snap: Snapshot) -> RunStatus:
     """views.state_of's correction: an unfinished run with questions waits for a person,
     or is suspended (a budget stop, or a question a sweep suspended)."""
     if not snap.interrupts or snap.status.finished:
@@ -279,19 +279,24 @@ def status_of(tables: Tables, thread_id: str, snap: Snapshot) -> RunStatus:
     return waiting_status(snap.interrupts, suspended)
 
 
-def pending(thread_id: str, run: RunEntry, snap: Snapshot) -> list[PendingDecision]:
+def pending(thread_id: str, objective: str, snap: Snapshot) -> list[PendingDecision]:
     """views.pending_of: the questions, oldest first."""
     found = [
         p
         for i in snap.interrupts
-        for p in PendingDecision.of_interrupt(thread_id, i.id, i.value, run.objective)
+        for p in PendingDecision.of_interrupt(thread_id, i.id, i.value, objective)
     ]
     return sorted(found, key=lambda p: p.asked_at)
 
 
 def view(tables: Tables, thread_id: str) -> RunView:
-    """``Onward.get``: the run's view, read without LangGraph (or :class:`FullRead`)."""
-    run = tables.run(thread_id)
+    """``onward status --json``: the run's view, read without LangGraph (or :class:`FullRead`)."""
+    return view_of(tables, thread_id, tables.run(thread_id).objective)
+
+
+def view_of(tables: Source, thread_id: str, objective: str) -> RunView:
+    """``Onward.get``: the view of the run (its goal's ``objective``), read without
+    LangGraph (or :class:`FullRead`)."""
     snap = latest(tables, thread_id)
     snap.status = status_of(tables, thread_id, snap)
     if snap.status is RunStatus.RUNNING:
@@ -301,16 +306,25 @@ def view(tables: Tables, thread_id: str) -> RunView:
         thread_id,
         snap,
         report=snap.messages[-1].text if _reported(snap) and snap.messages else "",
-        pending=pending(thread_id, run, snap) if snap.status.waiting else [],
+        pending=pending(thread_id, objective, snap) if snap.status.waiting else [],
         paused_before=[],
     )
 
 
-def questions(tables: Tables, runs: Sequence[RunEntry]) -> list[PendingDecision]:
+def asked(tables: Source, thread_id: str, objective: str) -> list[PendingDecision]:
+    """``Onward.pending``: the questions of the latest checkpoint's pending interrupts,
+    oldest first; no delta channel is rebuilt (as ``onward inbox``'s plain read)."""
+    decoder = Decoder(tables.cipher, _types(), unpack_kind)
+    stored = latest_checkpoint(decoder, tables.db, thread_id)  # its values are not rebuilt
+    snap = Snapshot(interrupts=interrupts(decoder, tables.db, thread_id, stored.id))
+    return pending(thread_id, objective, snap)
+
+
+def questions(tables: Source, runs: Sequence[RunEntry]) -> list[PendingDecision]:
     """``Onward.inbox`` without resume tokens: every question of these runs, oldest first."""
     items: list[PendingDecision] = []
     for run in runs:
-        items += pending(run.thread_id, run, latest(tables, run.thread_id))
+        items += asked(tables, run.thread_id, run.objective)
     return sorted(items, key=lambda p: p.asked_at)
 
 

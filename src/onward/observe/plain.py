@@ -26,9 +26,8 @@ from onward.observe.checkpoint import (
     FullRead,
     Seed,
     Unread,
-    ancestor,
-    channel_writes,
     check_reduced,
+    delta_history,
     interrupts,
     latest_checkpoint,
     stopped,
@@ -208,9 +207,10 @@ def view(tables: Tables, thread_id: str) -> PlainView:
     if int(values.get("schema_version", 1)) != 1:
         raise FullRead("state of another schema")
     empty = {"plan": PlainPlan(1, []), "steps": {}, "artifacts": {}}
+    replay = [ch for ch in DELTAS if ch in versions and ch not in values]
+    for ch, (seed, writes) in delta_history(decoder, db, thread_id, latest, replay).items():
+        values[ch] = _rebuilt(ch, seed, writes, empty[ch])
     for ch in DELTAS:
-        if ch in versions and ch not in values:
-            values[ch] = _rebuilt(decoder, tables, thread_id, latest.parent_id, ch, empty[ch])
         stored = values.get(ch)
         values[ch] = stored.value if isinstance(stored, Seed) else (stored or empty[ch])
     plan, records, artifacts = values["plan"], values["steps"], values["artifacts"]
@@ -282,27 +282,9 @@ def view(tables: Tables, thread_id: str) -> PlainView:
     )
 
 
-def _rebuilt(
-    decoder: Decoder, tables: Tables, thread_id: str, parent_id: str | None, ch: str, empty: Any
-) -> Any:
-    """latest._rebuilt for one channel, on plain values."""
-    db = tables.db
-    chain: list[str] = []
-    seed: Any = empty
-    cursor, seen = parent_id, set()
-    while cursor is not None and cursor not in seen:
-        seen.add(cursor)
-        found = ancestor(decoder, db, thread_id, cursor)
-        if found is None:
-            break
-        chain.append(cursor)
-        stored_values = found[1]
-        if ch in stored_values:
-            value = stored_values[ch]
-            seed = value.value if isinstance(value, Seed) else (value or empty)
-            break
-        cursor = found[0]
-    writes = channel_writes(decoder, db, thread_id, chain, ch)
+def _rebuilt(ch: str, stored: Any, writes: list[Any], empty: Any) -> Any:
+    """latest._rebuilt for one channel, on plain values: its snapshot, then its writes."""
+    seed = stored.value if isinstance(stored, Seed) else (stored or empty)
     if not writes:
         return seed
     if ch == "plan":

@@ -1,7 +1,9 @@
 """Threads, runs and states as the API shows them, and who may see a thread.
 
 A thread is an onward run (plus its API row, for threads made through the API): its
-status is read from the run's lease and questions, its values from the graph's state.
+status is read from the run's lease and questions, its values from the graph's state,
+both through onward.observe.reading (the questions without LangGraph where that read is
+exact; the values are LangGraph's snapshot, as LangGraph Server shows them).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from langgraph.types import StateSnapshot
 
 from onward.client import Onward
 from onward.model.state import RunStatus
+from onward.observe import reading
 from onward.serve.encoded import dumps, kept_by, state_bytes
 from onward.serve.wire import ASSISTANT_ID, EPOCH, GRAPH_ID, chat_values, jsonable, thread_state
 from onward.store.runs import ApiRunRow, ApiRunStatus, ThreadRow
@@ -68,7 +71,7 @@ def _paused_by_request(ow: Onward, thread_id: str, status: RunStatus) -> bool:
         return False
     if not (last[0].pause_before or last[0].pause_after):
         return False
-    return bool(ow.graph.get_state(ow._config(thread_id)).next)
+    return bool(reading.snapshot(ow, thread_id).next)
 
 
 def thread_json(ow: Onward, thread_id: str, row: ThreadRow | None) -> dict[str, Any]:
@@ -76,7 +79,7 @@ def thread_json(ow: Onward, thread_id: str, row: ThreadRow | None) -> dict[str, 
     values: Any = None
     interrupts: dict[str, Any] = {}
     if run is not None:
-        snap = ow.graph.get_state(ow._config(thread_id))
+        snap = reading.snapshot(ow, thread_id)
         values = chat_values(snap.values) if snap.values else None
         for task in snap.tasks:
             if task.interrupts:
