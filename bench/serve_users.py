@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -25,6 +26,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -140,14 +142,15 @@ class Round:
     seconds: list[float] = field(default_factory=list)
     first: list[float] = field(default_factory=list)
     errors: int = 0
+    why: Counter[str] = field(default_factory=Counter)
     wall: float = 0.0
     cpu: float = 0.0
     rss_mb: float = 0.0
     peak: int = 0
 
 
-def one_run(server: Server) -> tuple[float, float, bool]:
-    """(seconds, seconds to the first event, ended done)."""
+def one_run(server: Server) -> tuple[float, float, str | None]:
+    """(seconds, seconds to the first event, why it did not end done: None when it did)."""
     client = get_sync_client(url=server.url, api_key=None)
     t0 = time.perf_counter()
     first = float("nan")
@@ -162,11 +165,18 @@ def one_run(server: Server) -> tuple[float, float, bool]:
             if part.event == "values":
                 last = part.data
             if part.event == "error":
-                return time.perf_counter() - t0, first, False
-    except Exception:
-        return time.perf_counter() - t0, first, False
-    ok = isinstance(last, dict) and last.get("status") == "done"
-    return time.perf_counter() - t0, first, ok
+                return time.perf_counter() - t0, first, f"error event: {_short(part.data)}"
+    except Exception as exc:
+        return time.perf_counter() - t0, first, f"{type(exc).__name__}: {_short(exc)}"
+    status = last.get("status") if isinstance(last, dict) else None
+    why = None if status == "done" else f"ended {status!r}"
+    return time.perf_counter() - t0, first, why
+
+
+def _short(what: object) -> str:
+    """An error's text without what differs run to run (ids), so equal causes count once."""
+    text = re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}", "<id>", str(what))
+    return re.sub(r"\s+", " ", text)[:160]
 
 
 def tree(pid: int) -> list[psutil.Process]:
@@ -205,10 +215,12 @@ def measure(server: Server, users: int, runs_per_user: int) -> Round:
     stop.set()
     sampler.join()
     out.rss_mb = sum(p.memory_info().rss for p in tree(server.pid)) / 1e6
-    for seconds, first, ok in results:
+    for seconds, first, why in results:
         out.seconds.append(seconds)
         out.first.append(first)
-        out.errors += not ok
+        out.errors += why is not None
+        if why is not None:
+            out.why[why] += 1
     return out
 
 
@@ -231,6 +243,9 @@ def report(name: str, users: int, rounds: list[Round]) -> None:
         f"{errors:3}/{sum(runs):<4} {cpu * 1000:8.1f} {peak or '-':>5} {rss:7.0f}",
         flush=True,
     )
+    causes = sum((r.why for r in rounds), Counter[str]())
+    for why, n in causes.most_common():
+        print(f"{'':>15} {n:5} x {why}", flush=True)
 
 
 def levelling(total: int, users: int, port: int) -> None:

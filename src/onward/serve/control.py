@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,14 @@ class Active:
     stopped: threading.Event = field(default_factory=threading.Event)
 
 
+@dataclass
+class _Held:
+    """A thread's lock and how many requests hold it or wait for it."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    users: int = 0
+
+
 KeepEvents = Callable[[str, str], Keep]
 """(run id, thread id) → where that run's feed keeps its items (the store)."""
 
@@ -53,14 +62,36 @@ class Control:
         self._lock = threading.RLock()
         self._active: dict[str, Active] = {}
         self._feeds: OrderedDict[str, Feed] = OrderedDict()
-        self._threads: dict[str, threading.Lock] = {}
+        self._threads: dict[str, _Held] = {}
         self.stopping = False
 
-    def thread_lock(self, thread_id: str) -> threading.Lock:
+    @contextmanager
+    def thread_lock(self, thread_id: str) -> Iterator[None]:
         """Held while a request decides what to do with a thread (start, queue, replace
-        its run), so two requests cannot both find it free."""
+        its run), so two requests cannot both find it free. The lock lives while someone
+        holds or waits for it: the server keeps none per thread it ever saw."""
         with self._lock:
-            return self._threads.setdefault(thread_id, threading.Lock())
+            held = self._threads.get(thread_id)
+            if held is None:
+                held = self._threads[thread_id] = _Held()
+            held.users += 1
+        try:
+            with held.lock:
+                yield
+        finally:
+            with self._lock:
+                held.users -= 1
+                if held.users == 0:
+                    del self._threads[thread_id]
+
+    def sizes(self) -> dict[str, int]:
+        """How many runs, feeds and thread locks the server holds now."""
+        with self._lock:
+            return {
+                "active": len(self._active),
+                "feeds": len(self._feeds),
+                "thread_locks": len(self._threads),
+            }
 
     def open(
         self,
@@ -83,13 +114,17 @@ class Control:
         with self._lock:
             self._active[run_id] = active
             self._feeds[run_id] = feed
-            while len(self._feeds) > KEEP_FEEDS + len(self._active):
-                oldest = next(iter(self._feeds))
-                if oldest in self._active:
-                    self._feeds.move_to_end(oldest)
-                    continue
-                del self._feeds[oldest]
+            self._trim()
         return active
+
+    def _trim(self) -> None:
+        """Drop the oldest finished runs' feeds past :data:`KEEP_FEEDS` (under the lock)."""
+        while len(self._feeds) > KEEP_FEEDS + len(self._active):
+            oldest = next(iter(self._feeds))
+            if oldest in self._active:
+                self._feeds.move_to_end(oldest)
+                continue
+            del self._feeds[oldest]
 
     def get(self, run_id: str) -> Active | None:
         with self._lock:
@@ -136,6 +171,7 @@ class Control:
         """The run is over here (drive ended, queued run cancelled or failed to start)."""
         with self._lock:
             active = self._active.pop(run_id, None)
+            self._trim()
         if active is None:
             return None
         if active.client is not None and not self.stopping:

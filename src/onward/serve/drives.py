@@ -44,12 +44,13 @@ from onward.errors import (
 )
 from onward.observe.chat import STEP_MESSAGE_PREFIX
 from onward.serve import states
+from onward.serve.assistants import Assistant
 from onward.serve.clients import Clients
 from onward.serve.context import Serving
 from onward.serve.control import Active, CancelAction, Control
 from onward.serve.encoded import kept_by
 from onward.serve.feed import DONE, Feed
-from onward.serve.intake import ENDED, prepare
+from onward.serve.intake import ENDED, Known, check_visible, prepare, read_thread
 from onward.serve.requests import (
     a_string,
     check_run_fields,
@@ -60,7 +61,7 @@ from onward.serve.requests import (
     webhook_of,
 )
 from onward.serve.states import StateAt
-from onward.serve.views import thread_status, visible
+from onward.serve.views import thread_status
 from onward.serve.wire import chat_values, chunk, conversation_of, jsonable
 from onward.store.runs import ApiRunStatus
 
@@ -120,25 +121,27 @@ def launch(
         )
     with ctx.control.thread_lock(thread_id):
         with ctx.clients.use() as ow:
-            exists = ow.store.threads.get(thread_id) or ow.store.get_run(thread_id)
+            known = read_thread(ow, thread_id)
+            exists = known.row is not None or known.has_run
             if exists:
-                visible(ow, thread_id, who, ctx.tokens)  # another user's thread: 404
+                check_visible(thread_id, known, who, ctx.tokens)  # another user's: 404
             busy = exists and (
                 bool(ctx.control.on_thread(thread_id))
                 or bool(ow.store.threads.queued(thread_id))
-                or thread_status(ow, thread_id) == "busy"
+                or (known.has_run and thread_status(ow, thread_id) == "busy")
             )
-        if busy:
-            if strategy == "reject":
-                raise HTTPException(
-                    409,
-                    f"thread {thread_id} has a run in progress; wait for it, or send "
-                    "multitask_strategy enqueue (the default), interrupt or rollback",
-                )
-            if strategy == "enqueue":
-                return _enqueue(ctx, thread_id, body, who, modes, assistant.assistant_id)
-            stop_thread(ctx, thread_id, CancelAction(strategy))
-        return start(ctx, thread_id, body, who, modes, assistant.assistant_id)
+        if not busy:  # what was read holds: this lock keeps other requests off the thread
+            return stage(ctx, thread_id, body, who, modes, assistant, known=known).go()
+        if strategy == "reject":
+            raise HTTPException(
+                409,
+                f"thread {thread_id} has a run in progress; wait for it, or send "
+                "multitask_strategy enqueue (the default), interrupt or rollback",
+            )
+        if strategy == "enqueue":
+            return _enqueue(ctx, thread_id, body, who, modes, assistant.assistant_id)
+        stop_thread(ctx, thread_id, CancelAction(strategy))
+        return stage(ctx, thread_id, body, who, modes, assistant).go()
 
 
 def _enqueue(
@@ -165,22 +168,6 @@ def _enqueue(
             multitask_strategy="enqueue",
         )
     return run_id, active.feed
-
-
-def start(
-    ctx: Serving,
-    thread_id: str,
-    body: dict[str, Any],
-    who: str,
-    modes: list[str],
-    aid: str,
-    *,
-    run_id: str | None = None,
-    force: bool = False,
-) -> tuple[str, Feed]:
-    """Prepare a run (the thread is free) and drive it on the pool. ``run_id``: a queued
-    run's; ``force``: past the user's cap (a queued run's turn has come)."""
-    return stage(ctx, thread_id, body, who, modes, aid, run_id=run_id, force=force).go()
 
 
 @dataclass
@@ -230,23 +217,36 @@ def stage(
     body: dict[str, Any],
     who: str,
     modes: list[str],
-    aid: str,
+    aid: str | Assistant,
     *,
     run_id: str | None = None,
     force: bool = False,
+    known: Known | None = None,
 ) -> Staged:
     """Count the run for its user (429 past the cap, before anything is stored), check
-    and store it (:func:`~onward.serve.intake.prepare`): a run ready to :meth:`~Staged.go`."""
+    and store it (:func:`~onward.serve.intake.prepare`): a run ready to :meth:`~Staged.go`
+    (the thread is free). ``aid``: the assistant's id, or the assistant the caller
+    resolved; ``run_id``: a queued run's; ``force``: past the user's cap (a queued run's
+    turn has come); ``known``: the thread as the caller read it."""
     run_id = run_id or str(uuid.uuid4())
     ctx.pool.reserve(who, force=force)
     try:
-        with ctx.clients.use() as ow:
-            assistant = ctx.catalog.resolve(ow.store, aid, who, False)
+        if isinstance(aid, Assistant):
+            assistant = aid
+        else:
+            with ctx.clients.use() as ow:
+                assistant = ctx.catalog.resolve(ow.store, aid, who, False)
         own = ctx.catalog.own_clients(assistant)  # its models, its MCP servers' tools
         actx = replace(ctx, policy=assistant.policy, budget=assistant.budget)
         actx = replace(actx, clients=own) if own is not None else actx
         _id, command, checkpoint_id = prepare(
-            actx, thread_id, body, who, run_id=run_id, assistant_id=aid
+            actx,
+            thread_id,
+            body,
+            who,
+            run_id=run_id,
+            assistant_id=assistant.assistant_id,
+            known=known,
         )
         with ctx.clients.use() as ow:
             ow.store.threads.set_strategy(run_id, multitask_of(body), modes)
@@ -267,7 +267,7 @@ def stage_new(
         assistant = ctx.catalog.resolve(
             ow.store, a_string(body, "assistant_id"), who, bool(ctx.tokens)
         )
-    return stage(ctx, thread_id, body, who, modes, assistant.assistant_id)
+    return stage(ctx, thread_id, body, who, modes, assistant)
 
 
 def run(
@@ -362,22 +362,15 @@ def dispatch(ctx: Serving, thread_id: str) -> None:
         if any(not a.queued for a in ctx.control.on_thread(thread_id)):
             return
         with ctx.clients.use() as ow:
-            if thread_status(ow, thread_id) == "busy":
+            queued = ow.store.threads.queued(thread_id)  # mostly none: one read, done
+            if not queued or thread_status(ow, thread_id) == "busy":
                 return  # driven elsewhere: a later sweep tries again
-            queued = ow.store.threads.queued(thread_id)
         for row in queued:
             req = row.request or {}
             try:
-                start(
-                    ctx,
-                    thread_id,
-                    req["body"],
-                    req["who"],
-                    req["modes"],
-                    row.assistant_id,
-                    run_id=row.run_id,
-                    force=True,
-                )
+                body, who, modes = req["body"], req["who"], req["modes"]
+                aid, run_id = row.assistant_id, row.run_id
+                stage(ctx, thread_id, body, who, modes, aid, run_id=run_id, force=True).go()
                 return
             except Exception as exc:  # this one cannot start: say why on its stream
                 message = exc.detail if isinstance(exc, HTTPException) else str(exc)
@@ -552,10 +545,14 @@ def drive(
             last = pairing.last
             cancel = control.get(run_id) if control is not None else None
             row = ow.store.threads.get_run(run_id)
+            run = ow.store.get_run(thread_id)
+            ended = run is not None and run.status.finished  # no question, no pause left
             if row is None or (row.cancel is not None and row.status is not ApiRunStatus.RUNNING):
                 status = None  # cancelled through the store: the drive settled its record
             elif cancel is not None and cancel.cancel is not None:
                 status = _cancelled(ow, control, run_id, thread_id)  # type: ignore[arg-type]
+            elif ended:
+                status = ApiRunStatus.SUCCESS
             elif ow.pending(thread_id):
                 # Waiting at a question is a run that ended well (LangGraph Server: the run
                 # is "success", only the thread is "interrupted"); "interrupted" is a cancel.
@@ -576,7 +573,7 @@ def drive(
             elif pause_at and ow.get(thread_id).paused_before:
                 status = ApiRunStatus.SUCCESS
             else:
-                run = ow.store.get_run(thread_id)
+                run = ow.store.get_run(thread_id)  # read again: the questions came after
                 if run is not None and not run.status.finished:
                     if pause_after and ow.graph.get_state(ow._config(thread_id)).next:
                         status = ApiRunStatus.SUCCESS
@@ -684,8 +681,7 @@ def settle_record(ow: Any, run_id: str, thread_id: str, status: ApiRunStatus | N
     with contextlib.suppress(StoreError):
         if status is not None:
             ow.store.threads.set_run_status(run_id, status)
-        if ow.store.threads.get(thread_id) is not None:
-            ow.store.threads.touch(thread_id)
+        ow.store.threads.touch(thread_id)  # no API row (a CLI run's thread): changes nothing
 
 
 def _cancelled(

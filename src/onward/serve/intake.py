@@ -8,6 +8,7 @@ its questions (``command.resume``, each answer signed with who gave it) or edit 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import HTTPException
@@ -39,8 +40,9 @@ from onward.serve.requests import (
     tightened_policy,
     webhook_of,
 )
-from onward.serve.views import at_checkpoint, check_assistant, not_found, thread_status, visible
+from onward.serve.views import at_checkpoint, check_assistant, not_found, thread_status
 from onward.serve.wire import ASSISTANT_ID, GRAPH_ID
+from onward.store.runs import ThreadRow
 
 
 def checkpoint_in(body: dict[str, Any]) -> str | None:
@@ -75,10 +77,39 @@ def known_checkpoint(ow: Onward, thread_id: str, checkpoint_id: str | None) -> N
     if ow.store.get_run(thread_id) is not None:
         found = ow.store.saver.get_tuple(at_checkpoint(ow, thread_id, checkpoint_id))
     if found is None:
-        raise UsageError(
-            f"checkpoint_id {checkpoint_id[:80]!r} is not a checkpoint of thread {thread_id} "
-            "(its ids are in GET /threads/{id}/history); nothing was run"
-        )
+        raise unknown_checkpoint(thread_id, checkpoint_id)
+
+
+def unknown_checkpoint(thread_id: str, checkpoint_id: str) -> UsageError:
+    return UsageError(
+        f"checkpoint_id {checkpoint_id[:80]!r} is not a checkpoint of thread {thread_id} "
+        "(its ids are in GET /threads/{id}/history); nothing was run"
+    )
+
+
+@dataclass(frozen=True)
+class Known:
+    """What a request already read of its thread, under the thread's lock, and found
+    free (no run driven or queued on it): its API row, whether an onward run has its id."""
+
+    row: ThreadRow | None
+    has_run: bool
+
+
+def read_thread(ow: Onward, thread_id: str) -> Known:
+    """The thread's API row and whether a run has its id: two reads, once per request."""
+    return Known(ow.store.threads.get(thread_id), ow.store.get_run(thread_id) is not None)
+
+
+def check_visible(thread_id: str, known: Known, who: str, tokens: dict[str, str]) -> None:
+    """:func:`~onward.serve.views.visible` on rows already read: 404 when the thread does
+    not exist or (with ``tokens``) is someone else's; a run started outside the API (no
+    row) is visible only without tokens."""
+    if known.row is None:
+        if tokens or not known.has_run:
+            raise not_found(thread_id)
+    elif tokens and known.row.owner != who:
+        raise not_found(thread_id)
 
 
 def prepare(
@@ -89,10 +120,13 @@ def prepare(
     *,
     run_id: str | None = None,
     assistant_id: str | None = None,
+    known: Known | None = None,
 ) -> tuple[str, Command[Any] | None, str | None]:
     """Check the request, create the thread and run as needed; (run id, command, the
     checkpoint to run from). ``run_id``: a queued run's id (its row exists, pending);
-    ``assistant_id``: the assistant the caller resolved (``ctx`` holds its rules)."""
+    ``assistant_id``: the assistant the caller resolved (``ctx`` holds its rules);
+    ``known``: the thread as the caller read it and found it free, under its lock (not
+    read again)."""
     check_run_fields(body)
     if assistant_id is None:
         check_assistant(a_string(body, "assistant_id") or GRAPH_ID)
@@ -101,18 +135,23 @@ def prepare(
     checkpoint_id = run_checkpoint(body, thread_id)
     ours = {"graph_id": GRAPH_ID, "assistant_id": assistant_id or ASSISTANT_ID}
     with ctx.clients.use() as ow:
-        row = ow.store.threads.get(thread_id)
-        if row is None and ow.store.get_run(thread_id) is None:
+        free = known is not None
+        known = known or read_thread(ow, thread_id)
+        if known.row is None and not known.has_run:
             if body.get("if_not_exists") != "create":
                 raise not_found(thread_id)
             new_thread_id(thread_id)
             known_checkpoint(ow, thread_id, checkpoint_id)  # a new thread has none
             ow.store.threads.create(thread_id, who, dict(ours))
-        visible(ow, thread_id, who, ctx.tokens)
-        known_checkpoint(ow, thread_id, checkpoint_id)
-        if ow.store.threads.get(thread_id) is None:
+            known = read_thread(ow, thread_id)  # another request may have made it first
+        check_visible(thread_id, known, who, ctx.tokens)
+        if known.has_run:
+            known_checkpoint(ow, thread_id, checkpoint_id)
+        elif checkpoint_id:
+            raise unknown_checkpoint(thread_id, checkpoint_id)
+        if known.row is None:
             ow.store.threads.create(thread_id, who, dict(ours))
-        if thread_status(ow, thread_id) == "busy":
+        if not free and known.has_run and thread_status(ow, thread_id) == "busy":
             raise HTTPException(
                 409, f"thread {thread_id} has a run in progress; wait for it to finish"
             )
@@ -122,7 +161,7 @@ def prepare(
             raise UsageError('command must be an object: {"resume": ...}')
         if raw:
             command = command_of(ow, thread_id, raw, checkpoint_id, who)
-        elif ow.store.get_run(thread_id) is None:
+        elif not known.has_run:
             try:
                 start_run(ctx, ow, thread_id, body.get("input"), who)
             except StoreError:

@@ -308,15 +308,19 @@ def count(body: Mapping[str, Any], name: str, default: int, *, most: int | None 
 def pause_before(body: Mapping[str, Any]) -> list[str]:
     """A run request's ``interrupt_before``: graph nodes to pause before (``"*"``: every
     node), checked against the graph; none by default."""
+    return _pauses(body, "interrupt_before")
+
+
+def _pauses(body: Mapping[str, Any], name: str) -> list[str]:
     from onward.client.driving import pause_points
     from onward.graph.routes import Node
 
-    asked = body.get("interrupt_before")
+    asked = body.get(name)
     if asked in (None, [], "__none__"):
         return []
     if asked == "*":
         return [n.value for n in Node]
-    return pause_points(strings(body, "interrupt_before"))
+    return pause_points(strings(body, name))
 
 
 MULTITASK = ("enqueue", "reject", "interrupt", "rollback")
@@ -352,15 +356,7 @@ def webhook_of(body: Mapping[str, Any]) -> str | None:
 def pause_after(body: Mapping[str, Any]) -> list[str]:
     """A run request's ``interrupt_after``: graph nodes to pause after (``"*"``: every
     node), checked against the graph; none by default."""
-    from onward.client.driving import pause_points
-    from onward.graph.routes import Node
-
-    asked = body.get("interrupt_after")
-    if asked in (None, [], "__none__"):
-        return []
-    if asked == "*":
-        return [n.value for n in Node]
-    return pause_points(strings(body, "interrupt_after"))
+    return _pauses(body, "interrupt_after")
 
 
 def check_run_fields(body: Mapping[str, Any]) -> None:
