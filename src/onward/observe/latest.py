@@ -25,6 +25,8 @@ another shape than the field's, an older state schema. Damaged bytes are a
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -239,12 +241,32 @@ def _rebuilt(
     decoder: Decoder, db: Any, thread_id: str, at: Stored, channels: list[str]
 ) -> dict[str, Any]:
     """Delta channels at the checkpoint ``at``: each from its nearest snapshot up the
-    chain (or empty at the root), then every write since through onward's reducer."""
-    out: dict[str, Any] = {}
-    for ch, (stored, writes) in delta_history(decoder, db, thread_id, at, channels).items():
-        value = _seeded(ch, stored)
-        out[ch] = REDUCERS[ch](value, writes) if writes else value
-    return out
+    chain (or empty at the root), then every write since through onward's reducer. Kept
+    for the next read of the same checkpoint (:data:`_KEPT`)."""
+    key = (db.where, thread_id, at.id, tuple(channels))
+    with _KEPT_LOCK:
+        kept = _KEPT.get(key)
+        if kept is not None:
+            _KEPT.move_to_end(key)
+    if kept is None:
+        kept = {}
+        for ch, (stored, writes) in delta_history(decoder, db, thread_id, at, channels).items():
+            value = _seeded(ch, stored)
+            kept[ch] = REDUCERS[ch](value, writes) if writes else value
+        with _KEPT_LOCK:
+            _KEPT[key] = kept
+            while len(_KEPT) > KEPT_CHECKPOINTS:
+                _KEPT.popitem(last=False)
+    return {ch: v.copy() if isinstance(v, list) else v for ch, v in kept.items()}
+
+
+KEPT_CHECKPOINTS = 16
+"""Checkpoints whose rebuilt delta channels a process keeps. A checkpoint's ancestors and
+their writes never change once it exists, so what was rebuilt for it stays true: a
+process that reads a run again (``Onward.get`` in a server, a notebook) pays the rebuild
+once per new checkpoint, as LangGraph's read does with the values its saver keeps."""
+_KEPT: OrderedDict[tuple[str, str, str, tuple[str, ...]], dict[str, Any]] = OrderedDict()
+_KEPT_LOCK = threading.Lock()
 
 
 def _seeded(channel: str, stored: Any) -> Any:
