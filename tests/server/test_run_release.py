@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from onward.serve import control
 from onward.serve.app import create_app
+from onward.serve.encoded import kept_by
 from tests.support.history_rows import settled
 from tests.support.serve_long import noop_chain
 
@@ -47,3 +48,34 @@ def test_runs_on_many_threads_leave_only_the_newest_feeds_and_no_lock_or_writer(
             thread.join(10)
         assert held == {"active": 0, "feeds": KEPT, "thread_locks": 0}
         assert writers() == []
+
+
+def test_a_streamed_runs_states_are_kept_as_json_only_once_a_read_asks_for_them(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A run streams one values event per superstep; their JSON is not kept per
+    checkpoint (it was: about 30 kB per 3-step run, up to 32 MB per store, most never
+    read again). A state read keeps its checkpoint's JSON for the next read."""
+    app = create_app(db_url, workdir=tmp_path, model=None, recover=False)
+    body = {"assistant_id": "onward", "input": noop_chain(3), "stream_mode": ["values"]}
+    with TestClient(app) as client:
+        thread_id = client.post("/threads", json={}).json()["thread_id"]
+        streamed = client.post(f"/threads/{thread_id}/runs/stream", json=body)
+        assert streamed.status_code == 200
+        assert streamed.text.count("event: values") >= 3
+        settled(client)
+        clients = app.state.serving.clients
+        with clients.use() as ow:
+            last = ow.store.saver.get_tuple({"configurable": {"thread_id": thread_id}})
+        key = (thread_id, "", last.config["configurable"]["checkpoint_id"])
+
+        def kept_json() -> list[bool]:
+            stores = [kept_by(ow.store.saver) for ow in clients.made()]
+            return [s.text(key) is not None for s in stores if s is not None]
+
+        assert kept_json()  # the store keeps JSON at all
+        assert not any(kept_json())
+        state = client.get(f"/threads/{thread_id}/state").json()
+        assert state["checkpoint"]["checkpoint_id"] == key[2]
+        assert state["values"]["status"] == "done"
+        assert any(kept_json())

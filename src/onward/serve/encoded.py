@@ -163,15 +163,20 @@ def _messages(state: RunState) -> bytes:
     return b"[" + b",".join(out) + b"]"
 
 
-def kept_values(kept: CheckpointValues | None, snap_config: Any, values: Any) -> bytes:
-    """:func:`values_bytes` of a checkpoint's values, kept by ``kept`` per checkpoint."""
+def kept_values(
+    kept: CheckpointValues | None, snap_config: Any, values: Any, *, keep: bool = True
+) -> bytes:
+    """:func:`values_bytes` of a checkpoint's values, kept by ``kept`` per checkpoint
+    (``keep`` False: used when kept, not kept when made: a run's streamed supersteps,
+    most of them never read again)."""
     key = _checkpoint_key(snap_config)
     if kept is None or key is None:
         return values_bytes(values)
     found = kept.text(key)
     if found is None:
         found = values_bytes(values)
-        kept.keep_text(key, found)
+        if keep:
+            kept.keep_text(key, found)
     return found
 
 

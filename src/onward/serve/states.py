@@ -83,7 +83,8 @@ def resolve(clients: Clients, data: Any) -> Any:
         config = {
             "configurable": {"thread_id": data.thread_id, "checkpoint_id": data.checkpoint_id}
         }
-        return Encoded(kept_values(clients.kept(), config, data.raw))
+        # A streamed superstep: its JSON is kept only when a read (state, history) makes it.
+        return Encoded(kept_values(clients.kept(), config, data.raw, keep=False))
     ref = reference(data)
     if ref is None:
         return data
