@@ -63,17 +63,30 @@ class ServeLimits:
         )
 
 
-class BodyLimit:
+class HttpMiddleware:
+    """ASGI middleware that handles HTTP requests (:meth:`http`) and passes every other
+    scope (lifespan, websocket) on to ``app`` as it is."""
+
+    app: ASGIApp
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        await self.http(scope, receive, send)
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class BodyLimit(HttpMiddleware):
     """ASGI middleware: a body over ``limit`` bytes is a 413 before the app reads it
     (by Content-Length when sent, else while the body streams in)."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app, self.limit = app, limit
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:

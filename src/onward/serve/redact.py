@@ -18,6 +18,8 @@ from pathlib import Path
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from onward.serve.limits import HttpMiddleware
+
 WORKDIR = "(server workdir)"
 TOOLS = "(server tools)"
 
@@ -61,7 +63,7 @@ def _escaped(text: str) -> bytes:
     return json.dumps(text, ensure_ascii=False)[1:-1].encode()
 
 
-class Redact:
+class Redact(HttpMiddleware):
     """ASGI middleware: every HTTP response body goes through ``redactor``. A body of a
     known length is read whole and sent with its new length; a stream (no length: SSE)
     starts at once and each chunk is redacted as it is sent."""
@@ -69,10 +71,7 @@ class Redact:
     def __init__(self, app: ASGIApp, redactor: Redactor) -> None:
         self.app, self.redactor = app, redactor
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         held: Message | None = None
         body = bytearray()
 
