@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING
 
 from fastapi import HTTPException
 
-from onward.client import stopping, views
+from onward.client import stopping
 from onward.errors import RunBusyError
 from onward.model.state import RunStatus
+from onward.observe import reading
 from onward.observe.kinds import EventKind
 from onward.serve import drives, replay
 from onward.serve.control import Active
@@ -227,7 +228,7 @@ def _paused(ow: Onward, row: ApiRunRow) -> bool:
     checkpoint's next node, so the drive goes again.)"""
     if not row.pause_before:
         return False
-    snap = ow.graph.get_state(views.config(row.thread_id))
+    snap = reading.snapshot(ow, row.thread_id)
     here = snap.config.get("configurable", {}).get("checkpoint_id")
     paused = set(ow.get(row.thread_id).paused_before) & set(row.pause_before)
     return bool(paused) and here != row.from_checkpoint

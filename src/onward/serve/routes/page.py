@@ -34,7 +34,7 @@ def onward_runs(ctx: Ctx, who: Who) -> Any:
                     "status": thread_status(ow, run.thread_id)
                     if run.status is not RunStatus.DONE
                     else "done",
-                    "run_status": ow.state(run.thread_id).status.value,
+                    "run_status": ow.get(run.thread_id).status.value,
                     "updated_at": run.updated_at.isoformat(),
                 }
             )
