@@ -50,7 +50,7 @@ from onward.serve.context import Serving
 from onward.serve.control import Active, CancelAction, Control
 from onward.serve.encoded import kept_by
 from onward.serve.feed import DONE, Feed
-from onward.serve.intake import ENDED, Known, check_visible, prepare, read_thread
+from onward.serve.intake import ENDED, prepare
 from onward.serve.requests import (
     a_string,
     check_run_fields,
@@ -61,7 +61,7 @@ from onward.serve.requests import (
     webhook_of,
 )
 from onward.serve.states import StateAt
-from onward.serve.views import thread_status
+from onward.serve.views import Known, check_visible, read_thread, thread_status
 from onward.serve.wire import chat_values, chunk, conversation_of, jsonable
 from onward.store.runs import ApiRunStatus
 

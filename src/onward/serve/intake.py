@@ -8,7 +8,6 @@ its questions (``command.resume``, each answer signed with who gave it) or edit 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import HTTPException
@@ -40,9 +39,16 @@ from onward.serve.requests import (
     tightened_policy,
     webhook_of,
 )
-from onward.serve.views import at_checkpoint, check_assistant, not_found, thread_status
+from onward.serve.views import (
+    Known,
+    at_checkpoint,
+    check_assistant,
+    check_visible,
+    not_found,
+    read_thread,
+    thread_status,
+)
 from onward.serve.wire import ASSISTANT_ID, GRAPH_ID
-from onward.store.runs import ThreadRow
 
 
 def checkpoint_in(body: dict[str, Any]) -> str | None:
@@ -85,31 +91,6 @@ def unknown_checkpoint(thread_id: str, checkpoint_id: str) -> UsageError:
         f"checkpoint_id {checkpoint_id[:80]!r} is not a checkpoint of thread {thread_id} "
         "(its ids are in GET /threads/{id}/history); nothing was run"
     )
-
-
-@dataclass(frozen=True)
-class Known:
-    """What a request already read of its thread, under the thread's lock, and found
-    free (no run driven or queued on it): its API row, whether an onward run has its id."""
-
-    row: ThreadRow | None
-    has_run: bool
-
-
-def read_thread(ow: Onward, thread_id: str) -> Known:
-    """The thread's API row and whether a run has its id: two reads, once per request."""
-    return Known(ow.store.threads.get(thread_id), ow.store.get_run(thread_id) is not None)
-
-
-def check_visible(thread_id: str, known: Known, who: str, tokens: dict[str, str]) -> None:
-    """:func:`~onward.serve.views.visible` on rows already read: 404 when the thread does
-    not exist or (with ``tokens``) is someone else's; a run started outside the API (no
-    row) is visible only without tokens."""
-    if known.row is None:
-        if tokens or not known.has_run:
-            raise not_found(thread_id)
-    elif tokens and known.row.owner != who:
-        raise not_found(thread_id)
 
 
 def prepare(

@@ -9,6 +9,7 @@ exact; the values are LangGraph's snapshot, as LangGraph Server shows them).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import HTTPException
@@ -33,16 +34,37 @@ def check_assistant(assistant_id: str) -> None:
         raise HTTPException(404, f"Assistant {assistant_id} not found; use {GRAPH_ID!r}")
 
 
+@dataclass(frozen=True)
+class Known:
+    """What a request already read of its thread, under the thread's lock, and found
+    free (no run driven or queued on it): its API row, whether an onward run has its id."""
+
+    row: ThreadRow | None
+    has_run: bool
+
+
+def read_thread(ow: Onward, thread_id: str) -> Known:
+    """The thread's API row and whether a run has its id: two reads, once per request."""
+    return Known(ow.store.threads.get(thread_id), ow.store.get_run(thread_id) is not None)
+
+
+def check_visible(thread_id: str, known: Known, who: str, tokens: dict[str, str]) -> None:
+    """:func:`~onward.serve.views.visible` on rows already read: 404 when the thread does
+    not exist or (with ``tokens``) is someone else's; a run started outside the API (no
+    row) is visible only without tokens."""
+    if known.row is None:
+        if tokens or not known.has_run:
+            raise not_found(thread_id)
+    elif tokens and known.row.owner != who:
+        raise not_found(thread_id)
+
+
 def visible(ow: Onward, thread_id: str, who: str, tokens: dict[str, str]) -> ThreadRow | None:
     """The thread's API row (None for a run started outside the API); 404 when the
     thread does not exist or belongs to someone else (with ``tokens`` configured)."""
     row = ow.store.threads.get(thread_id)
-    if row is None:
-        if tokens or ow.store.get_run(thread_id) is None:
-            raise not_found(thread_id)
-        return None
-    if tokens and row.owner != who:
-        raise not_found(thread_id)
+    has_run = row is not None or (not tokens and ow.store.get_run(thread_id) is not None)
+    check_visible(thread_id, Known(row, has_run), who, tokens)
     return row
 
 
