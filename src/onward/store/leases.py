@@ -269,18 +269,7 @@ class Leases:
         write nothing) or there was none and still is none. A lost race reads again."""
         while True:
             now, epoch, previous, swap = _read_for_swap(conn, thread_id)
-            dead = None
-            if previous and previous.owner != owner and previous.expires_at > now:
-                dead = gone_here(previous.owner)  # a driver killed on this host: at once
-                if dead is None:
-                    age = (now - previous.heartbeat_at).total_seconds()
-                    raise RunBusyError(thread_id, previous.owner, age, previous.expires_at)
-            taken_over = previous if previous and previous.owner != owner else None
-            events = [(EventKind.LEASE_ACQUIRED, owner)]
-            if taken_over:
-                why = dead or f"expired {taken_over.expires_at.isoformat()}"
-                detail = f"from {taken_over.owner} ({why}) by {owner}"
-                events.insert(0, (EventKind.LEASE_TAKEN_OVER, detail))
+            taken_over, events = _taking(thread_id, owner, previous, now)
             expires = now + self.policy.ttl
             if _write_swap(conn, thread_id, owner, now, expires, epoch, swap, events):
                 return taken_over, epoch
@@ -293,13 +282,7 @@ class Leases:
             + (" FOR UPDATE" if conn.postgres else ""),
             (thread_id,),
         ).fetchone()
-        previous = _lease(row) if row else None
-        dead = None
-        if previous and previous.owner != owner and previous.expires_at > now:
-            dead = gone_here(previous.owner)  # a driver killed on this host: at once
-            if dead is None:
-                age = (now - previous.heartbeat_at).total_seconds()
-                raise RunBusyError(thread_id, previous.owner, age, previous.expires_at)
+        taken_over, events = _taking(thread_id, owner, _lease(row) if row else None, now)
         expires = now + self.policy.ttl
         epoch = next_epoch(conn)
         conn.execute(
@@ -309,17 +292,8 @@ class Leases:
             "expires_at = excluded.expires_at, epoch = excluded.epoch",
             (thread_id, owner, now.isoformat(), now.isoformat(), expires.isoformat(), epoch),
         )
-        taken_over = previous if previous and previous.owner != owner else None
-        if taken_over:
-            why = dead or f"expired {taken_over.expires_at.isoformat()}"
-            _event(
-                conn,
-                thread_id,
-                now,
-                EventKind.LEASE_TAKEN_OVER,
-                f"from {taken_over.owner} ({why}) by {owner}",
-            )
-        _event(conn, thread_id, now, EventKind.LEASE_ACQUIRED, owner)
+        for kind, detail in events:
+            _event(conn, thread_id, now, kind, detail)
         return taken_over, epoch
 
     def _ours(self, thread_id: str, owner: str) -> tuple[str, tuple[str | int, ...]]:
@@ -428,6 +402,29 @@ PG_NOW_TEXT = (
     "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
 )
 """Postgres: the server's clock as the text ``datetime.isoformat()`` writes for UTC."""
+
+
+def _taking(
+    thread_id: str, owner: str, previous: LeaseRow | None, now: datetime
+) -> tuple[LeaseRow | None, list[tuple[EventKind, str]]]:
+    """What ``owner`` taking the lease means, read before anything is written: the lease
+    it takes over (None: there was none, or it was ``owner``'s own) and the events that
+    say so, in order. RunBusyError while someone else's lease is live, unless its
+    driver was killed on this host (then it is taken over at once)."""
+    dead = None
+    if previous and previous.owner != owner and previous.expires_at > now:
+        dead = gone_here(previous.owner)
+        if dead is None:
+            age = (now - previous.heartbeat_at).total_seconds()
+            raise RunBusyError(thread_id, previous.owner, age, previous.expires_at)
+    taken_over = previous if previous and previous.owner != owner else None
+    events = [(EventKind.LEASE_ACQUIRED, owner)]
+    if taken_over:
+        why = dead or f"expired {taken_over.expires_at.isoformat()}"
+        events.insert(
+            0, (EventKind.LEASE_TAKEN_OVER, f"from {taken_over.owner} ({why}) by {owner}")
+        )
+    return taken_over, events
 
 
 def _read_for_swap(conn: Db, thread_id: str) -> tuple[datetime, int, LeaseRow | None, Swap]:
