@@ -73,6 +73,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from onward._compat.langgraph_checkpoint import SQLITE_DELTA, DeltaSnapshot
+from onward.checkpointing.chain import CHAIN_SQL, METADATA_SQL, POSTGRES_JOIN, SQLITE_JOIN
 from onward.checkpointing.serde import fresh
 from onward.checkpointing.values import CheckpointValues, WriteRow, rolled, shared
 from onward.errors import FencedOut, LeaseLostError
@@ -534,7 +535,7 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
 
     def counters(self, thread_id: str, ns: str, checkpoint_id: str) -> Mapping[str, Any]:
         with self.cursor(transaction=False) as cur:
-            row = cur.execute(_METADATA_SQL, (thread_id, ns, checkpoint_id)).fetchone()
+            row = cur.execute(METADATA_SQL, (thread_id, ns, checkpoint_id)).fetchone()
         found = json.loads(row[0]) if row and row[0] else {}
         return cast("Mapping[str, Any]", found.get("counters_since_delta_snapshot") or {})
 
@@ -647,26 +648,8 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
 SEEDS_KEPT = 8
 """Checkpoints whose decoded snapshots a SQLite saver keeps (a few threads' latest)."""
 
-_CHAIN_SQL = (
-    "WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, depth) AS ("
-    "SELECT checkpoint_id, parent_checkpoint_id, 0 FROM checkpoints "
-    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
-    "UNION ALL "
-    "SELECT c.checkpoint_id, c.parent_checkpoint_id, a.depth + 1 "
-    "FROM chain a CROSS JOIN checkpoints c ON c.checkpoint_id = a.parent_checkpoint_id "
-    "WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND a.depth < ?"
-    ") SELECT checkpoint_id, parent_checkpoint_id FROM chain ORDER BY depth"
-)
-"""A checkpoint and its ancestors, nearest first, up to a depth (ids only, no blobs).
-``CROSS JOIN`` keeps the chain as the outer loop: one primary-key lookup per step."""
-
-
-_METADATA_SQL = (
-    "SELECT metadata FROM checkpoints "
-    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
-)
-_PG_CHAIN_SQL = _CHAIN_SQL.replace("CROSS JOIN", "JOIN").replace("?", "%s")
-"""The chain's ids on Postgres (which has no ``CROSS JOIN ... ON``)."""
+_CHAIN_SQL = CHAIN_SQL.format(join=SQLITE_JOIN)
+_PG_CHAIN_SQL = CHAIN_SQL.format(join=POSTGRES_JOIN).replace("?", "%s")
 
 
 def _sqlite_file(conn: sqlite3.Connection) -> str | None:
@@ -805,7 +788,7 @@ def postgres_saver(
 
         def counters(self, thread_id: str, ns: str, checkpoint_id: str) -> Mapping[str, Any]:
             with self._cursor() as cur:
-                cur.execute(_METADATA_SQL.replace("?", "%s"), (thread_id, ns, checkpoint_id))
+                cur.execute(METADATA_SQL.replace("?", "%s"), (thread_id, ns, checkpoint_id))
                 row = cur.fetchone()
             found = (row or {}).get("metadata") or {}
             return cast("Mapping[str, Any]", found.get("counters_since_delta_snapshot") or {})

@@ -20,6 +20,7 @@ from typing import Any
 
 import ormsgpack
 
+from onward.checkpointing.chain import CHAIN_SQL, METADATA_SQL, POSTGRES_JOIN, SQLITE_JOIN
 from onward.checkpointing.format import EXT_LAZY, ZDICTS, inflate
 from onward.errors import FullRead as FullRead
 from onward.errors import StoreCorruptError
@@ -362,37 +363,20 @@ def _writes(db: Db, thread_id: str, checkpoint_id: str) -> list[Any]:
     return sorted(rows, key=lambda r: (r[0], r[1], r[2]))
 
 
-_CHAIN_SQL = (
-    "WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, depth) AS ("
-    "SELECT checkpoint_id, parent_checkpoint_id, 0 FROM checkpoints "
-    "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ? "
-    "UNION ALL "
-    "SELECT c.checkpoint_id, c.parent_checkpoint_id, a.depth + 1 "
-    "FROM chain a {join} checkpoints c ON c.checkpoint_id = a.parent_checkpoint_id "
-    "WHERE c.thread_id = ? AND c.checkpoint_ns = '' AND a.depth < ?"
-    ") SELECT checkpoint_id, parent_checkpoint_id FROM chain ORDER BY depth"
-)
-"""A checkpoint and its ancestors, nearest first, up to a depth (ids only, no values).
-On SQLite ``CROSS JOIN`` keeps the chain as the outer loop: one primary-key lookup per
-step (the saver's query, checkpointing/savers.py)."""
-JOINS = {Backend.SQLITE: "CROSS JOIN", Backend.POSTGRES: "JOIN"}
+JOINS = {Backend.SQLITE: SQLITE_JOIN, Backend.POSTGRES: POSTGRES_JOIN}
 
 
 def chain(db: Db, thread_id: str, checkpoint_id: str, depth: int) -> list[tuple[str, str | None]]:
     """(id, parent id) of the checkpoint and its ancestors up to ``depth``, nearest first."""
-    sql = _CHAIN_SQL.format(join=JOINS[db.backend])
-    rows = db.execute(sql, (thread_id, checkpoint_id, thread_id, depth)).fetchall()
+    sql = CHAIN_SQL.format(join=JOINS[db.backend])
+    rows = db.execute(sql, (thread_id, "", checkpoint_id, thread_id, "", depth)).fetchall()
     return [(str(r[0]), None if r[1] is None else str(r[1])) for r in rows]
 
 
 def distances(db: Db, thread_id: str, checkpoint_id: str) -> dict[str, int]:
     """How many parents up each delta channel's last snapshot is, as LangGraph counts in
     the checkpoint's metadata (``counters_since_delta_snapshot``); {} where it does not."""
-    row = db.execute(
-        "SELECT metadata FROM checkpoints "
-        "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
-        (thread_id, checkpoint_id),
-    ).fetchone()
+    row = db.execute(METADATA_SQL, (thread_id, "", checkpoint_id)).fetchone()
     try:
         metadata: Any = row[0] if row is not None else None
         if isinstance(metadata, bytes | str):
