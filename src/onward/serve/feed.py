@@ -37,8 +37,7 @@ checkpoint; a values chunk without one keeps its number only. Every other item i
 
 WRITER_IDLE = 1.0
 """Seconds a feed's writer waits for the next item before its thread ends: one thread
-keeps a run's items, not one per batch (a thread started per batch was 7.6 thread starts
-per 3-step run)."""
+keeps a run's items, not one started per batch."""
 
 Keep = Callable[[list[tuple[int, tuple[str, Any]]]], None]
 """Where a feed's items also go, numbered, in batches (the store), before readers see

@@ -65,8 +65,7 @@ def write_file(path: str, content: str, ctx: ToolContext) -> dict[str, Any]:
 @tool
 def wait(seconds: float = 1.0, label: str = "") -> dict[str, Any]:
     """Sleep (long-run demos, tests, benches standing in for an API call); records when it
-    started and ended. One sleep, as an I/O wait is: a sleep sliced into 0.05 s naps woke its
-    thread ten times a step for nothing, each wake-up a turn at the GIL."""
+    started and ended. One sleep, as an I/O wait is: nothing wakes its thread meanwhile."""
     started = utcnow()
     time.sleep(max(0.0, seconds))
     return {
