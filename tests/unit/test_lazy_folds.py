@@ -1,17 +1,13 @@
-"""A write folded into a step-records version by a conditional edge (to route without a
-superstep) is not folded again when LangGraph's channel folds the same write into the same
-version: the edge's result is reused, once, and only while the write is unchanged. The
-version holds that one result only until it is taken or replaced."""
+"""Folding a write into a step-records version (what LangGraph's channel and
+``graph/schedule.after_writes`` both do) gives a new version with the write applied in
+order, reads the write as it is at the time of the fold, and leaves the version it
+started from unchanged."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from onward import Onward, Plan, PlanStep
-from onward.model import lazy
 from onward.model.state import StepRecord, StepRecords, StepStatus, merge_steps
 
 
@@ -19,41 +15,28 @@ def rec(sid: str, status: StepStatus) -> StepRecord:
     return StepRecord(id=sid, status=status)
 
 
-def test_the_second_fold_of_one_write_into_one_version_reuses_the_first() -> None:
+def test_folding_one_write_twice_gives_equal_versions_and_leaves_the_base_unchanged() -> None:
     base = StepRecords({"a": rec("a", StepStatus.PRODUCED), "b": rec("b", StepStatus.PENDING)})
     write = {"a": rec("a", StepStatus.DONE)}
     first = merge_steps(base, [write])
     second = merge_steps(base, [write])
-    assert second is first
     assert dict(second) == {"a": rec("a", StepStatus.DONE), "b": rec("b", StepStatus.PENDING)}
+    assert dict(second) == dict(first)
     assert second.statuses == first.statuses
-    third = merge_steps(base, [write])  # a fold is used once
-    assert third is not first
-    assert dict(third) == dict(first)
     assert dict(base) == {"a": rec("a", StepStatus.PRODUCED), "b": rec("b", StepStatus.PENDING)}
 
 
-def test_a_write_changed_in_place_between_the_folds_is_folded_again() -> None:
+def test_a_write_changed_in_place_between_the_folds_is_folded_as_it_now_is() -> None:
     base = StepRecords({"a": rec("a", StepStatus.PRODUCED)})
     write = {"a": rec("a", StepStatus.DONE)}
     first = merge_steps(base, [write])
     write["a"] = rec("a", StepStatus.FAILED)
     second = merge_steps(base, [write])
-    assert second is not first
+    assert first["a"].status is StepStatus.DONE
     assert second["a"].status is StepStatus.FAILED
 
 
-def test_other_writes_or_versions_or_batches_are_folded_afresh() -> None:
-    base = StepRecords({"a": rec("a", StepStatus.PRODUCED)})
-    other = StepRecords({"a": rec("a", StepStatus.PRODUCED)})
-    write = {"a": rec("a", StepStatus.DONE)}
-    first = merge_steps(base, [write])
-    assert merge_steps(other, [write]) is not first
-    assert merge_steps(base, [dict(write)]) is not first
-    assert merge_steps(base, [write, {"b": rec("b", StepStatus.PENDING)}]) is not first
-
-
-def test_a_write_of_plain_values_is_never_reused_as_they_could_change_in_place() -> None:
+def test_a_write_of_plain_values_changed_in_place_is_folded_as_it_now_is() -> None:
     base = StepRecords({"a": rec("a", StepStatus.PRODUCED)})
     write = {"a": {"id": "a", "status": "done"}}
     first = merge_steps(base, [write])
@@ -63,7 +46,7 @@ def test_a_write_of_plain_values_is_never_reused_as_they_could_change_in_place()
     assert second["a"].status is StepStatus.FAILED
 
 
-def test_a_write_whose_keys_were_reordered_is_folded_again() -> None:
+def test_a_write_whose_keys_were_reordered_is_folded_in_its_new_order() -> None:
     base = StepRecords({"a": rec("a", StepStatus.PENDING), "b": rec("b", StepStatus.PENDING)})
     a, b = rec("a", StepStatus.RUNNING), rec("b", StepStatus.RUNNING)
     write = {"c": a, "d": b}
@@ -75,48 +58,14 @@ def test_a_write_whose_keys_were_reordered_is_folded_again() -> None:
     assert list(second) == ["a", "b", "d", "c"]
 
 
-def test_a_batch_of_writes_drops_the_fold_kept_for_its_version() -> None:
+def test_a_batch_of_writes_is_folded_in_order_later_wins() -> None:
     base = StepRecords({"a": rec("a", StepStatus.PRODUCED)})
-    one, two = {"a": rec("a", StepStatus.DONE)}, {"b": rec("b", StepStatus.PENDING)}
-    merge_steps(base, [one])  # a routing edge's fold in a wave of two
-    assert base._fold is not None
-    merge_steps(base, [one, two])  # the channel folds the wave's writes together
-    assert base._fold is None
+    one, two = {"a": rec("a", StepStatus.DONE)}, {"a": rec("a", StepStatus.FAILED)}
+    assert merge_steps(base, [one, two])["a"].status is StepStatus.FAILED
+    assert merge_steps(base, [two, one])["a"].status is StepStatus.DONE
 
 
-def test_a_version_holds_its_fold_only_until_it_is_taken() -> None:
-    base = StepRecords({"a": rec("a", StepStatus.PRODUCED)})
-    write = {"a": rec("a", StepStatus.DONE)}
-    first = merge_steps(base, [write])
-    assert base._fold is not None
-    assert base._fold.result is first
-    assert merge_steps(base, [write]) is first
-    assert base._fold is None  # taken: the version no longer holds the result
-    assert first._fold is None  # a result holds no fold of its own until it is folded into
-
-
-def test_a_version_keeps_one_fold_at_most() -> None:
-    versions = [StepRecords({f"s{i}": rec(f"s{i}", StepStatus.PENDING)}) for i in range(20)]
-    for v in versions:
-        writes = [{"x": rec("x", StepStatus.PENDING)} for _ in range(3)]
-        results = [merge_steps(v, [w]) for w in writes]
-        assert v._fold is not None
-        assert v._fold.write is writes[-1]
-        assert v._fold.result is results[-1]
-
-
-def test_each_plan_step_folds_its_verify_write_once_and_the_run_is_unchanged(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    reused: list[bool] = []
-    matches = lazy._Fold.matches
-
-    def counting(self: Any, write: Any) -> bool:
-        hit = matches(self, write)
-        reused.append(hit)
-        return hit
-
-    monkeypatch.setattr(lazy._Fold, "matches", counting)
+def test_a_chain_of_plan_steps_ends_with_every_record_done(tmp_path: Path) -> None:
     steps = [
         PlanStep(id=f"s{i}", tool="noop", args={"value": i}, depends_on=[f"s{i - 1}"] if i else [])
         for i in range(8)
@@ -126,5 +75,4 @@ def test_each_plan_step_folds_its_verify_write_once_and_the_run_is_unchanged(
         assert view.status.value == "done"
         assert [s.status.value for s in view.steps] == ["done"] * 8
         state = ow.state("t")
-    assert sum(reused) == 8
     assert [state.record(f"s{i}").status for i in range(8)] == [StepStatus.DONE] * 8

@@ -141,7 +141,7 @@ def wrapper_schema(cls: Any, plain: Any, handler: GetCoreSchemaHandler) -> core_
 class LazyMap(Mapping[str, T]):
     """An immutable ``id → item`` mapping whose items decode on first read."""
 
-    __slots__ = ("_fold", "_items", "_values")
+    __slots__ = ("_items", "_values")
     model: ClassVar[type[BaseModel]]
     """The items' type (subclasses set it): plain values written are validated into it."""
     dump: ClassVar[Mapping[str, Any]] = {}
@@ -151,7 +151,6 @@ class LazyMap(Mapping[str, T]):
     def __init__(self, values: Mapping[str, T] | None = None) -> None:
         self._values: dict[str, Any] = {}
         self._items: _Items[T] = _Items(type(self), _no_decoder)
-        self._fold: _Fold | None = None
         self._start()
         for key, value in (values or {}).items():
             self._put(key, value)
@@ -256,34 +255,16 @@ class LazyMap(Mapping[str, T]):
         """A new mapping with ``writes`` applied in order (later wins per key).
         ``pack=False`` keeps settled items as they are: a read that prints them and
         exits need not encode them (that needs LangGraph's encoder: onward status)."""
-        # A conditional edge folds a task's write into the state to route without a
-        # superstep of its own (graph/schedule.after_writes); LangGraph's channel then
-        # folds the same write into the same version. A version is immutable, so it keeps
-        # the result of folding one write (of frozen items) and hands it to the second
-        # fold, once: two O(items) copies a plan step instead of three. Only the version
-        # holds it, and only until it is taken or another fold replaces it.
-        only = None
-        if pack and type(writes) is list:
-            fold, self._fold = self._fold, None  # a batch (a wave's writes) drops it too
-            if len(writes) == 1:
-                only = writes[0]
-                if fold is not None and fold.matches(only):
-                    return fold.result
-                if not _frozen_items(only, self.model):
-                    only = None
         new = self._copy()
         for write in writes:
             for key, value in write.items():
                 new._put(key, value, pack)
-        if only is not None:
-            self._fold = _Fold(only, new)
         return new
 
     def _copy(self) -> Any:
         new = object.__new__(type(self))
         new._values = dict(self._values)
         new._items = self._items
-        new._fold = None
         return new
 
     def _note(self, key: str, value: Any) -> None:
@@ -306,7 +287,6 @@ class LazyMap(Mapping[str, T]):
         ``offsets``: bytes of an ``array("Q")``), each decoded by ``decode`` when read."""
         ids, body, offsets, *summary = packed
         new = object.__new__(cls)
-        new._fold = None
         new._items = _Items(cls, decode, body, offsets)
         if len(new._items.offsets) != len(ids) + 1:
             raise ValueError("a packed collection whose ids and items differ in number")
@@ -316,35 +296,6 @@ class LazyMap(Mapping[str, T]):
 
     def _load_summary(self, ids: list[str], summary: list[Any]) -> None:
         """Subclasses rebuild their summaries from :meth:`_summary`'s output here."""
-
-
-class _Fold:
-    """A version's fold of one ``write``: its result, and the write's items as they were
-    (a fold is handed on only while the write holds the same keys, in order, with the
-    same items)."""
-
-    __slots__ = ("items", "result", "write")
-
-    def __init__(self, write: Mapping[str, Any], result: Any) -> None:
-        self.write, self.items, self.result = write, tuple(write.items()), result
-
-    def matches(self, write: Mapping[str, Any]) -> bool:
-        items = self.items
-        return (
-            write is self.write
-            and len(write) == len(items)
-            and all(
-                k == k0 and v is v0 for (k, v), (k0, v0) in zip(write.items(), items, strict=True)
-            )
-        )
-
-
-def _frozen_items(write: Mapping[str, Any], model: type[BaseModel]) -> bool:
-    """Every item of ``write`` an instance of ``model`` and ``model`` frozen: a write whose
-    items cannot change after a fold (a plain dict could be edited in place)."""
-    return bool(model.model_config.get("frozen")) and all(
-        type(v) is model or isinstance(v, model) for v in write.values()
-    )
 
 
 class LazyList(Sequence[T]):
