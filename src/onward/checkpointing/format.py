@@ -24,9 +24,9 @@ COMPRESSED_1 = "msgpack-z1"
 COMPRESS_MIN_BYTES = 256
 """Smaller blobs (most writes) are kept as they are: zlib's header would eat the gain."""
 FAST_DEFLATE_BYTES = 64 * 1024
-"""Blobs this large (a long run's snapshot) deflate at level 1, smaller ones at 6: on a
-600 KB snapshot level 6 takes 4 ms, not 1.3, for 4 % fewer bytes; on a step's 2 KB
-checkpoint it saves a tenth of the bytes for ~10 us."""
+"""Blobs this large (a long run's snapshot) deflate at level 1, smaller ones at 3: a large
+snapshot is deflated every step it is written, and the few bytes a higher level saves on
+it cost a step more time than they save (docs/benchmarks.md, "Storage")."""
 
 ZDICT = "".join(
     (
@@ -62,15 +62,13 @@ run's checkpoints deflate to 260 bytes, not 630. Pinned by tests/store/test_serd
 ZDICTS = {COMPRESSED: ZDICT_2, COMPRESSED_1: ZDICT}
 """The preset dictionary of each compressed blob type."""
 
-# Primed once: loading a 7 KB dictionary into a new stream cost ~10 µs of a blob's ~19;
-# each blob deflates in a copy of a primed stream (zlib's objects lock themselves, so
-# threads may share). A step's blobs are small (0.3-2.5 KB): an 8 KB window (the whole
-# dictionary still fits) and memLevel 5 make the state a copy duplicates ~20 KB instead of
-# ~260 KB, for the same bytes on a run's blobs (20 instead of 33 µs per blob, and no
-# page faults of a fresh 260 KB allocation). Inflating needs no change: a zlib stream
-# names its window, and any window up to 32 KB inflates with the default one. Level 3,
-# not 6: a 1,000-step run's blobs grow 1.4 % (984 → 998 KB) for 3 % fewer instructions
-# per step (bench/instructions.py); level 1 saves no more and grows them 12 %.
+# Primed once, since loading the dictionary is a large part of deflating a small blob: each
+# blob deflates in a copy of a primed stream (zlib's objects lock themselves, so threads
+# may share). A step's blobs are small, so the window is 8 KB (the whole dictionary still
+# fits) and memLevel 5: the state a copy duplicates is a tenth of the default's, for the
+# same bytes. Inflating needs no change: a zlib stream names its window, and any window up
+# to 32 KB inflates with the default one. Level 3 is where fewer instructions stop paying
+# for more bytes (the measurements: commits ea2a797 and a9e7d00).
 _DEFLATE_3 = zlib.compressobj(3, zlib.DEFLATED, 13, 5, zdict=ZDICT_2)
 _DEFLATE_1 = zlib.compressobj(1, zdict=ZDICT_2)
 _INFLATE = {z: zlib.decompressobj(zdict=z) for z in (ZDICT_2, ZDICT)}
@@ -231,7 +229,7 @@ def storing_items(body: bytes, ends: array[int]) -> tuple[bytes | list[Any], byt
     """A collection's ``(body, offsets)`` as a checkpoint stores them: as they are, or (a
     large body) the body in chunks and the offsets deflated. Then the checkpoint blob that
     holds them is not deflated again (serde.py): inflating it whole is the cost the chunks
-    avoid (measured once at 10,000 steps: ~5 ms a load, for a fifth of its bytes)."""
+    avoid, for a fraction of its bytes."""
     chunked = ChunkedBody.of(body, ends[1:])
     if isinstance(chunked, bytes):
         return body, ends.tobytes()

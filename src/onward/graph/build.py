@@ -62,8 +62,8 @@ class Logged:
     graph without onward's context (``langgraph dev``, LangGraph Studio).
 
     A callable object rather than a closure: LangGraph's compile looks through a node
-    function's closure and globals for subgraphs (disassembling its bytecode, about 3 ms a
-    node: half of compiling onward's graph), and an object has none to look through."""
+    function's closure and globals for subgraphs (disassembling its bytecode, half of
+    compiling onward's graph), and an object has none to look through."""
 
     def __init__(
         self, default: NodeDeps, fn: Any, *, reproducible: bool = False, checks: bool = False

@@ -72,8 +72,9 @@ def _call(spec: ToolSpec, args: Any, ctx: ToolContext) -> Any:
 class _DaemonPool:
     """Worker threads that never keep the process alive. A call abandoned at its timeout may
     hang forever (Python cannot kill a thread), and ThreadPoolExecutor joins its workers at
-    exit, so one hung tool would hang the process. Idle workers are reused (a pool per call
-    cost ~2 ms a step); a new one starts when none is idle."""
+    exit, so one hung tool would hang the process. Idle workers are reused (starting a
+    thread per call is a noticeable part of a short step); a new one starts when none is
+    idle."""
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Any, tuple[Any, ...]]]
