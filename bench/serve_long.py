@@ -9,7 +9,11 @@ reads a chat UI makes when it opens the thread: ``get_history(limit=10)`` once f
 ``get_state`` and ``get_history(limit=10)`` best of 3, and the first values event of a
 follow-up ``runs.stream``.
 
-    python bench/serve_long.py --steps 10,100,1000 [--postgres]
+    python bench/serve_long.py --steps 10,100,1000 [--postgres] [--only-run] [--py-spy DIR]
+
+``--only-run``: the runs only (no reads afterwards); ``--py-spy DIR``: the server sampled
+by py-spy (plain mode, raw collapsed stacks) while it drives each run, into
+``DIR/serve-N.txt``.
 """
 
 from __future__ import annotations
@@ -113,17 +117,43 @@ def first_event(url: str, thread_id: str) -> float:
     return float("nan")
 
 
-def over_http(db: str, workdir: Path, port: int, n: int) -> dict[str, Any]:
+@contextmanager
+def sampled(pid: int, out: Path | None) -> Iterator[None]:
+    """py-spy (plain mode) on the server while the block runs, into ``out``."""
+    if out is None:
+        yield
+        return
+    spy = Path(sys.executable).with_name("py-spy")
+    argv = [str(spy), "record", "-p", str(pid), "-o", str(out), "-f", "raw", "-r", "100"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached before the run starts
+    try:
+        yield
+    finally:
+        proc.send_signal(2)  # SIGINT: py-spy writes what it sampled
+        proc.wait(60)
+
+
+def over_http(
+    db: str, workdir: Path, port: int, n: int, only_run: bool = False, spy: Path | None = None
+) -> dict[str, Any]:
     with server(db, workdir, port) as (url, pid):
         client = get_sync_client(url=url, api_key=None)
         thread_id = client.threads.create()["thread_id"]
-        t0, cpu0 = time.perf_counter(), _cpu(psutil.Process(pid))
-        client.runs.wait(thread_id, "onward", input=as_input(n))
-        took = time.perf_counter() - t0
-        run_cpu = _cpu(psutil.Process(pid)) - cpu0
+        with sampled(pid, spy / f"serve-{n}.txt" if spy else None):
+            t0, cpu0 = time.perf_counter(), _cpu(psutil.Process(pid))
+            client.runs.wait(thread_id, "onward", input=as_input(n))
+            took = time.perf_counter() - t0
+            run_cpu = _cpu(psutil.Process(pid)) - cpu0
         run_id = client.runs.list(thread_id)[0]["run_id"]
         row = {"steps": n, "http_s": took, "event_bytes": kept_bytes(db, run_id)}
         row["http_cpu_s"] = run_cpu
+        if only_run:
+            nan = float("nan")
+            for key in ("cold_history_cpu", "get_state_ms", "get_state_cpu", "history_ms"):
+                row[key] = nan
+            row |= {"history_cpu": nan, "state_kb": nan, "first_event_ms": nan}
+            return row
         history = lambda: client.threads.get_history(thread_id, limit=10)  # noqa: E731
         state = lambda: client.threads.get_state(thread_id)  # noqa: E731
         row["cold_history_cpu"] = cpu_ms(history, pid, 1)
@@ -161,9 +191,11 @@ def stores(postgres: bool) -> Iterator[tuple[str, str]]:
         yield f"sqlite:///{tmp}/serve.db", f"sqlite:///{tmp}/local.db"
 
 
-def measure(n: int, postgres: bool, port: int) -> dict[str, Any]:
+def measure(
+    n: int, postgres: bool, port: int, only_run: bool = False, spy: Path | None = None
+) -> dict[str, Any]:
     with stores(postgres) as (served, plain), tempfile.TemporaryDirectory() as wd:
-        row = over_http(served, Path(wd), port, n)
+        row = over_http(served, Path(wd), port, n, only_run, spy)
         row["local_s"], row["local_cpu_s"] = local(plain, n)
     return row
 
@@ -173,7 +205,11 @@ def main() -> None:
     parser.add_argument("--steps", default="10,100,1000")
     parser.add_argument("--postgres", action="store_true")
     parser.add_argument("--port", type=int, default=8437)
+    parser.add_argument("--only-run", action="store_true", help="no reads after the run")
+    parser.add_argument("--py-spy", type=Path, help="sample the server into this folder")
     args = parser.parse_args()
+    if args.py_spy:
+        args.py_spy.mkdir(parents=True, exist_ok=True)
     # Served and local runs use the same store settings; say which, read back.
     print("durability:", pg_durability() if args.postgres else sqlite_durability())
     print(
@@ -182,7 +218,7 @@ def main() -> None:
         f"{'1st event':>10} | server CPU: {'get_state':>10} {'history10':>10} {'cold hist':>10}"
     )
     for n in (int(x) for x in args.steps.split(",")):
-        r = measure(n, args.postgres, args.port)
+        r = measure(n, args.postgres, args.port, args.only_run, args.py_spy)
         print(
             f"{n:6} {r['http_s']:8.2f} {r['local_s']:8.2f} {r['http_s'] / r['local_s']:6.2f} "
             f"{r['http_cpu_s'] / r['local_cpu_s']:9.2f} "

@@ -12,9 +12,13 @@ it: the server keeps them in the store, so an id a client saw is never lost with
 process, and a run driven again after a restart goes on numbering after them (``start``).
 A writer thread does the keeping, a batch per store transaction, so the drive that puts
 never waits for the store; it waits a while for the next item (:data:`WRITER_IDLE`) and
-ends at the feed's end. While the database is away the keeping waits for it (readers
-get the items once they are kept); a drive that gave up on the database tells its feed to
-stop keeping (:meth:`Feed.unkept`), so the stream's last items reach its readers at once.
+ends at the feed's end. It keeps at most one batch per :data:`KEEP_EVERY`: the first item
+after a pause and the feed's end go at once, the items of a run's busy stretch (a
+superstep a millisecond) wait for the next batch, so a long run costs the store a few
+transactions a second, not one per superstep beside the saver's. While the database is
+away the keeping waits for it (readers get the items once they are kept); a drive that
+gave up on the database tells its feed to stop keeping (:meth:`Feed.unkept`), so the
+stream's last items reach its readers at once.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -38,6 +43,10 @@ checkpoint; a values chunk without one keeps its number only. Every other item i
 WRITER_IDLE = 1.0
 """Seconds a feed's writer waits for the next item before its thread ends: one thread
 keeps a run's items, not one started per batch."""
+
+KEEP_EVERY = 0.05
+"""Least seconds from one kept batch to the next (the first item after a pause, and the
+feed's end, are kept at once): what a reader sees of a busy run comes at most this late."""
 
 Keep = Callable[[list[tuple[int, tuple[str, Any]]]], None]
 """Where a feed's items also go, numbered, in batches (the store), before readers see
@@ -95,6 +104,7 @@ class Feed:
         the stream ends at once instead of waiting for it)."""
         with self._pending_lock:
             self._keep = None
+            self._more.notify()  # what waits for its batch goes now
 
     def put(self, item: Any) -> None:
         """Hand an item to the readers (with ``keep``: once it is kept, by the feed's
@@ -112,8 +122,8 @@ class Feed:
                     self._writer = threading.Thread(target=self._write, name="onward-feed")
                     self._writer.daemon = True
                     self._writer.start()
-                else:
-                    self._more.notify()
+                elif len(self._pending) == 1 or item is DONE:
+                    self._more.notify()  # it waits for an item, or for the end
         if direct:
             self._publish([item])
 
@@ -122,11 +132,18 @@ class Feed:
         return self._published.wait(timeout)
 
     def _write(self) -> None:
-        """Keep what was put, in batches (one store transaction each), then publish it."""
+        """Keep what was put, in batches (one store transaction each, at most one per
+        :data:`KEEP_EVERY`), then publish it."""
+        due = 0.0  # when the next batch may be kept
         while True:
             with self._more:
                 if not self._pending and not self._closed:
                     self._more.wait(WRITER_IDLE)  # the drive's next item, mostly
+                while self._pending and not self._closed and self._keep is not None:
+                    left = due - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._more.wait(left)  # more items join this batch; the end ends it
                 if not self._pending:
                     self._writer = None
                     return
@@ -134,6 +151,7 @@ class Feed:
                 keep = self._keep
             items = [it for it in batch if it is not DONE]
             if items and keep is not None:
+                due = time.monotonic() + KEEP_EVERY
                 first = self.last + 1  # only this thread publishes: the numbers hold
                 with contextlib.suppress(Exception):  # a store hiccup costs the copy only
                     keep([(first + i, it) for i, it in enumerate(items)])

@@ -1,0 +1,98 @@
+"""A kept feed keeps a busy run's items in few store transactions (issue 39).
+
+A served run fed one values event per superstep, and the feed's writer kept each in its
+own transaction beside the saver's: on SQLite the two took the write lock in turn, a
+1,000-step ``runs.wait`` cost about twice the wall of the same run through ``Onward.run``.
+The writer now keeps at most one batch per :data:`~onward.serve.feed.KEEP_EVERY`; the
+first item after a pause and the feed's end go at once, and a reader still sees only
+what was kept."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from onward.serve import feed as feeds
+from onward.serve.feed import DONE, Feed
+
+Batch = list[tuple[int, tuple[str, Any]]]
+
+
+def test_items_put_while_a_batch_is_kept_wait_for_the_next_one_and_the_end_goes_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(feeds, "KEEP_EVERY", 3600.0)  # longer than the test: only the end
+    batches: list[list[int]] = []
+    first_kept = threading.Event()
+
+    def keep(batch: Batch) -> None:
+        batches.append([n for n, _item in batch])
+        first_kept.set()
+
+    feed = Feed(keep=keep)
+    feed.put(("metadata", {}))
+    assert first_kept.wait(5)  # the first item after a pause is kept at once
+    for i in range(500):
+        feed.put(("updates", i))
+    feed.put(DONE)
+    assert feed.wait_done(5)  # the end did not wait for KEEP_EVERY
+    assert batches == [[1], list(range(2, 502))]
+    assert [n for n, _item in feed.items()] == list(range(1, 502))
+
+
+def test_a_reader_sees_a_batch_only_once_it_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(feeds, "KEEP_EVERY", 3600.0)
+    kept: list[int] = []
+    seen_unkept: list[int] = []
+
+    def keep(batch: Batch) -> None:
+        kept.extend(n for n, _item in batch)
+
+    feed = Feed(keep=keep)
+
+    async def follow() -> list[int]:
+        got = []
+        async for number, _item in feed.follow():
+            if number not in kept:
+                seen_unkept.append(number)
+            got.append(number)
+        return got
+
+    def drive() -> None:
+        for i in range(50):
+            feed.put(("updates", i))
+        feed.put(DONE)
+
+    threading.Thread(target=drive).start()
+    assert asyncio.run(follow()) == list(range(1, 51))
+    assert seen_unkept == []
+    assert kept == list(range(1, 51))
+
+
+def test_a_feed_told_to_stop_keeping_hands_over_what_waits_for_its_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A drive that gave up on the database: what waited for the next batch reaches the
+    readers now, not after KEEP_EVERY, and is not kept."""
+    monkeypatch.setattr(feeds, "KEEP_EVERY", 3600.0)
+    kept: list[int] = []
+    first_kept = threading.Event()
+
+    def keep(batch: Batch) -> None:
+        kept.extend(n for n, _item in batch)
+        first_kept.set()
+
+    feed = Feed(keep=keep)
+    feed.put(("metadata", {}))
+    assert first_kept.wait(5)
+    feed.put(("values", 1))
+    feed.put(("values", 2))
+    feed.unkept()
+    feed.put(("error", {"error": "DatabaseUnavailable"}))
+    feed.put(DONE)
+    assert feed.wait_done(5)
+    assert kept == [1]
+    assert [n for n, _item in feed.items()] == [1, 2, 3, 4]
