@@ -11,6 +11,11 @@ connections the server held (``pg_stat_activity`` by its ``application_name``).
 
     python bench/serve_users.py [--users 1,10,50] [--rounds 2] [--runs-per-user 2]
     python bench/serve_users.py --levelling 2000 --users 10   # RSS every 500 runs
+    python bench/serve_users.py --servers sqlite --users 10 --py-spy DIR   # a profile
+
+``--servers``: which of ``sqlite``, ``postgres``, ``dev`` to run (all by default);
+``--py-spy DIR``: each server sampled by py-spy (plain mode, raw collapsed stacks) while
+the users run, into ``DIR/<server>-<users>-<round>.txt``.
 """
 
 from __future__ import annotations
@@ -198,7 +203,25 @@ def connections(app: str) -> int:
     return int(row[0]) if row else 0
 
 
-def measure(server: Server, users: int, runs_per_user: int) -> Round:
+@contextmanager
+def sampled(pid: int, out: Path | None) -> Iterator[None]:
+    """py-spy (plain mode) on the server while the block runs, into ``out``."""
+    if out is None:
+        yield
+        return
+    spy = Path(sys.executable).with_name("py-spy")
+    argv = [str(spy), "record", "-p", str(pid), "-o", str(out), "-f", "raw", "-r", "100"]
+    argv += os.environ.get("PYSPY_ARGS", "").split()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached before the users start
+    try:
+        yield
+    finally:
+        proc.send_signal(2)  # SIGINT: py-spy writes what it sampled
+        proc.wait(60)
+
+
+def measure(server: Server, users: int, runs_per_user: int, spy: Path | None = None) -> Round:
     out = Round()
     stop = threading.Event()
 
@@ -208,10 +231,10 @@ def measure(server: Server, users: int, runs_per_user: int) -> Round:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    cpu0, t0 = cpu_of(server.pid), time.perf_counter()
-    with ThreadPoolExecutor(users) as pool:
+    with sampled(server.pid, spy), ThreadPoolExecutor(users) as pool:
+        cpu0, t0 = cpu_of(server.pid), time.perf_counter()
         results = list(pool.map(lambda _i: one_run(server), range(users * runs_per_user)))
-    out.wall, out.cpu = time.perf_counter() - t0, cpu_of(server.pid) - cpu0
+        out.wall, out.cpu = time.perf_counter() - t0, cpu_of(server.pid) - cpu0
     stop.set()
     sampler.join()
     out.rss_mb = sum(p.memory_info().rss for p in tree(server.pid)) / 1e6
@@ -268,28 +291,38 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--runs-per-user", type=int, default=2)
     parser.add_argument("--port", type=int, default=8460)
+    parser.add_argument("--servers", default="sqlite,postgres,dev")
+    parser.add_argument("--py-spy", type=Path, help="sample each server into this folder")
     args = parser.parse_args()
+    chosen = set(args.servers.split(","))
+    if args.py_spy:
+        args.py_spy.mkdir(parents=True, exist_ok=True)
     if args.levelling:
         levelling(args.levelling, int(args.users.split(",")[-1]), args.port)
         return
     app = f"onward-bench-{uuid.uuid4().hex[:8]}"
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        pg = stack.enter_context(pg_schema())
-        servers = [
-            onward_server(stack, "onward sqlite", f"sqlite:///{tmp}/serve.db", args.port, None),
-            onward_server(stack, "onward postgres", pg, args.port + 1, app),
-            langgraph_dev(stack, args.port + 2),
-        ]
+        servers = []
+        if "sqlite" in chosen:
+            db = f"sqlite:///{tmp}/serve.db"
+            servers.append(onward_server(stack, "onward sqlite", db, args.port, None))
+        if "postgres" in chosen:
+            pg = stack.enter_context(pg_schema())
+            servers.append(onward_server(stack, "onward postgres", pg, args.port + 1, app))
+        if "dev" in chosen:
+            servers.append(langgraph_dev(stack, args.port + 2))
         print(
             f"{'server':>15} {'users':>5} {'runs/s':>7} {'p50 s':>7} {'p95 s':>7} "
             f"{'1st ms':>8} {'errors':>8} {'CPU ms/run':>8} {'conns':>5} {'RSS MB':>7}"
         )
         for users in (int(x) for x in args.users.split(",")):
             got: dict[str, list[Round]] = {s.name: [] for s in servers}
-            for _ in range(args.rounds):  # interleaved: each server once per round
+            for n in range(args.rounds):  # interleaved: each server once per round
                 for server in servers:
-                    got[server.name].append(measure(server, users, args.runs_per_user))
+                    name = f"{server.name.replace(' ', '-')}-{users}-{n}.txt"
+                    spy = args.py_spy / name if args.py_spy else None
+                    got[server.name].append(measure(server, users, args.runs_per_user, spy))
             for server in servers:
                 report(server.name, users, got[server.name])
 

@@ -24,6 +24,7 @@ class Clients:
         self._all: list[Onward] = []
         self._lock = threading.Lock()
         self._kept: tuple[CheckpointValues | None] | None = None
+        self._shared: Onward | None = None
 
     @contextmanager
     def use(self) -> Iterator[Onward]:
@@ -38,6 +39,18 @@ class Clients:
         finally:
             self._free.put(client)
 
+    def shared(self) -> Onward:
+        """One client, made once and never handed out by :meth:`use`, for what only calls
+        its store (whose calls are safe from any thread: SQLite's connections take turns
+        on a lock, Postgres borrows from the pool): the feeds keeping their runs' events.
+        Every feed taking a client of the pool for each batch made the pool grow to a
+        client (a compiled graph, its connections) per concurrent run."""
+        with self._lock:
+            if self._shared is None:
+                self._shared = self._factory()
+                self._all.append(self._shared)
+            return self._shared
+
     def made(self) -> list[Onward]:
         """The clients made so far."""
         with self._lock:
@@ -51,6 +64,11 @@ class Clients:
                 self._kept = (found if isinstance(found, CheckpointValues) else None,)
         return self._kept[0]
 
+    @property
+    def kept_known(self) -> bool:
+        """Whether :meth:`kept` answers without making a client."""
+        return self._kept is not None
+
     def drain(self) -> None:
         """Ask every drive to stop before its next node."""
         with self._lock:
@@ -62,3 +80,4 @@ class Clients:
             for client in self._all:
                 client.close()
             self._all.clear()
+            self._shared = None

@@ -50,7 +50,9 @@ class Serving:
     """With tokens: hides the server's paths in what leaves it (:mod:`onward.serve.redact`)."""
 
 
-def serving(request: Request) -> Serving:
+async def serving(request: Request) -> Serving:
+    """``async``, as :func:`user`: FastAPI runs a plain ``def`` dependency on a worker
+    thread, a hop each per request for what reads no store."""
     found: Serving = request.app.state.serving
     return found
 
@@ -58,7 +60,7 @@ def serving(request: Request) -> Serving:
 Ctx = Annotated[Serving, Depends(serving)]
 
 
-def user(
+async def user(
     ctx: Ctx,
     authorization: Annotated[str | None, Header()] = None,
     x_api_key: Annotated[str | None, Header()] = None,

@@ -34,13 +34,13 @@ UNFINISHED = (ApiRunStatus.PENDING, ApiRunStatus.RUNNING)
 
 def keeper(clients: Clients) -> Callable[[str, str], Keep]:
     """``Control``'s ``keep``: each run's events into the store, as they are fed (a
-    values event as its checkpoint's reference, onward.serve.states)."""
+    values event as its checkpoint's reference, onward.serve.states), through the one
+    client every feed shares (:meth:`Clients.shared`)."""
 
     def for_run(run_id: str, thread_id: str) -> Keep:
         def keep(batch: list[tuple[int, tuple[str, Any]]]) -> None:
             rows = [(seq, event, stored(data)) for seq, (event, data) in batch]
-            with clients.use() as ow:
-                ow.store.threads.add_events(run_id, thread_id, rows)
+            clients.shared().store.threads.add_events(run_id, thread_id, rows)
 
         return keep
 

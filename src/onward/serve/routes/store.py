@@ -21,7 +21,8 @@ NO_INDEX = (
 )
 
 
-def items_of(request: Request) -> Items:
+async def items_of(request: Request) -> Items:
+    """``async``: no worker thread per request for what reads no store."""
     found: Items = request.app.state.items
     return found
 
