@@ -87,6 +87,8 @@ if TYPE_CHECKING:
 
 Statements = list[tuple[str, list[tuple[Any, ...]]]]
 """(SQL with ``?`` placeholders, rows) pairs."""
+Also = Sequence[tuple[str, list[tuple[Any, ...]]]]
+"""Statements a caller adds to a commit (:meth:`HeldRows.make_durable_with`)."""
 RowsToSql = Callable[[str, Sequence[LogRow], Sequence[tuple[str, str]]], Statements]
 """(thread id, event rows, artifact references) → the inserts that record them."""
 
@@ -107,9 +109,9 @@ class HeldRows:
         self._driving: set[str] = set()
         self.flush: Callable[[], None] = lambda: None
         """Commits what the saver deferred (set by the saver that takes from these rows)."""
-        self.flush_with: Callable[[str, Sequence[LogRow]], None] | None = None
-        """Commits what the saver deferred and a thread's event rows, in one transaction
-        (set by the saver; None: no saver takes rows yet)."""
+        self.flush_with: Callable[[str, Sequence[LogRow], Also], None] | None = None
+        """Commits what the saver deferred, a thread's event rows and other statements of
+        it, in one transaction (set by the saver; None: no saver takes rows yet)."""
         self.discard: Callable[[str], None] = lambda thread_id: None
         """Forgets what the saver deferred for a thread."""
 
@@ -141,14 +143,15 @@ class HeldRows:
         """Commit everything saved so far (before an effect the saved state must precede)."""
         self.flush()
 
-    def make_durable_with(self, thread_id: str, rows: Sequence[LogRow]) -> bool:
-        """Commit everything saved so far and ``rows`` (events of ``thread_id``, fenced by
-        its lease) in one transaction: a step shown running costs one commit, not one for
-        the deferred rows and one for its event. False when no saver takes rows (the
-        caller records them itself)."""
+    def make_durable_with(self, thread_id: str, rows: Sequence[LogRow], also: Also = ()) -> bool:
+        """Commit everything saved so far, ``rows`` (events of ``thread_id``) and ``also``
+        (statements writing ``thread_id``'s rows, ``?`` placeholders) in one transaction,
+        fenced by its lease: a step shown running costs one commit, not one for the
+        deferred rows and one for its event (a drive's end: its last checkpoint and the
+        run's status). False when no saver takes rows (the caller writes them itself)."""
         if self.flush_with is None:
             return False
-        self.flush_with(thread_id, rows)
+        self.flush_with(thread_id, rows, also)
         return True
 
     def hold(
@@ -469,9 +472,10 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
             if self._deferred:
                 self._commit([], None)
 
-    def flush_with(self, thread_id: str, rows: Sequence[LogRow]) -> None:
-        """The deferred statements and ``rows``: one commit (HeldRows.make_durable_with)."""
-        self._save(thread_id, self.to_sql(thread_id, rows, []), defer=False)
+    def flush_with(self, thread_id: str, rows: Sequence[LogRow], also: Also = ()) -> None:
+        """The deferred statements, ``rows`` and ``also``: one commit
+        (HeldRows.make_durable_with)."""
+        self._save(thread_id, [*self.to_sql(thread_id, rows, []), *also], defer=False)
 
     def _commit(self, statements: Statements, thread_id: str | None) -> None:
         """The deferred statements, then these (of ``thread_id``), in one transaction: all
@@ -751,10 +755,11 @@ def postgres_saver(
                 with self._cursor(pipeline=True):
                     pass
 
-        def flush_with(self, thread_id: str, rows: Sequence[LogRow]) -> None:
-            """The deferred statements and ``rows`` in one commit."""
+        def flush_with(self, thread_id: str, rows: Sequence[LogRow], also: Also = ()) -> None:
+            """The deferred statements, ``rows`` and ``also`` in one commit."""
             batch = [
-                (sql.replace("?", "%s"), params) for sql, params in to_sql(thread_id, rows, [])
+                (sql.replace("?", "%s"), list(params))
+                for sql, params in [*to_sql(thread_id, rows, []), *also]
             ]
             with self.lock:
                 self._commit(batch, thread_id)

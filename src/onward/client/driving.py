@@ -3,9 +3,9 @@ and guard against a loop; then record where it stopped."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext, suppress
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage
@@ -47,6 +47,7 @@ from onward.observe.chat import report_marker, reported
 from onward.observe.kinds import EventKind
 from onward.observe.progress import QUIET, ProgressEvent
 from onward.policies.retry import DEFAULT_RETRY
+from onward.store.database import CANCEL_LOOK, Claimed
 from onward.store.leases import Heartbeat, new_owner
 from onward.tools.registry import Registry, load_tool_modules
 
@@ -55,10 +56,12 @@ if TYPE_CHECKING:
 
 MIN_SUPERSTEPS = 10_000
 
-CANCEL_POLL = 1.0
-"""Seconds between a drive's looks for a cancel another process asked for (between
-supersteps; the drive also looks once before it starts): a store read, so not after
-every superstep (measured in 6a51871's message)."""
+CANCEL_POLL = CANCEL_LOOK
+"""Seconds between the looks for a cancel another process asked for of the runs this
+process drives (the drive also looks once before it starts, or its claim did; between
+supersteps it reads what the looks found): one statement for every drive of the store,
+on its timer thread (store/ticking.py), not a read per drive (measured in 6a51871's
+message)."""
 
 
 def superstep_limit(state: RunState, registry: Registry) -> int:
@@ -84,21 +87,26 @@ def stream(
     stop_after_answer: bool = False,
     wait: bool = True,
     checkpoint_id: str | None = None,
-    final: list[StateSnapshot | RunState] | None = None,
+    final: list[tuple[StateSnapshot | RunState, RunStatus]] | None = None,
     interrupt_before: Sequence[str] = (),
     interrupt_after: Sequence[str] = (),
+    claimed: Claimed | None = None,
 ) -> Iterator[tuple[str, Any]]:
     """:meth:`Onward.stream_modes`; a drive that ends normally appends the state it ended in
     to ``final``, so the caller's view needs no second load: the graph's last values
-    when the run finished, else the saved snapshot (it holds the pending questions)."""
+    when the run finished, else the saved snapshot (it holds the pending questions), with
+    the status it recorded. ``claimed``: what a worker's claim read of the run (its record,
+    its cancel requests, whether it is an API thread), not read again here."""
     pause_at = pause_points(interrupt_before)
     pause_after = [
         *pause_points(interrupt_after),
         *((APPROVE, ESCALATE) if stop_after_answer else ()),
     ]
-    row(ow.store, thread_id)  # an unknown thread fails before any lease is taken
+    if claimed is None or claimed.run is None:
+        row(ow.store, thread_id)  # an unknown thread fails before any lease is taken
     owner = new_owner()
     acquire(ow.store.leases, thread_id, owner, takeover)
+    ow.store.cancel_looks.watch(thread_id, ow.store.cancels_requested)
     try:
         with Heartbeat(ow.store.leases, thread_id, owner) as beat:
             ow.store.held.driving(thread_id)  # its end commits what the saver defers
@@ -124,7 +132,8 @@ def stream(
                         EventKind.RUN_RESUMED,
                         {"by": owner, "answer": command is not None},
                     )
-            if apply_requested_cancel(ow, thread_id):
+            asked = claimed is None or claimed.cancel_asked  # (none when it was claimed)
+            if asked and apply_requested_cancel(ow, thread_id):
                 return
             # Suspended until a time (a backoff, a breaker), or stopped by an API cancel
             # (no time, nothing asked or pending: the next drive goes on at once). A run
@@ -157,12 +166,11 @@ def stream(
                 "recursion_limit": limit,
                 "max_concurrency": max(state.max_concurrency + 2, 8),
             }
-            checked = time.monotonic()
             last: Any = None
             # An API thread's run may be cancelled through the store by another process.
             watch = (
                 CancelWatch(ow.store, thread_id, ow.deps)
-                if ow.store.serving() and ow.store.threads.get(thread_id) is not None
+                if api_thread(ow, thread_id, claimed)
                 else None
             )
             try:
@@ -185,10 +193,9 @@ def stream(
                             if "values" not in modes:
                                 continue
                         yield mode, chunk
-                        if time.monotonic() - checked > CANCEL_POLL:
-                            checked = time.monotonic()
-                            if apply_requested_cancel(ow, thread_id):
-                                return  # what finished is saved; the rest will not run
+                        cancels = ow.store.cancel_looks
+                        if cancels.asked(thread_id) and apply_requested_cancel(ow, thread_id):
+                            return  # what finished is saved; the rest will not run
             except AnswerRecorded:
                 # Stopped inside a step once the answer was recorded: LangGraph keeps the
                 # answer with the step's task; `onward resume` re-runs it and goes on.
@@ -216,22 +223,27 @@ def stream(
                 ) from None
             # The drive's last supersteps may wait in the saver (verify, the end state):
             # commit them before the run's record says how it ended (a commit refused by
-            # the lease's fence stops the drive here: its successor's record stands).
-            ow.store.held.make_durable()
+            # the lease's fence stops the drive here: its successor's record stands). A
+            # finished run's record is written in that commit.
+            finished = finished_state(last)
+            if finished is not None:
+                ow.store.make_durable_with_status(thread_id, finished.status)
+            else:
+                ow.store.held.make_durable()
             ow.store.fences.check_lost(thread_id)
             if last is not None:
                 # A checkpoint with the state is durable now: the request's big strings
                 # are an extra copy of the checkpoint's (store/blobs.py).
                 ow.store.settle_request(thread_id)
-            finished = finished_state(last)
+            ended: StateSnapshot | RunState
             if finished is not None:
-                ow.store.set_run_status(thread_id, finished.status)
+                ended, status = finished, finished.status
             else:
-                snap = ow.graph.get_state(config(thread_id))
-                ended = state_of(ow.store, thread_id, snap)
-                ow.store.set_run_status(thread_id, ended.status)
+                ended = ow.graph.get_state(config(thread_id))
+                status = state_of(ow.store, thread_id, ended).status
+                ow.store.set_run_status(thread_id, status)
             if final is not None:
-                final.append(finished if finished is not None else snap)
+                final.append((ended, status))
     except BaseException as exc:
         # A drive stopped by its reader (the generator closed), Ctrl-C or an error still
         # holds the lease: what it saved stands, as before. Only a drive whose lease passed
@@ -243,6 +255,7 @@ def stream(
             suspend_on_full_disk(ow, thread_id, exc)
         raise
     finally:
+        ow.store.cancel_looks.unwatch(thread_id)
         ow.store.drop_held(thread_id)
         ow.store.release_lease(thread_id, owner)  # whatever ended the drive, a full disk too
 
@@ -306,8 +319,11 @@ def drive(
     stop_after_answer: bool,
     wake: bool,
     interrupt_before: Sequence[str] = (),
+    claimed: Claimed | None = None,
 ) -> RunView:
-    final: list[StateSnapshot | RunState] = []
+    """:func:`stream` to the end; the view of where the run stopped. ``claimed``: what a
+    worker's claim read of the run (see :func:`stream`)."""
+    final: list[tuple[StateSnapshot | RunState, RunStatus]] = []
     # Progress is streamed only to a listener: with the custom stream mode on, LangGraph
     # runs even a lone task on a pool thread so it can stream while the task runs. The
     # event log records the same events either way.
@@ -321,6 +337,7 @@ def drive(
         wait=wait,
         final=final,
         interrupt_before=interrupt_before,
+        claimed=claimed,
     ):
         if on_event is not None and mode == "custom":
             on_event(ProgressEvent.model_validate(chunk))
@@ -328,7 +345,20 @@ def drive(
         ow.store.wake(thread_id)
     if not final:  # cancelled, or not due yet: read what is there now
         return ow.get(thread_id)
-    return view(ow.store, thread_id, row(ow.store, thread_id), final[0])
+    ended, status = final[0]
+    if claimed is not None and claimed.run is not None:
+        run = replace(claimed.run, status=status)  # the record as the drive left it
+    else:
+        run = row(ow.store, thread_id)
+    return view(ow.store, thread_id, run, ended)
+
+
+def api_thread(ow: Onward, thread_id: str, claimed: Claimed | None) -> bool:
+    """Whether the driven run is a thread of ``onward serve`` (its cancels come through
+    the API's run records): as the claim found, else read."""
+    if claimed is not None and claimed.api_thread is not None:
+        return claimed.api_thread
+    return ow.store.serving() and ow.store.threads.get(thread_id) is not None
 
 
 def pause_points(nodes: Sequence[str]) -> list[str]:

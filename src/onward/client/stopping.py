@@ -14,7 +14,6 @@ run nobody drives is settled by a server's recovery sweep under the run's lease.
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING
 
 from onward.observe.kinds import EventKind
@@ -23,6 +22,7 @@ from onward.store.runs import ApiRunRow, ApiRunStatus, CancelAction
 if TYPE_CHECKING:
     from onward.nodes.deps import NodeDeps
     from onward.store.database import Store
+    from onward.store.ticking import Job
 
 POLL = 0.25
 """Seconds between a driver's looks for a cancel asked of its run."""
@@ -35,19 +35,18 @@ class CancelWatch:
     def __init__(self, store: Store, thread_id: str, deps: NodeDeps) -> None:
         self.store, self.thread_id, self.deps = store, thread_id, deps
         self.asked: ApiRunRow | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="onward-cancels", daemon=True)
+        self._job: Job | None = None
 
     def __enter__(self) -> CancelWatch:
         self.look()
         if self.asked is None:
-            self._thread.start()
+            # On the store's timer thread (store/ticking.py), not a thread per drive.
+            self._job = self.store.ticker.every(POLL, self._tick)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        if self._job is not None:
+            self._job.stop()  # a look in progress ends first
         if self.asked is not None:  # set for this run only: the client drives others next
             self.deps.draining.clear()
             self.deps.cancelling.clear()
@@ -62,9 +61,9 @@ class CancelWatch:
             self.deps.cancelling.set()  # a step already produced is still verified
             self.deps.draining.set()
 
-    def _run(self) -> None:
-        while self.asked is None and not self._stop.wait(POLL):
-            self.look()
+    def _tick(self) -> bool:
+        self.look()
+        return self.asked is None
 
 
 def settle(store: Store, row: ApiRunRow, action: CancelAction, *, before_start: bool) -> None:

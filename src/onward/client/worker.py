@@ -49,7 +49,7 @@ from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 
-from onward.client import Onward
+from onward.client import Onward, driving
 from onward.client.views import RunView
 from onward.errors import (
     DatabaseGone,
@@ -58,12 +58,16 @@ from onward.errors import (
     OnwardError,
     RunBusyError,
 )
+from onward.model.state import RunStatus
 from onward.observe.kinds import EventKind
 from onward.people.inbox import PendingDecision
 from onward.policies.durations import fix_durations
 from onward.store.connection import patiently
+from onward.store.database import Claimed
 from onward.store.leases import new_owner
 from onward.tools.registry import Registry
+
+PLANNING = RunStatus.PLANNING
 
 OPEN_WAIT = 30.0
 """Longest a slot waits for the others to open before it claims anyway (seconds)."""
@@ -223,13 +227,13 @@ class Worker:
             with self._lock:
                 self._busy += 1
             try:
-                thread_id = self._claim(ow, owner, hold)
+                claimed = self._claim(ow, owner, hold)
             except DatabaseGone:
                 raise
             except DatabaseUnavailable:  # a claim's commit lost: the statements wait
-                thread_id = None
-            waiting = thread_id is None
-            if thread_id is None:
+                claimed = None
+            waiting = claimed is None
+            if claimed is None:
                 with self._lock:
                     self._busy -= 1
                     idle = self._busy == 0
@@ -240,7 +244,7 @@ class Worker:
                 self._stop.wait(self.policy.poll.total_seconds())
                 continue
             try:
-                self._drive(ow, thread_id, owner)
+                self._drive(ow, claimed, owner)
             finally:
                 with self._lock:
                     self._busy -= 1
@@ -264,22 +268,38 @@ class Worker:
         return True
 
     @staticmethod
-    def _claim(ow: Onward, owner: str, hold: float) -> str | None:
-        thread_id = ow.store.claim(owner, hold)
-        if thread_id is None and ow.store.adopt_orphans(ow.store.leases.clock()):
-            thread_id = ow.store.claim(owner, hold)
-        return thread_id
+    def _claim(ow: Onward, owner: str, hold: float) -> Claimed | None:
+        claimed = ow.store.claim_run(owner, hold)
+        if claimed is None and ow.store.adopt_orphans(ow.store.leases.clock()):
+            claimed = ow.store.claim_run(owner, hold)
+        return claimed
 
-    def _drive_through_outages(self, ow: Onward, thread_id: str) -> RunView:
+    def _drive_through_outages(self, ow: Onward, claimed: Claimed) -> RunView:
         """Sweep the run's deadlines, then drive it; again (from its last saved step) after
         a drive that lost the database, once the server answers. The store's statements
-        wait for it themselves, up to ``ONWARD_PG_OUTAGE`` (then DatabaseGone ends this)."""
+        wait for it themselves, up to ``ONWARD_PG_OUTAGE`` (then DatabaseGone ends this).
+        The first drive goes on from what the claim read of the run (``claimed``); a drive
+        again reads it afresh."""
+        thread_id = claimed.thread_id
+        known: Claimed | None = claimed
         delay = 0.1
         while True:
             try:
-                # Deadlines of this run's questions first (reminders, expiry defaults).
-                ow.sweep(thread_ids=[thread_id], continue_runs=False)
-                return ow.drive(thread_id, wait=False)
+                # Deadlines of this run's questions first (reminders, expiry defaults). A
+                # run still *planning* never got as far as a question: nothing to sweep.
+                if known is None or known.run is None or known.run.status is not PLANNING:
+                    ow.sweep(thread_ids=[thread_id], continue_runs=False)
+                return driving.drive(
+                    ow,
+                    thread_id,
+                    None,
+                    takeover=False,
+                    wait=False,
+                    command=None,
+                    stop_after_answer=False,
+                    wake=False,
+                    claimed=known,
+                )
             except DatabaseGone:
                 raise
             except DatabaseUnavailable:
@@ -287,15 +307,16 @@ class Worker:
                     raise
                 with self._lock:
                     self.report.retried += 1
+                known = None
                 time.sleep(delay * random.uniform(0.5, 1.5))
                 delay = min(delay * 2, 2.0)
 
-    def _drive(self, ow: Onward, thread_id: str, owner: str) -> None:
-        store = ow.store
+    def _drive(self, ow: Onward, claimed: Claimed, owner: str) -> None:
+        store, thread_id = ow.store, claimed.thread_id
         outcome = "requeued"
         try:
             # Where the drive stopped, as it ended (not a second load of the run).
-            view = self._drive_through_outages(ow, thread_id)
+            view = self._drive_through_outages(ow, claimed)
         except DatabaseGone:
             raise
         except RunBusyError as busy:

@@ -21,6 +21,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -34,7 +35,7 @@ from onward.model.state import RunStatus, utcnow
 from onward.observe.events import EventLog, LogRow
 from onward.observe.kinds import EventKind
 from onward.settings import DEFAULT_DB, settings
-from onward.store import blobs
+from onward.store import blobs, ticking
 from onward.store.artifacts import ArtifactStore
 from onward.store.assistants import Assistants
 from onward.store.breakers import Breakers
@@ -42,7 +43,7 @@ from onward.store.connection import SharedConnection
 from onward.store.crons import Crons
 from onward.store.drivers import drive_ended
 from onward.store.encryption import KEY_CHECK, Cipher, check_key, open_text, seal_text
-from onward.store.leases import Fences, LeasePolicy, Leases, fenced
+from onward.store.leases import Fences, LeasePolicy, Leases, fenced_write
 from onward.store.migrations import (
     RECORD_VERSION,
     SCHEMA_VERSION,
@@ -62,7 +63,15 @@ from onward.store.sql import (
 )
 from onward.store.tables import schema_version
 
-__all__ = ["DEFAULT_URL", "STORE_SCHEMA_VERSION", "QueueRow", "RunRow", "Store", "sqlite_path"]
+__all__ = [
+    "DEFAULT_URL",
+    "STORE_SCHEMA_VERSION",
+    "Claimed",
+    "QueueRow",
+    "RunRow",
+    "Store",
+    "sqlite_path",
+]
 
 DEFAULT_URL = DEFAULT_DB
 STORE_SCHEMA_VERSION = SCHEMA_VERSION
@@ -83,6 +92,11 @@ THREAD_TABLES = (
 """Every onward table with a row per run (deleted by :meth:`Store.delete_run`)."""
 _API_TABLES = ("onward_api_runs", "onward_api_run_events", "onward_threads")
 """The API's records of a thread (kept when a rolled-back first run empties it)."""
+
+
+CANCEL_LOOK = 1.0
+"""Seconds between the looks for cancels asked through the event log of the runs this
+process drives (one statement for all of them: :meth:`Store.cancels_requested`)."""
 
 
 def default_url() -> str:
@@ -217,7 +231,17 @@ class Store:
             self._close_saver()
             raise
         self.artifacts = self._artifact_store()
-        self.leases = Leases(self.connect, LeasePolicy.from_env(), fences=self.fences)
+        self.ticker = ticking.ticker(self.url)
+        """The process's timer thread for this store's drives (store/ticking.py)."""
+        self.leases = Leases(
+            self.connect, LeasePolicy.from_env(), fences=self.fences, ticker=self.ticker
+        )
+        self.cancel_looks = ticking.cancel_looks(self.url, CANCEL_LOOK)
+        """Drives of this store watch here for cancels asked through the event log (with
+        :meth:`cancels_requested`; one look for every store of this URL in the process)."""
+        self._short_requests: set[str] = set()
+        """Runs whose request :meth:`run_request` read shorter than ``LONG_CHARS`` (Postgres):
+        :meth:`settle_request` need not read it again."""
         self._claims: dict[str, tuple[str, float]] = {}
         """Queue claims this store's worker holds: thread id → (claimer, hold seconds)."""
         self.leases.on_renew = self._renew_claim
@@ -343,6 +367,7 @@ class Store:
         """After a drive: forget event rows of tasks whose writes were never saved (their
         events are logged when they run again, as ``savers`` promises)."""
         self.held.drop_thread(thread_id)
+        self._short_requests.discard(thread_id)
 
     def _check_key(self) -> None:
         """A store remembers that it is encrypted (a value sealed with its key), so a
@@ -431,6 +456,8 @@ class Store:
             ).fetchone()
         if row is None:
             raise StoreError(f"run {thread_id} has no stored request in {self.where}")
+        if self.request_blobs is None and len(row[0]) < blobs.LONG_CHARS:
+            self._short_requests.add(thread_id)  # settle_request has nothing to do
         value = self._open_request(row[0])
         if blobs.SETTLED in value:
             raise StoreError(
@@ -451,6 +478,9 @@ class Store:
         no files; Postgres: one indexed read when the request is small or settled."""
         files = self.request_blobs
         if files is not None and not files.holds(thread_id):
+            return
+        if thread_id in self._short_requests:  # read short by this process: nothing to lift
+            self._short_requests.discard(thread_id)
             return
         with self.db.use() as db:
             row = db.execute(
@@ -475,11 +505,41 @@ class Store:
 
     def set_run_status(self, thread_id: str, status: RunStatus) -> None:
         """Fenced by the thread's lease when this process drives it (store/leases.py)."""
-        with self.db.use() as conn, fenced(conn, self.fences, thread_id) as db:
-            db.execute(
+        with self.db.use() as db:
+            fenced_write(
+                db,
+                self.fences,
+                thread_id,
                 "UPDATE onward_runs SET status=?, updated_at=? WHERE thread_id=?",
                 (status.value, utcnow().isoformat(), thread_id),
             )
+
+    def cancels_requested(self, thread_ids: Collection[str]) -> set[str]:
+        """Of these runs, those with a cancel request in the event log (``onward cancel``
+        of a run another process drives): one statement, by the index of the kinds of rows
+        without a dedupe key, as ``EventLog.list`` reads them."""
+        if not thread_ids:
+            return set()
+        marks = ", ".join("?" for _ in thread_ids)
+        with self.db.use() as db:
+            rows = db.execute(
+                f"SELECT DISTINCT thread_id FROM onward_events WHERE thread_id IN ({marks}) "
+                "AND kind IN (?) AND dedupe IS NULL",
+                (*thread_ids, str(EventKind.CANCEL_REQUESTED)),
+            ).fetchall()
+        return {str(r[0]) for r in rows}
+
+    def make_durable_with_status(self, thread_id: str, status: RunStatus) -> None:
+        """What the saver deferred, then the run's status: one commit, fenced by the lease
+        this process's drive holds (a drive's end: its last checkpoints and how it ended),
+        not a commit and a fenced write after it."""
+        update = (
+            "UPDATE onward_runs SET status=?, updated_at=? WHERE thread_id=?",
+            [(status.value, utcnow().isoformat(), thread_id)],
+        )
+        if not self.held.make_durable_with(thread_id, [], [update]):
+            self.held.make_durable()
+            self.set_run_status(thread_id, status)
 
     def get_run(self, thread_id: str) -> RunRow | None:
         with self.db.use() as db:
@@ -609,22 +669,45 @@ class Store:
         """The oldest ready run, held for ``hold`` seconds (a worker that dies lets it go
         after that). Postgres: ``FOR UPDATE SKIP LOCKED``, so claiming workers never wait on
         each other; SQLite: one writer at a time."""
+        claimed = self.claim_run(owner, hold)
+        return claimed.thread_id if claimed is not None else None
+
+    def claim_run(self, owner: str, hold: float) -> Claimed | None:
+        """:meth:`claim`, with what the claimed run's drive reads first (:class:`Claimed`),
+        in the claim's one statement: a worker's claim costs one round trip, and its drive
+        need not read the run's record, its cancel requests or its API thread again."""
         now = time.time()
-        with self.db.use() as db, db.transaction(lock=self.CLAIM_LOCK):
+        # An API thread's run: known without a read where the serve tables are known to be
+        # there (always on Postgres), else left to the drive (None).
+        api = _API_THREAD_OF_QUEUED if self._serve_ready or self.serving_known() else "NULL"
+        with self.db.use() as db, self._claiming(db):
             row = db.execute(
-                "SELECT thread_id FROM onward_queue WHERE ready_at <= ? "
-                f"ORDER BY ready_at LIMIT 1{self.CLAIM_LOCKING}",
-                (now,),
-            ).fetchone()
-            if row is None:
-                return None
-            db.execute(
                 "UPDATE onward_queue SET ready_at = ?, claimed_by = ?, claimed_at = ?, "
-                "for_person = 0 WHERE thread_id = ?",
-                (now + hold, owner, now, row[0]),
-            )
-            self._claims[str(row[0])] = (owner, hold)
-            return str(row[0])
+                "for_person = 0 WHERE thread_id = (SELECT thread_id FROM onward_queue "
+                f"WHERE ready_at <= ? ORDER BY ready_at LIMIT 1{self.CLAIM_LOCKING}) "
+                f"RETURNING thread_id, {_RUN_OF_QUEUED}, {_CANCEL_OF_QUEUED}, {api}",
+                (now + hold, owner, now, now, str(EventKind.CANCEL_REQUESTED)),
+            ).fetchone()
+        if row is None:
+            return None
+        thread_id = str(row[0])
+        self._claims[thread_id] = (owner, hold)
+        return Claimed(
+            thread_id,
+            self._row(row[:5]) if row[1] is not None else None,
+            cancel_asked=bool(row[5]),
+            api_thread=None if row[6] is None else bool(row[6]),
+        )
+
+    def serving_known(self) -> bool:
+        """Whether the serve tables are there without asking the database (a backend that
+        always makes them)."""
+        return False
+
+    def _claiming(self, db: Db) -> AbstractContextManager[Any]:
+        """What a claim's statement runs in: SQLite's transaction that takes the write lock
+        first (:attr:`CLAIM_LOCK`); on Postgres the statement alone (its row lock)."""
+        return db.transaction(lock=self.CLAIM_LOCK) if self.CLAIM_LOCK else nullcontext()
 
     def _renew_claim(self, conn: Db, thread_id: str, _lease_owner: str) -> None:
         """With each heartbeat of a drive's lease: a claim of this store's worker on that
@@ -743,6 +826,36 @@ class Store:
             rows = db.execute("SELECT DISTINCT sha256 FROM onward_artifact_refs").fetchall()
         used = {r[0] for r in rows}
         return sum(self.artifacts.delete_body(sha) for sha in sorted(candidates - used))
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A run a worker claimed (:meth:`Store.claim_run`), and what its claim read of it."""
+
+    thread_id: str
+    run: RunRow | None
+    """Its record (None: the store has none)."""
+    cancel_asked: bool
+    """Someone asked through the event log to cancel it (``onward cancel`` of a driven run)."""
+    api_thread: bool | None
+    """It is a thread of ``onward serve`` (None: not known without another read)."""
+
+
+_CANCEL_OF_QUEUED = (
+    "EXISTS (SELECT 1 FROM onward_events e WHERE e.thread_id = onward_queue.thread_id "
+    "AND e.kind IN (?) AND e.dedupe IS NULL)"
+)
+"""Whether a claimed run has a cancel request (as ``EventLog.list`` finds them: by the
+index of the kinds of rows without a dedupe key)."""
+_API_THREAD_OF_QUEUED = (
+    "EXISTS (SELECT 1 FROM onward_threads t WHERE t.thread_id = onward_queue.thread_id)"
+)
+_RUN_OF_QUEUED = ", ".join(
+    f"(SELECT r.{column} FROM onward_runs r WHERE r.thread_id = onward_queue.thread_id)"
+    for column in ("created_at", "updated_at", "status", "objective")
+)
+"""The claimed run's record in a claim's RETURNING (its ``thread_id`` first): a
+:class:`RunRow` (NULLs when the store has no record of the run)."""
 
 
 def _backend_class(backend: Backend) -> type[Store]:

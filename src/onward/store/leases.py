@@ -30,10 +30,11 @@ own clock is wrong (or an injected test clock) cannot take over a live lease.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from onward.errors import LeaseLostError, RunBusyError, StoreError
 from onward.model.clock import utcnow
@@ -41,8 +42,10 @@ from onward.observe.kinds import EventKind
 from onward.policies.durations import fix_durations
 from onward.settings import DEFAULT_HEARTBEAT as DEFAULT_BEAT
 from onward.settings import DEFAULT_LEASE_TTL, settings
+from onward.store import ticking
 from onward.store.drivers import gone_here, new_driver_id
 from onward.store.sql import Db
+from onward.store.ticking import Job, Ticker
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -177,6 +180,29 @@ def fenced(db: Db, fences: Fences | None, thread_id: str) -> Iterator[Db]:
         yield db
 
 
+def fenced_write(
+    db: Db, fences: Fences | None, thread_id: str, sql: str, params: Sequence[Any]
+) -> int:
+    """One ``UPDATE``/``DELETE`` (``sql`` ends with its ``WHERE`` clause) of ``thread_id``,
+    written only while this process's drive still holds its lease, as :func:`fenced`
+    does; returns the rows written. On Postgres it is one statement, the check inside it
+    (``EXISTS`` of the lease row, locked ``FOR SHARE`` until the statement commits: a
+    takeover waits for it, or it waits for the takeover and writes nothing), not a
+    transaction of four; only when it wrote nothing does a second look tell a lost lease
+    (:class:`LeaseLostError`) from a row that is not there."""
+    fence = fences.of(thread_id) if fences is not None else None
+    if fence is None or not db.postgres:
+        with fenced(db, fences, thread_id) as conn:
+            return int(conn.execute(sql, params).rowcount or 0)
+    written = db.execute(
+        f"{sql} AND EXISTS ({FENCE_SQL} FOR SHARE)",
+        (*params, thread_id, fence.owner, fence.epoch),
+    ).rowcount
+    if not written:
+        check_fence(db, thread_id, fence, fences)
+    return int(written or 0)
+
+
 def database_now(db: Db) -> datetime:
     """The database's clock, aware UTC: Postgres ``clock_timestamp()``; on SQLite the
     host's clock as SQLite reads it (one host, so one clock for all its writers)."""
@@ -208,6 +234,7 @@ class Leases:
         policy: LeasePolicy,
         clock: Callable[[], datetime] = utcnow,
         fences: Fences | None = None,
+        ticker: Ticker | None = None,
     ) -> None:
         self._connect = connect
         self.policy = policy
@@ -216,6 +243,8 @@ class Leases:
         self.fences = fences if fences is not None else Fences()
         """The leases this process's drives hold (:meth:`acquire` adds, :meth:`release`
         removes); the store's savers and ledger fence their writes by them."""
+        self.ticker = ticker if ticker is not None else ticking.ticker("")
+        """Where this process's heartbeats of these leases run (one thread per store)."""
         self.on_renew: Callable[[Db, str, str], None] | None = None
         """Called on the renewing connection after each heartbeat of ours, with the
         thread id and owner: the store renews a worker's queue claim with its lease."""
@@ -266,7 +295,12 @@ class Leases:
         worker acquires a lease per drive). One reads the database's clock, a new epoch
         and the lease; the other writes the lease and its events, only if the row is still
         the one read (its epoch and expiry: a takeover or a heartbeat in between makes it
-        write nothing) or there was none and still is none. A lost race reads again."""
+        write nothing) or there was none and still is none. A lost race reads again.
+        A run nobody holds a lease on (a fleet's every claim: a drive's end deletes its
+        lease) takes one statement, :func:`_insert_fresh`."""
+        epoch = _insert_fresh(conn, thread_id, owner, self.policy.ttl)
+        if epoch is not None:
+            return None, epoch
         while True:
             now, epoch, previous, swap = _read_for_swap(conn, thread_id)
             taken_over, events = _taking(thread_id, owner, previous, now)
@@ -364,30 +398,31 @@ class Leases:
 
 
 class Heartbeat:
-    """Renews a lease every ``policy.heartbeat`` until stopped."""
+    """Renews a lease every ``policy.heartbeat`` until stopped, on the store's ticker
+    (store/ticking.py: one thread for every drive of the process, not one per drive)."""
 
     def __init__(self, leases: Leases, thread_id: str, owner: str) -> None:
         self.leases, self.thread_id, self.owner = leases, thread_id, owner
         self.lost = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="onward-heartbeat", daemon=True)
+        self._job: Job | None = None
 
     def __enter__(self) -> Heartbeat:
-        self._thread.start()
+        every = self.leases.policy.heartbeat.total_seconds()
+        self._job = self.leases.ticker.every(every, self._beat)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        if self._job is not None:
+            self._job.stop()  # a beat in progress ends first: none after the drive
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.leases.policy.heartbeat.total_seconds()):
-            try:
-                if not self.leases.renew(self.thread_id, self.owner):
-                    self.lost.set()
-                    return
-            except StoreError:
-                continue  # a busy database delays one beat; the ttl absorbs it
+    def _beat(self) -> bool:
+        try:
+            if not self.leases.renew(self.thread_id, self.owner):
+                self.lost.set()
+                return False
+        except StoreError:
+            pass  # a busy database delays one beat; the ttl absorbs it
+        return True
 
 
 _LEASE_KINDS = (EventKind.LEASE_ACQUIRED, EventKind.LEASE_TAKEN_OVER, EventKind.LEASE_RELEASED)
@@ -439,6 +474,32 @@ def _read_for_swap(conn: Db, thread_id: str) -> tuple[datetime, int, LeaseRow | 
     if row[2] is None:
         return now, int(row[1]), None, None
     return now, int(row[1]), _lease(row[2:]), (int(row[7]), str(row[6]))
+
+
+_FRESH_SQL = (
+    "WITH won AS (INSERT INTO onward_leases "
+    f"({_COLUMNS}) SELECT ?, ?, {{now}}, {{now}}, {{expires}}, nextval('onward_lease_epochs') "
+    "FROM (SELECT clock_timestamp() AS t) AS now ON CONFLICT (thread_id) DO NOTHING "
+    "RETURNING thread_id, acquired_at, epoch), "
+    "logged AS (INSERT INTO onward_events (thread_id, at, kind, detail) "
+    "SELECT thread_id, acquired_at, ?, ? FROM won) "
+    "SELECT epoch FROM won"
+).format(
+    now=PG_NOW_TEXT.replace("clock_timestamp()", "now.t"),
+    expires=PG_NOW_TEXT.replace("clock_timestamp()", "(now.t + ? * interval '1 second')"),
+)
+"""Postgres: a lease taken where there is none, with its acquired event, by the
+database's clock, in one statement; no row when one is there (someone else's, or a
+takeover to be judged: :func:`_taking`)."""
+
+
+def _insert_fresh(conn: Db, thread_id: str, owner: str, ttl: timedelta) -> int | None:
+    """The new lease's epoch, or None when the run has a lease row already."""
+    row = conn.execute(
+        _FRESH_SQL,
+        (thread_id, owner, ttl.total_seconds(), EventKind.LEASE_ACQUIRED, owner),
+    ).fetchone()
+    return int(row[0]) if row else None
 
 
 def _write_swap(

@@ -122,6 +122,10 @@ class PostgresStore(Store):
         with db.raw.cursor(row_factory=dict_row) as cursor:
             _setup_postgres_saver(cursor)
 
+    def serving_known(self) -> bool:
+        """The migrations make the serve tables with the rest."""
+        return True
+
     def _make_serve_tables(self, db: Db) -> None:
         """Made with the rest, by the migrations."""
 
