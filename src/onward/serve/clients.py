@@ -64,11 +64,6 @@ class Clients:
                 self._kept = (found if isinstance(found, CheckpointValues) else None,)
         return self._kept[0]
 
-    @property
-    def kept_known(self) -> bool:
-        """Whether :meth:`kept` answers without making a client."""
-        return self._kept is not None
-
     def drain(self) -> None:
         """Ask every drive to stop before its next node."""
         with self._lock:

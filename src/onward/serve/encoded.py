@@ -36,10 +36,28 @@ PARTS_KEPT = 8192
 """Encoded parts (records, step messages, plans) kept per process."""
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+"""``json.dumps`` with these arguments, made once: ``dumps`` made an encoder per call (a
+state's JSON is some forty calls), ``json.dumps`` reuses one only for its defaults. An
+encoder keeps nothing between calls."""
+
+
 def dumps(value: Any) -> bytes:
     """Plain JSON data as the server's answers encode it."""
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return text.encode("utf-8")
+    return _ENCODER.encode(value).encode("utf-8")
+
+
+_KEYS: dict[str, bytes] = {}
+"""A state's keys as ``"key":``, made once each (a state has a few dozen)."""
+
+
+def _key(name: Any) -> bytes:
+    found = _KEYS.get(name) if type(name) is str else None
+    if found is None:
+        found = dumps(str(name)) + b":"
+        if type(name) is str and len(_KEYS) < 1024:
+            _KEYS[name] = found
+    return found
 
 
 class _Parts:
@@ -89,15 +107,20 @@ def values_bytes(values: Any) -> bytes:
     if state is None or not isinstance(values, Mapping):
         return dumps(chat_values(values))
     parts = [
-        dumps(str(k)) + b":" + (_messages(state) if k == "messages" else _value(v))
-        for k, v in values.items()
+        _key(k) + (_messages(state) if k == "messages" else _value(v)) for k, v in values.items()
     ]
     if "messages" not in values:
         parts.append(b'"messages":' + _messages(state))
     return b"{" + b",".join(parts) + b"}"
 
 
+_PLAIN = (str, int, float, bool, type(None))
+"""Types :func:`~onward.serve.wire.jsonable` gives back as they are."""
+
+
 def _value(value: Any) -> bytes:
+    if type(value) in _PLAIN:
+        return dumps(value)
     if isinstance(value, LazyMap):
         return _items(value)
     if type(value) is Plan:

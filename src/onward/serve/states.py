@@ -37,11 +37,6 @@ commits it with its next step; or no more: the thread was deleted)."""
 
 Resolve = Callable[[Any], Awaitable[Any]]
 """A values event's data (a :class:`StateAt`, a stored reference, or JSON) → its JSON."""
-INLINE_STEPS = 300
-"""A live values event of a plan up to this many steps is made on the event loop (a
-few hundred microseconds, the GIL held either way), not on a worker thread: a hop to
-one and back per event cost about as much as the JSON. Larger states, and those read
-from a checkpoint (a store read), go to a worker thread."""
 
 
 class StateAt:
@@ -101,14 +96,6 @@ def resolve(clients: Clients, data: Any) -> Any:
         return Encoded(kept_values(kept_by(ow.store.saver), snap.config, snap.values))
 
 
-def _small_and_live(data: Any) -> bool:
-    """A :class:`StateAt` holding its chunk (no store read to make it) of a small plan."""
-    if not isinstance(data, StateAt) or not isinstance(data.raw, dict):
-        return False
-    steps = getattr(data.raw.get("plan"), "steps", None)
-    return steps is not None and len(steps) <= INLINE_STEPS
-
-
 def plain(found: Any) -> Any:
     """What :func:`resolve` found as plain JSON data (for a document that holds it)."""
     return json.loads(found) if isinstance(found, Encoded) else found
@@ -128,8 +115,6 @@ def resolver(
     async def one(data: Any) -> Any:
         if not needs_resolving(data):
             return data
-        if clients.kept_known and _small_and_live(data):
-            return resolve(clients, data)
         while True:
             found = await asyncio.to_thread(resolve, clients, data)
             if found is not MISSING or unfinished is None:
