@@ -107,6 +107,7 @@ class HeldRows:
         self._held: dict[tuple[str, str], tuple[list[LogRow], list[tuple[str, str]]]] = {}
         self._reproducible: set[tuple[str, str]] = set()
         self._driving: set[str] = set()
+        self._input_reproducible: set[str] = set()
         self.flush: Callable[[], None] = lambda: None
         """Commits what the saver deferred (set by the saver that takes from these rows)."""
         self.flush_with: Callable[[str, Sequence[LogRow], Also], None] | None = None
@@ -121,6 +122,22 @@ class HeldRows:
         these savers — every save commits at once, as LangGraph's own savers do."""
         with self._lock:
             self._driving.add(thread_id)
+
+    def input_reproducible(self, thread_id: str) -> None:
+        """The drive's input is the run's stored request (its first checkpoint never
+        committed): the checkpoint LangGraph saves of it may wait for the first task's
+        commit, as the loop's do. Lost in a crash, the next drive starts from the request
+        again, as it does when killed before the first checkpoint."""
+        with self._lock:
+            self._input_reproducible.add(thread_id)
+
+    def take_input_reproducible(self, thread_id: str) -> bool:
+        with self._lock:
+            try:
+                self._input_reproducible.remove(thread_id)
+            except KeyError:
+                return False
+            return True
 
     def defers(self, thread_id: str) -> bool:
         with self._lock:
@@ -179,6 +196,7 @@ class HeldRows:
             keys = [k for k in self._held if k[0] == thread_id]
             self._reproducible = {k for k in self._reproducible if k[0] != thread_id}
             self._driving.discard(thread_id)
+            self._input_reproducible.discard(thread_id)
             dropped = sum(len(self._held.pop(k)[0]) for k in keys)
         self.discard(thread_id)
         return dropped
@@ -192,9 +210,13 @@ def _deferrable_writes(held: HeldRows, thread_id: str, task_id: str, writes: Seq
 
 
 def _deferrable_checkpoint(held: HeldRows, thread_id: str, metadata: Mapping[str, Any]) -> bool:
-    """The loop's checkpoints wait during a drive; a person's edit ("update"), a fork and
-    a run's input are committed at once."""
-    return metadata.get("source") == "loop" and held.defers(thread_id)
+    """The loop's checkpoints wait during a drive, and so does the input checkpoint of a
+    drive that starts a run from its stored request (:meth:`HeldRows.input_reproducible`);
+    a person's edit ("update"), a fork and any other input are committed at once."""
+    if not held.defers(thread_id):
+        return False
+    source = metadata.get("source")
+    return source == "loop" or (source == "input" and held.take_input_reproducible(thread_id))
 
 
 class Deferred:
@@ -910,8 +932,16 @@ def _fence_arrays(checks: Sequence[tuple[str, Fence]]) -> Arrays | None:
 
 
 def _check_fences(cur: Any, fence: Arrays | None) -> None:
-    if fence is not None:
-        cur.execute("SELECT onward_fence(%s::text[], %s::text[], %s::bigint[])", fence)
+    if fence is None:
+        return
+    threads, owners, epochs = fence
+    if len(threads) == 1:  # a commit's usual one: scalars (psycopg adapts lists per item)
+        cur.execute(
+            "SELECT onward_fence(ARRAY[%s::text], ARRAY[%s::text], ARRAY[%s::bigint])",
+            (threads[0], owners[0], epochs[0]),
+        )
+        return
+    cur.execute("SELECT onward_fence(%s::text[], %s::text[], %s::bigint[])", fence)
 
 
 def _replay(cur: Any, statements: Statements) -> None:

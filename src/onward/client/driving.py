@@ -120,8 +120,10 @@ def stream(
             state = state_of(ow.store, thread_id, snapshot)
             load_tool_modules(state.tool_modules)
             if not snapshot.values:
-                # Killed before the first checkpoint: start from the stored request.
+                # Killed before the first checkpoint: start from the stored request. (Its
+                # input checkpoint may then wait for the first task's commit.)
                 run_input = state
+                ow.store.held.input_reproducible(thread_id)
             else:
                 check_consistency(ow, thread_id, state)
                 if command is None and snapshot.interrupts:
@@ -227,7 +229,10 @@ def stream(
             # finished run's record is written in that commit.
             finished = finished_state(last)
             if finished is not None:
-                ow.store.make_durable_with_status(thread_id, finished.status)
+                # A worker's run (claimed) is off its queue in the same commit.
+                ow.store.make_durable_with_status(
+                    thread_id, finished.status, dequeue=claimed is not None
+                )
             else:
                 ow.store.held.make_durable()
             ow.store.fences.check_lost(thread_id)

@@ -336,7 +336,8 @@ class Worker:
         now = time.time()
         if view.status.finished:
             # Finished even if a drain came in as the last superstep ended: not requeued.
-            store.dequeue(thread_id)
+            if store.holds_claim(thread_id):  # (else the drive's last commit took it off)
+                store.dequeue(thread_id)
             with self._lock:
                 self.report.finished.append(thread_id)
             outcome = view.status.value

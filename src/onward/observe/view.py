@@ -291,8 +291,8 @@ def run_view(
     run, the steps that run now though their records do not say so yet (observe/live.py)."""
     # Steps and artifacts are read as they are used: the state's collections are immutable.
     steps = StepViews.of(state.plan.index(), state.steps) if state.plan.steps else StepViews()
-    lease = leases.get(thread_id)
-    stalled = lease is not None and not state.status.finished and leases.stopped(lease)
+    lease = None if state.status.finished else leases.get(thread_id)  # (never stalled)
+    stalled = lease is not None and leases.stopped(lease)
     if live is not None and state.status is RunStatus.RUNNING:
         steps = steps.showing(live(), stalled)
     return RunView(

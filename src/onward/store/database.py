@@ -529,17 +529,33 @@ class Store:
             ).fetchall()
         return {str(r[0]) for r in rows}
 
-    def make_durable_with_status(self, thread_id: str, status: RunStatus) -> None:
+    def make_durable_with_status(
+        self, thread_id: str, status: RunStatus, *, dequeue: bool = False
+    ) -> None:
         """What the saver deferred, then the run's status: one commit, fenced by the lease
         this process's drive holds (a drive's end: its last checkpoints and how it ended),
-        not a commit and a fenced write after it."""
-        update = (
-            "UPDATE onward_runs SET status=?, updated_at=? WHERE thread_id=?",
-            [(status.value, utcnow().isoformat(), thread_id)],
-        )
-        if not self.held.make_durable_with(thread_id, [], [update]):
+        not a commit and a fenced write after it. ``dequeue``: the run is off the work
+        queue in the same commit (a worker's drive that finished it: :meth:`holds_claim`
+        is then False)."""
+        also: list[tuple[str, list[tuple[Any, ...]]]] = [
+            (
+                "UPDATE onward_runs SET status=?, updated_at=? WHERE thread_id=?",
+                [(status.value, utcnow().isoformat(), thread_id)],
+            )
+        ]
+        if dequeue:
+            also.append(("DELETE FROM onward_queue WHERE thread_id = ?", [(thread_id,)]))
+        if not self.held.make_durable_with(thread_id, [], also):
             self.held.make_durable()
             self.set_run_status(thread_id, status)
+            if dequeue:
+                self.dequeue(thread_id)
+        if dequeue:
+            self._claims.pop(thread_id, None)
+
+    def holds_claim(self, thread_id: str) -> bool:
+        """This store's worker claimed the run and has not put it back or off the queue."""
+        return thread_id in self._claims
 
     def get_run(self, thread_id: str) -> RunRow | None:
         with self.db.use() as db:
