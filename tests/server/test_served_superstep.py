@@ -87,3 +87,57 @@ def test_a_served_run_adds_the_same_per_run_work_whatever_its_length(
     modes = {k: v for k, v in long.items() if k.startswith("modes:")}
     assert modes == {"modes:checkpoints,values": 1}
     assert {k: v for k, v in short.items() if k.startswith("modes:")} == modes
+
+
+def test_step_messages_are_made_once_per_record_and_the_same_as_the_conversation(
+    ow: Onward, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``messages-tuple`` stream's step messages: the same as those new in each
+    chunk's whole conversation (onward.observe.chat), with a step's pair made again only
+    when its record changed: 210 steps (past the 200 pairs a goal shows) make about two
+    pairs a step, not the whole conversation each superstep (~120 pairs a chunk)."""
+    from onward.observe.chat import STEP_MESSAGE_PREFIX
+    from onward.serve import drives
+    from onward.serve.wire import conversation_of, jsonable
+
+    thread_id = ow.start("long", plan=noop_chain(210)["plan"], policy=_any_size())
+    chunks = [d for mode, d in ow.stream_modes(thread_id, ["values"]) if mode == "values"]
+
+    class Out:
+        def __init__(self) -> None:
+            self.items: list[Any] = []
+
+        def put(self, item: Any) -> None:
+            self.items.append(item)
+
+    expected, seen = Out(), None
+    for chunk in chunks:  # every chunk's whole conversation, the new step messages put
+        messages = conversation_of(chunk)
+        if seen is None:
+            seen = {m.id for m in messages if m.id}
+            continue
+        for m in messages:
+            if m.id and m.id not in seen and m.id.startswith(STEP_MESSAGE_PREFIX):
+                seen.add(m.id)
+                expected.put(("messages", [jsonable(m), {"langgraph_node": "verify"}]))
+
+    made = Counter[str]()
+    real = drives.step_pair
+
+    def step_pair(*args: Any) -> Any:
+        made["pairs"] += 1
+        return real(*args)
+
+    monkeypatch.setattr(drives, "step_pair", step_pair)
+    got, messages = Out(), drives.StepMessages()
+    for chunk in chunks:
+        messages.take(got, chunk)  # type: ignore[arg-type]
+    assert len(expected.items) > 200
+    assert got.items == expected.items
+    assert made["pairs"] <= 2 * 210 + 10
+
+
+def _any_size() -> Any:
+    from onward import RunPolicy
+
+    return RunPolicy(max_plan_steps=1000)

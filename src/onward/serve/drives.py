@@ -42,7 +42,7 @@ from onward.errors import (
     StoreError,
     UsageError,
 )
-from onward.observe.chat import STEP_MESSAGE_PREFIX
+from onward.observe.chat import STEP_MESSAGE_PREFIX, conversation_parts, step_pair
 from onward.serve import states
 from onward.serve.assistants import Assistant
 from onward.serve.clients import Clients
@@ -62,7 +62,7 @@ from onward.serve.requests import (
 )
 from onward.serve.states import StateAt
 from onward.serve.views import Known, check_visible, read_thread, thread_status
-from onward.serve.wire import chat_values, chunk, conversation_of, jsonable
+from onward.serve.wire import chat_values, chunk, jsonable, run_state
 from onward.store.runs import ApiRunStatus
 
 GRAPH_MODES: dict[str, StreamMode] = {
@@ -425,19 +425,48 @@ def cancel_queued(ctx: Serving, run_id: str, action: CancelAction) -> None:
     ctx.control.close(run_id)
 
 
-def stream_step_messages(out: Feed, values: Any, seen: set[str] | None) -> set[str]:
+class StepMessages:
     """The ``messages`` mode's share of the conversation model: each step's tool call and
     result as soon as a values chunk shows it settled (the graph streams the messages its
     nodes write; the step messages are derived, onward.observe.chat). The first chunk
-    only records what the thread already showed. Only the new messages become JSON."""
-    messages = conversation_of(values)
-    if seen is None:
-        return {m.id for m in messages if m.id}
-    for m in messages:
-        if m.id and m.id not in seen and m.id.startswith(STEP_MESSAGE_PREFIX):
-            seen.add(m.id)
-            out.put(("messages", [jsonable(m), {"langgraph_node": "verify"}]))
-    return seen
+    only records what the thread already showed. Only the new messages become JSON.
+
+    A settled step's messages are made again only when its record changed since they
+    were last made (their ids depend on the step and its record alone): the whole
+    conversation made per superstep (up to 200 tool-call pairs a goal) cost a
+    ``messages-tuple`` stream a few milliseconds a superstep."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] | None = None
+        self._made: dict[str, Any] = {}
+        """Step id → the record its messages were last made from."""
+
+    def take(self, out: Feed, values: Any) -> None:
+        state = run_state(values) if values else None
+        messages = self._messages(state) if state is not None else []
+        if self.seen is None:
+            self.seen = {m.id for m in messages if m.id}
+            return
+        for m in messages:
+            if m.id and m.id not in self.seen and m.id.startswith(STEP_MESSAGE_PREFIX):
+                self.seen.add(m.id)
+                out.put(("messages", [jsonable(m), {"langgraph_node": "verify"}]))
+
+    def _messages(self, state: Any) -> list[Any]:
+        """:func:`~onward.observe.chat.conversation`, without the messages of steps whose
+        record is the one they were made from (their ids are all seen already)."""
+        index = state.plan.index()
+        out: list[Any] = []
+        for part in conversation_parts(state):
+            if not isinstance(part, str):
+                out.append(part)
+                continue
+            record = state.record(part)
+            if self._made.get(part) == record:
+                continue
+            self._made[part] = record
+            out.extend(step_pair(state, index, part))
+        return out
 
 
 class Pairing:
@@ -462,7 +491,7 @@ class Pairing:
         """The store's kept values, seeded with each checkpoint's state as it is named."""
         self.held: StateAt | None = None
         self.last: Any = None
-        self.seen: set[str] | None = None
+        self.messages = StepMessages()
         self.supersteps = 0
         """Values chunks taken: each follows a superstep the graph saved."""
 
@@ -482,7 +511,7 @@ class Pairing:
             self.last = data
             self.supersteps += 1
             if "messages" in self.wanted:
-                self.seen = stream_step_messages(self.out, data, self.seen)
+                self.messages.take(self.out, data)
             if "values" in self.wanted:
                 self.held = StateAt(self.thread_id, data)
                 if isinstance(data, dict) and "__interrupt__" in data:
