@@ -680,7 +680,7 @@ def test_cancel_asks_a_live_driver_to_stop_at_its_next_step(
     _write_plan(workdir, steps)
     driver = start_run(workdir, db_url, "t-live", TOOLS)
     try:
-        time.sleep(2.0)
+        _until_a_step_is_done(run_cli, "t-live")  # the driver is live, whatever the host's load
         cancelled = run_cli("cancel", "t-live", "--reason", "enough", "--json")
         assert cancelled.code == 0, cancelled.stderr
         out, _ = driver.communicate(timeout=60)
@@ -693,6 +693,17 @@ def test_cancel_asks_a_live_driver_to_stop_at_its_next_step(
     done = [s for s in view["steps"] if s["status"] == "done"]
     assert 0 < len(done) < 40
     assert cancelled.json()["status"] == "cancelled"
+
+
+def _until_a_step_is_done(run_cli: Any, thread_id: str, timeout: float = 60) -> None:
+    """Wait until the run exists and has a step done (a loaded host starts a driver late)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        shown = run_cli("status", thread_id, "--json")
+        if shown.code == 0 and any(s["status"] == "done" for s in shown.json()["steps"]):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{thread_id} had no step done within {timeout} s")
 
 
 def test_a_finished_run_cannot_be_cancelled(hitl: Onward) -> None:
