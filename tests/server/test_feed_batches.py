@@ -96,3 +96,36 @@ def test_a_feed_told_to_stop_keeping_hands_over_what_waits_for_its_batch(
     assert feed.wait_done(5)
     assert kept == [1]
     assert [n for n, _item in feed.items()] == [1, 2, 3, 4]
+
+
+def test_a_stream_sends_the_events_a_feed_has_ready_in_one_write() -> None:
+    """The SSE frames are those ``EventSourceResponse`` makes of each event; the events
+    that are there together go in one body chunk (one write), not one each."""
+    import json
+
+    from sse_starlette import ServerSentEvent
+
+    from onward.serve.routes.runs import events
+
+    feed = Feed()
+    feed.put(("metadata", {"run_id": "r"}))
+    for i in range(5):
+        feed.put(("updates", {"step": i, "text": "é\nzwei"}))
+    feed.put(DONE)
+
+    async def chunks() -> list[bytes]:
+        return [c async for c in events(feed)]
+
+    got = asyncio.run(chunks())
+    expected = b"".join(
+        ServerSentEvent(json.dumps(data, ensure_ascii=False), event=event, id=str(n)).encode()
+        for n, (event, data) in feed.items()
+    )
+    assert got == [expected]
+
+    async def only_updates_after_2() -> list[bytes]:
+        return [c async for c in events(feed, 2, {"updates"})]
+
+    later = asyncio.run(only_updates_after_2())
+    assert len(later) == 1
+    assert later[0].count(b"event: updates") == 4

@@ -3,7 +3,7 @@
 * FastAPI runs a plain ``def`` dependency on a worker thread: the server's dependencies
   (the serving context, the caller, the store's items) read no store, so each is a
   coroutine, and a request makes no worker-thread hop for them.
-* Feeds keep their runs' events through one shared client: a client of the pool per
+* Feeds keep their runs' events through a few shared clients: a client of the pool per
   kept batch made the pool grow to a client (a compiled graph, its connections) per
   concurrent run.
 """
@@ -18,7 +18,7 @@ from typing import Any
 from fastapi.routing import APIRoute
 
 from onward import Onward
-from onward.serve.clients import Clients
+from onward.serve.clients import SHARED, Clients
 from onward.serve.replay import keeper
 from onward.serve.routes import ROUTERS, info
 
@@ -41,7 +41,7 @@ def test_every_dependency_of_every_route_is_a_coroutine() -> None:
     assert sync == [], f"dependencies run on a worker thread per request: {sync}"
 
 
-def test_feeds_keep_events_through_one_shared_client(tmp_path: Path) -> None:
+def test_feeds_keep_events_through_a_few_shared_clients(tmp_path: Path) -> None:
     made: list[Onward] = []
 
     def factory() -> Onward:
@@ -51,13 +51,14 @@ def test_feeds_keep_events_through_one_shared_client(tmp_path: Path) -> None:
     clients = Clients(factory)
     try:
         keep = keeper(clients)
-        for run in range(5):
+        for run in range(20):
             keep(f"run-{run}", "thread")([(1, ("metadata", {"run_id": f"run-{run}"}))])
             keep(f"run-{run}", "thread")([(2, ("updates", {"s": run}))])
-        assert len(made) == 1  # one client for every feed, not one per batch
+        assert 1 <= len(made) <= SHARED  # a few clients for every feed, not one per batch
         assert clients.made() == made
+        shared = list(made)
         with clients.use() as ow:  # the pool hands out other clients
-            assert ow is not made[0]
+            assert ow not in shared
             assert [e.seq for e in ow.store.threads.events("run-3", 0)] == [1, 2]
     finally:
         clients.close()

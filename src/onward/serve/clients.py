@@ -17,6 +17,9 @@ from contextlib import contextmanager
 from onward.checkpointing.values import CheckpointValues
 from onward.client import Onward
 
+SHARED = 4
+"""Clients :meth:`Clients.shared` spreads its callers over."""
+
 
 class Clients:
     """A pool of :class:`Onward` clients (each one is used by one thread at a time)."""
@@ -27,7 +30,7 @@ class Clients:
         self._all: list[Onward] = []
         self._lock = threading.Lock()
         self._kept: tuple[CheckpointValues | None] | None = None
-        self._shared: Onward | None = None
+        self._shared: dict[int, Onward] = {}
 
     @contextmanager
     def use(self) -> Iterator[Onward]:
@@ -42,17 +45,21 @@ class Clients:
         finally:
             self._free.append(client)
 
-    def shared(self) -> Onward:
-        """One client, made once and never handed out by :meth:`use`, for what only calls
-        its store (whose calls are safe from any thread: SQLite's connections take turns
-        on a lock, Postgres borrows from the pool): the feeds keeping their runs' events.
-        Every feed taking a client of the pool for each batch made the pool grow to a
-        client (a compiled graph, its connections) per concurrent run."""
+    def shared(self, key: str = "") -> Onward:
+        """One of :data:`SHARED` clients (by ``key``), made once and never handed out by
+        :meth:`use`, for what only calls its store (whose calls are safe from any thread:
+        SQLite's connections take turns on a lock, Postgres borrows from the pool): the
+        feeds keeping their runs' events. Every feed taking a client of the pool for each
+        batch made the pool grow to a client (a compiled graph, its connections) per
+        concurrent run; one client for all made each feed's first event wait for the
+        others' batches on SQLite."""
+        slot = hash(key) % SHARED
         with self._lock:
-            if self._shared is None:
-                self._shared = self._factory()
-                self._all.append(self._shared)
-            return self._shared
+            found = self._shared.get(slot)
+            if found is None:
+                found = self._shared[slot] = self._factory()
+                self._all.append(found)
+            return found
 
     def made(self) -> list[Onward]:
         """The clients made so far."""
@@ -78,4 +85,4 @@ class Clients:
             for client in self._all:
                 client.close()
             self._all.clear()
-            self._shared = None
+            self._shared.clear()

@@ -192,22 +192,36 @@ class Feed:
 
     async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, tuple[str, Any]]]:
         """Every item after number ``after``, as it comes, until the drive ends."""
+        async for batch in self.follow_batches(after):
+            for item in batch:
+                yield item
+
+    async def follow_batches(
+        self, after: int = 0
+    ) -> AsyncIterator[list[tuple[int, tuple[str, Any]]]]:
+        """:meth:`follow`, the items that are there together in one list (a stream sends
+        them in one write)."""
         loop = asyncio.get_running_loop()
         seen = max(0, after - self._start)
         while True:
             event = asyncio.Event()
             with self._lock:
-                fresh = [(seen + i + 1, it) for i, it in enumerate(self._items[seen:])]
+                fresh = self._items[seen:]
                 finished = self._done
                 if not fresh and not finished:
                     self._waiters.append((loop, event))
-            for index, item in fresh:
-                seen = index
-                if item is not None:
-                    yield self._start + index, item
-            if finished and not fresh:
+            if fresh:
+                first, seen = seen, seen + len(fresh)
+                batch = [
+                    (self._start + first + i + 1, it)
+                    for i, it in enumerate(fresh)
+                    if it is not None
+                ]
+                if batch:
+                    yield batch
+            elif finished:
                 return
-            if not fresh:
+            else:
                 await event.wait()
 
     async def get(self) -> Any:

@@ -34,13 +34,13 @@ UNFINISHED = (ApiRunStatus.PENDING, ApiRunStatus.RUNNING)
 
 def keeper(clients: Clients) -> Callable[[str, str], Keep]:
     """``Control``'s ``keep``: each run's events into the store, as they are fed (a
-    values event as its checkpoint's reference, onward.serve.states), through the one
-    client every feed shares (:meth:`Clients.shared`)."""
+    values event as its checkpoint's reference, onward.serve.states), through the few
+    clients the feeds share (:meth:`Clients.shared`)."""
 
     def for_run(run_id: str, thread_id: str) -> Keep:
         def keep(batch: list[tuple[int, tuple[str, Any]]]) -> None:
             rows = [(seq, event, stored(data)) for seq, (event, data) in batch]
-            clients.shared().store.threads.add_events(run_id, thread_id, rows)
+            clients.shared(run_id).store.threads.add_events(run_id, thread_id, rows)
 
         return keep
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response
-from sse_starlette import EventSourceResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
 from onward.errors import UsageError, refuse_unknown
@@ -66,30 +66,47 @@ async def events(
     on_drop: Any = None,
     prefix: str = "",
     resolve: states.Resolve | None = None,
-) -> AsyncIterator[dict[str, str]]:
+) -> AsyncIterator[bytes]:
     """A feed as SSE events with ids; ``only``: these event names (and metadata, errors);
     ``on_drop``: called when the client goes away before the run's end; ``resolve``: a
-    values event's JSON, made when it is sent (onward.serve.states)."""
+    values event's JSON, made when it is sent (onward.serve.states). The events a feed
+    has ready together go in one write (each as ``EventSourceResponse`` encodes it)."""
     ended = False
-    source = feed.follow(after) if isinstance(feed, Feed) else feed
+    source = feed.follow_batches(after) if isinstance(feed, Feed) else _one_by_one(feed)
     try:
-        async for number, (event, data) in source:
-            if only is not None and event.split("|")[0] not in only | {"metadata", "error"}:
-                continue
-            if resolve is not None and event == "values":
-                data = await resolve(data)
-                if data is states.MISSING:  # its checkpoint is gone (the thread was deleted)
+        async for batch in source:
+            frames = []
+            for number, (event, data) in batch:
+                if only is not None and event.split("|")[0] not in only | {"metadata", "error"}:
                     continue
-            text = (
-                data.decode("utf-8")
-                if isinstance(data, states.Encoded)
-                else json.dumps(data, ensure_ascii=False)
-            )
-            yield {"id": f"{prefix}{number}", "event": event, "data": text}
+                if resolve is not None and event == "values":
+                    data = await resolve(data)
+                    if data is states.MISSING:  # its checkpoint is gone (the thread was deleted)
+                        continue
+                text = (
+                    data.decode("utf-8")
+                    if isinstance(data, states.Encoded)
+                    else json.dumps(data, ensure_ascii=False)
+                )
+                frame = ServerSentEvent(text, event=event, id=f"{prefix}{number}", sep=SEP)
+                frames.append(frame.encode())
+            if frames:
+                yield b"".join(frames)
         ended = True
     finally:
         if not ended and on_drop is not None:
             on_drop()
+
+
+SEP = EventSourceResponse.DEFAULT_SEPARATOR
+"""The line separator of the responses' events (``EventSourceResponse``'s default)."""
+
+
+async def _one_by_one(
+    source: AsyncIterator[tuple[int, tuple[str, Any]]],
+) -> AsyncIterator[list[tuple[int, tuple[str, Any]]]]:
+    async for item in source:
+        yield [item]
 
 
 def _on_drop(ctx: Serving, run_id: str, body: dict[str, Any]) -> Any:
@@ -317,7 +334,7 @@ async def thread_join_stream(
     elif last_event_id:
         raise UsageError("Last-Event-ID of a thread stream is RUN_ID:N (as its events name)")
 
-    async def follow() -> AsyncIterator[dict[str, str]]:
+    async def follow() -> AsyncIterator[bytes]:
         done: set[str] = set()
         skipping = resume_run is not None
         while True:
