@@ -32,9 +32,17 @@ def _start_ticks(pid: int) -> str:
     return fields[19] if len(fields) > 19 else ""
 
 
+_PROCESS: tuple[int, str] | None = None
+"""(pid, ``host:pid:start``) of this process, read once (a worker makes a driver id per
+drive; a forked child reads its own)."""
+
+
 def new_driver_id() -> str:
+    global _PROCESS
     pid = os.getpid()
-    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}:{uuid.uuid4().hex[:8]}"
+    if _PROCESS is None or _PROCESS[0] != pid:
+        _PROCESS = (pid, f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}")
+    return f"{_PROCESS[1]}:{uuid.uuid4().hex[:8]}"
 
 
 @dataclass(frozen=True, slots=True)
