@@ -129,3 +129,27 @@ def test_a_stream_sends_the_events_a_feed_has_ready_in_one_write() -> None:
     later = asyncio.run(only_updates_after_2())
     assert len(later) == 1
     assert later[0].count(b"event: updates") == 4
+
+
+def test_kept_all_keeps_what_waits_for_its_batch_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drive's end waits for its feed to keep what it fed before the run's record says
+    it ended: a reader of the store takes an ended record for a complete stream."""
+    monkeypatch.setattr(feeds, "KEEP_EVERY", 3600.0)
+    kept: list[int] = []
+    first_kept = threading.Event()
+
+    def keep(batch: Batch) -> None:
+        kept.extend(n for n, _item in batch)
+        first_kept.set()
+
+    feed = Feed(keep=keep)
+    feed.put(("metadata", {}))
+    assert first_kept.wait(5)
+    for i in range(3):
+        feed.put(("values", i))
+    assert feed.kept_all(5)  # not after KEEP_EVERY
+    assert kept == [1, 2, 3, 4]
+    assert [n for n, _item in feed.items()] == [1, 2, 3, 4]
+    assert feed.kept_all(0)  # nothing waits: at once
+    feed.put(DONE)
+    assert feed.wait_done(5)

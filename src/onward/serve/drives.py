@@ -81,6 +81,8 @@ STOP_WAIT = 60.0
 """Longest a request waits for a run it interrupts to stop (seconds)."""
 POLL = 0.1
 """Seconds between looks at a thread another process was asked to stop."""
+KEPT_WAIT = 60.0
+"""Longest a drive's end waits for its feed to keep what it fed (seconds)."""
 BACKOFF_FIRST, BACKOFF_MAX = 0.1, 2.0
 """Seconds before a drive that lost the database goes again: doubling, ±50% jitter."""
 
@@ -557,6 +559,7 @@ def drive(
                     saved = (snap.config or {}).get("configurable", {}).get("checkpoint_id")
                     out.put(("values", StateAt(thread_id, snap.values, saved)))
             finally:
+                out.kept_all(KEPT_WAIT)
                 ow.store.threads.set_run_status(run_id, ApiRunStatus.SUCCESS)
                 ow.store.threads.touch(thread_id)
                 out.put(DONE)
@@ -571,6 +574,9 @@ def drive(
             start = Start(command, checkpoint_id, takeover, pause_at, pause_after)
             stream_through_outages(ow, pairing, graph_modes, start, control, run_id)
             pairing.flush()
+            # What the stream fed is kept before anything says the run ended (a reader of
+            # the store takes an ended record for a complete stream: onward.serve.replay).
+            out.kept_all(KEPT_WAIT)
             last = pairing.last
             cancel = control.get(run_id) if control is not None else None
             row = ow.store.threads.get_run(run_id)
@@ -627,6 +633,7 @@ def drive(
         finally:
             try:
                 if reachable:
+                    out.kept_all(KEPT_WAIT)
                     settle_record(ow, run_id, thread_id, status)
             finally:  # the stream ends whatever the store did: never a hang
                 out.put(DONE)

@@ -69,6 +69,8 @@ class Feed:
         self._keep = keep
         self._done = False
         self._lock = threading.Lock()
+        self._grew = threading.Condition(self._lock)
+        self._hurry = False
         self._pending: list[Any] = []
         self._pending_lock = threading.Lock()
         self._more = threading.Condition(self._pending_lock)
@@ -127,6 +129,24 @@ class Feed:
         if direct:
             self._publish([item])
 
+    def kept_all(self, timeout: float) -> bool:
+        """Wait until every item put so far is kept and readable (the writer keeps what
+        waits for its batch at once): before a run's record says it ended, so a reader
+        of the store that sees the end has every event (onward.serve.replay)."""
+        with self._pending_lock:
+            target = self._start + self._put
+            if self._pending:
+                self._hurry = True
+                self._more.notify()
+        deadline = time.monotonic() + timeout
+        with self._grew:
+            while self._start + len(self._items) < target and not self._done:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._grew.wait(left)
+        return True
+
     def wait_done(self, timeout: float) -> bool:
         """Wait until :data:`DONE` reached the readers (what was put before is readable)."""
         return self._published.wait(timeout)
@@ -139,7 +159,7 @@ class Feed:
             with self._more:
                 if not self._pending and not self._closed:
                     self._more.wait(WRITER_IDLE)  # the drive's next item, mostly
-                while self._pending and not self._closed and self._keep is not None:
+                while self._pending and not (self._closed or self._hurry or self._keep is None):
                     left = due - time.monotonic()
                     if left <= 0:
                         break
@@ -148,7 +168,7 @@ class Feed:
                     self._writer = None
                     return
                 batch, self._pending = self._pending, []
-                keep = self._keep
+                keep, self._hurry = self._keep, False
             items = [it for it in batch if it is not DONE]
             if items and keep is not None:
                 due = time.monotonic() + KEEP_EVERY
@@ -169,6 +189,7 @@ class Feed:
                 self._items.append(item)
                 self._forget(len(self._items) - KEEP_ITEMS - 1)
             waiters, self._waiters = self._waiters, []
+            self._grew.notify_all()
         for loop, event in waiters:
             with contextlib.suppress(RuntimeError):  # the loop is closed: the server stops
                 loop.call_soon_threadsafe(event.set)
