@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from onward.checkpointing.values import CheckpointValues
 from onward.client import Onward
 
-SHARED = 4
+SHARED = 16
 """Clients :meth:`Clients.shared` spreads its callers over."""
 
 
