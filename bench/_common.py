@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-from contextlib import AbstractContextManager
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +83,22 @@ def write_json(path: Path | None, rows: list[dict[str, Any]]) -> None:
     """The script's results for ``run_all.py``: one row per ratio, with its target."""
     if path is not None:
         path.write_text(json.dumps(rows, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+@contextmanager
+def sampled(pid: int, out: Path | None) -> Iterator[None]:
+    """py-spy (plain mode) on process ``pid`` while the block runs, into ``out`` (raw
+    folded stacks; nothing when ``out`` is None). ``PYSPY_ARGS`` adds py-spy options."""
+    if out is None:
+        yield
+        return
+    spy = Path(sys.executable).with_name("py-spy")
+    argv = [str(spy), "record", "-p", str(pid), "-o", str(out), "-f", "raw", "-r", "100"]
+    argv += os.environ.get("PYSPY_ARGS", "").split()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached before the block's work starts
+    try:
+        yield
+    finally:
+        proc.send_signal(2)  # SIGINT: py-spy writes what it sampled
+        proc.wait(60)

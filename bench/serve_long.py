@@ -33,7 +33,7 @@ import httpx
 import psutil
 from langgraph_sdk import get_sync_client
 
-from _common import any_size, chain_plan, pg_durability, pg_schema, sqlite_durability
+from _common import any_size, chain_plan, pg_durability, pg_schema, sampled, sqlite_durability
 from onward import Onward
 from onward.store.database import Store
 
@@ -115,23 +115,6 @@ def first_event(url: str, thread_id: str) -> float:
                 pass
             return took * 1000
     return float("nan")
-
-
-@contextmanager
-def sampled(pid: int, out: Path | None) -> Iterator[None]:
-    """py-spy (plain mode) on the server while the block runs, into ``out``."""
-    if out is None:
-        yield
-        return
-    spy = Path(sys.executable).with_name("py-spy")
-    argv = [str(spy), "record", "-p", str(pid), "-o", str(out), "-f", "raw", "-r", "100"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.0)  # attached before the run starts
-    try:
-        yield
-    finally:
-        proc.send_signal(2)  # SIGINT: py-spy writes what it sampled
-        proc.wait(60)
 
 
 def over_http(

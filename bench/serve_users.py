@@ -43,7 +43,7 @@ import httpx
 import psutil
 from langgraph_sdk import get_sync_client
 
-from _common import PG_URL, pg_schema
+from _common import PG_URL, pg_schema, sampled
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = [
@@ -201,24 +201,6 @@ def connections(app: str) -> int:
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (app,)
         ).fetchone()
     return int(row[0]) if row else 0
-
-
-@contextmanager
-def sampled(pid: int, out: Path | None) -> Iterator[None]:
-    """py-spy (plain mode) on the server while the block runs, into ``out``."""
-    if out is None:
-        yield
-        return
-    spy = Path(sys.executable).with_name("py-spy")
-    argv = [str(spy), "record", "-p", str(pid), "-o", str(out), "-f", "raw", "-r", "100"]
-    argv += os.environ.get("PYSPY_ARGS", "").split()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.0)  # attached before the users start
-    try:
-        yield
-    finally:
-        proc.send_signal(2)  # SIGINT: py-spy writes what it sampled
-        proc.wait(60)
 
 
 def measure(server: Server, users: int, runs_per_user: int, spy: Path | None = None) -> Round:

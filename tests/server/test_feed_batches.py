@@ -17,8 +17,28 @@ import pytest
 
 from onward.serve import feed as feeds
 from onward.serve.feed import DONE, Feed
+from tests.support.serve_durable import fed_and_followed
 
 Batch = list[tuple[int, tuple[str, Any]]]
+
+
+def _a_feed_whose_first_item_was_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[Feed, list[int]]:
+    """A feed that keeps a batch only at its first item and its end (KEEP_EVERY longer
+    than a test), its first item kept; and the numbers it has kept."""
+    monkeypatch.setattr(feeds, "KEEP_EVERY", 3600.0)
+    kept: list[int] = []
+    first_kept = threading.Event()
+
+    def keep(batch: Batch) -> None:
+        kept.extend(n for n, _item in batch)
+        first_kept.set()
+
+    feed = Feed(keep=keep)
+    feed.put(("metadata", {}))
+    assert first_kept.wait(5)
+    return feed, kept
 
 
 def test_items_put_while_a_batch_is_kept_wait_for_the_next_one_and_the_end_goes_at_once(
@@ -46,28 +66,13 @@ def test_items_put_while_a_batch_is_kept_wait_for_the_next_one_and_the_end_goes_
 def test_a_reader_sees_a_batch_only_once_it_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(feeds, "KEEP_EVERY", 3600.0)
     kept: list[int] = []
-    seen_unkept: list[int] = []
 
     def keep(batch: Batch) -> None:
         kept.extend(n for n, _item in batch)
 
     feed = Feed(keep=keep)
-
-    async def follow() -> list[int]:
-        got = []
-        async for number, _item in feed.follow():
-            if number not in kept:
-                seen_unkept.append(number)
-            got.append(number)
-        return got
-
-    def drive() -> None:
-        for i in range(50):
-            feed.put(("updates", i))
-        feed.put(DONE)
-
-    threading.Thread(target=drive).start()
-    assert asyncio.run(follow()) == list(range(1, 51))
+    got, seen_unkept = fed_and_followed(feed, kept)
+    assert got == list(range(1, 51))
     assert seen_unkept == []
     assert kept == list(range(1, 51))
 
@@ -77,17 +82,7 @@ def test_a_feed_told_to_stop_keeping_hands_over_what_waits_for_its_batch(
 ) -> None:
     """A drive that gave up on the database: what waited for the next batch reaches the
     readers now, not after KEEP_EVERY, and is not kept."""
-    monkeypatch.setattr(feeds, "KEEP_EVERY", 3600.0)
-    kept: list[int] = []
-    first_kept = threading.Event()
-
-    def keep(batch: Batch) -> None:
-        kept.extend(n for n, _item in batch)
-        first_kept.set()
-
-    feed = Feed(keep=keep)
-    feed.put(("metadata", {}))
-    assert first_kept.wait(5)
+    feed, kept = _a_feed_whose_first_item_was_kept(monkeypatch)
     feed.put(("values", 1))
     feed.put(("values", 2))
     feed.unkept()
@@ -134,17 +129,7 @@ def test_a_stream_sends_the_events_a_feed_has_ready_in_one_write() -> None:
 def test_kept_all_keeps_what_waits_for_its_batch_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A drive's end waits for its feed to keep what it fed before the run's record says
     it ended: a reader of the store takes an ended record for a complete stream."""
-    monkeypatch.setattr(feeds, "KEEP_EVERY", 3600.0)
-    kept: list[int] = []
-    first_kept = threading.Event()
-
-    def keep(batch: Batch) -> None:
-        kept.extend(n for n, _item in batch)
-        first_kept.set()
-
-    feed = Feed(keep=keep)
-    feed.put(("metadata", {}))
-    assert first_kept.wait(5)
+    feed, kept = _a_feed_whose_first_item_was_kept(monkeypatch)
     for i in range(3):
         feed.put(("values", i))
     assert feed.kept_all(5)  # not after KEEP_EVERY

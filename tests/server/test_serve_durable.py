@@ -25,7 +25,7 @@ from tests.support.common import cli_env, onward_cmd
 from tests.support.hitl_tools import rows
 from tests.support.serve import HITL_TOOLS, free_port, start_server
 from tests.support.serve_api import chain, done_steps, wait_until
-from tests.support.serve_durable import FAST_LEASES, servers, sse
+from tests.support.serve_durable import FAST_LEASES, fed_and_followed, servers, sse
 
 
 def labels(workdir: Path, name: str) -> list[str]:
@@ -303,34 +303,17 @@ def test_another_users_run_cannot_be_cancelled_or_joined(db_url: str, workdir: P
 
 
 def test_a_kept_feed_shows_readers_only_what_was_kept_and_numbers_on_after_its_start() -> None:
-    import asyncio
-
-    from onward.serve.feed import DONE, Feed
+    from onward.serve.feed import Feed
 
     kept: list[int] = []
-    seen_unkept: list[int] = []
 
     def keep(batch: list[tuple[int, tuple[str, Any]]]) -> None:
         time.sleep(0.01)  # a slow store: the drive does not wait for it
         kept.extend(n for n, _item in batch)
 
     feed = Feed(start=40, keep=keep)
-
-    async def follow() -> list[int]:
-        got = []
-        async for number, _item in feed.follow(41):
-            if number not in kept:
-                seen_unkept.append(number)
-            got.append(number)
-        return got
-
-    def drive() -> None:
-        for i in range(50):
-            feed.put(("updates", i))
-        feed.put(DONE)
-
-    threading.Thread(target=drive).start()
-    assert asyncio.run(follow()) == list(range(42, 91))
+    got, seen_unkept = fed_and_followed(feed, kept, after=41)
+    assert got == list(range(42, 91))
     assert seen_unkept == []
     assert kept == list(range(41, 91))  # every item, in order, numbered after 40
     assert feed.wait_done(5)

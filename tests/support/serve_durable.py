@@ -54,3 +54,33 @@ def sse(url: str, path: str, last_event_id: str | None = None, limit: int = 0) -
                 if limit and len(got) >= limit:
                     break
     return got
+
+
+def fed_and_followed(
+    feed: Any, kept: list[int], after: int | None = None
+) -> tuple[list[int], list[int]]:
+    """Feed ``feed`` 50 ``updates`` and its end from a thread of its own while a reader
+    follows it (after item ``after``): the numbers the reader got, and those it got before
+    the feed had kept them (none, if readers see only what was kept)."""
+    import asyncio
+    import threading
+
+    from onward.serve.feed import DONE
+
+    seen_unkept: list[int] = []
+
+    async def follow() -> list[int]:
+        got = []
+        async for number, _item in feed.follow(after) if after is not None else feed.follow():
+            if number not in kept:
+                seen_unkept.append(number)
+            got.append(number)
+        return got
+
+    def drive() -> None:
+        for i in range(50):
+            feed.put(("updates", i))
+        feed.put(DONE)
+
+    threading.Thread(target=drive).start()
+    return asyncio.run(follow()), seen_unkept
