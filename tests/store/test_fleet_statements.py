@@ -30,10 +30,11 @@ from typing import Any
 
 import pytest
 
-from onward import Onward, Plan, PlanStep
+from onward import Onward
 from onward.client.worker import Worker, WorkerPolicy
 from onward.model.state import RunStatus
 from tests.support.pgcluster import Cluster
+from tests.support.rolled_values import chain
 
 RUNS, STEPS = 6, 3
 MOST_OUTSIDE_COMMITS = 10.5
@@ -62,17 +63,6 @@ def logged() -> Iterator[Cluster]:
         yield made
     finally:
         made.remove()
-
-
-def chain(n: int) -> Plan:
-    return Plan(
-        steps=[
-            PlanStep(
-                id=f"s{i}", tool="noop", args={"value": i}, depends_on=[f"s{i - 1}"] if i else []
-            )
-            for i in range(n)
-        ]
-    )
 
 
 def statements(log: str) -> tuple[Counter[str], Counter[str]]:
