@@ -47,7 +47,7 @@ from onward.observe.chat import report_marker, reported
 from onward.observe.kinds import EventKind
 from onward.observe.progress import QUIET, ProgressEvent
 from onward.policies.retry import DEFAULT_RETRY
-from onward.store.database import CANCEL_LOOK, Claimed
+from onward.store.database import Claimed
 from onward.store.leases import Heartbeat, new_owner
 from onward.tools.registry import Registry, load_tool_modules
 
@@ -55,13 +55,6 @@ if TYPE_CHECKING:
     from onward.client.facade import Onward
 
 MIN_SUPERSTEPS = 10_000
-
-CANCEL_POLL = CANCEL_LOOK
-"""Seconds between the looks for a cancel another process asked for of the runs this
-process drives (the drive also looks once before it starts, or its claim did; between
-supersteps it reads what the looks found): one statement for every drive of the store,
-on its timer thread (store/ticking.py), not a read per drive (measured in 6a51871's
-message)."""
 
 
 def superstep_limit(state: RunState, registry: Registry) -> int:
@@ -134,7 +127,9 @@ def stream(
                         EventKind.RUN_RESUMED,
                         {"by": owner, "answer": command is not None},
                     )
-            asked = claimed is None or claimed.cancel_asked  # (none when it was claimed)
+            # A cancel asked before the drive: read now, unless the claim already read it.
+            # During the drive the store's look every CANCEL_LOOK seconds finds one.
+            asked = claimed is None or claimed.cancel_asked
             if asked and apply_requested_cancel(ow, thread_id):
                 return
             # Suspended until a time (a backoff, a breaker), or stopped by an API cancel

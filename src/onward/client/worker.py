@@ -67,8 +67,6 @@ from onward.store.database import Claimed
 from onward.store.leases import new_owner
 from onward.tools.registry import Registry
 
-PLANNING = RunStatus.PLANNING
-
 OPEN_WAIT = 30.0
 """Longest a slot waits for the others to open before it claims anyway (seconds)."""
 
@@ -287,7 +285,7 @@ class Worker:
             try:
                 # Deadlines of this run's questions first (reminders, expiry defaults). A
                 # run still *planning* never got as far as a question: nothing to sweep.
-                if known is None or known.run is None or known.run.status is not PLANNING:
+                if known is None or known.run is None or known.run.status is not RunStatus.PLANNING:
                     ow.sweep(thread_ids=[thread_id], continue_runs=False)
                 return driving.drive(
                     ow,
