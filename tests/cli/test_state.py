@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from onward import Onward, Plan, PlanStep, StepRecord, StepStatus
 from onward.api import superstep_limit
 from onward.checkpointing.serde import checkpoint_serde
-from onward.graph.schedule import make_scheduler
+from onward.graph.schedule import Scheduler
 from onward.model import budget
 from onward.model.state import (
     ArtifactRef,
@@ -526,7 +526,7 @@ def test_scheduling_a_loaded_long_run_decodes_only_its_open_steps(tmp_path: Path
     )
     registry = default_registry
 
-    sends = make_scheduler(NodeDeps(registry=registry, artifacts=ArtifactStore(tmp_path)))(state)
+    sends = Scheduler(NodeDeps(registry=registry, artifacts=ArtifactStore(tmp_path)))(state)
     limit = superstep_limit(state, registry)
     uses = budget.usage(state, datetime.now(UTC))
 

@@ -409,11 +409,6 @@ class Scheduler:
         return routed_verify
 
 
-def make_scheduler(deps: NodeDeps) -> Scheduler:
-    """The scheduler of a graph run on ``deps``."""
-    return Scheduler(deps)
-
-
 def routed_execute(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]) -> Command[str]:
     """The execute node with its own exit: a task of a parallel wave joins at the gate
     node, a lone one goes to verify (the wave's size is the task's, the value its write
