@@ -52,7 +52,9 @@ ms per step
     ``--rounds`` rounds after a warm-up; in each round every checkout runs the chain of
     max(``--steps``) steps once per backend, in an order that rotates from round to round.
     Only ``ow.run`` is timed (no strace, no hooks), by the wall clock and by the child's
-    CPU time (all threads; not the Postgres server's). Reported: medians, and each
+    CPU time (all threads); on Postgres also the CPU time of the server's processes that
+    serve the scratch database (a local server: read from ``/proc`` by their process
+    titles, at 10 ms a tick, so a short run's figure is coarse). Reported: medians, and each
     checkout's paired ratio to the first: the median over rounds of the ratio of the two
     runs in the same round, which drifts less with the machine's load than a ratio of
     medians. On a busy machine, trust the counts and the CPU ratio.
@@ -222,9 +224,13 @@ def child(hook: bool) -> int:
             break
         mark, clocks = job.get("mark"), []
 
+        db_name = None if job["db"] == "sqlite" else urlsplit(job["db"]).path.lstrip("/")
+
         @contextmanager
-        def window(mark: str | None = mark, clocks: list[Any] = clocks) -> Iterator[Any]:
-            clocks.append(_systems.Clock())
+        def window(
+            mark: str | None = mark, clocks: list[Any] = clocks, db_name: str | None = db_name
+        ) -> Iterator[Any]:
+            clocks.append(served_clock(_systems.Clock, db_name))
             if mark:
                 os.access(f"{MARK_DIR}/{mark}-start", os.F_OK)
             log.reset()
@@ -242,11 +248,58 @@ def child(hook: bool) -> int:
         reply(
             seconds=clocks[-1].seconds,
             cpu=clocks[-1].cpu,
+            server_cpu=getattr(clocks[-1], "server", None),
             commits=log.count if hook else None,
             kinds=log.kinds,
             settings=settings,
         )
     return 0
+
+
+def backends_cpu(db_name: str) -> dict[tuple[int, int], float]:
+    """CPU seconds (user + system) of each process of a local Postgres serving ``db_name``,
+    by (pid, start time): a backend's process title names its database."""
+    tick = os.sysconf("SC_CLK_TCK")
+    needle = f" {db_name} ".encode()
+    out: dict[tuple[int, int], float] = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if not title.startswith(b"postgres: ") or needle not in title:
+                continue
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone, or not ours to read
+            continue
+        out[(int(pid), int(fields[19]))] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def served_clock(clock: type[Any], db_name: str | None) -> Any:
+    """``clock()`` (``_systems.Clock``), which also sets ``server``: the CPU seconds the
+    server's processes serving ``db_name`` spent between start and stop (None without a
+    database, or when none was seen: a server on another host). A backend that ended
+    inside the window is not counted; one that began inside it is, whole."""
+    made = clock()
+    if db_name is None:
+        return made
+    start, stop = made.start, made.stop
+
+    def started() -> None:
+        made.before = backends_cpu(db_name)
+        start()
+
+    def stopped() -> None:
+        stop()
+        after = backends_cpu(db_name)
+        seen = after or made.before
+        made.server = (
+            sum(cpu - made.before.get(key, 0.0) for key, cpu in after.items()) if seen else None
+        )
+
+    made.start, made.stop = started, stopped
+    return made
 
 
 # -- the parent: drives children, reads the databases' counters ---------------------
@@ -586,7 +639,7 @@ def time_rounds(
     """Wall and CPU (the child process's, all threads) ms per step of every round."""
     out: dict[str, Rounds] = {
         clock: {b: {w.checkout.label: [] for w in workers} for b in backends}
-        for clock in ("wall", "cpu")
+        for clock in ("wall", "cpu", "server_cpu")
     }
     for w in workers:  # warm-up
         for db in backends.values():
@@ -599,6 +652,9 @@ def time_rounds(
                 reply = w.run(db(), steps)
                 out["wall"][backend][w.checkout.label].append(reply["seconds"] * 1000 / steps)
                 out["cpu"][backend][w.checkout.label].append(reply["cpu"] * 1000 / steps)
+                if reply.get("server_cpu") is not None:
+                    server = out["server_cpu"][backend][w.checkout.label]
+                    server.append(reply["server_cpu"] * 1000 / steps)
     return out
 
 
@@ -708,7 +764,8 @@ def measure(
 def paired(by_label: dict[str, list[float]], label: str, base: str) -> float:
     """The median over rounds of label's time ÷ base's in the same round: runs next to each
     other share the machine's load, so this drifts less than a ratio of medians."""
-    return statistics.median(a / b for a, b in zip(by_label[label], by_label[base], strict=True))
+    ratios = [a / b for a, b in zip(by_label[label], by_label[base], strict=True) if b]
+    return statistics.median(ratios) if ratios else float("nan")
 
 
 def report(
@@ -755,9 +812,16 @@ def report(
             name, *(cell(pg[lb]["per_step"][key], pg[lb]["totals"][key]) for lb in labels)
         )
     ms, base = results["ms_per_step"], labels[0]
+    clocks = (
+        ("wall", "ms per step"),
+        ("cpu", "CPU ms per step (child)"),
+        ("server_cpu", "CPU ms per step (server's backends)"),
+    )
     for backend in ms["wall"]:
-        for clock, what in (("wall", "ms per step"), ("cpu", "CPU ms per step (child)")):
-            by_label = ms[clock][backend]
+        for clock, what in clocks:
+            by_label = ms.get(clock, {}).get(backend, {})
+            if any(len(by_label.get(lb, ())) != rounds for lb in labels):
+                continue  # SQLite has no server; a server on another host is not seen
             table.add_row(
                 f"{backend}: {what}, median of {rounds} (× paired)",
                 *(
