@@ -77,15 +77,12 @@ def statements(log: str) -> tuple[Counter[str], Counter[str]]:
         match = re.match(r"LOG:\s+(?:statement|execute [^:]*): (.*)", rest, re.DOTALL)
         if app != APP or not match:
             continue
-        # A saver's commit is one query of several statements, each on lines of its own
-        # between lines of a ";" (checkpointing/savers.py), logged as one entry: each counts.
-        for statement in re.split(r"\n\s*;\s*\n", match.group(1)):
-            text = " ".join(statement.split())[:60]
-            if text == "BEGIN":
-                open_on.add(pid)
-            (inside if pid in open_on else outside)[text] += 1
-            if text in ("COMMIT", "ROLLBACK"):
-                open_on.discard(pid)
+        text = " ".join(match.group(1).split())[:60]
+        if text == "BEGIN":
+            open_on.add(pid)
+        (inside if pid in open_on else outside)[text] += 1
+        if text in ("COMMIT", "ROLLBACK"):
+            open_on.discard(pid)
     return inside, outside
 
 

@@ -9,11 +9,10 @@ other).
 
 On Postgres, LangGraph's saver runs on an autocommit connection, so each statement of a
 ``put`` or ``put_writes`` batch commits (and flushes the WAL) alone; here each batch is
-one transaction, sent as one query (:func:`_one_query`). The saver borrows its
-connections from the process's pool (:class:`~onward.store.connection.PgPool`), and a
-batch whose connection was lost, or could not be had, is sent again once the server
-answers (its inserts ignore or update a duplicate key, so a batch sent twice saves what it
-saved once).
+one transaction. The saver borrows its connections from the process's pool
+(:class:`~onward.store.connection.PgPool`), and a batch whose connection was lost, or
+could not be had, is sent again once the server answers (its inserts ignore or update a
+duplicate key, so a batch sent twice saves what it saved once).
 
 On SQLite, loading a thread finds each delta channel's last snapshot without decoding
 every checkpoint on the way (see :meth:`OnwardSqliteSaver.full_history`). On both, a
@@ -37,10 +36,10 @@ verify's writes and checkpoint (deferred).
 **Fenced commits.** A commit of a thread this process drives (its lease's epoch is in
 :class:`~onward.store.leases.Fences`) checks, in the same transaction, that the lease is
 still that epoch: SQLite begins the commit ``BEGIN IMMEDIATE`` and reads the lease row;
-Postgres sends the check as the first statement of the commit's transaction
-(``onward_fence``, which locks the lease row ``FOR SHARE`` and raises if it is not the
-drive's any more). A refused commit writes nothing, drops that thread's deferred rows and
-raises :class:`~onward.errors.LeaseLostError`: a driver that lost its lease cannot overwrite its
+Postgres sends the check inside the commit's one statement (``onward_fence``, which locks
+the lease row ``FOR SHARE`` and raises if it is not the drive's any more). A refused commit
+writes nothing, drops that thread's deferred rows and raises
+:class:`~onward.errors.LeaseLostError`: a driver that lost its lease cannot overwrite its
 successor's checkpoint. Still one commit per step. Threads without a fence here (LangGraph
 used directly, a person's edit from another process) are committed as before.
 """
@@ -887,20 +886,13 @@ def postgres_saver(
     return saver
 
 
-ONE_QUERY_BYTES = 1 << 16
-"""Bytes of binary parameters (blobs) up to which a commit is sent as one query
-(:func:`_one_query`); a larger one goes as bound statements in a pipeline, where blobs
-travel as they are, not as hex text twice their size."""
-
-
 def _send(
     conn: psycopg.Connection[Any],
     statements: Statements,
     pipelined: bool,
     checks: Sequence[tuple[str, Fence]] = (),
 ) -> None:
-    """A batch in one transaction, grouped (:func:`grouped`): as one query
-    (:func:`_one_query`) when its blobs are small; else with BEGIN and COMMIT in one
+    """A batch in one transaction, grouped (:func:`grouped`): with BEGIN and COMMIT in one
     pipeline (psycopg's transaction() would add two round trips to each batch), or, on a
     libpq older than 14, in a transaction. One commit either way. ``checks``: the fences
     the transaction checks (``onward_fence``); a failed one is :class:`FencedOut`."""
@@ -910,9 +902,7 @@ def _send(
 
     fence = _fence_arrays(checks)
     try:
-        if _blob_bytes(statements) <= ONE_QUERY_BYTES:
-            conn.execute(_one_query(conn, statements, fence), prepare=False)
-        elif pipelined:
+        if pipelined:
             with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
                 cur.execute("BEGIN")
                 _check_fences(cur, fence)
@@ -931,36 +921,6 @@ def _send(
         raise
 
 
-def _blob_bytes(statements: Statements) -> int:
-    return sum(len(v) for _, rows in statements for row in rows for v in row if type(v) is bytes)
-
-
-QUERY_SEPARATOR = "\n;\n"
-"""Between the statements of :func:`_one_query` (on a line of its own: a statement that
-ends in a ``--`` comment or a ``;`` of its own still ends where it did)."""
-
-
-def _one_query(
-    conn: psycopg.Connection[Any], statements: Statements, fence: Arrays | None
-) -> bytes:
-    """The transaction as one simple query: ``BEGIN``, the fence check, each row's
-    statement with its parameters bound by psycopg's client-side binding
-    (``ClientCursor.mogrify``: libpq's quoting, for this connection's encoding), and
-    ``COMMIT``, each statement as the saver wrote it. One message and one round trip,
-    where a pipeline sends and polls once per row (a plan step's commit is fifteen
-    statements). An error skips the rest of the query and leaves the transaction
-    aborted, rolled back by :func:`_send`: all of it or none, as before."""
-    import psycopg
-
-    cur: Any = psycopg.ClientCursor(conn)
-    parts = ["BEGIN"]
-    if fence is not None:
-        parts.append(cur.mogrify(*_fence_query(fence)))
-    parts.extend(cur.mogrify(sql, row) for sql, rows in statements for row in rows)
-    parts.append("COMMIT")
-    return QUERY_SEPARATOR.join(parts).encode(conn.info.encoding)
-
-
 Arrays = tuple[list[str], list[str], list[int]]
 """``onward_fence``'s arguments: thread ids, owners, epochs."""
 
@@ -972,19 +932,16 @@ def _fence_arrays(checks: Sequence[tuple[str, Fence]]) -> Arrays | None:
 
 
 def _check_fences(cur: Any, fence: Arrays | None) -> None:
-    if fence is not None:
-        cur.execute(*_fence_query(fence))
-
-
-def _fence_query(fence: Arrays) -> tuple[str, tuple[Any, ...]]:
-    """``onward_fence``'s call and its parameters."""
+    if fence is None:
+        return
     threads, owners, epochs = fence
     if len(threads) == 1:  # a commit's usual one: scalars (psycopg adapts lists per item)
-        return (
+        cur.execute(
             "SELECT onward_fence(ARRAY[%s::text], ARRAY[%s::text], ARRAY[%s::bigint])",
             (threads[0], owners[0], epochs[0]),
         )
-    return "SELECT onward_fence(%s::text[], %s::text[], %s::bigint[])", fence
+        return
+    cur.execute("SELECT onward_fence(%s::text[], %s::text[], %s::bigint[])", fence)
 
 
 def _replay(cur: Any, statements: Statements) -> None:
