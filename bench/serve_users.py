@@ -14,6 +14,8 @@ connections the server held (``pg_stat_activity`` by its ``application_name``).
     python bench/serve_users.py --servers sqlite --users 10 --py-spy DIR   # a profile
 
 ``--servers``: which of ``sqlite``, ``postgres``, ``dev`` to run (all by default);
+``--before DIR``: also run each chosen onward server from the source tree DIR (e.g. a
+``git worktree`` of an earlier commit), interleaved with this tree's, named ``before ...``;
 ``--py-spy DIR``: each server sampled by py-spy (plain mode, raw collapsed stacks) while
 the users run, into ``DIR/<server>-<users>-<round>.txt``.
 """
@@ -115,9 +117,15 @@ def started(
         proc.wait(30)
 
 
-def onward_server(stack: ExitStack, name: str, db: str, port: int, app: str | None) -> Server:
+def onward_server(
+    stack: ExitStack, name: str, db: str, port: int, app: str | None, src: Path | None = None
+) -> Server:
+    """``onward serve`` on ``db``; from the source tree ``src`` when given (its ``src``
+    folder first on the path), else the installed package."""
     workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
     env = {"ONWARD_RUN_SLOTS": "64", "ONWARD_USER_RUNS": "64"}  # 50 users share one name
+    if src is not None:
+        env["PYTHONPATH"] = str(src.resolve() / "src")
     if app:
         env["PGAPPNAME"] = app
     argv = [sys.executable, "-m", "onward", "serve", "--db", db, "--port", str(port)]
@@ -275,6 +283,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8460)
     parser.add_argument("--servers", default="sqlite,postgres,dev")
     parser.add_argument("--py-spy", type=Path, help="sample each server into this folder")
+    parser.add_argument("--before", type=Path, help="also serve from this source tree")
     args = parser.parse_args()
     chosen = set(args.servers.split(","))
     if args.py_spy:
@@ -286,12 +295,16 @@ def main() -> None:
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         servers = []
-        if "sqlite" in chosen:
-            db = f"sqlite:///{tmp}/serve.db"
-            servers.append(onward_server(stack, "onward sqlite", db, args.port, None))
-        if "postgres" in chosen:
-            pg = stack.enter_context(pg_schema())
-            servers.append(onward_server(stack, "onward postgres", pg, args.port + 1, app))
+        trees = [("onward", None, 0)] + ([("before", args.before, 3)] if args.before else [])
+        for label, src, shift in trees:
+            if "sqlite" in chosen:
+                db = f"sqlite:///{tmp}/{label}.db"
+                port = args.port + shift
+                servers.append(onward_server(stack, f"{label} sqlite", db, port, None, src))
+            if "postgres" in chosen:
+                pg = stack.enter_context(pg_schema())
+                name, port = f"{label} postgres", args.port + 1 + shift
+                servers.append(onward_server(stack, name, pg, port, f"{app}-{label}", src))
         if "dev" in chosen:
             servers.append(langgraph_dev(stack, args.port + 2))
         print(

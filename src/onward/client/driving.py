@@ -84,12 +84,14 @@ def stream(
     interrupt_before: Sequence[str] = (),
     interrupt_after: Sequence[str] = (),
     claimed: Claimed | None = None,
+    served: bool = False,
 ) -> Iterator[tuple[str, Any]]:
     """:meth:`Onward.stream_modes`; a drive that ends normally appends the state it ended in
     to ``final``, so the caller's view needs no second load: the graph's last values
     when the run finished, else the saved snapshot (it holds the pending questions), with
     the status it recorded. ``claimed``: what a worker's claim read of the run (its record,
-    its cancel requests, whether it is an API thread), not read again here."""
+    its cancel requests, whether it is an API thread), not read again here; ``served``:
+    the caller knows the run is a thread of ``onward serve`` (the server's own drive)."""
     pause_at = pause_points(interrupt_before)
     pause_after = [
         *pause_points(interrupt_after),
@@ -167,7 +169,7 @@ def stream(
             # An API thread's run may be cancelled through the store by another process.
             watch = (
                 CancelWatch(ow.store, thread_id, ow.deps)
-                if api_thread(ow, thread_id, claimed)
+                if served or api_thread(ow, thread_id, claimed)
                 else None
             )
             try:

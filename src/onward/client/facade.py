@@ -249,11 +249,14 @@ class Onward:
         checkpoint_id: str | None = None,
         interrupt_before: Sequence[str] = (),
         interrupt_after: Sequence[str] = (),
+        served: bool = False,
     ) -> Iterator[tuple[str, Any]]:
         """:meth:`stream` with LangGraph's stream modes (``values``, ``updates``,
         ``messages``, ``custom``, ``debug``...): yields ``(mode, chunk)`` as the graph
         emits them (the server streams these). ``checkpoint_id`` resumes from a past
-        checkpoint of the thread (time travel: a new branch of the same thread)."""
+        checkpoint of the thread (time travel: a new branch of the same thread).
+        ``served``: the run is a thread of ``onward serve`` (its drive says so: the
+        store's cancels of API runs are watched without reading the thread's row)."""
         self._existing(thread_id)
         yield from driving.stream(
             self,
@@ -266,6 +269,7 @@ class Onward:
             checkpoint_id=checkpoint_id,
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
+            served=served,
         )
 
     def drive(

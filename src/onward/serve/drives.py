@@ -249,9 +249,8 @@ def stage(
             run_id=run_id,
             assistant_id=assistant.assistant_id,
             known=known,
+            modes=modes,
         )
-        with ctx.clients.use() as ow:
-            ow.store.threads.set_strategy(run_id, multitask_of(body), modes)
     except BaseException:
         ctx.pool.release(who)
         raise
@@ -560,8 +559,7 @@ def drive(
                     out.put(("values", StateAt(thread_id, snap.values, saved)))
             finally:
                 out.kept_all(KEPT_WAIT)
-                ow.store.threads.set_run_status(run_id, ApiRunStatus.SUCCESS)
-                ow.store.threads.touch(thread_id)
+                ow.store.threads.settle(run_id, thread_id, ApiRunStatus.SUCCESS)
                 out.put(DONE)
                 if control is not None:
                     control.close(run_id)
@@ -678,6 +676,7 @@ def stream_through_outages(
                 takeover=start.takeover,
                 interrupt_before=start.pause_at,
                 interrupt_after=start.pause_after,
+                served=True,
             ):
                 pairing.take(mode, data)
             return
@@ -715,9 +714,8 @@ def settle_record(ow: Any, run_id: str, thread_id: str, status: ApiRunStatus | N
     """The run's record once its drive ended (the store's statements wait out a blip;
     a database gone for good leaves it to recovery)."""
     with contextlib.suppress(StoreError):
-        if status is not None:
-            ow.store.threads.set_run_status(run_id, status)
-        ow.store.threads.touch(thread_id)  # no API row (a CLI run's thread): changes nothing
+        # No API row (a CLI run's thread): its thread's update changes nothing.
+        ow.store.threads.settle(run_id, thread_id, status)
 
 
 def _cancelled(

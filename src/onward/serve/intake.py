@@ -8,6 +8,7 @@ its questions (``command.resume``, each answer signed with who gave it) or edit 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import HTTPException
@@ -31,6 +32,7 @@ from onward.serve.requests import (
     check_run_fields,
     check_start_input,
     kind,
+    multitask_of,
     new_thread_id,
     pause_after,
     pause_before,
@@ -102,12 +104,14 @@ def prepare(
     run_id: str | None = None,
     assistant_id: str | None = None,
     known: Known | None = None,
+    modes: Sequence[str] = (),
 ) -> tuple[str, Command[Any] | None, str | None]:
     """Check the request, create the thread and run as needed; (run id, command, the
     checkpoint to run from). ``run_id``: a queued run's id (its row exists, pending);
     ``assistant_id``: the assistant the caller resolved (``ctx`` holds its rules);
     ``known``: the thread as the caller read it and found it free, under its lock (not
-    read again)."""
+    read again); ``modes``: the stream modes the run streams (kept with its record, as
+    is its ``multitask_strategy``)."""
     check_run_fields(body)
     if assistant_id is None:
         check_assistant(a_string(body, "assistant_id") or GRAPH_ID)
@@ -130,8 +134,9 @@ def prepare(
             known_checkpoint(ow, thread_id, checkpoint_id)
         elif checkpoint_id:
             raise unknown_checkpoint(thread_id, checkpoint_id)
+        fresh = None
         if known.row is None:
-            ow.store.threads.create(thread_id, who, dict(ours))
+            fresh = ow.store.threads.made(thread_id, who, dict(ours))
         if not free and known.has_run and thread_status(ow, thread_id) == "busy":
             raise HTTPException(
                 409, f"thread {thread_id} has a run in progress; wait for it to finish"
@@ -154,7 +159,8 @@ def prepare(
         elif body.get("input") not in (None, {}):
             command = next_message(ow, thread_id, body["input"], checkpoint_id, who)
             checkpoint_id = None  # a follow-up (or its fork) is the thread's newest checkpoint
-        ow.store.threads.merge_metadata(thread_id, dict(ours))  # once the run is accepted
+        if fresh is None:  # a row made just now is as accepted
+            accepted(ow, thread_id, known, ours)
         run_id = run_id or str(uuid.uuid4())
         ow.store.threads.add_run(
             run_id,
@@ -165,8 +171,21 @@ def prepare(
             from_checkpoint=checkpoint_id or latest_checkpoint(ow, thread_id),
             pause_after=pause_after(body),  # a drive after a restart honours them too
             webhook=webhook_of(body),
+            multitask_strategy=multitask_of(body),
+            stream_mode=modes,
         )
         return run_id, command, checkpoint_id
+
+
+def accepted(ow: Onward, thread_id: str, known: Known, ours: dict[str, str]) -> None:
+    """The thread's row once a run is accepted: updated now, its metadata naming the graph
+    and assistant (merged into what it has). A row read under the thread's lock that
+    names them already is only touched: no read of it again, no metadata written over."""
+    row = known.row
+    if row is not None and all(row.metadata.get(k) == v for k, v in ours.items()):
+        ow.store.threads.touch(thread_id)
+    else:
+        ow.store.threads.merge_metadata(thread_id, dict(ours))
 
 
 FOLLOW_UP_FIELDS = ("messages", "goal")

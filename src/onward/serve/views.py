@@ -22,6 +22,7 @@ from onward.model.state import RunStatus
 from onward.observe import reading
 from onward.serve.encoded import dumps, kept_by, state_bytes
 from onward.serve.wire import ASSISTANT_ID, EPOCH, GRAPH_ID, chat_values, jsonable, thread_state
+from onward.store.database import RunRow
 from onward.store.runs import ApiRunRow, ApiRunStatus, ThreadRow
 
 
@@ -69,7 +70,11 @@ def visible(ow: Onward, thread_id: str, who: str, tokens: dict[str, str]) -> Thr
 
 
 def thread_status(ow: Onward, thread_id: str) -> str:
-    run = ow.store.get_run(thread_id)
+    return status_of(ow, thread_id, ow.store.get_run(thread_id))
+
+
+def status_of(ow: Onward, thread_id: str, run: RunRow | None) -> str:
+    """:func:`thread_status` of a thread whose onward run (``run``) was read already."""
     if run is None:
         return "idle"
     lease = ow.store.leases.get(thread_id)
@@ -116,7 +121,7 @@ def thread_json(ow: Onward, thread_id: str, row: ThreadRow | None) -> dict[str, 
         "state_updated_at": run.updated_at.isoformat() if run else updated,
         "metadata": metadata,
         "config": {"configurable": {}},
-        "status": thread_status(ow, thread_id),
+        "status": status_of(ow, thread_id, run),
         "values": values,
         "error": None,  # LangGraph Server's field for a failed run's error (onward's is in values)
         "interrupts": interrupts,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -29,6 +30,8 @@ onward.serve.states), which is kept for good; only one stored whole (an interrup
 one without a checkpoint) loses its data past these."""
 REFERENCE_PREFIX = '{"$checkpoint":'
 """How a stored values reference's JSON starts (those keep their data)."""
+EVENTS_PER_STATEMENT = 200
+"""Stream events one INSERT of :meth:`Threads.add_events` takes (5 parameters each)."""
 
 
 class CancelAction(StrEnum):
@@ -101,13 +104,21 @@ class Threads:
 
     def create(self, thread_id: str, owner: str | None, metadata: dict[str, Any]) -> bool:
         """False when the thread already exists (nothing changed)."""
-        now = utcnow().isoformat()
+        return self.made(thread_id, owner, metadata) is not None
+
+    def made(self, thread_id: str, owner: str | None, metadata: dict[str, Any]) -> ThreadRow | None:
+        """:meth:`create`: the row it wrote (what :meth:`get` would read now), None when
+        the thread already exists (nothing changed)."""
+        now = utcnow()
+        text = json.dumps(metadata)
         with self._db.use() as db:
             cur = db.execute(
                 "INSERT INTO onward_threads VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (thread_id, owner, now, now, json.dumps(metadata)),
+                (thread_id, owner, now.isoformat(), now.isoformat(), text),
             )
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return None
+        return ThreadRow(thread_id, owner, now, now, json.loads(text))
 
     def get(self, thread_id: str) -> ThreadRow | None:
         with self._db.use() as db:
@@ -180,6 +191,7 @@ class Threads:
                 "ON CONFLICT (run_id) DO UPDATE SET updated_at = excluded.updated_at, "
                 "status = excluded.status, pause_before = excluded.pause_before, "
                 "from_checkpoint = excluded.from_checkpoint, request = NULL, "
+                "multitask_strategy = excluded.multitask_strategy, "
                 "pause_after = excluded.pause_after, webhook = excluded.webhook, "
                 "stream_mode = excluded.stream_mode",
                 (
@@ -232,6 +244,34 @@ class Threads:
                 "UPDATE onward_api_runs SET status = ?, updated_at = ? WHERE run_id = ?",
                 (status.value, utcnow().isoformat(), run_id),
             )
+
+    def settle(self, run_id: str, thread_id: str, status: ApiRunStatus | None) -> None:
+        """A run's drive ended: its record's ``status`` (None: left as it is) and its
+        thread's ``updated_at``, together (Postgres: one statement; SQLite: one commit)."""
+        now = utcnow().isoformat()
+        with self._db.use() as db:
+            if status is None:
+                db.execute(
+                    "UPDATE onward_threads SET updated_at = ? WHERE thread_id = ?",
+                    (now, thread_id),
+                )
+            elif db.postgres:
+                db.execute(
+                    "WITH ran AS (UPDATE onward_api_runs SET status = ?, updated_at = ? "
+                    "WHERE run_id = ?) "
+                    "UPDATE onward_threads SET updated_at = ? WHERE thread_id = ?",
+                    (status.value, now, run_id, now, thread_id),
+                )
+            else:
+                with db.transaction():
+                    db.execute(
+                        "UPDATE onward_api_runs SET status = ?, updated_at = ? WHERE run_id = ?",
+                        (status.value, now, run_id),
+                    )
+                    db.execute(
+                        "UPDATE onward_threads SET updated_at = ? WHERE thread_id = ?",
+                        (now, thread_id),
+                    )
 
     def set_strategy(self, run_id: str, strategy: str, stream_mode: Sequence[str] = ()) -> None:
         """The strategy the run was sent with, and the stream modes it streams."""
@@ -297,21 +337,32 @@ class Threads:
     def add_events(
         self, run_id: str, thread_id: str, events: Sequence[tuple[int, str, Any]]
     ) -> None:
-        """Keep stream events ``(seq, event, data)`` (numbered in the run's stream), in
-        one transaction, within the run's bounds: values older than :data:`KEEP_VALUES`
-        events lose their data, events older than :data:`MAX_RUN_EVENTS` go."""
+        """Keep stream events ``(seq, event, data)`` (numbered in the run's stream), all
+        or none, within the run's bounds: values older than :data:`KEEP_VALUES` events
+        lose their data, events older than :data:`MAX_RUN_EVENTS` go. A batch is one
+        statement (a transaction only when it takes more than one)."""
         if not events:
             return
         newest = max(seq for seq, _e, _d in events)
-        with self._db.use() as db, db.transaction():
-            for seq, event, data in events:
+        trim = newest > KEEP_VALUES
+        whole = trim or len(events) > EVENTS_PER_STATEMENT  # more than one statement
+        with self._db.use() as db, db.transaction() if whole else nullcontext(db):
+            # One statement for the batch (atomic by itself): a statement per event cost
+            # Postgres a round trip each, and a transaction around them two more.
+            for part in range(0, len(events), EVENTS_PER_STATEMENT):
+                rows = events[part : part + EVENTS_PER_STATEMENT]
                 db.execute(
                     "INSERT INTO onward_api_run_events (run_id, seq, thread_id, event, data) "
-                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, seq) DO UPDATE SET "
+                    f"VALUES {', '.join('(?, ?, ?, ?, ?)' for _ in rows)} "
+                    "ON CONFLICT (run_id, seq) DO UPDATE SET "
                     "event = excluded.event, data = excluded.data",
-                    (run_id, seq, thread_id, event, _compact(data)),
+                    [
+                        value
+                        for seq, event, data in rows
+                        for value in (run_id, seq, thread_id, event, _compact(data))
+                    ],
                 )
-            if newest > KEEP_VALUES:
+            if trim:
                 db.execute(
                     "UPDATE onward_api_run_events SET data = NULL WHERE run_id = ? AND seq < ? "
                     "AND seq >= ? AND event = 'values' AND data NOT LIKE ?",

@@ -39,12 +39,13 @@ def thread_create(ctx: Ctx, who: Who, body: dict[str, Any] | None = None) -> Any
             row = ow.store.threads.get(thread_id)
             if row is None or row.owner != who:
                 raise not_found(thread_id)
-        if not ow.store.threads.create(thread_id, who, metadata):
+        made = ow.store.threads.made(thread_id, who, metadata)
+        if made is None:
             row = visible(ow, thread_id, who, ctx.tokens)  # another user's thread: 404, not 409
             if body.get("if_exists") == "do_nothing":
                 return thread_json(ow, thread_id, row)
             raise HTTPException(409, f"Thread {thread_id} already exists")
-        return thread_json(ow, thread_id, ow.store.threads.get(thread_id))
+        return thread_json(ow, thread_id, made)  # the row as written, not read again
 
 
 @router.post("/threads/search")

@@ -1,0 +1,107 @@
+"""What the store is asked for one served run, counted by statement (issue 39).
+
+A chat frontend's run is ``POST /threads`` then ``POST /threads/{id}/runs/stream``. Its
+requests and its drive read the thread's records once where they can pass on what they
+read: the new thread's row is answered as written, the run request reads the thread's row
+once (its metadata already names the graph: only touched when the run is accepted), the
+drive knows its run is an API thread. The run's record is written whole when it is
+accepted (its ``multitask_strategy`` and stream modes with it, not updated after), and set
+ended together with its thread's ``updated_at``. Each batch of stream events the feed keeps
+is one INSERT (on Postgres a statement per event was a round trip each, and a transaction
+around them two more).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from onward.serve.app import create_app
+from onward.store.connection import PooledDb
+from onward.store.runs import Threads
+from onward.store.sql import Db
+from tests.support.history_rows import settled
+from tests.support.serve_long import noop_chain
+
+KINDS = {
+    "run record": r"^SELECT \* FROM onward_runs WHERE thread_id",
+    "thread row": r"^SELECT thread_id, owner, created_at, updated_at, metadata FROM onward_threads",
+    "thread metadata": r"^UPDATE onward_threads SET metadata",
+    "thread updated": r"^(UPDATE onward_threads SET updated_at|WITH ran AS)",
+    "strategy": r"^UPDATE onward_api_runs SET multitask_strategy",
+    "run status": r"^(UPDATE onward_api_runs SET status|WITH ran AS)",
+    "event rows": r"^INSERT INTO onward_api_run_events",
+}
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    counts: Counter[str] = Counter()
+
+    def counting(real: Any) -> Any:
+        def execute(self: Db, sql: str, params: Any = ()) -> Any:
+            for kind, pattern in KINDS.items():
+                if re.match(pattern, sql):
+                    counts[kind] += 1
+            return real(self, sql, params)
+
+        return execute
+
+    for db in (Db, PooledDb):  # SQLite's connections, Postgres's pool
+        monkeypatch.setattr(db, "execute", counting(db.execute))
+
+    real_add = Threads.add_events
+
+    def add_events(self: Threads, run_id: str, thread_id: str, events: Any) -> None:
+        counts["event batches"] += 1
+        counts["events"] += len(events)
+        real_add(self, run_id, thread_id, events)
+
+    monkeypatch.setattr(Threads, "add_events", add_events)
+    monkeypatch.setenv("ONWARD_CRON_TICK", "1h")
+    return counts
+
+
+def streamed_run(client: TestClient) -> str:
+    made = client.post("/threads", json={})
+    assert made.status_code == 200, made.text
+    thread_id = str(made.json()["thread_id"])
+    body = {"assistant_id": "onward", "input": noop_chain(3), "stream_mode": "values"}
+    with client.stream("POST", f"/threads/{thread_id}/runs/stream", json=body) as answer:
+        assert answer.status_code == 200
+        lines = list(answer.iter_lines())
+    assert "event: error" not in lines
+    settled(client)
+    return thread_id
+
+
+def test_a_served_run_reads_its_records_once_and_keeps_each_event_batch_in_one_statement(
+    db_url: str, tmp_path: Path, counted: Counter[str]
+) -> None:
+    app = create_app(db_url, workdir=tmp_path, recover=False)
+    with TestClient(app) as client:
+        streamed_run(client)  # the server's clients are made
+        counted.clear()
+        thread_id = streamed_run(client)
+        counts = Counter(counted)
+        runs = client.get(f"/threads/{thread_id}/runs").json()
+        thread = client.get(f"/threads/{thread_id}").json()
+    assert [r["status"] for r in runs] == ["success"]
+    assert thread["status"] == "idle"
+    assert thread["values"]["status"] == "done"
+    assert thread["metadata"]["graph_id"] == "onward"
+    assert counts["events"] > counts["event batches"] >= 1  # batches of several events
+    assert counts["event rows"] == counts["event batches"]
+    assert counts["thread row"] == 1  # the run request's
+    assert counts["thread metadata"] == 0  # it named the graph and assistant already
+    assert counts["strategy"] == 0  # written with the run's record
+    assert counts["run status"] == 1  # the drive's end, with the thread's update
+    # The thread's onward run: POST /threads (a run outside the API may have its id), the
+    # run request (is the thread free), the start (no run has the id), the drive's start
+    # and end.
+    assert counts["run record"] <= 5
