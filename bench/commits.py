@@ -57,7 +57,9 @@ ms per step
     titles, at 10 ms a tick, so a short run's figure is coarse). Reported: medians, and each
     checkout's paired ratio to the first: the median over rounds of the ratio of the two
     runs in the same round, which drifts less with the machine's load than a ratio of
-    medians. On a busy machine, trust the counts and the CPU ratio.
+    medians, with the middle half of the rounds' ratios beside it (``q1-q3``). On a busy
+    machine, trust the counts and the CPU ratio; and more rounds: with LangGraph's saves
+    handed to a thread pool, a step's CPU moves with the load by ±10 % from round to round.
 
 The child runs any system of ``bench/_systems.py`` (onward, DBOS, LangGraph): this script
 runs onward only; ``overhead.py`` uses the same child and counters for all three.
@@ -764,8 +766,23 @@ def measure(
 def paired(by_label: dict[str, list[float]], label: str, base: str) -> float:
     """The median over rounds of label's time ÷ base's in the same round: runs next to each
     other share the machine's load, so this drifts less than a ratio of medians."""
-    ratios = [a / b for a, b in zip(by_label[label], by_label[base], strict=True) if b]
+    ratios = _ratios(by_label, label, base)
     return statistics.median(ratios) if ratios else float("nan")
+
+
+def _ratios(by_label: dict[str, list[float]], label: str, base: str) -> list[float]:
+    return [a / b for a, b in zip(by_label[label], by_label[base], strict=True) if b]
+
+
+def spread(by_label: dict[str, list[float]], label: str, base: str) -> str:
+    """The paired ratios' middle half (first to third quartile), as ``, q1-q3``: how far
+    the rounds disagree, which the machine's load sets (empty for the base itself, or
+    with fewer than four rounds)."""
+    ratios = _ratios(by_label, label, base)
+    if label == base or len(ratios) < 4:
+        return ""
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    return f", {q1:.2f}-{q3:.2f}"
 
 
 def report(
@@ -823,13 +840,14 @@ def report(
             if any(len(by_label.get(lb, ())) != rounds for lb in labels):
                 continue  # SQLite has no server; a server on another host is not seen
             table.add_row(
-                f"{backend}: {what}, median of {rounds} (× paired)",
+                f"{backend}: {what}, median of {rounds} (× paired, middle half)",
                 *(
-                    f"{statistics.median(by_label[lb]):.3f}  (×{paired(by_label, lb, base):.2f})"
+                    f"{statistics.median(by_label[lb]):.3f}  (×{paired(by_label, lb, base):.2f}"
+                    f"{spread(by_label, lb, base)})"
                     for lb in labels
                 ),
             )
-    console = Console(width=max(120, shutil.get_terminal_size((120, 24)).columns))
+    console = Console(width=max(150, shutil.get_terminal_size((150, 24)).columns))
     console.print(table)
     methods = {results["sqlite"][lb]["fsync=0"]["commit_counter"] for lb in labels}
     console.print(f"sqlite commits counted with: {', '.join(sorted(methods))}")
