@@ -6,19 +6,25 @@
 * Feeds keep their runs' events through a few shared clients: a client of the pool per
   kept batch made the pool grow to a client (a compiled graph, its connections) per
   concurrent run.
+* A pool's clients run one compiled graph (each with its own store's saver): a run
+  holds a client for its length, so a busy moment makes a client per concurrent run, and
+  compiling the graph was most of what making one cost.
 """
 
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.routing import APIRoute
 
 from onward import Onward
-from onward.serve.clients import SHARED, Clients
+from onward.serve.clients import SHARED, Clients, sharing
 from onward.serve.replay import keeper
 from onward.serve.routes import ROUTERS, info
 
@@ -62,3 +68,39 @@ def test_feeds_keep_events_through_a_few_shared_clients(tmp_path: Path) -> None:
             assert [e.seq for e in ow.store.threads.events("run-3", 0)] == [1, 2]
     finally:
         clients.close()
+
+
+def test_a_pool_compiles_the_graph_once_and_each_client_saves_through_its_own_store(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onward.client import facade
+
+    compiled: list[Any] = []
+    real = facade.compile_graph
+
+    def compile_graph(*args: Any, **kwargs: Any) -> Any:
+        compiled.append(real(*args, **kwargs))
+        return compiled[-1]
+
+    monkeypatch.setattr(facade, "compile_graph", compile_graph)
+    pool = sharing(lambda first: Onward(db_url, model=None, graph_of=first))
+    try:
+        # A feed's shared client, made first (under the pool's lock), compiles it.
+        made = threading.Thread(target=pool.shared, args=("feed",), daemon=True)
+        made.start()
+        made.join(60)
+        assert not made.is_alive(), "making the pool's first client waits for itself"
+        with ExitStack() as held:  # five clients at once: the pool makes five
+            clients = [held.enter_context(pool.use()) for _ in range(5)]
+            assert len({id(ow) for ow in clients}) == 5
+            for ow in clients:
+                assert ow.graph.checkpointer is ow.store.saver
+            assert len(compiled) == 1
+            first, last = clients[0], clients[-1]
+            assert last.graph.nodes.keys() == first.graph.nodes.keys()
+            plan = {"steps": [{"id": "a", "tool": "noop", "args": {"value": 1}}]}
+            view = last.run("one step", plan=plan)  # driven on a client that did not compile
+            assert view.status.value == "done"
+            assert first.get(view.thread_id).status.value == "done"
+    finally:
+        pool.close()

@@ -16,6 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StreamMode
 
+from onward.checkpointing.savers import FlushedReads
 from onward.client import deciding, driving, history, lifecycle, starting, views
 from onward.client.deciding import SweepReport
 from onward.client.lifecycle import CancelReport, PruneReport
@@ -63,6 +64,7 @@ class Onward:
         rng: random.Random | None = None,
         model: BaseChatModel | Literal["env"] | None = "env",
         max_wait: timedelta | float | None = None,
+        graph_of: Onward | None = None,
     ) -> None:
         """``db``: the store, a SQLite file (a path, ``str`` or ``pathlib.Path``, or a
         ``sqlite:///`` URL) or a ``postgresql://`` URL; by default $ONWARD_DB's.
@@ -70,7 +72,11 @@ class Onward:
         judging; by default from the environment (OPENAI_API_KEY...), None for none.
         ``max_wait``: longest in-process wait for a retry or breaker before the run is
         suspended instead (a timedelta, or seconds; $ONWARD_MAX_WAIT, 60 s; workers use 0 and
-        requeue)."""
+        requeue). ``graph_of``: a client of the same store, tools, model and clock whose
+        compiled graph this one runs, with its own saver (a server's pool of clients
+        compiles the graph once: compiling is most of what opening a client costs). The
+        nodes run on the driving client's ``deps`` (the run's context); the routes read
+        ``graph_of``'s tools, model and clock (the same) and breakers (the same store's)."""
         self.tool_modules = normalize_tool_refs([*tool_modules_from_env(), *tool_modules])
         load_tool_modules(self.tool_modules)
         self.registry = registry or default_registry
@@ -84,6 +90,7 @@ class Onward:
         self._store: Store | None = None
         self._deps: NodeDeps | None = None
         self._graph: CompiledStateGraph[Any, Any, Any, Any] | None = None
+        self._graph_of = graph_of
         # A store that is not there yet is made by the first call that writes (start,
         # submit...), never by one that only reads: Onward(url).list_runs() creates nothing.
         if store_exists(self.url):
@@ -106,7 +113,12 @@ class Onward:
                 max_wait=self._max_wait,
                 model=self._model,
             )
-            self._graph = compile_graph(self._deps, checkpointer=store.saver)
+            if self._graph_of is not None:
+                self._graph = self._graph_of.graph.copy(update={"checkpointer": store.saver})
+                if isinstance(store.saver, FlushedReads):  # as compile_graph teaches it
+                    store.saver.learn_channels(self._graph.channels)
+            else:
+                self._graph = compile_graph(self._deps, checkpointer=store.saver)
             self._store = store
         return self._store
 

@@ -37,7 +37,7 @@ from onward.model.state import Budget
 from onward.policies.run import RunPolicy
 from onward.serve import auth
 from onward.serve.assistants import Catalog, graph_schemas, load_config
-from onward.serve.clients import Clients
+from onward.serve.clients import sharing
 from onward.serve.context import Serving
 from onward.serve.control import Control
 from onward.serve.crons import Scheduler
@@ -85,10 +85,14 @@ def create_app(
     if cors_origins is None:
         cors_origins = list(settings().cors_origins)
     catalog = Catalog(load_config(config) if config else [], policy, budget)
-    clients = Clients(lambda: Onward(db, tool_modules=tool_modules, model=model))
-    plain = Clients(lambda: Onward(db, tool_modules=tool_modules, model=None))
-    catalog.factory = lambda mcp, own_model: Clients(  # an assistant's own models, MCP servers
-        lambda: Onward(db, tool_modules=[*tool_modules, *mcp], model=own_model)
+    clients = sharing(
+        lambda first: Onward(db, tool_modules=tool_modules, model=model, graph_of=first)
+    )
+    plain = sharing(lambda first: Onward(db, tool_modules=tool_modules, model=None, graph_of=first))
+    catalog.factory = lambda mcp, own_model: sharing(  # an assistant's own models, MCP servers
+        lambda first: Onward(
+            db, tool_modules=[*tool_modules, *mcp], model=own_model, graph_of=first
+        )
     )
     with clients.use() as probe:  # open the store now: a bad URL or key fails at start-up
         graph_json = probe.graph.get_graph().to_json()

@@ -21,6 +21,15 @@ SHARED = 16
 """Clients :meth:`Clients.shared` spreads its callers over."""
 
 
+def sharing(make: Callable[[Onward | None], Onward]) -> Clients:
+    """A pool whose clients run one compiled graph: ``make(first)`` makes a client that
+    runs ``first``'s graph (``Onward(graph_of=first)``; None: the pool's first client,
+    which compiles it). A concurrent run holds a client for its length, so a busy moment
+    makes as many: each compiling the graph again cost several milliseconds of CPU."""
+    pool = Clients(lambda: make(pool.first()))
+    return pool
+
+
 class Clients:
     """A pool of :class:`Onward` clients (each one is used by one thread at a time)."""
 
@@ -60,6 +69,12 @@ class Clients:
                 found = self._shared[slot] = self._factory()
                 self._all.append(found)
             return found
+
+    def first(self) -> Onward | None:
+        """The first client this pool made (None before any). Without the pool's lock:
+        :meth:`shared` makes a client holding it (a list's first item is read whole)."""
+        made = self._all
+        return made[0] if made else None
 
     def made(self) -> list[Onward]:
         """The clients made so far."""

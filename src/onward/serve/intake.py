@@ -142,12 +142,14 @@ def prepare(
                 409, f"thread {thread_id} has a run in progress; wait for it to finish"
             )
         command: Command[Any] | None = None
+        started = False  # a new run: no checkpoint yet (the drive's first commit makes one)
         raw = body.get("command")
         if raw is not None and not isinstance(raw, dict):
             raise UsageError('command must be an object: {"resume": ...}')
         if raw:
             command = command_of(ow, thread_id, raw, checkpoint_id, who)
         elif not known.has_run:
+            started = True
             try:
                 start_run(ctx, ow, thread_id, body.get("input"), who)
             except StoreError:
@@ -168,7 +170,8 @@ def prepare(
             assistant_id or ASSISTANT_ID,
             metadata,
             pause_before=pause_before(body),
-            from_checkpoint=checkpoint_id or latest_checkpoint(ow, thread_id),
+            from_checkpoint=checkpoint_id
+            or (None if started else latest_checkpoint(ow, thread_id)),
             pause_after=pause_after(body),  # a drive after a restart honours them too
             webhook=webhook_of(body),
             multitask_strategy=multitask_of(body),

@@ -19,7 +19,14 @@ from onward.serve.drives import cancel_queued
 from onward.serve.intake import checkpoint_in
 from onward.serve.requests import MAX_PAGE, a_string, an_object, count, new_thread_id, strings
 from onward.serve.strict import StrictRoute
-from onward.serve.views import at_checkpoint, not_found, thread_json, thread_status, visible
+from onward.serve.views import (
+    as_json,
+    at_checkpoint,
+    not_found,
+    thread_json,
+    thread_status,
+    visible,
+)
 from onward.serve.wire import ASSISTANT_ID, GRAPH_ID
 from onward.store.runs import ThreadRow
 
@@ -45,7 +52,8 @@ def thread_create(ctx: Ctx, who: Who, body: dict[str, Any] | None = None) -> Any
             if body.get("if_exists") == "do_nothing":
                 return thread_json(ow, thread_id, row)
             raise HTTPException(409, f"Thread {thread_id} already exists")
-        return thread_json(ow, thread_id, made)  # the row as written, not read again
+        # The row as written (not read again); plain JSON: encoded without FastAPI's walk.
+        return as_json(thread_json(ow, thread_id, made))
 
 
 @router.post("/threads/search")
