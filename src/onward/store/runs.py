@@ -273,15 +273,6 @@ class Threads:
                         (now, thread_id),
                     )
 
-    def set_strategy(self, run_id: str, strategy: str, stream_mode: Sequence[str] = ()) -> None:
-        """The strategy the run was sent with, and the stream modes it streams."""
-        with self._db.use() as db:
-            db.execute(
-                "UPDATE onward_api_runs SET multitask_strategy = ?, stream_mode = ? "
-                "WHERE run_id = ?",
-                (strategy, json.dumps(list(stream_mode)), run_id),
-            )
-
     def runs(self, thread_id: str) -> list[ApiRunRow]:
         return self._select("WHERE thread_id = ? ORDER BY created_at DESC", (thread_id,))
 
