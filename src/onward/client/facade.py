@@ -74,9 +74,8 @@ class Onward:
         suspended instead (a timedelta, or seconds; $ONWARD_MAX_WAIT, 60 s; workers use 0 and
         requeue). ``graph_of``: a client of the same store, tools, model and clock whose
         compiled graph this one runs, with its own saver (a server's pool of clients
-        compiles the graph once: compiling is most of what opening a client costs). The
-        nodes run on the driving client's ``deps`` (the run's context); the routes read
-        ``graph_of``'s tools, model and clock (the same) and breakers (the same store's)."""
+        compiles the graph once: compiling is most of what opening a client costs). Its
+        nodes and routes run on the driving client's ``deps`` (the run's context)."""
         self.tool_modules = normalize_tool_refs([*tool_modules_from_env(), *tool_modules])
         load_tool_modules(self.tool_modules)
         self.registry = registry or default_registry

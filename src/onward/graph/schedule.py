@@ -31,7 +31,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END
-from langgraph.runtime import Runtime
+from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Command, Send
 
 from onward.graph.routes import FAILURE_ROUTES, TASK_NODES, Node, check_exit
@@ -375,6 +375,15 @@ class Scheduler:
 
     # -- routers ---------------------------------------------------------------------
 
+    def on(self, context: object) -> Scheduler:
+        """The scheduler of the run whose context is ``context``: on the run's own
+        dependencies (the ``context=`` every drive passes), so a graph compiled once serves
+        every client that drives it; on this one's when the host gives none (``langgraph
+        dev``, an edit's ``update_state``, a unit test calling a router)."""
+        if isinstance(context, NodeDeps) and context is not self.deps:
+            return Scheduler(context)
+        return self
+
     def router(self, source: Node) -> Callable[[RunState], Route]:
         """The conditional edge after ``source`` (its path map: ``routes.path_map``): a task
         in a parallel wave joins at the gate node; finalize ends a finished run; everything
@@ -386,7 +395,7 @@ class Scheduler:
                 return routed(source, GATE)
             if source is Node.FINALIZE and state.status.finished:
                 return routed(source, END)
-            return routed(source, schedule(state))
+            return routed(source, schedule.on(_run_context())(state))
 
         route.__name__ = f"after_{source}"
         return route
@@ -401,7 +410,7 @@ class Scheduler:
             state: RunState, config: RunnableConfig, runtime: Runtime[NodeDeps]
         ) -> Command[str]:
             update = verify(state, config, runtime)
-            route = schedule(after_writes(state, update))
+            route = schedule.on(runtime.context)(after_writes(state, update))
             routed(Node.VERIFY, route)  # a route verify does not declare is refused
             return Command(update=update, goto=route)
 
@@ -417,6 +426,16 @@ def routed_execute(task: Any, config: RunnableConfig, runtime: Runtime[NodeDeps]
     target = GATE if task.wave > 1 else VERIFY
     check_exit(Node.EXECUTE, target)
     return Command(update=update, goto=target)
+
+
+def _run_context() -> object:
+    """The running graph's context, or None outside a run's step (LangGraph injects no
+    runtime into a router called by ``update_state``)."""
+    try:
+        runtime = get_runtime()
+    except RuntimeError:  # not inside a graph's runnable at all
+        return None
+    return getattr(runtime, "context", None)
 
 
 def _one_interrupt(node: str, questions: list[ApproveTask]) -> Send:
