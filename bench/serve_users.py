@@ -17,7 +17,12 @@ connections the server held (``pg_stat_activity`` by its ``application_name``).
 ``--before DIR``: also run each chosen onward server from the source tree DIR (e.g. a
 ``git worktree`` of an earlier commit), interleaved with this tree's, named ``before ...``;
 ``--py-spy DIR``: each server sampled by py-spy (plain mode, raw collapsed stacks) while
-the users run, into ``DIR/<server>-<users>-<round>.txt``.
+the users run, into ``DIR/<server>-<users>-<round>.txt``; ``--run-slots N``: the onward
+servers' run slots (by default the server's own, 8).
+
+Each user sends its own API token to ``onward serve`` (``$ONWARD_API_TOKENS``), as the
+users of a deployment do, so the server's run slots and per-user cap apply as shipped;
+``langgraph dev`` takes no token.
 """
 
 from __future__ import annotations
@@ -47,6 +52,10 @@ from langgraph_sdk import get_sync_client
 
 from _common import PG_URL, pg_schema, sampled
 
+MAX_USERS = 256
+"""Tokens the onward servers accept (``--users`` at most this)."""
+RUN_SLOTS: list[int] = []
+"""``--run-slots``: the onward servers' $ONWARD_RUN_SLOTS (none: the server's default)."""
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = [
     {
@@ -68,6 +77,11 @@ class Server:
     """``application_name`` of its Postgres connections (None: no Postgres)."""
     run_input: Callable[[Path], dict[str, Any]]
     workdir: Path
+    tokens: bool = False
+    """Each user sends its own API token (``onward serve``: $ONWARD_API_TOKENS)."""
+
+    def key(self, user: int) -> str | None:
+        return f"bench-token-{user}" if self.tokens else None
 
 
 def onward_input(_workdir: Path) -> dict[str, Any]:
@@ -123,14 +137,18 @@ def onward_server(
     """``onward serve`` on ``db``; from the source tree ``src`` when given (its ``src``
     folder first on the path), else the installed package."""
     workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-    env = {"ONWARD_RUN_SLOTS": "64", "ONWARD_USER_RUNS": "64"}  # 50 users share one name
+    # Each user its own token, as a deployment has them: the server's own run slots and
+    # per-user cap apply (RUN_SLOTS: the server's default unless --run-slots).
+    env = {"ONWARD_API_TOKENS": ",".join(f"bench-token-{i}:user{i}" for i in range(MAX_USERS))}
+    if RUN_SLOTS:
+        env |= {"ONWARD_RUN_SLOTS": str(RUN_SLOTS[0]), "ONWARD_USER_RUNS": "2"}
     if src is not None:
         env["PYTHONPATH"] = str(src.resolve() / "src")
     if app:
         env["PGAPPNAME"] = app
     argv = [sys.executable, "-m", "onward", "serve", "--db", db, "--port", str(port)]
     url, pid = stack.enter_context(started(argv, port, env, workdir))
-    return Server(name, url, pid, app, onward_input, workdir)
+    return Server(name, url, pid, app, onward_input, workdir, tokens=True)
 
 
 def langgraph_dev(stack: ExitStack, port: int) -> Server:
@@ -162,9 +180,9 @@ class Round:
     peak: int = 0
 
 
-def one_run(server: Server) -> tuple[float, float, str | None]:
+def one_run(server: Server, user: int) -> tuple[float, float, str | None]:
     """(seconds, seconds to the first event, why it did not end done: None when it did)."""
-    client = get_sync_client(url=server.url, api_key=None)
+    client = get_sync_client(url=server.url, api_key=server.key(user))
     t0 = time.perf_counter()
     first = float("nan")
     last: Any = None
@@ -223,7 +241,8 @@ def measure(server: Server, users: int, runs_per_user: int, spy: Path | None = N
     sampler.start()
     with sampled(server.pid, spy), ThreadPoolExecutor(users) as pool:
         cpu0, t0 = cpu_of(server.pid), time.perf_counter()
-        results = list(pool.map(lambda _i: one_run(server), range(users * runs_per_user)))
+        runs = range(users * runs_per_user)
+        results = list(pool.map(lambda i: one_run(server, i % users), runs))
         out.wall, out.cpu = time.perf_counter() - t0, cpu_of(server.pid) - cpu0
     stop.set()
     sampler.join()
@@ -284,8 +303,13 @@ def main() -> None:
     parser.add_argument("--servers", default="sqlite,postgres,dev")
     parser.add_argument("--py-spy", type=Path, help="sample each server into this folder")
     parser.add_argument("--before", type=Path, help="also serve from this source tree")
+    parser.add_argument("--run-slots", type=int, help="the onward servers' run slots")
     args = parser.parse_args()
     chosen = set(args.servers.split(","))
+    if max(int(u) for u in args.users.split(",")) > MAX_USERS:
+        parser.error(f"--users: at most {MAX_USERS}")
+    if args.run_slots:
+        RUN_SLOTS.append(args.run_slots)
     if args.py_spy:
         args.py_spy.mkdir(parents=True, exist_ok=True)
     if args.levelling:
