@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from _common import any_size, chain_plan, pg_schema
+from _common import any_size, chain_plan, pg_durability, pg_schema, sqlite_durability
 
 
 @contextmanager
@@ -84,19 +84,6 @@ def per_step(db: str, steps: int, inline: bool) -> tuple[float, float]:
     return cpu * 1000 / steps, wall * 1000 / steps
 
 
-def sqlite_settings() -> str:
-    from onward import Onward
-
-    with (
-        tempfile.TemporaryDirectory(prefix="onward-bench-saver-") as tmp,
-        Onward(f"sqlite:///{tmp}/onward.db", model=None) as ow,
-    ):
-        conn = ow.store.conn  # type: ignore[attr-defined]
-        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        sync = conn.execute("PRAGMA synchronous").fetchone()[0]
-    return f"journal_mode={mode} synchronous={ {0: 'OFF', 1: 'NORMAL', 2: 'FULL'}.get(sync, sync) }"
-
-
 def compare(name: str, db: Callable[[], str], steps: int, rounds: int) -> None:
     got: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     ratios: list[float] = []
@@ -123,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--postgres", action="store_true", help="also on $ONWARD_BENCH_PG")
     args = parser.parse_args(argv)
-    print(f"SQLite {sqlite_settings()} (read back); {args.steps} no-op steps a run")
+    stated = [sqlite_durability()] + ([pg_durability()] if args.postgres else [])
+    print(f"durability (read back): {'; '.join(stated)}; {args.steps} no-op steps a run")
     compare("sqlite", lambda: "", args.steps, args.rounds)
     if args.postgres:
         with ExitStack() as stack:

@@ -50,7 +50,7 @@ import httpx
 import psutil
 from langgraph_sdk import get_sync_client
 
-from _common import PG_URL, pg_schema, sampled
+from _common import PG_URL, pg_durability, pg_schema, sampled, sqlite_durability
 
 MAX_USERS = 256
 """Tokens the onward servers accept (``--users`` at most this)."""
@@ -331,6 +331,11 @@ def main() -> None:
                 servers.append(onward_server(stack, name, pg, port, f"{app}-{label}", src))
         if "dev" in chosen:
             servers.append(langgraph_dev(stack, args.port + 2))
+        stated = [sqlite_durability()] if "sqlite" in chosen else []
+        stated += [pg_durability()] if "postgres" in chosen else []
+        if "dev" in chosen:
+            stated.append("langgraph dev: checkpoints in memory (no durability to set)")
+        print("durability (read back):", "; ".join(stated))
         print(
             f"{'server':>15} {'users':>5} {'runs/s':>7} {'p50 s':>7} {'p95 s':>7} "
             f"{'1st ms':>8} {'errors':>8} {'CPU ms/run':>8} {'conns':>5} {'RSS MB':>7}"
