@@ -122,20 +122,21 @@ def prepare(
     with ctx.clients.use() as ow:
         free = known is not None
         known = known or read_thread(ow, thread_id)
+        fresh = None  # the thread's row, when this request makes it
         if known.row is None and not known.has_run:
             if body.get("if_not_exists") != "create":
                 raise not_found(thread_id)
             new_thread_id(thread_id)
             known_checkpoint(ow, thread_id, checkpoint_id)  # a new thread has none
-            ow.store.threads.create(thread_id, who, dict(ours))
-            known = read_thread(ow, thread_id)  # another request may have made it first
+            fresh = ow.store.threads.made(thread_id, who, dict(ours))
+            # None: another request made it first (whose it is, check_visible says).
+            known = Known(fresh, False) if fresh else read_thread(ow, thread_id)
         check_visible(thread_id, known, who, ctx.tokens)
         if known.has_run:
             known_checkpoint(ow, thread_id, checkpoint_id)
         elif checkpoint_id:
             raise unknown_checkpoint(thread_id, checkpoint_id)
-        fresh = None
-        if known.row is None:
+        if known.row is None:  # a run started outside the API: its row is made now
             fresh = ow.store.threads.made(thread_id, who, dict(ours))
         if not free and known.has_run and thread_status(ow, thread_id) == "busy":
             raise HTTPException(
