@@ -115,6 +115,10 @@ def resolver(
     async def one(data: Any) -> Any:
         if not needs_resolving(data):
             return data
+        if isinstance(data, StateAt) and data.raw is not None:
+            # Made from the chunk the drive holds: no store read, so no thread hop (the
+            # encoding holds the GIL wherever it runs).
+            return resolve(clients, data)
         while True:
             found = await asyncio.to_thread(resolve, clients, data)
             if found is not MISSING or unfinished is None:
