@@ -101,8 +101,12 @@ def _paused_by_request(ow: Onward, thread_id: str, status: RunStatus) -> bool:
     return bool(reading.snapshot(ow, thread_id).next)
 
 
-def thread_json(ow: Onward, thread_id: str, row: ThreadRow | None) -> dict[str, Any]:
-    run = ow.store.get_run(thread_id)
+def thread_json(
+    ow: Onward, thread_id: str, row: ThreadRow | None, *, unused: bool = False
+) -> dict[str, Any]:
+    """A thread as LangGraph Server answers it. ``unused``: no run can have its id (the
+    server made the id just now), so none is read."""
+    run = None if unused else ow.store.get_run(thread_id)
     values: Any = None
     interrupts: dict[str, Any] = {}
     if run is not None:

@@ -36,12 +36,14 @@ router = APIRouter(route_class=StrictRoute)
 @router.post("/threads")
 def thread_create(ctx: Ctx, who: Who, body: dict[str, Any] | None = None) -> Any:
     body = body or {}
-    thread_id = new_thread_id(a_string(body, "thread_id") or str(uuid.uuid4()))
+    given = a_string(body, "thread_id")
+    thread_id = new_thread_id(given or str(uuid.uuid4()))
     a_string(body, "if_exists", ("raise", "do_nothing"))
     metadata = {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
     metadata |= an_object(body, "metadata")
     with ctx.clients.use() as ow:
-        if ctx.tokens and ow.store.get_run(thread_id) is not None:
+        # An id the server made now is no run's: only a given one is looked up.
+        if ctx.tokens and given and ow.store.get_run(thread_id) is not None:
             # A run started outside the API (or by someone else) is nobody's to claim.
             row = ow.store.threads.get(thread_id)
             if row is None or row.owner != who:
@@ -53,7 +55,7 @@ def thread_create(ctx: Ctx, who: Who, body: dict[str, Any] | None = None) -> Any
                 return thread_json(ow, thread_id, row)
             raise HTTPException(409, f"Thread {thread_id} already exists")
         # The row as written (not read again); plain JSON: encoded without FastAPI's walk.
-        return as_json(thread_json(ow, thread_id, made))
+        return as_json(thread_json(ow, thread_id, made, unused=not given))
 
 
 @router.post("/threads/search")
