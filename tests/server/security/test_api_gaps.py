@@ -245,3 +245,24 @@ def test_token_holders_never_see_the_servers_paths(
     with Onward(db_url) as ow:  # the operator's own views still show where runs work
         assert ow.get(tid).workdir == str(workdir)
         assert ow.state(tid).tool_modules == [HITL_TOOLS]
+
+
+def test_a_token_holder_cannot_claim_a_run_started_outside_the_api_by_its_thread_id(
+    api: httpx.Client, db_url: str, workdir: Path
+) -> None:
+    """``POST /threads`` with the id of a run started by the CLI or Python (no API row) is
+    a 404 and makes no thread: only an id the server makes itself goes unlooked-up."""
+    with Onward(db_url) as ow:
+        theirs = ow.start(plan={"steps": [{"id": "a", "tool": "noop"}]}, workdir=workdir)
+        before = ow.store.get_run(theirs)
+    for body in ({"thread_id": theirs}, {"thread_id": theirs, "if_exists": "do_nothing"}):
+        res = api.post("/threads", json=body)
+        assert res.status_code == 404, res.text
+    assert api.get(f"/threads/{theirs}").status_code == 404
+    assert api.post("/threads/count", json={}).json() == 0
+    made = api.post("/threads", json={})
+    assert made.status_code == 200
+    assert made.json()["status"] == "idle"
+    with Onward(db_url) as ow:
+        assert ow.store.threads.get(theirs) is None
+        assert ow.store.get_run(theirs) == before
