@@ -75,8 +75,9 @@ class Encoded(bytes):
 
 
 def resolve(clients: Clients, data: Any) -> Any:
-    """A values event's JSON (blocking: call it off the event loop): :class:`Encoded` when
-    made from a state; :data:`MISSING` when it names a checkpoint the store does not hold."""
+    """A values event's JSON: :class:`Encoded` when made from a state; :data:`MISSING`
+    when it names a checkpoint the store does not hold. Blocking when it reads that
+    checkpoint (call it off the event loop); a chunk the drive holds is only encoded."""
     if isinstance(data, StateAt) and data.raw is not None:
         if not data.checkpoint_id:
             return Encoded(values_bytes(data.raw))
