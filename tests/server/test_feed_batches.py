@@ -138,3 +138,18 @@ def test_kept_all_keeps_what_waits_for_its_batch_at_once(monkeypatch: pytest.Mon
     assert feed.kept_all(0)  # nothing waits: at once
     feed.put(DONE)
     assert feed.wait_done(5)
+
+
+def test_an_sse_frame_is_the_bytes_server_sent_event_makes_of_it() -> None:
+    """``frame`` joins an event from its JSON bytes (no decode and encode of a long
+    thread's state) into what ``ServerSentEvent`` makes, line breaks in a name dropped."""
+    import json
+
+    from sse_starlette import ServerSentEvent
+
+    from onward.serve.routes.runs import SEP, frame
+
+    data = json.dumps({"text": "é\nzwei\r\u2028", "n": [1, 2]}, ensure_ascii=False)
+    for event, event_id in [("values", "7"), ("updates|sub:1", "r1-8"), ("a\nb\r", "9\n")]:
+        expected = ServerSentEvent(data, event=event, id=event_id, sep=SEP.decode()).encode()
+        assert frame(event, event_id, data.encode()) == expected

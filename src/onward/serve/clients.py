@@ -81,6 +81,10 @@ class Clients:
         with self._lock:
             return list(self._all)
 
+    def kept_known(self) -> bool:
+        """Whether :meth:`kept` answers without opening a client (it did once)."""
+        return self._kept is not None
+
     def kept(self) -> CheckpointValues | None:
         """The values the clients' store keeps per checkpoint (onward.serve.encoded)."""
         if self._kept is None:

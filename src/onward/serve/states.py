@@ -116,7 +116,7 @@ def resolver(
     async def one(data: Any) -> Any:
         if not needs_resolving(data):
             return data
-        if isinstance(data, StateAt) and data.raw is not None:
+        if isinstance(data, StateAt) and data.raw is not None and clients.kept_known():
             # Made from the chunk the drive holds: no store read, so no thread hop (the
             # encoding holds the GIL wherever it runs).
             return resolve(clients, data)

@@ -104,14 +104,15 @@ SEP = EventSourceResponse.DEFAULT_SEPARATOR.encode()
 def frame(event: str, event_id: str, data: bytes) -> bytes:
     """One SSE event, the bytes ``ServerSentEvent(data, event=, id=).encode()`` makes for
     JSON ``data`` (which holds no line break: JSON escapes them) without decoding it and
-    encoding it again: a long thread's values event is most of a megabyte."""
+    encoding it again: a long thread's values event is most of a megabyte. Line breaks in
+    the name and id are dropped, as ``ServerSentEvent`` drops them."""
     return b"".join(
         (
             b"id: ",
-            event_id.encode(),
+            _one_line(event_id),
             SEP,
             b"event: ",
-            event.encode(),
+            _one_line(event),
             SEP,
             b"data: ",
             data,
@@ -119,6 +120,10 @@ def frame(event: str, event_id: str, data: bytes) -> bytes:
             SEP,
         )
     )
+
+
+def _one_line(text: str) -> bytes:
+    return text.replace("\r", "").replace("\n", "").encode()
 
 
 async def _one_by_one(
