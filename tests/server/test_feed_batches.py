@@ -153,3 +153,44 @@ def test_an_sse_frame_is_the_bytes_server_sent_event_makes_of_it() -> None:
     for event, event_id in [("values", "7"), ("updates|sub:1", "r1-8"), ("a\nb\r", "9\n")]:
         expected = ServerSentEvent(data, event=event, id=event_id, sep=SEP.decode()).encode()
         assert frame(event, event_id, data.encode()) == expected
+
+
+def test_a_held_values_chunk_is_encoded_on_the_loop_and_a_store_read_is_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A values chunk the drive holds is encoded where the stream runs (no thread hop);
+    one whose kept text needs a client opened (the pool's first) is resolved in a thread,
+    so a store that does not answer never stalls the event loop. The JSON is the same."""
+    from types import SimpleNamespace
+
+    from onward.serve import states
+    from onward.serve.clients import Clients
+    from onward.serve.encoded import values_bytes
+
+    opened_on: list[threading.Thread] = []
+
+    def factory() -> Any:
+        opened_on.append(threading.current_thread())
+        return SimpleNamespace(store=SimpleNamespace(saver=object()))  # keeps no values
+
+    hops: list[Any] = []
+    real = asyncio.to_thread
+
+    async def counted(fn: Any, *args: Any) -> Any:
+        hops.append(fn)
+        return await real(fn, *args)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    one = states.resolver(Clients(factory))
+    values = {"status": "done", "n": [1, 2]}
+    unsaved = states.StateAt("t", values)
+    saved = states.StateAt("t", values, "checkpoint-1")
+
+    async def resolve_all() -> list[Any]:
+        return [await one(unsaved), await one(saved), await one(saved)]
+
+    got = asyncio.run(resolve_all())
+    assert got == [values_bytes(values)] * 3
+    assert len(hops) == 1  # the saved chunk before the pool's kept values were known
+    assert opened_on
+    assert opened_on[0] is not threading.main_thread()

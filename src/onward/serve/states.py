@@ -97,6 +97,16 @@ def resolve(clients: Clients, data: Any) -> Any:
         return Encoded(kept_values(kept_by(ow.store.saver), snap.config, snap.values))
 
 
+def encoded_at_once(clients: Clients, data: Any) -> bool:
+    """Whether :func:`resolve` only encodes ``data``: a chunk the drive holds, whose
+    checkpoint's kept text (if it has one) is looked up without opening a client. Anything
+    else may read the store, so it is resolved off the event loop (an outage never stalls
+    the loop)."""
+    if not isinstance(data, StateAt) or data.raw is None:
+        return False
+    return not data.checkpoint_id or clients.kept_known()
+
+
 def plain(found: Any) -> Any:
     """What :func:`resolve` found as plain JSON data (for a document that holds it)."""
     return json.loads(found) if isinstance(found, Encoded) else found
@@ -116,9 +126,7 @@ def resolver(
     async def one(data: Any) -> Any:
         if not needs_resolving(data):
             return data
-        if isinstance(data, StateAt) and data.raw is not None and clients.kept_known():
-            # Made from the chunk the drive holds: no store read, so no thread hop (the
-            # encoding holds the GIL wherever it runs).
+        if encoded_at_once(clients, data):  # no thread hop: the encoding holds the GIL
             return resolve(clients, data)
         while True:
             found = await asyncio.to_thread(resolve, clients, data)

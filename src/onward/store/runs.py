@@ -248,14 +248,12 @@ class Threads:
     def settle(self, run_id: str, thread_id: str, status: ApiRunStatus | None) -> None:
         """A run's drive ended: its record's ``status`` (None: left as it is) and its
         thread's ``updated_at``, together (Postgres: one statement; SQLite: one commit)."""
+        if status is None:
+            self.touch(thread_id)
+            return
         now = utcnow().isoformat()
         with self._db.use() as db:
-            if status is None:
-                db.execute(
-                    "UPDATE onward_threads SET updated_at = ? WHERE thread_id = ?",
-                    (now, thread_id),
-                )
-            elif db.postgres:
+            if db.postgres:
                 db.execute(
                     "WITH ran AS (UPDATE onward_api_runs SET status = ?, updated_at = ? "
                     "WHERE run_id = ?) "
