@@ -7,7 +7,11 @@ For 1, 10 and 50 concurrent users, servers interleaved round by round (medians o
 rounds): runs/s, p50 and p95 seconds per run, median time to the first streamed event,
 errors (any run that did not end ``done``, any HTTP error), the server's CPU per run and
 RSS after the round (its process and children, psutil), and on Postgres the most
-connections the server held (``pg_stat_activity`` by its ``application_name``).
+connections the server held (``pg_stat_activity`` by its ``application_name``). The
+clients share the host with the server: ``client ms`` is the CPU a user's own thread
+spends on a run (its requests, and parsing what comes back), ``kB/run`` the event data it
+receives (as JSON), ``idle%`` the host's idle CPU share during the round; on a host
+without idle CPU, runs/s is what the server, its database and its clients together cost.
 
     python bench/serve_users.py [--users 1,10,50] [--rounds 2] [--runs-per-user 2]
     python bench/serve_users.py --levelling 2000 --users 10   # RSS every 500 runs
@@ -28,6 +32,7 @@ users of a deployment do, so the server's run slots and per-user cap apply as sh
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -173,6 +178,10 @@ class Round:
     seconds: list[float] = field(default_factory=list)
     first: list[float] = field(default_factory=list)
     errors: int = 0
+    client_cpu: list[float] = field(default_factory=list)
+    data_kb: list[float] = field(default_factory=list)
+    idle: float = 0.0
+    """The host's idle share of its CPUs during the round (psutil)."""
     why: Counter[str] = field(default_factory=Counter)
     wall: float = 0.0
     cpu: float = 0.0
@@ -180,12 +189,34 @@ class Round:
     peak: int = 0
 
 
-def one_run(server: Server, user: int) -> tuple[float, float, str | None]:
-    """(seconds, seconds to the first event, why it did not end done: None when it did)."""
+@dataclass
+class Ran:
+    """One user's run as the user saw it."""
+
+    seconds: float
+    first: float
+    """Seconds to the first event."""
+    why: str | None
+    """Why it did not end done (None: it did)."""
+    client_cpu: float = 0.0
+    """CPU seconds of the user's own thread: its requests, and parsing what came back."""
+    data_kb: float = 0.0
+    """kB of event data received (the parsed ``data`` of each event, as JSON)."""
+
+
+def one_run(server: Server, user: int) -> Ran:
+    cpu0 = time.thread_time()
+    got = _one_run(server, user)
+    got.client_cpu = time.thread_time() - cpu0
+    return got
+
+
+def _one_run(server: Server, user: int) -> Ran:
     client = get_sync_client(url=server.url, api_key=server.key(user))
     t0 = time.perf_counter()
     first = float("nan")
     last: Any = None
+    size = 0
     try:
         thread_id = client.threads.create()["thread_id"]
         for part in client.runs.stream(
@@ -193,15 +224,18 @@ def one_run(server: Server, user: int) -> tuple[float, float, str | None]:
         ):
             if first != first:
                 first = time.perf_counter() - t0
+            size += len(json.dumps(part.data))
             if part.event == "values":
                 last = part.data
             if part.event == "error":
-                return time.perf_counter() - t0, first, f"error event: {_short(part.data)}"
+                why = f"error event: {_short(part.data)}"
+                return Ran(time.perf_counter() - t0, first, why, data_kb=size / 1000)
     except Exception as exc:
-        return time.perf_counter() - t0, first, f"{type(exc).__name__}: {_short(exc)}"
+        why = f"{type(exc).__name__}: {_short(exc)}"
+        return Ran(time.perf_counter() - t0, first, why, data_kb=size / 1000)
     status = last.get("status") if isinstance(last, dict) else None
     why = None if status == "done" else f"ended {status!r}"
-    return time.perf_counter() - t0, first, why
+    return Ran(time.perf_counter() - t0, first, why, data_kb=size / 1000)
 
 
 def _short(what: object) -> str:
@@ -241,18 +275,22 @@ def measure(server: Server, users: int, runs_per_user: int, spy: Path | None = N
     sampler.start()
     with sampled(server.pid, spy), ThreadPoolExecutor(users) as pool:
         cpu0, t0 = cpu_of(server.pid), time.perf_counter()
+        psutil.cpu_times_percent()  # from here
         runs = range(users * runs_per_user)
         results = list(pool.map(lambda i: one_run(server, i % users), runs))
         out.wall, out.cpu = time.perf_counter() - t0, cpu_of(server.pid) - cpu0
+        out.idle = float(psutil.cpu_times_percent().idle) / 100
     stop.set()
     sampler.join()
     out.rss_mb = sum(p.memory_info().rss for p in tree(server.pid)) / 1e6
-    for seconds, first, why in results:
-        out.seconds.append(seconds)
-        out.first.append(first)
-        out.errors += why is not None
-        if why is not None:
-            out.why[why] += 1
+    for ran in results:
+        out.seconds.append(ran.seconds)
+        out.first.append(ran.first)
+        out.client_cpu.append(ran.client_cpu)
+        out.data_kb.append(ran.data_kb)
+        out.errors += ran.why is not None
+        if ran.why is not None:
+            out.why[ran.why] += 1
     return out
 
 
@@ -270,9 +308,13 @@ def report(name: str, users: int, rounds: list[Round]) -> None:
     errors = sum(r.errors for r in rounds)
     peak = max(r.peak for r in rounds)
     rss = rounds[-1].rss_mb
+    client = statistics.median(statistics.median(r.client_cpu) for r in rounds)
+    data = statistics.median(statistics.median(r.data_kb) for r in rounds)
+    idle = statistics.median(r.idle for r in rounds)
     print(
         f"{name:>15} {users:5} {rate:7.2f} {p50:7.2f} {q95:7.2f} {first * 1000:8.0f} "
-        f"{errors:3}/{sum(runs):<4} {cpu * 1000:8.1f} {peak or '-':>5} {rss:7.0f}",
+        f"{errors:3}/{sum(runs):<4} {cpu * 1000:8.1f} {peak or '-':>5} {rss:7.0f} "
+        f"{client * 1000:8.1f} {data:6.1f} {idle * 100:5.0f}",
         flush=True,
     )
     causes = sum((r.why for r in rounds), Counter[str]())
@@ -338,7 +380,8 @@ def main() -> None:
         print("durability (read back):", "; ".join(stated))
         print(
             f"{'server':>15} {'users':>5} {'runs/s':>7} {'p50 s':>7} {'p95 s':>7} "
-            f"{'1st ms':>8} {'errors':>8} {'CPU ms/run':>8} {'conns':>5} {'RSS MB':>7}"
+            f"{'1st ms':>8} {'errors':>8} {'CPU ms/run':>8} {'conns':>5} {'RSS MB':>7} "
+            f"{'client ms':>8} {'kB/run':>6} {'idle%':>5}"
         )
         for users in (int(x) for x in args.users.split(",")):
             got: dict[str, list[Round]] = {s.name: [] for s in servers}
