@@ -79,6 +79,7 @@ from onward.checkpointing.values import CheckpointValues, WriteRow, rolled, shar
 from onward.errors import FencedOut, LeaseLostError
 from onward.observe.events import LogRow
 from onward.store.leases import FENCE_SQL, FENCE_SQLSTATE, Fence, Fences
+from onward.store.writelock import writing
 
 if TYPE_CHECKING:
     import psycopg
@@ -398,7 +399,10 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
         self._seeds: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
         """Decoded delta-channel snapshots by checkpoint (a checkpoint never changes once
         written, and a resume loads the same thread three times)."""
-        self.values = shared(_sqlite_file(conn))
+        file = _sqlite_file(conn)
+        self.values = shared(f"sqlite {file}" if file else None)
+        self._file = file
+        """The file whose write lock this saver's commits take (onward.store.writelock)."""
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """The channel's next version: SqliteSaver's zero-padded counter without its random
@@ -504,6 +508,10 @@ class OnwardSqliteSaver(FlushedReads, SqliteSaver):
         or nothing. (Not SqliteSaver.cursor(), which commits even after an error and could
         save writes without their events.) On failure the deferred rows stay for the next
         commit. Fenced threads are checked first (:meth:`_fence`)."""
+        with writing(self._file):
+            self._commit_now(statements, thread_id)
+
+    def _commit_now(self, statements: Statements, thread_id: str | None) -> None:
         cur = self.conn.cursor()
         try:
             refused = self._fence(cur, thread_id)
@@ -682,7 +690,7 @@ def _sqlite_file(conn: sqlite3.Connection) -> str | None:
     """The main database's file (None in memory): the store the saver's values are of."""
     for _seq, name, file in conn.execute("PRAGMA database_list").fetchall():
         if name == "main" and file:
-            return f"sqlite {file}"
+            return str(file)
     return None
 
 

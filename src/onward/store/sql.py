@@ -24,7 +24,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from enum import StrEnum
 from importlib.util import find_spec
 from pathlib import Path
@@ -39,6 +39,7 @@ from onward.errors import (
     UsageError,
 )
 from onward.store import reserve
+from onward.store.writelock import writes, writing
 
 
 class Backend(StrEnum):
@@ -283,17 +284,24 @@ class Db:
         return sql.replace("%", "%%").replace("?", "%s") if self.postgres else sql
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        with translate_errors(self.backend, self.where):
+        with translate_errors(self.backend, self.where), self._write_lock(writes(sql)):
             cur: Cursor = self.raw.execute(self._sql(sql), tuple(params))
             return cur
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        with translate_errors(self.backend, self.where):
+        with translate_errors(self.backend, self.where), self._write_lock(True):
             if self.postgres:
                 with self.raw.cursor() as cur:
                     cur.executemany(self._sql(sql), [tuple(r) for r in rows])
             else:
                 self.raw.executemany(sql, rows)
+
+    def _write_lock(self, write: bool) -> AbstractContextManager[None]:
+        """A SQLite write outside a transaction takes the process's write lock of the file
+        (onward.store.writelock); in one, the transaction holds it."""
+        if not write or self.postgres or self._in_tx:
+            return nullcontext()
+        return writing(self.where)
 
     def script(self, sql: str) -> None:
         """Several ``;``-separated statements without parameters (schemas)."""
@@ -327,16 +335,17 @@ class Db:
                     finally:
                         self._in_tx = False
                 return
-            self.raw.execute("BEGIN IMMEDIATE" if lock is not None else "BEGIN")
-            self._in_tx = True
-            try:
-                yield self
-            except BaseException:
+            with writing(self.where):
+                self.raw.execute("BEGIN IMMEDIATE" if lock is not None else "BEGIN")
+                self._in_tx = True
+                try:
+                    yield self
+                except BaseException:
+                    self._in_tx = False
+                    self.raw.rollback()
+                    raise
                 self._in_tx = False
-                self.raw.rollback()
-                raise
-            self._in_tx = False
-            self.raw.commit()
+                self.raw.commit()
 
     @contextmanager
     def session_lock(self, key: str, timeout: float) -> Iterator[None]:
