@@ -194,3 +194,65 @@ def test_a_held_values_chunk_is_encoded_on_the_loop_and_a_store_read_is_not(
     assert len(hops) == 1  # the saved chunk before the pool's kept values were known
     assert opened_on
     assert opened_on[0] is not threading.main_thread()
+
+
+def _run_keep_feeds(together: Any, n: int) -> list[Feed]:
+    return [Feed(keep=feeds.RunKeep((f"r{i}", f"t{i}"), together)) for i in range(n)]
+
+
+def test_the_batches_of_runs_due_at_once_are_kept_in_one_call() -> None:
+    """While the store keeps one run's batch, what five other runs put gathers: it is
+    kept next, in one call for the five (one statement), each run's items numbered as
+    its own."""
+    calls: list[list[tuple[Any, list[int]]]] = []
+    first_in, go_on = threading.Event(), threading.Event()
+
+    def together(parts: list[tuple[Any, Batch]]) -> None:
+        calls.append([(key, [n for n, _item in batch]) for key, batch in parts])
+        first_in.set()
+        assert go_on.wait(5)
+
+    slow, *others = _run_keep_feeds(together, 6)
+    slow.put(("metadata", {}))
+    assert first_in.wait(5)  # the writer is in the store with the first run's batch
+    for feed in others:
+        feed.put(("metadata", {}))
+        feed.put(("values", 1))
+    go_on.set()
+    for feed in [slow, *others]:
+        feed.put(DONE)
+        assert feed.wait_done(5)
+    assert calls[0] == [(("r0", "t0"), [1])]
+    assert calls[1] == [((f"r{i}", f"t{i}"), [1, 2]) for i in range(1, 6)]
+    assert len(calls) == 2
+    assert all([n for n, _item in feed.items()] == [1, 2] for feed in others)
+
+
+def test_a_feed_told_to_stop_keeping_is_not_held_up_by_another_runs_slow_keep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The writer is every feed's: while it waits for the store with one run's batch, a
+    run whose drive gave up on the database hands over what waited for its next batch,
+    and ends its stream, at once."""
+    other, other_kept = _a_feed_whose_first_item_was_kept(monkeypatch)
+    other.put(("values", 1))  # waits for the next batch (KEEP_EVERY is an hour)
+    stuck, release = threading.Event(), threading.Event()
+
+    def slow_keep(batch: Batch) -> None:
+        stuck.set()
+        assert release.wait(10)
+
+    waiting = Feed(keep=slow_keep)
+    waiting.put(("metadata", {}))
+    assert stuck.wait(5)  # the writer is in the store with the other run's batch
+    try:
+        other.unkept()
+        other.put(("error", {"error": "DatabaseUnavailable"}))
+        other.put(DONE)
+        assert other.wait_done(5)  # not behind the other run's keep
+        assert [n for n, _item in other.items()] == [1, 2, 3]
+        assert other_kept == [1]
+    finally:
+        release.set()
+    waiting.put(DONE)
+    assert waiting.wait_done(5)

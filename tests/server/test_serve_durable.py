@@ -412,3 +412,35 @@ def test_a_stateless_runs_thread_a_killed_server_left_is_deleted_once_the_run_en
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def test_the_events_of_several_runs_go_in_one_statement_each_run_within_its_bounds(
+    ow: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onward.store import runs
+    from onward.store.connection import PooledDb
+    from onward.store.sql import Db
+
+    inserts: list[str] = []
+    for db in (Db, PooledDb):
+        real = db.execute
+
+        def execute(self: Any, sql: str, params: Any = (), real: Any = real) -> Any:
+            if sql.startswith("INSERT INTO onward_api_run_events"):
+                inserts.append(sql)
+            return real(self, sql, params)
+
+        monkeypatch.setattr(db, "execute", execute)
+    monkeypatch.setattr(runs, "KEEP_VALUES", 4)
+    threads = ow.store.threads
+    for n in (1, 2):
+        threads.create(f"t{n}", "ann", {})
+        threads.add_run(f"r{n}", f"t{n}", "onward", {})
+    long = [(n, "values", {"n": n}) for n in range(1, 11)]
+    short = [(n, "values", {"n": n}) for n in range(1, 4)]
+    threads.add_runs_events([("r1", "t1", long), ("r2", "t2", short)])
+    assert len(inserts) == 1
+    first = threads.events("r1", 0)
+    assert [e.seq for e in first] == list(range(1, 11))
+    assert [e.seq for e in first if e.data is not None] == list(range(6, 11))  # the newest
+    assert [e.data for e in threads.events("r2", 0)] == [{"n": 1}, {"n": 2}, {"n": 3}]

@@ -55,14 +55,14 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     for db in (Db, PooledDb):  # SQLite's connections, Postgres's pool
         monkeypatch.setattr(db, "execute", counting(db.execute))
 
-    real_add = Threads.add_events
+    real_add = Threads.add_runs_events
 
-    def add_events(self: Threads, run_id: str, thread_id: str, events: Any) -> None:
+    def add_runs_events(self: Threads, runs: Any) -> None:
         counts["event batches"] += 1
-        counts["events"] += len(events)
-        real_add(self, run_id, thread_id, events)
+        counts["events"] += sum(len(events) for _run, _thread, events in runs)
+        real_add(self, runs)
 
-    monkeypatch.setattr(Threads, "add_events", add_events)
+    monkeypatch.setattr(Threads, "add_runs_events", add_runs_events)
     monkeypatch.setenv("ONWARD_CRON_TICK", "1h")
     return counts
 

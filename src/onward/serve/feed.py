@@ -10,15 +10,19 @@ reloaded page) joins again and gets what it missed after the last id it saw
 A feed with a ``keep`` callback hands it every item, numbered, before any reader sees
 it: the server keeps them in the store, so an id a client saw is never lost with the
 process, and a run driven again after a restart goes on numbering after them (``start``).
-A writer thread does the keeping, a batch per store transaction, so the drive that puts
-never waits for the store; it waits a while for the next item (:data:`WRITER_IDLE`) and
-ends at the feed's end. It keeps at most one batch per :data:`KEEP_EVERY`: the first item
-after a pause and the feed's end go at once, the items of a run's busy stretch (a
-superstep a millisecond) wait for the next batch, so a long run costs the store a few
-transactions a second, not one per superstep beside the saver's. While the database is
-away the keeping waits for it (readers get the items once they are kept); a drive that
-gave up on the database tells its feed to stop keeping (:meth:`Feed.unkept`), so the
-stream's last items reach its readers at once.
+One writer thread (:class:`Writer`) does the keeping for every feed of the process, so
+the drive that puts never waits for the store; it ends when no feed has had anything to
+keep for :data:`WRITER_IDLE`. A feed's items go in batches, at most one per
+:data:`KEEP_EVERY`: the first item after a pause and the feed's end go at once, the items
+of a run's busy stretch (a superstep a millisecond) wait for the next batch, so a long
+run costs the store a few statements a second, not one per superstep beside the saver's.
+The batches of the feeds that are due at once are kept in one call (their keeps'
+:attr:`RunKeep.together`): runs in flight together cost the store one statement for their
+events, not one each, and while one call waits for the store, what the other runs put
+gathers for the next. While the database is away the keeping waits for it (readers get
+the items once they are kept); a drive that gave up on the database tells its feed to
+stop keeping (:meth:`Feed.unkept`), so the stream's last items reach its readers at once
+(unless the writer holds a batch of that feed, which they follow).
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Hashable
+from dataclasses import dataclass
 from typing import Any
 
 from onward.serve.states import StateAt
@@ -48,9 +53,26 @@ KEEP_EVERY = 0.05
 """Least seconds from one kept batch to the next (the first item after a pause, and the
 feed's end, are kept at once): what a reader sees of a busy run comes at most this late."""
 
-Keep = Callable[[list[tuple[int, tuple[str, Any]]]], None]
+Batch = list[tuple[int, tuple[str, Any]]]
+"""A feed's items, numbered."""
+Keep = Callable[[Batch], None]
 """Where a feed's items also go, numbered, in batches (the store), before readers see
 them."""
+Together = Callable[[list[tuple[Hashable, Batch]]], None]
+"""Keeps the batches of several feeds at once, each with its feed's :attr:`RunKeep.key`."""
+
+
+@dataclass(frozen=True)
+class RunKeep:
+    """A feed's keep that the writer may join with other feeds' in one call: feeds whose
+    keeps share ``together`` and are due at once are kept by one call of it."""
+
+    key: Hashable
+    """What ``together`` is given with this feed's batch (its run and thread)."""
+    together: Together
+
+    def __call__(self, batch: Batch) -> None:
+        self.together([(self.key, batch)])
 
 
 class Feed:
@@ -73,9 +95,13 @@ class Feed:
         self._hurry = False
         self._pending: list[Any] = []
         self._pending_lock = threading.Lock()
-        self._more = threading.Condition(self._pending_lock)
         self._closed = False
-        self._writer: threading.Thread | None = None
+        self._writing = False
+        """The writer has this feed in hand: what is put waits its turn behind it."""
+        self._in_flight = False
+        """The writer took a batch of this feed and has not published it yet."""
+        self._due = 0.0
+        """When the feed's next batch may be kept (the first after a pause: at once)."""
         self._published = threading.Event()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._read = 0
@@ -103,31 +129,36 @@ class Feed:
 
     def unkept(self) -> None:
         """Items put from now on go to the readers without being kept (the store is gone:
-        the stream ends at once instead of waiting for it)."""
+        the stream ends at once instead of waiting for it); what waits for its batch goes
+        now, unless the writer holds a batch of this feed (it follows that one)."""
         with self._pending_lock:
             self._keep = None
-            self._more.notify()  # what waits for its batch goes now
+            direct = not self._in_flight
+            batch: list[Any] = []
+            if direct:
+                batch, self._pending, self._writing = self._pending, [], False
+        if direct:
+            self._publish(batch)
+        else:
+            WRITER.ready(self)
 
     def put(self, item: Any) -> None:
-        """Hand an item to the readers (with ``keep``: once it is kept, by the feed's
-        writer thread, so the drive never waits for the store)."""
+        """Hand an item to the readers (with ``keep``: once it is kept, by the writer
+        thread, so the drive never waits for the store)."""
         with self._pending_lock:
             if self._closed:
                 return
             self._put += item is not DONE
             self._closed = item is DONE
             # Without keeping, and none of what came before still waiting to be kept.
-            direct = self._keep is None and self._writer is None
+            direct = self._keep is None and not self._writing
             if not direct:
                 self._pending.append(item)
-                if self._writer is None:  # none waiting: one starts (and ends when idle)
-                    self._writer = threading.Thread(target=self._write, name="onward-feed")
-                    self._writer.daemon = True
-                    self._writer.start()
-                elif len(self._pending) == 1 or item is DONE:
-                    self._more.notify()  # it waits for an item, or for the end
+                self._writing = True
         if direct:
             self._publish([item])
+        else:
+            WRITER.ready(self)
 
     def kept_all(self, timeout: float) -> bool:
         """Wait until every item put so far is kept and readable (the writer keeps what
@@ -135,9 +166,9 @@ class Feed:
         of the store that sees the end has every event (onward.serve.replay)."""
         with self._pending_lock:
             target = self._start + self._put
-            if self._pending:
-                self._hurry = True
-                self._more.notify()
+            hurry = self._hurry = bool(self._pending)
+        if hurry:
+            WRITER.ready(self)
         deadline = time.monotonic() + timeout
         with self._grew:
             while self._start + len(self._items) < target and not self._done:
@@ -151,31 +182,28 @@ class Feed:
         """Wait until :data:`DONE` reached the readers (what was put before is readable)."""
         return self._published.wait(timeout)
 
-    def _write(self) -> None:
-        """Keep what was put, in batches (one store transaction each, at most one per
-        :data:`KEEP_EVERY`), then publish it."""
-        due = 0.0  # when the next batch may be kept
-        while True:
-            with self._more:
-                if not self._pending and not self._closed:
-                    self._more.wait(WRITER_IDLE)  # the drive's next item, mostly
-                while self._pending and not (self._closed or self._hurry or self._keep is None):
-                    left = due - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._more.wait(left)  # more items join this batch; the end ends it
-                if not self._pending:
-                    self._writer = None
-                    return
-                batch, self._pending = self._pending, []
-                keep, self._hurry = self._keep, False
-            items = [it for it in batch if it is not DONE]
-            if items and keep is not None:
-                due = time.monotonic() + KEEP_EVERY
-                first = self.last + 1  # only this thread publishes: the numbers hold
-                with contextlib.suppress(Exception):  # a store hiccup costs the copy only
-                    keep([(first + i, it) for i, it in enumerate(items)])
-            self._publish(batch)
+    def _take(self, now: float) -> tuple[list[Any], Keep | None] | float | None:
+        """For the writer: this feed's batch and its keep when it is due; else the
+        seconds until it is; None when nothing waits (the writer lets go of the feed)."""
+        with self._pending_lock:
+            if not self._pending:
+                self._writing = False
+                return None
+            urgent = self._closed or self._hurry or self._keep is None
+            if not urgent and now < self._due:
+                return self._due - now
+            batch, self._pending = self._pending, []
+            keep, self._hurry = self._keep, False
+            self._in_flight = True
+            if keep is not None and any(item is not DONE for item in batch):
+                self._due = now + KEEP_EVERY
+            return batch, keep
+
+    def _taken_published(self, batch: list[Any]) -> None:
+        """For the writer: publish what it took (kept, or not to be kept)."""
+        self._publish(batch)
+        with self._pending_lock:
+            self._in_flight = False
 
     def _publish(self, batch: list[Any]) -> None:
         with self._lock:
@@ -260,3 +288,93 @@ class Feed:
                     return DONE
                 self._waiters.append((loop, event))
             await event.wait()
+
+
+class Writer:
+    """The thread that keeps the items of every feed of the process, in batches: at most
+    one per feed per :data:`KEEP_EVERY`, the batches due at once together."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._ready: dict[int, Feed] = {}
+        """The feeds with something to keep (or that may have), by id."""
+        self._told = 0
+        """Counts :meth:`ready` calls: a call while the writer looked is not slept through."""
+        self._thread: threading.Thread | None = None
+
+    def ready(self, feed: Feed) -> None:
+        """``feed`` has something to keep, or is due sooner (its end, a hurry)."""
+        with self._lock:
+            self._ready[id(feed)] = feed
+            self._told += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="onward-feed")
+                self._thread.daemon = True
+                self._thread.start()
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._ready:
+                    self._wake.wait(WRITER_IDLE)
+                if not self._ready:
+                    self._thread = None
+                    return
+                feeds, told = list(self._ready.values()), self._told
+            taken, soonest = self._due(feeds)
+            if taken:
+                _keep_and_publish(taken)
+                continue
+            with self._lock:
+                if self._told == told:  # nothing new since the look: wait for the soonest
+                    self._wake.wait(soonest)
+
+    def _due(self, feeds: list[Feed]) -> tuple[list[tuple[Feed, list[Any], Keep | None]], float]:
+        """The batches of the feeds that are due; the seconds until the next one is."""
+        now = time.monotonic()
+        taken: list[tuple[Feed, list[Any], Keep | None]] = []
+        soonest = WRITER_IDLE
+        for feed in feeds:
+            got = feed._take(now)
+            if got is None:
+                with self._lock:
+                    if not feed._writing:  # (a put since sets it again, and says so)
+                        self._ready.pop(id(feed), None)
+            elif isinstance(got, float):
+                soonest = min(soonest, got)
+            else:
+                taken.append((feed, *got))
+        return taken, soonest
+
+
+def _keep_and_publish(taken: list[tuple[Feed, list[Any], Keep | None]]) -> None:
+    """Keep the batches (those of keeps that share a ``together`` in one call of it),
+    then publish them; a store hiccup costs the copy only."""
+    joined: dict[int, tuple[Together, list[tuple[Hashable, Batch]]]] = {}
+    alone: list[tuple[Keep, Batch]] = []
+    for feed, batch, keep in taken:
+        items = [item for item in batch if item is not DONE]
+        if not items or keep is None:
+            continue
+        first = feed.last + 1  # only the writer publishes a kept feed: the numbers hold
+        numbered = [(first + i, item) for i, item in enumerate(items)]
+        if isinstance(keep, RunKeep):
+            joined.setdefault(id(keep.together), (keep.together, []))[1].append(
+                (keep.key, numbered)
+            )
+        else:
+            alone.append((keep, numbered))
+    for together, parts in joined.values():
+        with contextlib.suppress(Exception):
+            together(parts)
+    for keep, numbered in alone:
+        with contextlib.suppress(Exception):
+            keep(numbered)
+    for feed, batch, _keep in taken:
+        feed._taken_published(batch)
+
+
+WRITER = Writer()
+"""The process's feed writer."""

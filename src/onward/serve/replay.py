@@ -14,14 +14,14 @@ with an ``error`` event whose id is the last one sent (join again with it).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Hashable
+from typing import Any, cast
 
 from onward.errors import StoreError
 from onward.serve import states
 from onward.serve.clients import Clients
 from onward.serve.context import Serving
-from onward.serve.feed import Keep
+from onward.serve.feed import Batch, Keep, RunKeep
 from onward.serve.states import Resolve, StateAt
 from onward.store.runs import ApiRunStatus, RunEvent
 
@@ -35,14 +35,18 @@ UNFINISHED = (ApiRunStatus.PENDING, ApiRunStatus.RUNNING)
 def keeper(clients: Clients) -> Callable[[str, str], Keep]:
     """``Control``'s ``keep``: each run's events into the store, as they are fed (a
     values event as its checkpoint's reference, onward.serve.states), through the few
-    clients the feeds share (:meth:`Clients.shared`)."""
+    clients the feeds share (:meth:`Clients.shared`); the runs whose batches are due at
+    once in one statement (:class:`~onward.serve.feed.RunKeep`)."""
+
+    def together(parts: list[tuple[Hashable, Batch]]) -> None:
+        runs = [
+            (run_id, thread_id, [(seq, event, stored(data)) for seq, (event, data) in batch])
+            for (run_id, thread_id), batch in cast("list[tuple[tuple[str, str], Batch]]", parts)
+        ]
+        clients.shared(runs[0][0]).store.threads.add_runs_events(runs)
 
     def for_run(run_id: str, thread_id: str) -> Keep:
-        def keep(batch: list[tuple[int, tuple[str, Any]]]) -> None:
-            rows = [(seq, event, stored(data)) for seq, (event, data) in batch]
-            clients.shared(run_id).store.threads.add_events(run_id, thread_id, rows)
-
-        return keep
+        return RunKeep((run_id, thread_id), together)
 
     return for_run
 

@@ -328,44 +328,61 @@ class Threads:
     ) -> None:
         """Keep stream events ``(seq, event, data)`` (numbered in the run's stream), all
         or none, within the run's bounds: values older than :data:`KEEP_VALUES` events
-        lose their data, events older than :data:`MAX_RUN_EVENTS` go. A batch is one
-        statement (a transaction only when it takes more than one)."""
-        if not events:
+        lose their data, events older than :data:`MAX_RUN_EVENTS` go."""
+        self.add_runs_events([(run_id, thread_id, events)])
+
+    def add_runs_events(
+        self, runs: Sequence[tuple[str, str, Sequence[tuple[int, str, Any]]]]
+    ) -> None:
+        """:meth:`add_events` for several runs ``(run id, thread id, events)`` at once: one
+        statement for all their events (a transaction only when it takes more than one, or
+        a run's bounds are reached)."""
+        rows = [
+            (run_id, seq, thread_id, event, data)
+            for run_id, thread_id, events in runs
+            for seq, event, data in events
+        ]
+        if not rows:
             return
-        newest = max(seq for seq, _e, _d in events)
-        trim = newest > KEEP_VALUES
-        whole = trim or len(events) > EVENTS_PER_STATEMENT  # more than one statement
+        newest = [
+            (run_id, max(e[0] for e in events), len(events))
+            for run_id, _t, events in runs
+            if events
+        ]
+        trims = [n for n in newest if n[1] > KEEP_VALUES]
+        drops = [n for n in newest if n[1] > MAX_RUN_EVENTS]
+        whole = bool(trims or drops) or len(rows) > EVENTS_PER_STATEMENT
         with self._db.use() as db, db.transaction() if whole else nullcontext(db):
             # One statement for the batch (atomic by itself): a statement per event cost
             # Postgres a round trip each, and a transaction around them two more.
-            for part in range(0, len(events), EVENTS_PER_STATEMENT):
-                rows = events[part : part + EVENTS_PER_STATEMENT]
+            for part in range(0, len(rows), EVENTS_PER_STATEMENT):
+                chunk = rows[part : part + EVENTS_PER_STATEMENT]
                 db.execute(
                     "INSERT INTO onward_api_run_events (run_id, seq, thread_id, event, data) "
-                    f"VALUES {', '.join('(?, ?, ?, ?, ?)' for _ in rows)} "
+                    f"VALUES {', '.join('(?, ?, ?, ?, ?)' for _ in chunk)} "
                     "ON CONFLICT (run_id, seq) DO UPDATE SET "
                     "event = excluded.event, data = excluded.data",
                     [
                         value
-                        for seq, event, data in rows
+                        for run_id, seq, thread_id, event, data in chunk
                         for value in (run_id, seq, thread_id, event, _compact(data))
                     ],
                 )
-            if trim:
+            for run_id, top, count in trims:
                 db.execute(
                     "UPDATE onward_api_run_events SET data = NULL WHERE run_id = ? AND seq < ? "
                     "AND seq >= ? AND event = 'values' AND data NOT LIKE ?",
                     (
                         run_id,
-                        newest - KEEP_VALUES,
-                        newest - KEEP_VALUES - len(events) - 1,
+                        top - KEEP_VALUES,
+                        top - KEEP_VALUES - count - 1,
                         REFERENCE_PREFIX + "%",
                     ),
                 )
-            if newest > MAX_RUN_EVENTS:
+            for run_id, top, _count in drops:
                 db.execute(
                     "DELETE FROM onward_api_run_events WHERE run_id = ? AND seq <= ?",
-                    (run_id, newest - MAX_RUN_EVENTS),
+                    (run_id, top - MAX_RUN_EVENTS),
                 )
 
     def events(self, run_id: str, after: int = 0, limit: int = 500) -> list[RunEvent]:
