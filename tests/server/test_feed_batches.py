@@ -256,3 +256,29 @@ def test_a_feed_told_to_stop_keeping_is_not_held_up_by_another_runs_slow_keep(
         release.set()
     waiting.put(DONE)
     assert waiting.wait_done(5)
+
+
+def test_a_feed_that_fails_in_the_writer_does_not_stop_it_for_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The writer is every feed's: a fault with one feed's batch is logged, and the
+    other runs' streams go on."""
+    broken = Feed(keep=lambda batch: None)
+    real_take = Feed._take
+
+    def take(self: Feed, now: float) -> Any:
+        if self is broken:
+            raise RuntimeError("a fault with this feed")
+        return real_take(self, now)
+
+    monkeypatch.setattr(Feed, "_take", take)
+    broken.put(("metadata", {}))
+    kept: list[int] = []
+    fine = Feed(keep=lambda batch: kept.extend(n for n, _item in batch))
+    fine.put(("metadata", {}))
+    fine.put(DONE)
+    assert fine.wait_done(5)
+    assert kept == [1]
+    monkeypatch.setattr(Feed, "_take", real_take)  # the broken one goes too, once mended
+    broken.put(DONE)
+    assert broken.wait_done(5)

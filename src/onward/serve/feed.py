@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Hashable
@@ -36,6 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from onward.serve.states import StateAt
+
+log = logging.getLogger(__name__)
 
 DONE = object()
 """Put last: the drive has ended."""
@@ -323,9 +326,14 @@ class Writer:
                     self._thread = None
                     return
                 feeds, told = list(self._ready.values()), self._told
-            taken, soonest = self._due(feeds)
-            if taken:
-                _keep_and_publish(taken)
+            try:
+                taken, soonest = self._due(feeds)
+                if taken:
+                    _keep_and_publish(taken)
+                    continue
+            except Exception:  # every feed's writer: one feed's fault must not end it
+                log.exception("a stream feed's batch could not be kept or handed over")
+                time.sleep(KEEP_EVERY)  # not a busy loop if it comes again
                 continue
             with self._lock:
                 if self._told == told:  # nothing new since the look: wait for the soonest
@@ -337,7 +345,13 @@ class Writer:
         taken: list[tuple[Feed, list[Any], Keep | None]] = []
         soonest = WRITER_IDLE
         for feed in feeds:
-            got = feed._take(now)
+            try:
+                got = feed._take(now)
+            except Exception:  # this feed's fault: the others go on (it, at its next put)
+                log.exception("a stream feed's items could not be taken to be kept")
+                with self._lock:
+                    self._ready.pop(id(feed), None)
+                continue
             if got is None:
                 with self._lock:
                     if not feed._writing:  # (a put since sets it again, and says so)
@@ -373,7 +387,10 @@ def _keep_and_publish(taken: list[tuple[Feed, list[Any], Keep | None]]) -> None:
         with contextlib.suppress(Exception):
             keep(numbered)
     for feed, batch, _keep in taken:
-        feed._taken_published(batch)
+        try:
+            feed._taken_published(batch)
+        except Exception:  # this feed's readers: the others' get theirs
+            log.exception("a stream feed's kept items could not be handed over")
 
 
 WRITER = Writer()
