@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from onward import Onward
 from onward.serve.app import create_app
 from onward.store.connection import PooledDb
 from onward.store.runs import Threads
@@ -104,3 +105,37 @@ def test_a_served_run_reads_its_records_once_and_keeps_each_event_batch_in_one_s
     # The thread's onward run: the run request (is the thread free), the start (no run has
     # the id), the drive's start and end. POST /threads made the id: no run can have it.
     assert counts["run record"] <= 4
+
+
+def test_a_served_runs_start_writes_its_records_and_events_in_one_transaction_each(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's record and request with its start event (one transaction, on every path
+    that starts a run), then the API record with the thread's touch and its event (one
+    more): each was a transaction, or a commit, of its own."""
+    import onward.observe.events as event_log
+
+    made: list[str] = []
+
+    def counting(real: Any, name: str) -> Any:
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            made.append(name)
+            return real(self, *args, **kwargs)
+
+        return method
+
+    monkeypatch.setattr(
+        event_log.EventLog, "record_many", counting(event_log.EventLog.record_many, "events")
+    )
+    monkeypatch.setattr(Threads, "touch", counting(Threads.touch, "touch"))
+    app = create_app(db_url, workdir=tmp_path, recover=False)
+    with TestClient(app) as client:
+        streamed_run(client)
+        made.clear()
+        thread_id = streamed_run(client)
+        runs = client.get(f"/threads/{thread_id}/runs").json()
+    assert [r["status"] for r in runs] == ["success"]
+    assert made == []  # before: ["events", "events", "touch"], a transaction each
+    with Onward(db=db_url) as ow:
+        kinds = [e.kind for e in ow.store.events.list(thread_id)]
+    assert kinds.index("run_started") < kinds.index("api_run_started")

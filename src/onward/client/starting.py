@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from langchain_core.messages import HumanMessage
 
 from onward.errors import NoTemplateError, PlanValidationError, UsageError
+from onward.model.clock import utcnow
 from onward.model.state import Budget, Goal, Plan, RunState
 from onward.observe.kinds import EventKind
 from onward.planning.reading import read_plan_file
@@ -181,11 +182,12 @@ def start(
         budget=budget or Budget(),
         started_at=ow.clock(),
     )
-    ow.store.add_run(thread_id, goal_obj.objective, {"input": state.model_dump(mode="json")})
-    ow.store.events.record(
+    started = {"objective": goal_obj.objective, "plan_steps": len(plan_obj.steps)}
+    ow.store.add_run(
         thread_id,
-        EventKind.RUN_STARTED,
-        {"objective": goal_obj.objective, "plan_steps": len(plan_obj.steps)},
+        goal_obj.objective,
+        {"input": state.model_dump(mode="json")},
+        events=[(utcnow(), str(EventKind.RUN_STARTED), started, None)],
     )
     from onward.llm.usage import warn_unpriced
 

@@ -17,6 +17,7 @@ from langgraph.types import Command
 
 from onward.client import Onward, deciding, views
 from onward.errors import NoTemplateError, StoreError, TokenError, UsageError, refuse_unknown
+from onward.model.clock import utcnow
 from onward.observe.kinds import EventKind
 from onward.people import resume_tokens
 from onward.people.approvals import parse_answers
@@ -162,8 +163,10 @@ def prepare(
         elif body.get("input") not in (None, {}):
             command = next_message(ow, thread_id, body["input"], checkpoint_id, who)
             checkpoint_id = None  # a follow-up (or its fork) is the thread's newest checkpoint
-        if fresh is None:  # a row made just now is as accepted
-            accepted(ow, thread_id, known, ours)
+        # A row made just now is as accepted; one that names the graph is touched with
+        # the run's record, and a new run's start event goes with them: one transaction.
+        touch = fresh is None and accepted(ow, thread_id, known, ours)
+        start = [(utcnow(), str(EventKind.API_RUN_STARTED), {"by": who}, None)]
         run_id = run_id or str(uuid.uuid4())
         ow.store.threads.add_run(
             run_id,
@@ -177,19 +180,22 @@ def prepare(
             webhook=webhook_of(body),
             multitask_strategy=multitask_of(body),
             stream_mode=modes,
+            touch=touch,
+            also=ow.store.events.statements(thread_id, start) if started else (),
         )
         return run_id, command, checkpoint_id
 
 
-def accepted(ow: Onward, thread_id: str, known: Known, ours: dict[str, str]) -> None:
+def accepted(ow: Onward, thread_id: str, known: Known, ours: dict[str, str]) -> bool:
     """The thread's row once a run is accepted: updated now, its metadata naming the graph
     and assistant (merged into what it has). A row read under the thread's lock that
-    names them already is only touched: no read of it again, no metadata written over."""
+    names them already is only touched: no read of it again, no metadata written over;
+    True: that touch is the caller's to write (with the run's record)."""
     row = known.row
     if row is not None and all(row.metadata.get(k) == v for k, v in ours.items()):
-        ow.store.threads.touch(thread_id)
-    else:
-        ow.store.threads.merge_metadata(thread_id, dict(ours))
+        return True
+    ow.store.threads.merge_metadata(thread_id, dict(ours))
+    return False
 
 
 FOLLOW_UP_FIELDS = ("messages", "goal")
@@ -327,7 +333,6 @@ def start_run(ctx: Serving, ow: Onward, thread_id: str, data: Any, who: str) -> 
         constraints=declared_goal.constraints if declared_goal else None,
         fail_fast=False,  # no planner for the goal: the thread's message says so
     )
-    ow.store.events.record(thread_id, EventKind.API_RUN_STARTED, {"by": who})
 
 
 def command_of(

@@ -419,7 +419,15 @@ class Store:
 
     # -- runs -------------------------------------------------------------
 
-    def add_run(self, thread_id: str, objective: str, request: dict[str, Any]) -> None:
+    def add_run(
+        self,
+        thread_id: str,
+        objective: str,
+        request: dict[str, Any],
+        *,
+        events: Sequence[LogRow] = (),
+    ) -> None:
+        """A new run's record and request, and ``events`` (its start), in one transaction."""
         now = utcnow().isoformat()
         row = request
         if self.request_blobs is not None:
@@ -437,6 +445,8 @@ class Store:
                 "INSERT INTO onward_requests VALUES (?, ?)",
                 (thread_id, self._seal_request(row)),
             )
+            for sql, rows in self.events.statements(thread_id, events):
+                db.executemany(sql, rows)
 
     def _seal_request(self, request: dict[str, Any]) -> str:
         """A request's row: JSON, deflated on SQLite when it is long (a plan's steps repeat

@@ -178,11 +178,22 @@ class Threads:
         pause_after: Sequence[str] = (),
         webhook: str | None = None,
         stream_mode: Sequence[str] = (),
+        touch: bool = False,
+        also: Sequence[tuple[str, Sequence[Sequence[Any]]]] = (),
     ) -> None:
         """Record a run; a queued one (``status`` pending, with its ``request``) is
-        recorded again when it starts: the same row, now running from its checkpoint."""
+        recorded again when it starts: the same row, now running from its checkpoint.
+        ``touch``: the thread's ``updated_at`` too; ``also``: more statements (``?``
+        placeholders, their rows), such as an event's; all in one transaction."""
         now = utcnow().isoformat()
-        with self._db.use() as db:
+        together = touch or bool(also)
+        with self._db.use() as db, db.transaction() if together else nullcontext(db):
+            if touch:
+                db.execute(
+                    "UPDATE onward_threads SET updated_at = ? WHERE thread_id = ?", (now, thread_id)
+                )
+            for sql, rows in also:
+                db.executemany(sql, rows)
             db.execute(
                 "INSERT INTO onward_api_runs (run_id, thread_id, assistant_id, created_at, "
                 "updated_at, status, metadata, pause_before, from_checkpoint, request, "
