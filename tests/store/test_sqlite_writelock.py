@@ -115,7 +115,9 @@ def test_runs_driven_at_once_in_one_process_share_a_store_without_a_busy_timeout
     monkeypatch.setenv("ONWARD_BUSY_TIMEOUT", "0")
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     Onward(db=url).close()  # the store's tables, made once
-    clients = [Onward(db=url) for _ in range(6)]  # opened one by one: runs at once
+    clients = [Onward(db=url) for _ in range(6)]
+    for ow in clients:
+        ow.store  # noqa: B018  (each store opened here, one by one: the runs go at once)
     ended: list[str] = []
     failed: list[BaseException] = []
     start = threading.Barrier(6)

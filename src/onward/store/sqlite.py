@@ -24,7 +24,6 @@ from onward.store.artifacts import ArtifactStore, fsync_enabled
 from onward.store.database import Store, _map_saver_errors
 from onward.store.migrations import Migration, serve_statements
 from onward.store.sql import Backend, Db, sqlite_path, translate_errors, wal_checkpoints
-from onward.store.writelock import writing
 
 _WRITES = """
 CREATE TABLE IF NOT EXISTS writes (
@@ -66,8 +65,7 @@ class SqliteStore(Store):
             # routing write lost, the run resumed into nothing).
             conn = sqlite3.connect(str(self.path), timeout=self._timeout, check_same_thread=False)
             try:
-                with writing(str(self.path)):  # its migrations wait for this process's writers
-                    self._set_up(conn)
+                self._set_up(conn)
             except BaseException:
                 conn.close()
                 raise
