@@ -166,7 +166,7 @@ def prepare(
         # A row made just now is as accepted; one that names the graph is touched with
         # the run's record, and a new run's start event goes with them: one transaction.
         touch = fresh is None and accepted(ow, thread_id, known, ours)
-        start = [(utcnow(), str(EventKind.API_RUN_STARTED), {"by": who}, None)]
+        start = [(utcnow(), str(EventKind.API_RUN_STARTED), {"by": who}, None)] if started else []
         run_id = run_id or str(uuid.uuid4())
         ow.store.threads.add_run(
             run_id,
@@ -181,7 +181,7 @@ def prepare(
             multitask_strategy=multitask_of(body),
             stream_mode=modes,
             touch=touch,
-            also=ow.store.events.statements(thread_id, start) if started else (),
+            also=ow.store.events.statements(thread_id, start),
         )
         return run_id, command, checkpoint_id
 

@@ -284,22 +284,23 @@ class Db:
         return sql.replace("%", "%%").replace("?", "%s") if self.postgres else sql
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        with translate_errors(self.backend, self.where), self._write_lock(writes(sql)):
+        with translate_errors(self.backend, self.where), self._write_lock(sql):
             cur: Cursor = self.raw.execute(self._sql(sql), tuple(params))
             return cur
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        with translate_errors(self.backend, self.where), self._write_lock(True):
+        with translate_errors(self.backend, self.where), self._write_lock(None):
             if self.postgres:
                 with self.raw.cursor() as cur:
                     cur.executemany(self._sql(sql), [tuple(r) for r in rows])
             else:
                 self.raw.executemany(sql, rows)
 
-    def _write_lock(self, write: bool) -> AbstractContextManager[None]:
-        """A SQLite write outside a transaction takes the process's write lock of the file
-        (onward.store.writelock); in one, the transaction holds it."""
-        if not write or self.postgres or self._in_tx:
+    def _write_lock(self, sql: str | None) -> AbstractContextManager[None]:
+        """A SQLite write (``sql``; None: rows of one) outside a transaction takes the
+        process's write lock of the file (onward.store.writelock); in one, the transaction
+        holds it. Postgres never looks at the statement."""
+        if self.postgres or self._in_tx or (sql is not None and not writes(sql)):
             return nullcontext()
         return writing(self.where)
 
