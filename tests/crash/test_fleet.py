@@ -434,6 +434,31 @@ def test_a_deadline_that_passes_during_the_drive_is_applied_not_parked_behind_th
         assert ow.store.events.list(tid, ["approval_expired"])
 
 
+@pytest.mark.parametrize("after", ["no lease", "an expired lease"])
+def test_a_claim_holds_from_its_drives_lease_when_the_drive_is_slow_to_take_it(
+    db_url: str, workdir: Path, monkeypatch: pytest.MonkeyPatch, after: str
+) -> None:
+    """A worker's claim lasts its hold from when its drive takes the run's lease, not only
+    from the claim: a drive slow to start (a loaded host) past the hold still keeps the
+    run from a second worker, who would else find it busy and requeue it behind the
+    first's back (clean-clone CI of c695631). Both ways a lease is taken: where there is
+    none, and taken over from a driver whose lease expired."""
+    monkeypatch.setenv("ONWARD_LEASE_TTL", "0.2")
+    plan = Plan(steps=[PlanStep(id="a", tool="noop")])
+    with Onward(db_url, model=None) as ow:
+        tid = ow.submit(plan=plan, workdir=workdir)
+        if after == "an expired lease":
+            ow.store.leases.acquire(tid, "gone-driver")
+            ow.store.leases.fences.drop(tid, "gone-driver")
+            time.sleep(0.3)
+        assert ow.store.claim("first", hold=1.0) == tid
+        time.sleep(1.2)  # the drive starts after the claim's hold has passed
+        ow.store.leases.acquire(tid, "first-driver")
+        assert ow.store.claim("second", hold=30) is None
+        (row,) = ow.store.queue()
+        assert row.claimed_by == "first"
+
+
 def test_a_claim_held_through_a_step_longer_than_the_lease_ttl_is_not_stolen(
     db_url: str, workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -43,7 +43,7 @@ from onward.store.connection import SharedConnection
 from onward.store.crons import Crons
 from onward.store.drivers import drive_ended
 from onward.store.encryption import KEY_CHECK, Cipher, check_key, open_text, seal_text
-from onward.store.leases import Fences, LeasePolicy, Leases, fenced_write
+from onward.store.leases import Fences, LeasePolicy, Leases, Statement, fenced_write
 from onward.store.migrations import (
     RECORD_VERSION,
     SCHEMA_VERSION,
@@ -244,7 +244,7 @@ class Store:
         :meth:`settle_request` need not read it again."""
         self._claims: dict[str, tuple[str, float]] = {}
         """Queue claims this store's worker holds: thread id → (claimer, hold seconds)."""
-        self.leases.on_renew = self._renew_claim
+        self.leases.renewal = self._claim_renewal
         self.ledger = Ledger(self.connect, self.cipher, self.fences)
         self.events = EventLog(self.connect, self.cipher, self.fences)
         self.breakers = Breakers(self.connect, self.events, utcnow)
@@ -735,16 +735,17 @@ class Store:
         first (:attr:`CLAIM_LOCK`); on Postgres the statement alone (its row lock)."""
         return db.transaction(lock=self.CLAIM_LOCK) if self.CLAIM_LOCK else nullcontext()
 
-    def _renew_claim(self, conn: Db, thread_id: str, _lease_owner: str) -> None:
-        """With each heartbeat of a drive's lease: a claim of this store's worker on that
-        run holds for another ``hold`` seconds. Else a step longer than the hold would
-        let another worker claim the run mid-drive (it finds the lease live, calls the
-        run busy and requeues it: the first worker's own requeue or park is then lost)."""
+    def _claim_renewal(self, thread_id: str) -> Statement | None:
+        """What goes with each acquire and heartbeat of a drive's lease: a claim of this
+        store's worker on that run holds for another ``hold`` seconds. Else a step longer
+        than the hold, or a drive slow to take its lease, would let another worker claim
+        the run mid-drive (it finds the lease live, calls the run busy and requeues it:
+        the first worker's own requeue or park is then lost)."""
         claim = self._claims.get(thread_id)
         if claim is None:
-            return
+            return None
         claimer, hold = claim
-        conn.execute(
+        return (
             "UPDATE onward_queue SET ready_at = ? WHERE thread_id = ? AND claimed_by = ?",
             (time.time() + hold, thread_id, claimer),
         )

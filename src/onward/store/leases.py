@@ -47,6 +47,9 @@ from onward.store.drivers import gone_here, new_driver_id
 from onward.store.sql import Db
 from onward.store.ticking import Job, Ticker
 
+Statement = tuple[str, tuple[Any, ...]]
+"""A statement and its parameters."""
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LeasePolicy:
@@ -245,9 +248,10 @@ class Leases:
         removes); the store's savers and ledger fence their writes by them."""
         self.ticker = ticker if ticker is not None else ticking.ticker("")
         """Where this process's heartbeats of these leases run (one thread per store)."""
-        self.on_renew: Callable[[Db, str, str], None] | None = None
-        """Called on the renewing connection after each heartbeat of ours, with the
-        thread id and owner: the store renews a worker's queue claim with its lease."""
+        self.renewal: Callable[[str], Statement | None] = lambda _thread_id: None
+        """What goes with each acquire and heartbeat of a run's lease, in its statement or
+        transaction (None: nothing): the store renews a worker's queue claim with its
+        lease."""
 
     def get(self, thread_id: str) -> LeaseRow | None:
         conn = self._connect()
@@ -285,6 +289,7 @@ class Leases:
             else:
                 with conn.transaction(lock=f"lease:{thread_id}"):
                     taken_over, epoch = self._acquire(conn, thread_id, owner)
+                    self._renewed(conn, thread_id)
         finally:
             conn.close()
         self.fences.hold(thread_id, Fence(owner, epoch))
@@ -298,7 +303,7 @@ class Leases:
         write nothing) or there was none and still is none. A lost race reads again.
         A run nobody holds a lease on (a fleet's every claim: a drive's end deletes its
         lease) takes one statement, :func:`_insert_fresh`."""
-        epoch = _insert_fresh(conn, thread_id, owner, self.policy.ttl)
+        epoch = _insert_fresh(conn, thread_id, owner, self.policy.ttl, self.renewal(thread_id))
         if epoch is not None:
             return None, epoch
         while True:
@@ -306,6 +311,7 @@ class Leases:
             taken_over, events = _taking(thread_id, owner, previous, now)
             expires = now + self.policy.ttl
             if _write_swap(conn, thread_id, owner, now, expires, epoch, swap, events):
+                self._renewed(conn, thread_id)
                 return taken_over, epoch
 
     def _acquire(self, conn: Db, thread_id: str, owner: str) -> tuple[LeaseRow | None, int]:
@@ -338,6 +344,15 @@ class Leases:
             return "thread_id = ? AND owner = ?", (thread_id, owner)
         return "thread_id = ? AND owner = ? AND epoch = ?", (thread_id, owner, fence.epoch)
 
+    def _renewed(self, conn: Db, thread_id: str) -> None:
+        """The lease was taken or renewed: what goes with it (:attr:`renewal`). Taking it
+        counts too: a worker's claim made before its drive took the lease would else
+        lapse before the lease does when the drive is slow to start (a loaded host), and
+        a second worker would claim the run, find it busy and requeue it."""
+        also = self.renewal(thread_id)
+        if also is not None:
+            conn.execute(*also)
+
     def renew(self, thread_id: str, owner: str) -> bool:
         """Heartbeat (expiry by the database's clock); False when the lease is no longer
         ours (taken over after expiry)."""
@@ -352,8 +367,7 @@ class Leases:
             if cur.rowcount != 1:
                 self.fences.lose(thread_id)
                 return False
-            if self.on_renew is not None:
-                self.on_renew(conn, thread_id, owner)
+            self._renewed(conn, thread_id)
             return True
         finally:
             conn.close()
@@ -482,23 +496,27 @@ _FRESH_SQL = (
     "FROM (SELECT clock_timestamp() AS t) AS now ON CONFLICT (thread_id) DO NOTHING "
     "RETURNING thread_id, acquired_at, epoch), "
     "logged AS (INSERT INTO onward_events (thread_id, at, kind, detail) "
-    "SELECT thread_id, acquired_at, ?, ? FROM won) "
+    "SELECT thread_id, acquired_at, ?, ? FROM won){also} "
     "SELECT epoch FROM won"
 ).format(
+    also="{also}",
     now=PG_NOW_TEXT.replace("clock_timestamp()", "now.t"),
     expires=PG_NOW_TEXT.replace("clock_timestamp()", "(now.t + ? * interval '1 second')"),
 )
 """Postgres: a lease taken where there is none, with its acquired event, by the
 database's clock, in one statement; no row when one is there (someone else's, or a
-takeover to be judged: :func:`_taking`)."""
+takeover to be judged: :func:`_taking`). ``{also}``: what goes with it (a claim's
+renewal, :attr:`Leases.renewal`), in the same statement."""
 
 
-def _insert_fresh(conn: Db, thread_id: str, owner: str, ttl: timedelta) -> int | None:
-    """The new lease's epoch, or None when the run has a lease row already."""
-    row = conn.execute(
-        _FRESH_SQL,
-        (thread_id, owner, ttl.total_seconds(), EventKind.LEASE_ACQUIRED, owner),
-    ).fetchone()
+def _insert_fresh(
+    conn: Db, thread_id: str, owner: str, ttl: timedelta, also: Statement | None
+) -> int | None:
+    """The new lease's epoch, or None when the run has a lease row already; ``also`` (the
+    lease's :attr:`Leases.renewal`) in the same statement, whichever it is."""
+    params = (thread_id, owner, ttl.total_seconds(), EventKind.LEASE_ACQUIRED, owner)
+    sql = _FRESH_SQL.format(also="" if also is None else f", renewed AS ({also[0]})")
+    row = conn.execute(sql, params + (() if also is None else also[1])).fetchone()
     return int(row[0]) if row else None
 
 
