@@ -24,6 +24,7 @@ from fastapi.testclient import TestClient
 from onward import Onward
 from onward.serve.app import create_app
 from onward.store.connection import PooledDb
+from onward.store.database import Store
 from onward.store.runs import Threads
 from onward.store.sql import Db
 from tests.support.history_rows import settled
@@ -33,9 +34,10 @@ KINDS = {
     "run record": r"^SELECT \* FROM onward_runs WHERE thread_id",
     "thread row": r"^SELECT thread_id, owner, created_at, updated_at, metadata FROM onward_threads",
     "thread metadata": r"^UPDATE onward_threads SET metadata",
-    "thread updated": r"^(UPDATE onward_threads SET updated_at|WITH ran AS)",
+    "thread updated": r"^(UPDATE onward_threads SET updated_at|WITH also0 AS)",
     "strategy": r"^UPDATE onward_api_runs SET multitask_strategy",
-    "run status": r"^(UPDATE onward_api_runs SET status|WITH ran AS)",
+    "run status": r"^(WITH also0 AS \()?UPDATE onward_api_runs SET status",
+    "queue": r"^UPDATE onward_queue SET|WITH also0 AS .*UPDATE onward_queue SET",
     "event rows": r"^INSERT INTO onward_api_run_events",
 }
 
@@ -139,3 +141,63 @@ def test_a_served_runs_start_writes_its_records_and_events_in_one_transaction_ea
     with Onward(db=db_url) as ow:
         kinds = [e.kind for e in ow.store.events.list(thread_id)]
     assert kinds.index("run_started") < kinds.index("api_run_started")
+
+
+def test_a_served_runs_own_writes_take_sqlites_write_lock_seven_times(
+    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Besides its checkpoints' commits and its stream's event batches, a served run takes
+    the file's write lock (onward.store.writelock) for its thread, its run and request,
+    its API record, its lease, its status, the lease's release and its record's end:
+    seven. Each take is held for a statement's GIL hand-offs as well as SQLite's work,
+    and the lock is what 50 users queue for. The end's queue wake-up goes with the
+    record's end (it was a take of its own)."""
+    import threading
+
+    import onward.store.writelock as writelock
+    from onward.checkpointing.savers import OnwardSqliteSaver
+
+    takes: Counter[str] = Counter()
+    depth = threading.local()
+    real_lock_of = writelock._lock_of
+
+    class Counted:
+        def __init__(self, real: threading.RLock) -> None:
+            self.real = real
+
+        def acquire(self, timeout: float = -1) -> bool:
+            mine = self.real.acquire(timeout=timeout)
+            if mine:
+                if getattr(depth, "n", 0) == 0:
+                    takes["all"] += 1
+                depth.n = getattr(depth, "n", 0) + 1
+            return mine
+
+        def release(self) -> None:
+            depth.n -= 1
+            self.real.release()
+
+    def counted(real: Any, kind: str) -> Any:
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            takes[kind] += 1
+            return real(self, *args, **kwargs)
+
+        return method
+
+    app = create_app(sqlite_url, workdir=tmp_path, recover=False)
+    with TestClient(app) as client:
+        streamed_run(client)  # the server's clients are made
+        monkeypatch.setattr(writelock, "_lock_of", lambda path: Counted(real_lock_of(path)))
+        monkeypatch.setattr(
+            OnwardSqliteSaver, "_commit_now", counted(OnwardSqliteSaver._commit_now, "commits")
+        )
+        monkeypatch.setattr(
+            Threads, "add_runs_events", counted(Threads.add_runs_events, "event batches")
+        )
+        monkeypatch.setattr(Store, "wake", counted(Store.wake, "wake alone"))
+        streamed_run(client)
+        monkeypatch.undo()
+    assert takes["commits"] >= 3, takes
+    assert takes["event batches"] >= 1, takes
+    assert takes["wake alone"] == 0
+    assert takes["all"] - takes["commits"] - takes["event batches"] == 7, takes

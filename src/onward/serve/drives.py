@@ -550,6 +550,7 @@ def drive(
     wanted = {GRAPH_MODES[m] for m in modes if m in GRAPH_MODES}
     status: ApiRunStatus | None = ApiRunStatus.SUCCESS
     reachable = True
+    woken = False  # the run's queue entry (if any) is claimable again, with its record
     with clients.use() as ow:
         if command is ENDED:  # ended by the request itself ("Mark as Resolved")
             try:
@@ -614,7 +615,7 @@ def drive(
                         # Drained, or suspended until later: the record stays running, and
                         # recovery drives the run again once nobody holds its lease.
                         status = ApiRunStatus.RUNNING
-            ow.store.wake(thread_id)
+            woken = True
         except DatabaseUnavailable as exc:  # gone past ONWARD_PG_OUTAGE: recovery goes on
             status, reachable = None, False
             out.unkept()  # its readers get the end now, not after another wait
@@ -632,7 +633,8 @@ def drive(
             try:
                 if reachable:
                     out.kept_all(KEPT_WAIT)
-                    settle_record(ow, run_id, thread_id, status)
+                    wake = [ow.store.waking(thread_id)] if woken else []
+                    settle_record(ow, run_id, thread_id, status, wake)
             finally:  # the stream ends whatever the store did: never a hang
                 out.put(DONE)
                 if control is not None:
@@ -710,12 +712,14 @@ def cut_off(out: Feed, exc: OnwardError) -> dict[str, Any]:
     }
 
 
-def settle_record(ow: Any, run_id: str, thread_id: str, status: ApiRunStatus | None) -> None:
-    """The run's record once its drive ended (the store's statements wait out a blip;
-    a database gone for good leaves it to recovery)."""
+def settle_record(
+    ow: Any, run_id: str, thread_id: str, status: ApiRunStatus | None, also: list[Any]
+) -> None:
+    """The run's record once its drive ended, with ``also`` (the store's statements wait
+    out a blip; a database gone for good leaves it to recovery)."""
     with contextlib.suppress(StoreError):
         # No API row (a CLI run's thread): its thread's update changes nothing.
-        ow.store.threads.settle(run_id, thread_id, status)
+        ow.store.threads.settle(run_id, thread_id, status, also)
 
 
 def _cancelled(

@@ -43,7 +43,7 @@ from onward.store.connection import SharedConnection
 from onward.store.crons import Crons
 from onward.store.drivers import drive_ended
 from onward.store.encryption import KEY_CHECK, Cipher, check_key, open_text, seal_text
-from onward.store.leases import Fences, LeasePolicy, Leases, Statement, fenced_write
+from onward.store.leases import Fences, LeasePolicy, Leases, fenced_write
 from onward.store.migrations import (
     RECORD_VERSION,
     SCHEMA_VERSION,
@@ -55,6 +55,7 @@ from onward.store.runs import Threads
 from onward.store.sql import (
     Backend,
     Db,
+    Statement,
     backend_of,
     redact,
     sqlite_path,
@@ -401,6 +402,7 @@ class Store:
         return db
 
     def close(self) -> None:
+        self.leases.close()
         self.threads.close()
         self.assistants.close()
         self.crons.close()
@@ -685,11 +687,16 @@ class Store:
         that are not on the queue (driven by hand). Clears the claim, so a worker that
         claimed the run before the answer cannot park it again (see :meth:`requeue`)."""
         with self.db.use() as db:
-            db.execute(
-                "UPDATE onward_queue SET ready_at = ?, claimed_by = NULL, claimed_at = NULL, "
-                "for_person = 0 WHERE thread_id = ?",
-                (time.time(), thread_id),
-            )
+            db.execute(*self.waking(thread_id))
+
+    @staticmethod
+    def waking(thread_id: str) -> Statement:
+        """:meth:`wake` as a statement, for a caller's transaction."""
+        return (
+            "UPDATE onward_queue SET ready_at = ?, claimed_by = NULL, claimed_at = NULL, "
+            "for_person = 0 WHERE thread_id = ?",
+            (time.time(), thread_id),
+        )
 
     def claim(self, owner: str, hold: float) -> str | None:
         """The oldest ready run, held for ``hold`` seconds (a worker that dies lets it go

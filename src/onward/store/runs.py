@@ -18,7 +18,7 @@ from typing import Any
 
 from onward.model.clock import utcnow
 from onward.store.connection import SharedConnection
-from onward.store.sql import Db
+from onward.store.sql import Db, Statement, in_one
 
 MAX_RUN_EVENTS = 5000
 """Stream events kept per run in the store (the oldest go first): a long run streams
@@ -256,31 +256,33 @@ class Threads:
                 (status.value, utcnow().isoformat(), run_id),
             )
 
-    def settle(self, run_id: str, thread_id: str, status: ApiRunStatus | None) -> None:
-        """A run's drive ended: its record's ``status`` (None: left as it is) and its
-        thread's ``updated_at``, together (Postgres: one statement; SQLite: one commit)."""
-        if status is None:
-            self.touch(thread_id)
-            return
+    def settle(
+        self,
+        run_id: str,
+        thread_id: str,
+        status: ApiRunStatus | None,
+        also: Sequence[Statement] = (),
+    ) -> None:
+        """A run's drive ended: its record's ``status`` (None: left as it is), its
+        thread's ``updated_at`` and ``also`` (statements with ``?`` placeholders, such as
+        the queue's wake-up), together (Postgres: one statement; SQLite: one commit)."""
         now = utcnow().isoformat()
+        ran: list[Statement] = []
+        if status is not None:
+            ran.append(
+                (
+                    "UPDATE onward_api_runs SET status = ?, updated_at = ? WHERE run_id = ?",
+                    (status.value, now, run_id),
+                )
+            )
+        touch = ("UPDATE onward_threads SET updated_at = ? WHERE thread_id = ?", (now, thread_id))
         with self._db.use() as db:
             if db.postgres:
-                db.execute(
-                    "WITH ran AS (UPDATE onward_api_runs SET status = ?, updated_at = ? "
-                    "WHERE run_id = ?) "
-                    "UPDATE onward_threads SET updated_at = ? WHERE thread_id = ?",
-                    (status.value, now, run_id, now, thread_id),
-                )
-            else:
-                with db.transaction():
-                    db.execute(
-                        "UPDATE onward_api_runs SET status = ?, updated_at = ? WHERE run_id = ?",
-                        (status.value, now, run_id),
-                    )
-                    db.execute(
-                        "UPDATE onward_threads SET updated_at = ? WHERE thread_id = ?",
-                        (now, thread_id),
-                    )
+                db.execute(*in_one(ran + list(also), touch))
+                return
+            with db.transaction() if ran or also else nullcontext(db):
+                for sql, params in [*ran, *also, touch]:
+                    db.execute(sql, params)
 
     def runs(self, thread_id: str) -> list[ApiRunRow]:
         return self._select("WHERE thread_id = ? ORDER BY created_at DESC", (thread_id,))

@@ -250,6 +250,21 @@ def wal_checkpoints(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA journal_size_limit={WAL_KEPT_BYTES}")
 
 
+Statement = tuple[str, tuple[Any, ...]]
+"""A statement (``?`` placeholders) and its parameters."""
+
+
+def in_one(first: Sequence[Statement], last: Statement) -> Statement:
+    """Postgres: ``first`` as data-modifying CTEs of ``last``, one statement (one round
+    trip) for what SQLite runs as one transaction. The CTEs see the snapshot the
+    statement began with, not each other's writes: for writes of different rows."""
+    if not first:
+        return last
+    ctes = ", ".join(f"also{i} AS ({sql})" for i, (sql, _) in enumerate(first))
+    params = tuple(p for _, ps in first for p in ps)
+    return f"WITH {ctes} {last[0]}", params + tuple(last[1])
+
+
 class Db:
     """A connection of either backend with one API. Not shared between threads by itself;
     see :class:`~onward.store.connection.SharedConnection`."""

@@ -113,6 +113,8 @@ class SqliteStore(Store):
         """The serve migrations' statements, in one transaction that locks the database
         (so two processes serving a store at once make them once). A store that never
         serves keeps none of their empty pages."""
+        if "onward_threads" in self._present_tables(db):
+            return  # made before (a read: every client's first use asks)
         with db.transaction(lock="serve"):
             if "onward_threads" not in self._present_tables(db):
                 for statement in serve_statements(Backend.SQLITE):

@@ -100,6 +100,7 @@ class Tables:
         return Db.open(self._target, timeout=self._timeout)
 
     def close(self) -> None:
+        self.leases.close()
         self.events.close()
         self.db.close()
 

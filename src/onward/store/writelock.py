@@ -27,6 +27,9 @@ WRITE_WAIT = 0.25
 _WRITES = re.compile(r"\s*(INSERT|UPDATE|DELETE|REPLACE|WITH)\b", re.IGNORECASE)
 
 _LOCKS: dict[str, threading.RLock] = {}
+"""The lock of each file, by its real path."""
+_BY_PATH: dict[str, threading.RLock] = {}
+"""The same locks by the paths writers gave (a real path costs a ``lstat`` per part)."""
 _LOCKS_LOCK = threading.Lock()
 
 
@@ -36,11 +39,15 @@ def writes(sql: str) -> bool:
 
 
 def _lock_of(path: str) -> threading.RLock:
-    key = os.path.realpath(path)
+    found = _BY_PATH.get(path)
+    if found is not None:
+        return found
+    key = os.path.realpath(path)  # a path's components looked up: once per path given
     with _LOCKS_LOCK:
         found = _LOCKS.get(key)
         if found is None:
             found = _LOCKS[key] = threading.RLock()
+        _BY_PATH[path] = found
         return found
 
 
