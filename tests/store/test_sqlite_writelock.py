@@ -141,3 +141,27 @@ def test_runs_driven_at_once_in_one_process_share_a_store_without_a_busy_timeout
         ow.close()
     assert failed == []
     assert ended == ["done"] * 6
+
+
+@pytest.mark.parametrize(("fsync", "level"), [("0", 1), ("1", 2)])
+def test_every_connection_to_a_sqlite_store_has_the_stores_durability(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: str, level: int
+) -> None:
+    """The store's threads, leases, events and any other connection commit as its
+    checkpoints do: NORMAL, or FULL with ONWARD_FSYNC=1 (SQLite's default is FULL: the
+    side connections fsynced every commit, a disk's wait inside the write lock, while
+    the checkpoints did not)."""
+    monkeypatch.setenv("ONWARD_FSYNC", fsync)
+
+    def synchronous(db: Db) -> int:
+        return int(db.execute("PRAGMA synchronous").fetchone()[0])
+
+    with Onward(f"sqlite:///{tmp_path / 'onward.db'}", model=None) as ow:
+        store = ow.store
+        with store.db.use() as db:
+            assert synchronous(db) == level
+        with store.threads._db.use() as db:
+            assert synchronous(db) == level
+        with store.leases._use() as db:
+            assert synchronous(db) == level
+        assert synchronous(store.connect()) == level

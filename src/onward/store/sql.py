@@ -38,6 +38,7 @@ from onward.errors import (
     StoreLockedError,
     UsageError,
 )
+from onward.settings import settings
 from onward.store import reserve
 from onward.store.writelock import writes, writing
 
@@ -238,6 +239,15 @@ WAL_KEPT_BYTES = 4 * 1024 * 1024
 """``journal_size_limit``: what the WAL file is cut back to when it restarts."""
 
 
+def sqlite_synchronous() -> str:
+    """The ``synchronous`` level of every connection to a SQLite store: FULL (each commit
+    fsyncs the WAL) with ``ONWARD_FSYNC=1``, else NORMAL (a killed process loses nothing;
+    a power cut may lose the last commits). SQLite's own default is FULL: connections
+    that did not set it fsynced every commit of the store's threads, leases and events
+    while its checkpoints did not."""
+    return "FULL" if settings().fsync else "NORMAL"
+
+
 def wal_checkpoints(conn: sqlite3.Connection) -> None:
     """WAL checkpoints every 1,000 pages (~80 plan steps; fewer on a nearly full volume:
     reserve.checkpoint_pages). A checkpoint costs three fsyncs of its own with FULL, 0.08
@@ -284,6 +294,7 @@ class Db:
                     str(path), timeout=timeout, check_same_thread=False, isolation_level=None
                 )
                 conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+                conn.execute(f"PRAGMA synchronous={sqlite_synchronous()}")
                 wal_checkpoints(conn)
                 return cls(conn, backend, str(path))
             import psycopg

@@ -20,10 +20,17 @@ from onward.checkpointing.savers import OnwardSqliteSaver
 from onward.checkpointing.serde import checkpoint_serde
 from onward.errors import StoreError
 from onward.store import blobs, reserve
-from onward.store.artifacts import ArtifactStore, fsync_enabled
+from onward.store.artifacts import ArtifactStore
 from onward.store.database import Store, _map_saver_errors
 from onward.store.migrations import Migration, serve_statements
-from onward.store.sql import Backend, Db, sqlite_path, translate_errors, wal_checkpoints
+from onward.store.sql import (
+    Backend,
+    Db,
+    sqlite_path,
+    sqlite_synchronous,
+    translate_errors,
+    wal_checkpoints,
+)
 
 _WRITES = """
 CREATE TABLE IF NOT EXISTS writes (
@@ -95,7 +102,7 @@ class SqliteStore(Store):
                 self.migrate(Db(conn, Backend.SQLITE, self.where))
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
-        conn.execute(f"PRAGMA synchronous={'FULL' if fsync_enabled() else 'NORMAL'}")
+        conn.execute(f"PRAGMA synchronous={sqlite_synchronous()}")
         wal_checkpoints(conn)
 
     def _setup_checkpointer(self, db: Db) -> None:
