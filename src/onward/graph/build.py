@@ -11,7 +11,7 @@ person with ``interrupt()`` (nodes/asking.py).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
@@ -37,9 +37,31 @@ from onward.nodes.wait import wait
 from onward.observe.progress import EVENT_ROWS
 from onward.store.artifacts import ARTIFACT_REFS
 
-REPRODUCIBLE = frozenset({Node.VERIFY, Node.GATE})
-"""Nodes whose writes may wait for the next commit: run again, they write the same
-(checkpointing/savers.py, "one durable commit per plan step")."""
+
+def _always(_state: RunState) -> bool:
+    return True
+
+
+def _declared_plan(state: RunState) -> bool:
+    """Plan re-validates a plan the run was given (no model, no template's files)."""
+    return bool(state.plan.steps)
+
+
+def _no_goal_review(state: RunState) -> bool:
+    """Finalize reads the saved steps and runs the acceptance checks (no judge model)."""
+    return state.goal is None or not state.goal.judge
+
+
+REPRODUCIBLE: dict[Node, Callable[[RunState], bool]] = {
+    Node.VERIFY: _always,
+    Node.GATE: _always,
+    Node.PLAN: _declared_plan,
+    Node.FINALIZE: _no_goal_review,
+}
+"""Nodes whose writes may wait for the next commit when their input says so: run again,
+they write the same (checkpointing/savers.py, "one durable commit per plan step"). A plan
+the model makes, or a goal review by a judge, costs a model call: their writes commit at
+once, so a crash does not lose them."""
 
 
 ROUTES_ITSELF = frozenset({Node.EXECUTE, Node.VERIFY})
@@ -66,7 +88,12 @@ class Logged:
     compiling onward's graph), and an object has none to look through."""
 
     def __init__(
-        self, default: NodeDeps, fn: Any, *, reproducible: bool = False, checks: bool = False
+        self,
+        default: NodeDeps,
+        fn: Any,
+        *,
+        reproducible: Callable[[Any], bool] | None = None,
+        checks: bool = False,
     ) -> None:
         self.default, self.fn = default, fn
         self.reproducible, self.checks = reproducible, checks
@@ -81,7 +108,7 @@ class Logged:
             raise DrainRequested(self.__name__)
         thread_id = thread_of(config)
         task_id = _task_id() if deps.held is not None else None
-        if deps.held is not None and task_id and self.reproducible:
+        if deps.held is not None and task_id and self.reproducible and self.reproducible(arg):
             deps.held.mark_reproducible(thread_id, task_id)
         given = {"config": config, "runtime": runtime}
         kwargs = {k: v for k, v in given.items() if k in self.wants}
@@ -128,10 +155,12 @@ def build_graph(deps: NodeDeps, *, hosted: bool = False) -> StateGraph[Any, Node
     }
     for name, fn in nodes.items():
         # Any: LangGraph types a node by its function's parameters, an object by none.
-        node: Any = Logged(deps, fn, reproducible=name in REPRODUCIBLE, checks=name is Node.VERIFY)
+        node: Any = Logged(
+            deps, fn, reproducible=REPRODUCIBLE.get(name), checks=name is Node.VERIFY
+        )
         exits = {str(t): label(name, t) for t in EXITS[name]} if name in ROUTES_ITSELF else None
         g.add_node(name.value, node, destinations=exits)
-    gate: Any = Logged(deps, join, reproducible=True)
+    gate: Any = Logged(deps, join, reproducible=REPRODUCIBLE[Node.GATE])
     g.add_node(Node.GATE.value, gate)
     g.add_edge(START, Node.PLAN.value)
     for source in EXITS:
