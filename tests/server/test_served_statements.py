@@ -27,6 +27,7 @@ from onward.store.connection import PooledDb
 from onward.store.database import Store
 from onward.store.runs import Threads
 from onward.store.sql import Db
+from tests.support.common import postgres_schema
 from tests.support.history_rows import settled
 from tests.support.serve_long import noop_chain
 
@@ -34,7 +35,6 @@ KINDS = {
     "run record": r"^SELECT \* FROM onward_runs WHERE thread_id",
     "thread row": r"^SELECT thread_id, owner, created_at, updated_at, metadata FROM onward_threads",
     "thread metadata": r"^UPDATE onward_threads SET metadata",
-    "thread updated": r"^(UPDATE onward_threads SET updated_at|WITH also0 AS)",
     "strategy": r"^UPDATE onward_api_runs SET multitask_strategy",
     "run status": r"^(WITH also0 AS \()?UPDATE onward_api_runs SET status",
     "queue": r"^UPDATE onward_queue SET|WITH also0 AS .*UPDATE onward_queue SET",
@@ -104,6 +104,7 @@ def test_a_served_run_reads_its_records_once_and_keeps_each_event_batch_in_one_s
     assert counts["thread metadata"] == 0  # it named the graph and assistant already
     assert counts["strategy"] == 0  # written with the run's record
     assert counts["run status"] == 1  # the drive's end, with the thread's update
+    assert counts["queue"] == 1  # its queue entry's wake-up, in the same statement
     # The thread's onward run: the run request (is the thread free), the start (no run has
     # the id), the drive's start and end. POST /threads made the id: no run can have it.
     assert counts["run record"] <= 4
@@ -201,3 +202,30 @@ def test_a_served_runs_own_writes_take_sqlites_write_lock_seven_times(
     assert takes["event batches"] >= 1, takes
     assert takes["wake alone"] == 0
     assert takes["all"] - takes["commits"] - takes["event batches"] == 7, takes
+
+
+def test_a_served_runs_writes_outside_its_commits_are_one_statement_each_on_postgres(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's record, request and start event; its API record, the thread's touch and
+    its event; its end with the queue's wake-up: one statement each (CTEs,
+    ``Db.write_all``), where each was a transaction of BEGIN, a round trip a statement,
+    and COMMIT. Its checkpoints' commits are the saver's own pipelines."""
+    opened: list[str] = []
+    real = PooledDb.transaction
+
+    def counted(self: PooledDb, lock: str | None = None) -> Any:
+        opened.append(lock or "")
+        return real(self, lock)
+
+    with postgres_schema() as url:
+        app = create_app(url, workdir=tmp_path, recover=False)
+        with TestClient(app) as client:
+            streamed_run(client)
+            monkeypatch.setattr(PooledDb, "transaction", counted)
+            thread_id = streamed_run(client)
+            monkeypatch.undo()
+        with Onward(db=url) as ow:
+            kinds = [e.kind for e in ow.store.events.list(thread_id)]
+    assert opened == []
+    assert kinds.index("run_started") < kinds.index("api_run_started")

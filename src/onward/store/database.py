@@ -57,6 +57,7 @@ from onward.store.sql import (
     Db,
     Statement,
     backend_of,
+    one_row_each,
     redact,
     sqlite_path,
     store_error,
@@ -438,17 +439,16 @@ class Store:
             files = self.request_blobs
             lifted, found = blobs.lift(request, lambda text: files.put(thread_id, text))
             row = {**lifted, blobs.BLOBS: found} if found else request
-        with self.db.use() as db, db.transaction():
-            db.execute(
+        statements: list[Statement] = [
+            (
                 "INSERT INTO onward_runs VALUES (?, ?, ?, ?, ?, '')",
                 (thread_id, now, now, RunStatus.PLANNING.value, seal_text(self.cipher, objective)),
-            )
-            db.execute(
-                "INSERT INTO onward_requests VALUES (?, ?)",
-                (thread_id, self._seal_request(row)),
-            )
-            for sql, rows in self.events.statements(thread_id, events):
-                db.executemany(sql, rows)
+            ),
+            ("INSERT INTO onward_requests VALUES (?, ?)", (thread_id, self._seal_request(row))),
+            *one_row_each(self.events.statements(thread_id, events)),
+        ]
+        with self.db.use() as db:
+            db.write_all(statements)
 
     def _seal_request(self, request: dict[str, Any]) -> str:
         """A request's row: JSON, deflated on SQLite when it is long (a plan's steps repeat

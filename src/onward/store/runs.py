@@ -18,7 +18,7 @@ from typing import Any
 
 from onward.model.clock import utcnow
 from onward.store.connection import SharedConnection
-from onward.store.sql import Db, Statement, in_one
+from onward.store.sql import Db, Statement, one_row_each
 
 MAX_RUN_EVENTS = 5000
 """Stream events kept per run in the store (the oldest go first): a long run streams
@@ -184,17 +184,16 @@ class Threads:
         """Record a run; a queued one (``status`` pending, with its ``request``) is
         recorded again when it starts: the same row, now running from its checkpoint.
         ``touch``: the thread's ``updated_at`` too; ``also``: more statements (``?``
-        placeholders, their rows), such as an event's; all in one transaction."""
+        placeholders, their rows), such as an event's; all together (:meth:`Db.write_all`)."""
         now = utcnow().isoformat()
-        together = touch or bool(also)
-        with self._db.use() as db, db.transaction() if together else nullcontext(db):
-            if touch:
-                db.execute(
-                    "UPDATE onward_threads SET updated_at = ? WHERE thread_id = ?", (now, thread_id)
-                )
-            for sql, rows in also:
-                db.executemany(sql, rows)
-            db.execute(
+        statements: list[Statement] = []
+        if touch:
+            statements.append(
+                ("UPDATE onward_threads SET updated_at = ? WHERE thread_id = ?", (now, thread_id))
+            )
+        statements.extend(one_row_each(also))
+        statements.append(
+            (
                 "INSERT INTO onward_api_runs (run_id, thread_id, assistant_id, created_at, "
                 "updated_at, status, metadata, pause_before, from_checkpoint, request, "
                 "multitask_strategy, pause_after, webhook, stream_mode) "
@@ -222,6 +221,9 @@ class Threads:
                     json.dumps(list(stream_mode)),
                 ),
             )
+        )
+        with self._db.use() as db:
+            db.write_all(statements)
 
     def get_run(self, run_id: str) -> ApiRunRow | None:
         found = self._select("WHERE run_id = ?", (run_id,))
@@ -277,12 +279,7 @@ class Threads:
             )
         touch = ("UPDATE onward_threads SET updated_at = ? WHERE thread_id = ?", (now, thread_id))
         with self._db.use() as db:
-            if db.postgres:
-                db.execute(*in_one(ran + list(also), touch))
-                return
-            with db.transaction() if ran or also else nullcontext(db):
-                for sql, params in [*ran, *also, touch]:
-                    db.execute(sql, params)
+            db.write_all([*ran, *also, touch])
 
     def runs(self, thread_id: str) -> list[ApiRunRow]:
         return self._select("WHERE thread_id = ? ORDER BY created_at DESC", (thread_id,))

@@ -20,6 +20,7 @@ restarting, out of connections, or this connection killed — is a
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 import uuid
@@ -264,6 +265,14 @@ Statement = tuple[str, tuple[Any, ...]]
 """A statement (``?`` placeholders) and its parameters."""
 
 
+_WRITTEN = re.compile(r"\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)
+
+
+def one_row_each(statements: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> list[Statement]:
+    """(SQL, rows) pairs as one statement per row, in order."""
+    return [(sql, tuple(row)) for sql, rows in statements for row in rows]
+
+
 def in_one(first: Sequence[Statement], last: Statement) -> Statement:
     """Postgres: ``first`` as data-modifying CTEs of ``last``, one statement (one round
     trip) for what SQLite runs as one transaction. The CTEs see the snapshot the
@@ -337,6 +346,26 @@ class Db:
                 self.raw.execute(sql)
             else:
                 self.raw.executescript(sql)
+
+    def write_all(self, statements: Sequence[Statement]) -> None:
+        """Writes that go together, all or nothing: on Postgres one statement
+        (:func:`in_one`: one round trip, where a transaction is BEGIN, each statement and
+        COMMIT), on SQLite one transaction. Statements that write the same table stay a
+        transaction on Postgres too: a statement's CTEs run in no set order, and the rows'
+        serial ids must keep theirs."""
+        if len(statements) < 2:
+            for sql, params in statements:
+                self.execute(sql, params)
+            return
+        tables = [
+            m.group(1).lower() if (m := _WRITTEN.match(sql)) else None for sql, _ in statements
+        ]
+        if self.postgres and None not in tables and len(set(tables)) == len(tables):
+            self.execute(*in_one(statements[:-1], statements[-1]))
+            return
+        with self.transaction():
+            for sql, params in statements:
+                self.execute(sql, params)
 
     @contextmanager
     def transaction(self, lock: str | None = None) -> Iterator[Db]:
