@@ -59,9 +59,9 @@ def _chain() -> Plan:
 def test_a_declared_plan_and_an_unjudged_finish_commit_with_the_next_step(
     sqlite_url: str, workdir: Path, commits: list[list[str]]
 ) -> None:
-    """The run's input, then one commit per plan step (the first with the plan, the last
-    with verify's and finalize's writes and the run's status): 2 + 3 commits fewer
-    than the 7 it took, and every event is in one of them."""
+    """The run's input, one commit per plan step (the first with the plan's writes), and
+    the drive's end (the last verify's and finalize's writes with the run's status):
+    5 commits where it took 7, every event in one of them, once."""
     with Onward(sqlite_url, model=None) as ow:
         view = ow.run(plan=_chain(), workdir=workdir)
         kinds = [e.kind for e in ow.store.events.list(view.thread_id)]
