@@ -142,9 +142,9 @@ def _flip_a_byte(store: Store, db_url: str, sha256: str) -> None:
         path.write_bytes(bytes(body))
         return
     with psycopg.connect(db_url, autocommit=True) as conn:
-        conn.execute(
-            "UPDATE onward_artifacts SET body = overlay(body placing '\\x00'::bytea "
-            "from length(body)) WHERE sha256 = %s",
+        conn.execute(  # the last byte's lowest bit flipped: a change whatever the byte was
+            "UPDATE onward_artifacts SET body = set_byte(body, length(body) - 1, "
+            "get_byte(body, length(body) - 1) # 1) WHERE sha256 = %s",
             (sha256,),
         )
 
