@@ -13,7 +13,9 @@ are made) is not counted.
 
 ``--before DIR``: also count a server from the source tree DIR (e.g. a ``git worktree``
 of an earlier commit), named ``before ...``. Counts hold on a loaded host too; the held
-milliseconds do not (a holder also waits for the GIL), so compare them within a run.
+milliseconds do not (a holder also waits for the GIL), so compare them within a run. The
+durability each tree's SQLite connections open with is read back and printed (every
+server runs at its tree's default, ``ONWARD_FSYNC`` unset), as are Postgres's settings.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import serve_users as su
-from _common import pg_schema
+from _common import pg_durability, pg_schema
 
 COUNTED = Path(__file__).parent / "_counted"
 
@@ -51,6 +54,34 @@ def counted_server(
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+_READ_BACK = """
+import sqlite3, sys, tempfile
+from onward import Onward
+from onward.store.sql import Db
+names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+with tempfile.TemporaryDirectory() as tmp, Onward(f"sqlite:///{tmp}/o.db") as ow:
+    main = ow.store.conn.execute("PRAGMA synchronous").fetchone()[0]
+    side = Db.open(f"{tmp}/o.db")
+    other = side.execute("PRAGMA synchronous").fetchone()[0]
+    mode = side.execute("PRAGMA journal_mode").fetchone()[0]
+    side.close()
+print(f"journal_mode={mode} synchronous={names[main]} (checkpoints),",
+      f"{names[other]} (other connections)")
+"""
+
+
+def sqlite_durability_of(src: Path | None) -> str:
+    """What a tree's SQLite store opens with, read back in a process of that tree: the
+    checkpointer's connection and the others (before d145ee4 they differed)."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = str(src.resolve() / "src")
+    done = subprocess.run(
+        [sys.executable, "-c", _READ_BACK], env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
 
 
 def drive(server: su.Server, users: int, runs: int) -> int:
@@ -103,6 +134,9 @@ def main() -> None:
     trees: list[tuple[str, Path | None]] = [("onward", None)]
     if args.before is not None:
         trees.append(("before", args.before))
+    print("durability (read back):", pg_durability())
+    for label, src in trees:
+        print(f"  {label} SQLite: {sqlite_durability_of(src)}")
     port = 8790
     for label, src in trees:
         with tempfile.TemporaryDirectory() as tmp:

@@ -48,13 +48,11 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -79,6 +77,7 @@ from onward.checkpointing.values import CheckpointValues, WriteRow, rolled, shar
 from onward.errors import FencedOut, LeaseLostError
 from onward.observe.events import LogRow
 from onward.store.leases import FENCE_SQL, FENCE_SQLSTATE, Fence, Fences
+from onward.store.sql import table_written
 from onward.store.writelock import writing
 
 if TYPE_CHECKING:
@@ -261,17 +260,6 @@ def fences_of(
     return [(t, f) for t in threads if (f := fences.of(t)) is not None]
 
 
-_TABLE = re.compile(r"\b(?:INSERT\s+INTO|DELETE\s+FROM|UPDATE)\s+(\w+)", re.IGNORECASE)
-
-
-@cache
-def _table_written(sql: str) -> str | None:
-    """The table a statement writes (None: one this cannot tell); the savers send a
-    handful of distinct statements, so each is parsed once."""
-    match = _TABLE.search(sql)
-    return match.group(1).lower() if match else None
-
-
 def grouped(statements: Statements) -> Statements:
     """The same statements with each one's rows added to an earlier one of the same SQL
     when no statement in between writes that table: the order within each table is kept
@@ -286,7 +274,7 @@ def grouped(statements: Statements) -> Statements:
     """The index of the last statement that wrote each table (None: one of unknown reach,
     which nothing is moved past)."""
     for sql, rows in statements:
-        table = _table_written(sql)
+        table = table_written(sql)
         at = last.get(sql)
         barrier = max(table_at.get(table, -1), table_at.get(None, -1))
         if table is not None and at is not None and at >= barrier:

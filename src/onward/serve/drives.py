@@ -64,6 +64,7 @@ from onward.serve.states import StateAt
 from onward.serve.views import Known, check_visible, read_thread, thread_status
 from onward.serve.wire import chat_values, chunk, jsonable, run_state
 from onward.store.runs import ApiRunStatus
+from onward.store.sql import Statement
 
 GRAPH_MODES: dict[str, StreamMode] = {
     "values": "values",
@@ -713,7 +714,7 @@ def cut_off(out: Feed, exc: OnwardError) -> dict[str, Any]:
 
 
 def settle_record(
-    ow: Any, run_id: str, thread_id: str, status: ApiRunStatus | None, also: list[Any]
+    ow: Any, run_id: str, thread_id: str, status: ApiRunStatus | None, also: Sequence[Statement]
 ) -> None:
     """The run's record once its drive ended, with ``also`` (the store's statements wait
     out a blip; a database gone for good leaves it to recovery)."""

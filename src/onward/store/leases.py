@@ -505,23 +505,21 @@ def _read_for_swap(conn: Db, thread_id: str) -> tuple[datetime, int, LeaseRow | 
     return now, int(row[1]), _lease(row[2:]), (int(row[7]), str(row[6]))
 
 
-_FRESH_SQL = (
+_FRESH_CTES = (
     "WITH won AS (INSERT INTO onward_leases "
     f"({_COLUMNS}) SELECT ?, ?, {{now}}, {{now}}, {{expires}}, nextval('onward_lease_epochs') "
     "FROM (SELECT clock_timestamp() AS t) AS now ON CONFLICT (thread_id) DO NOTHING "
     "RETURNING thread_id, acquired_at, epoch), "
     "logged AS (INSERT INTO onward_events (thread_id, at, kind, detail) "
-    "SELECT thread_id, acquired_at, ?, ? FROM won){also} "
-    "SELECT epoch FROM won"
+    "SELECT thread_id, acquired_at, ?, ? FROM won)"
 ).format(
-    also="{also}",
     now=PG_NOW_TEXT.replace("clock_timestamp()", "now.t"),
     expires=PG_NOW_TEXT.replace("clock_timestamp()", "(now.t + ? * interval '1 second')"),
 )
 """Postgres: a lease taken where there is none, with its acquired event, by the
 database's clock, in one statement; no row when one is there (someone else's, or a
-takeover to be judged: :func:`_taking`). ``{also}``: what goes with it (a claim's
-renewal, :attr:`Leases.renewal`), in the same statement."""
+takeover to be judged: :func:`_taking`): its CTEs, which :func:`_insert_fresh` ends with
+what goes with the lease (a claim's renewal, :attr:`Leases.renewal`) and its SELECT."""
 
 
 def _insert_fresh(
@@ -530,7 +528,8 @@ def _insert_fresh(
     """The new lease's epoch, or None when the run has a lease row already; ``also`` (the
     lease's :attr:`Leases.renewal`) in the same statement, whichever it is."""
     params = (thread_id, owner, ttl.total_seconds(), EventKind.LEASE_ACQUIRED, owner)
-    sql = _FRESH_SQL.format(also="" if also is None else f", renewed AS ({also[0]})")
+    renewed = "" if also is None else f", renewed AS ({also[0]})"
+    sql = f"{_FRESH_CTES}{renewed} SELECT epoch FROM won"
     row = conn.execute(sql, params + (() if also is None else also[1])).fetchone()
     return int(row[0]) if row else None
 

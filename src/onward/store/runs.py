@@ -150,10 +150,7 @@ class Threads:
 
     def touch(self, thread_id: str) -> None:
         with self._db.use() as db:
-            db.execute(
-                "UPDATE onward_threads SET updated_at = ? WHERE thread_id = ?",
-                (utcnow().isoformat(), thread_id),
-            )
+            db.execute(*_touching(thread_id, utcnow().isoformat()))
 
     def delete(self, thread_id: str) -> None:
         with self._db.use() as db, db.transaction():
@@ -188,9 +185,7 @@ class Threads:
         now = utcnow().isoformat()
         statements: list[Statement] = []
         if touch:
-            statements.append(
-                ("UPDATE onward_threads SET updated_at = ? WHERE thread_id = ?", (now, thread_id))
-            )
+            statements.append(_touching(thread_id, now))
         statements.extend(one_row_each(also))
         statements.append(
             (
@@ -277,9 +272,8 @@ class Threads:
                     (status.value, now, run_id),
                 )
             )
-        touch = ("UPDATE onward_threads SET updated_at = ? WHERE thread_id = ?", (now, thread_id))
         with self._db.use() as db:
-            db.write_all([*ran, *also, touch])
+            db.write_all([*ran, *also, _touching(thread_id, now)])
 
     def runs(self, thread_id: str) -> list[ApiRunRow]:
         return self._select("WHERE thread_id = ? ORDER BY created_at DESC", (thread_id,))
@@ -454,6 +448,11 @@ class Threads:
             )
             for r in rows
         ]
+
+
+def _touching(thread_id: str, now: str) -> Statement:
+    """The thread's ``updated_at`` set to ``now``."""
+    return ("UPDATE onward_threads SET updated_at = ? WHERE thread_id = ?", (now, thread_id))
 
 
 def _compact(data: Any) -> str:

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from enum import StrEnum
+from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Protocol
@@ -265,7 +266,15 @@ Statement = tuple[str, tuple[Any, ...]]
 """A statement (``?`` placeholders) and its parameters."""
 
 
-_WRITTEN = re.compile(r"\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)
+_TABLE = re.compile(r"\b(?:INSERT\s+INTO|DELETE\s+FROM|UPDATE)\s+(\w+)", re.IGNORECASE)
+
+
+@cache
+def table_written(sql: str) -> str | None:
+    """The table a statement writes (None: one this cannot tell); the store sends a
+    handful of distinct statements, so each is parsed once."""
+    match = _TABLE.search(sql)
+    return match.group(1).lower() if match else None
 
 
 def one_row_each(statements: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> list[Statement]:
@@ -273,7 +282,7 @@ def one_row_each(statements: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> l
     return [(sql, tuple(row)) for sql, rows in statements for row in rows]
 
 
-def in_one(first: Sequence[Statement], last: Statement) -> Statement:
+def _in_one(first: Sequence[Statement], last: Statement) -> Statement:
     """Postgres: ``first`` as data-modifying CTEs of ``last``, one statement (one round
     trip) for what SQLite runs as one transaction. The CTEs see the snapshot the
     statement began with, not each other's writes: for writes of different rows."""
@@ -349,7 +358,7 @@ class Db:
 
     def write_all(self, statements: Sequence[Statement]) -> None:
         """Writes that go together, all or nothing: on Postgres one statement
-        (:func:`in_one`: one round trip, where a transaction is BEGIN, each statement and
+        (:func:`_in_one`: one round trip, where a transaction is BEGIN, each statement and
         COMMIT), on SQLite one transaction. Statements that write the same table stay a
         transaction on Postgres too: a statement's CTEs run in no set order, and the rows'
         serial ids must keep theirs."""
@@ -357,11 +366,9 @@ class Db:
             for sql, params in statements:
                 self.execute(sql, params)
             return
-        tables = [
-            m.group(1).lower() if (m := _WRITTEN.match(sql)) else None for sql, _ in statements
-        ]
+        tables = [table_written(sql) for sql, _ in statements]
         if self.postgres and None not in tables and len(set(tables)) == len(tables):
-            self.execute(*in_one(statements[:-1], statements[-1]))
+            self.execute(*_in_one(statements[:-1], statements[-1]))
             return
         with self.transaction():
             for sql, params in statements:
