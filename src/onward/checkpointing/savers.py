@@ -77,7 +77,7 @@ from onward.checkpointing.values import CheckpointValues, WriteRow, rolled, shar
 from onward.errors import FencedOut, LeaseLostError
 from onward.observe.events import LogRow
 from onward.store.leases import FENCE_SQL, FENCE_SQLSTATE, Fence, Fences
-from onward.store.sql import table_written
+from onward.store.sql import Statement, batch_in_one, table_written
 from onward.store.writelock import writing
 
 if TYPE_CHECKING:
@@ -888,25 +888,32 @@ def _send(
     pipelined: bool,
     checks: Sequence[tuple[str, Fence]] = (),
 ) -> None:
-    """A batch in one transaction, grouped (:func:`grouped`): with BEGIN and COMMIT in one
-    pipeline (psycopg's transaction() would add two round trips to each batch), or, on a
-    libpq older than 14, in a transaction. One commit either way. ``checks``: the fences
-    the transaction checks (``onward_fence``); a failed one is :class:`FencedOut`."""
+    """A batch, grouped (:func:`grouped`), all or nothing: as one statement where it can be
+    (:func:`~onward.store.sql.batch_in_one`: each table's rows one multi-row INSERT, the
+    fence check the statement's own SELECT), else in one transaction, with BEGIN and
+    COMMIT in one pipeline (psycopg's transaction() would add two round trips to each
+    batch), or, on a libpq older than 14, in a transaction. One commit either way.
+    ``checks``: the fences it checks (``onward_fence``); a failed one is
+    :class:`FencedOut`."""
     import psycopg
     from psycopg.pq import TransactionStatus
     from psycopg.rows import dict_row
 
-    fence = _fence_arrays(checks)
+    fence = _fence_statement(checks)
+    one = batch_in_one(statements, fence)
     try:
-        if pipelined:
+        if one is not None:
+            with conn.cursor(binary=True) as cur:
+                cur.execute(*one)
+        elif pipelined:
             with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
                 cur.execute("BEGIN")
-                _check_fences(cur, fence)
+                _check_fence(cur, fence)
                 _replay(cur, statements)
                 cur.execute("COMMIT")
         else:
             with conn.transaction(), conn.cursor(binary=True, row_factory=dict_row) as cur:
-                _check_fences(cur, fence)
+                _check_fence(cur, fence)
                 _replay(cur, statements)
     except BaseException as exc:
         if conn.info.transaction_status is not TransactionStatus.IDLE:
@@ -917,27 +924,22 @@ def _send(
         raise
 
 
-Arrays = tuple[list[str], list[str], list[int]]
-"""``onward_fence``'s arguments: thread ids, owners, epochs."""
-
-
-def _fence_arrays(checks: Sequence[tuple[str, Fence]]) -> Arrays | None:
+def _fence_statement(checks: Sequence[tuple[str, Fence]]) -> Statement | None:
+    """The ``onward_fence`` call that checks ``checks`` (None: nothing to check)."""
     if not checks:
         return None
-    return [t for t, _ in checks], [f.owner for _, f in checks], [f.epoch for _, f in checks]
+    if len(checks) == 1:  # a commit's usual one: scalars (psycopg adapts lists per item)
+        ((thread, fence),) = checks
+        sql = "SELECT onward_fence(ARRAY[%s::text], ARRAY[%s::text], ARRAY[%s::bigint])"
+        return sql, (thread, fence.owner, fence.epoch)
+    threads = [t for t, _ in checks]
+    owners, epochs = [f.owner for _, f in checks], [f.epoch for _, f in checks]
+    return "SELECT onward_fence(%s::text[], %s::text[], %s::bigint[])", (threads, owners, epochs)
 
 
-def _check_fences(cur: Any, fence: Arrays | None) -> None:
-    if fence is None:
-        return
-    threads, owners, epochs = fence
-    if len(threads) == 1:  # a commit's usual one: scalars (psycopg adapts lists per item)
-        cur.execute(
-            "SELECT onward_fence(ARRAY[%s::text], ARRAY[%s::text], ARRAY[%s::bigint])",
-            (threads[0], owners[0], epochs[0]),
-        )
-        return
-    cur.execute("SELECT onward_fence(%s::text[], %s::text[], %s::bigint[])", fence)
+def _check_fence(cur: Any, fence: Statement | None) -> None:
+    if fence is not None:
+        cur.execute(*fence)
 
 
 def _replay(cur: Any, statements: Statements) -> None:

@@ -293,6 +293,91 @@ def _in_one(first: Sequence[Statement], last: Statement) -> Statement:
     return f"WITH {ctes} {last[0]}", params + tuple(last[1])
 
 
+MOST_PARAMS = 16_384
+"""Parameters of a batch sent as one statement (Postgres takes 65,535); a larger batch is
+sent as a transaction."""
+
+
+def batch_in_one(
+    batch: Sequence[tuple[str, Sequence[Sequence[Any]]]], last: Statement | None = None
+) -> Statement | None:
+    """Postgres (``%s`` placeholders): a batch of (SQL, rows) and then ``last`` as one
+    statement, each SQL's rows as one multi-row INSERT among data-modifying CTEs; None when
+    it cannot be (see :func:`_rows_in_one`), or two of its statements write one table
+    (CTEs run in no set order). Each row of an INSERT is a driver call and a message of
+    its own; a commit of a plan step is a dozen rows of four tables."""
+    parts: list[Statement] = []
+    for sql, rows in batch:
+        if rows:
+            part = _rows_in_one(sql, rows)
+            if part is None:
+                return None
+            parts.append(part)
+    tables = [table_written(sql) for sql, _ in parts]
+    if None in tables or len(set(tables)) != len(tables):
+        return None
+    if sum(len(params) for _, params in parts) > MOST_PARAMS:
+        return None
+    if last is not None:
+        return _in_one(parts, last)
+    return _in_one(parts[:-1], parts[-1]) if parts else None
+
+
+def _rows_in_one(sql: str, rows: Sequence[Sequence[Any]]) -> Statement | None:
+    """One statement for ``sql`` run once per row, in order; None if it is not an INSERT
+    of one VALUES group, or is an upsert (``DO UPDATE``) two of whose rows have the same
+    key (a statement may not update one row twice; in order, the second updates the
+    first's). ``DO NOTHING`` keeps the first of two such rows, as the rows in order do,
+    and serial ids follow the VALUES list's order."""
+    text = sql.strip().rstrip(";").rstrip()
+    if text[:4].upper() == "WITH":  # Postgres allows data-modifying CTEs only at the top
+        return None
+    if len(rows) == 1:
+        return text, tuple(rows[0])
+    shape = _values_shape(text)
+    if shape is None:
+        return None
+    head, group, tail, keys = shape
+    width = group.count("%s")
+    if any(len(row) != width for row in rows):
+        return None
+    if keys is not None and len({tuple(row[k] for k in keys) for row in rows}) < len(rows):
+        return None
+    return head + ", ".join([group] * len(rows)) + tail, tuple(p for row in rows for p in row)
+
+
+_VALUES = re.compile(r"^\s*INSERT\s+INTO\s+\w+\s*\(([^)]*)\)\s*VALUES\s*", re.IGNORECASE)
+_UPSERT_KEYS = re.compile(r"\bON\s+CONFLICT\s*\(([^)]*)\)\s*DO\s+UPDATE\b", re.IGNORECASE)
+_PLACEHOLDERS = re.compile(r"\(\s*%s(?:\s*,\s*%s)*\s*\)")
+
+
+@cache
+def _values_shape(sql: str) -> tuple[str, str, str, tuple[int, ...] | None] | None:
+    """(text before the VALUES group, the group, the text after it, the positions of an
+    upsert's key columns in a row, None for another INSERT) of an INSERT with one
+    VALUES group; None for another statement."""
+    found = _VALUES.match(sql)
+    if found is None or sql[found.end() : found.end() + 1] != "(":
+        return None
+    start = end = found.end()
+    depth = 0
+    for end in range(start, len(sql)):
+        depth += {"(": 1, ")": -1}.get(sql[end], 0)
+        if depth == 0:
+            break
+    group, tail = sql[start : end + 1], sql[end + 1 :]
+    if depth or tail.lstrip().startswith(","):
+        return None
+    upsert = _UPSERT_KEYS.search(tail)
+    if upsert is None:
+        return (sql[:start], group, tail, None) if "DO UPDATE" not in tail.upper() else None
+    columns = [c.strip().lower() for c in found.group(1).split(",")]
+    keys = [c.strip().lower() for c in upsert.group(1).split(",")]
+    if not _PLACEHOLDERS.fullmatch(group) or not set(keys) <= set(columns):
+        return None  # a key's place in a row is its column's only when all are placeholders
+    return sql[:start], group, tail, tuple(columns.index(k) for k in keys)
+
+
 class Db:
     """A connection of either backend with one API. Not shared between threads by itself;
     see :class:`~onward.store.connection.SharedConnection`."""
