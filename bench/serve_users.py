@@ -22,7 +22,9 @@ without idle CPU, runs/s is what the server, its database and its clients togeth
 ``git worktree`` of an earlier commit), interleaved with this tree's, named ``before ...``;
 ``--py-spy DIR``: each server sampled by py-spy (plain mode, raw collapsed stacks) while
 the users run, into ``DIR/<server>-<users>-<round>.txt``; ``--run-slots N``: the onward
-servers' run slots (by default the server's own, 8).
+servers' run slots (by default the server's own, 8); ``--processes N``: also this tree's
+onward servers with N processes (``onward serve --processes N``), named ``onward xN ...``
+(their CPU and RSS are all their processes').
 
 Each user sends its own API token to ``onward serve`` (``$ONWARD_API_TOKENS``), as the
 users of a deployment do, so the server's run slots and per-user cap apply as shipped;
@@ -137,10 +139,17 @@ def started(
 
 
 def onward_server(
-    stack: ExitStack, name: str, db: str, port: int, app: str | None, src: Path | None = None
+    stack: ExitStack,
+    name: str,
+    db: str,
+    port: int,
+    app: str | None,
+    src: Path | None = None,
+    processes: int = 1,
 ) -> Server:
     """``onward serve`` on ``db``; from the source tree ``src`` when given (its ``src``
-    folder first on the path), else the installed package."""
+    folder first on the path), else the installed package; ``processes``: its
+    ``--processes``."""
     workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
     # Each user its own token, as a deployment has them: the server's own run slots and
     # per-user cap apply (RUN_SLOTS: the server's default unless --run-slots).
@@ -152,6 +161,7 @@ def onward_server(
     if app:
         env["PGAPPNAME"] = app
     argv = [sys.executable, "-m", "onward", "serve", "--db", db, "--port", str(port)]
+    argv += ["--processes", str(processes)] if processes > 1 else []
     url, pid = stack.enter_context(started(argv, port, env, workdir))
     return Server(name, url, pid, app, onward_input, workdir, tokens=True)
 
@@ -312,14 +322,14 @@ def report(name: str, users: int, rounds: list[Round]) -> None:
     data = statistics.median(statistics.median(r.data_kb) for r in rounds)
     idle = statistics.median(r.idle for r in rounds)
     print(
-        f"{name:>15} {users:5} {rate:7.2f} {p50:7.2f} {q95:7.2f} {first * 1000:8.0f} "
+        f"{name:>18} {users:5} {rate:7.2f} {p50:7.2f} {q95:7.2f} {first * 1000:8.0f} "
         f"{errors:3}/{sum(runs):<4} {cpu * 1000:8.1f} {peak or '-':>5} {rss:7.0f} "
         f"{client * 1000:8.1f} {data:6.1f} {idle * 100:5.0f}",
         flush=True,
     )
     causes = sum((r.why for r in rounds), Counter[str]())
     for why, n in causes.most_common():
-        print(f"{'':>15} {n:5} x {why}", flush=True)
+        print(f"{'':>18} {n:5} x {why}", flush=True)
 
 
 def levelling(total: int, users: int, port: int) -> None:
@@ -346,6 +356,9 @@ def main() -> None:
     parser.add_argument("--py-spy", type=Path, help="sample each server into this folder")
     parser.add_argument("--before", type=Path, help="also serve from this source tree")
     parser.add_argument("--run-slots", type=int, help="the onward servers' run slots")
+    parser.add_argument(
+        "--processes", type=int, default=1, help="also this tree's servers with this many processes"
+    )
     args = parser.parse_args()
     chosen = set(args.servers.split(","))
     if max(int(u) for u in args.users.split(",")) > MAX_USERS:
@@ -361,16 +374,19 @@ def main() -> None:
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         servers = []
-        trees = [("onward", None, 0)] + ([("before", args.before, 3)] if args.before else [])
-        for label, src, shift in trees:
+        trees = [("onward", None, 0, 1)] + ([("before", args.before, 3, 1)] if args.before else [])
+        if args.processes > 1:
+            trees.append((f"onward x{args.processes}", None, 5, args.processes))
+        for label, src, shift, processes in trees:
+            at = app + "-" + label.replace(" ", "-")
             if "sqlite" in chosen:
-                db = f"sqlite:///{tmp}/{label}.db"
-                port = args.port + shift
-                servers.append(onward_server(stack, f"{label} sqlite", db, port, None, src))
+                db = f"sqlite:///{tmp}/{label.replace(' ', '-')}.db"
+                name, port = f"{label} sqlite", args.port + shift
+                servers.append(onward_server(stack, name, db, port, None, src, processes))
             if "postgres" in chosen:
                 pg = stack.enter_context(pg_schema())
                 name, port = f"{label} postgres", args.port + 1 + shift
-                servers.append(onward_server(stack, name, pg, port, f"{app}-{label}", src))
+                servers.append(onward_server(stack, name, pg, port, at, src, processes))
         if "dev" in chosen:
             servers.append(langgraph_dev(stack, args.port + 2))
         stated = [sqlite_durability()] if "sqlite" in chosen else []
@@ -379,7 +395,7 @@ def main() -> None:
             stated.append("langgraph dev: checkpoints in memory (no durability to set)")
         print("durability (read back):", "; ".join(stated))
         print(
-            f"{'server':>15} {'users':>5} {'runs/s':>7} {'p50 s':>7} {'p95 s':>7} "
+            f"{'server':>18} {'users':>5} {'runs/s':>7} {'p50 s':>7} {'p95 s':>7} "
             f"{'1st ms':>8} {'errors':>8} {'CPU ms/run':>8} {'conns':>5} {'RSS MB':>7} "
             f"{'client ms':>8} {'kB/run':>6} {'idle%':>5}"
         )

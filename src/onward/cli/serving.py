@@ -3,15 +3,18 @@ LangGraph Server API. Both import their machinery only when started."""
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import logging
 import signal
+import socket
 import sys
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
@@ -186,11 +189,20 @@ def serve(
             help="Leave runs whose driver died to `onward worker` processes.",
         ),
     ] = False,
+    processes: Annotated[
+        int,
+        typer.Option(
+            "--processes",
+            min=1,
+            help="Server processes on the port (1); run slots and per-user runs are each "
+            "process's.",
+        ),
+    ] = 1,
 ) -> None:
     """Serve the LangGraph Server API (langgraph_sdk, RemoteGraph, agent-chat-ui) and a web
     page at / on this store. Tokens: $ONWARD_API_TOKENS=token:user,... (else open)."""
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401 - the serve extra's, checked before anything starts
 
         from onward.serve import create_app
         from onward.serve.limits import ServeLimits
@@ -199,7 +211,7 @@ def serve(
         raise typer.Exit(EXIT_USAGE) from None
     from onward.model.state import Budget
     from onward.policies.run import load_policy_file
-    from onward.serve.listen import bind
+    from onward.serve.listen import SHARED_PORTS, bind, reserve
 
     with errors(False):
         env = ServeLimits.from_env()
@@ -210,8 +222,10 @@ def serve(
             user_runs=user_runs or min(env.user_runs, slots),
         )
         # A taken port is an error before "serving" is printed, and before the store opens.
-        sock = bind(host, port)
-        app_ = create_app(
+        several = processes > 1 and SHARED_PORTS
+        sock = reserve(host, port) if several else bind(host, port)
+        make_app = functools.partial(
+            create_app,
             store_url(db),
             workdir=workdir,
             tool_modules=tools or [],
@@ -225,12 +239,42 @@ def serve(
             recover=not no_recover,
             config=config,
         )
-    err.print(f"onward serving {store_url(db)} on http://{host}:{port}/", highlight=False)
+    serving = f"onward serving {store_url(db)} on http://{host}:{port}/"
+    if processes == 1:
+        code = _serve_one(make_app, lambda: sock, lambda: err.print(serving, highlight=False))
+    else:
+        from onward.serve.processes import Processes
+
+        def listening() -> socket.socket:  # each process's own (listen.reserve)
+            sock.close()
+            return bind(host, port, shared=True)
+
+        announce = f"{serving} ({processes} processes)"
+        code = Processes(
+            processes,
+            lambda ready: _serve_one(make_app, listening if several else lambda: sock, ready),
+            say=lambda line: err.print(f"onward serve: {line}", highlight=False),
+            ready=lambda: err.print(announce, highlight=False),
+        ).run()
+    if code:
+        raise typer.Exit(code)
+
+
+def _serve_one(
+    make_app: Callable[[], Any], listening: Callable[[], socket.socket], ready: Callable[[], None]
+) -> int:
+    """One server process on the socket ``listening()`` gives, to its end: 1 if its
+    start-up failed (logged)."""
+    import uvicorn
+
+    with errors(False):
+        app_ = make_app()
+        sock = listening()
+    ready()
     # What start-up made lives as long as the server (modules, the compiled graph, the
     # app): out of the collector's generations, no later collection walks it again.
     gc.collect()
     gc.freeze()
     server = uvicorn.Server(uvicorn.Config(app_, log_level="warning"))
     server.run(sockets=[sock])
-    if not server.started:  # its startup failed (logged above): not exit 0, nor 3
-        raise typer.Exit(1)
+    return 0 if server.started else 1

@@ -1,0 +1,216 @@
+"""``onward serve --processes N`` (serve/processes.py): N server processes on one port and
+one store, each a real process, SIGKILLed and SIGTERMed here as an operator or the
+kernel would. Through the unmodified ``langgraph_sdk``: runs land on both processes and
+each finishes once; a process killed mid-run is replaced and its run finished by the
+others without an effect done twice; a process that keeps dying stops the server; a bad
+start is one clear error with the exit code of one process; SIGTERM drains every process
+and exits 0; a process whose parent was killed stops."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from langgraph_sdk import get_sync_client
+
+from onward.serve.processes import MOST_RESTARTS
+from onward.store.sql import Db
+from tests.support.common import cli_env, onward_cmd
+from tests.support.hitl_tools import rows
+from tests.support.serve import free_port, start_server
+from tests.support.serve_api import chain, done_steps, wait_until
+from tests.support.serve_durable import FAST_LEASES
+
+
+def server_processes(parent: int) -> list[int]:
+    return [p.pid for p in psutil.Process(parent).children()]
+
+
+def listening(proc: Any, url: str, n: int) -> list[int]:
+    """The server's ``n`` processes, once each listens on its port (the first answers
+    before the others have started)."""
+    port = int(url.rsplit(":", 1)[1])
+
+    def each_listens() -> bool:
+        found = server_processes(proc.pid)
+        return len(found) == n and all(
+            any(c.laddr.port == port and c.status == "LISTEN" for c in _tcp(pid)) for pid in found
+        )
+
+    wait_until(f"{n} server processes", each_listens)
+    return server_processes(proc.pid)
+
+
+def _tcp(pid: int) -> list[Any]:
+    try:
+        return list(psutil.Process(pid).net_connections("tcp"))
+    except psutil.NoSuchProcess:
+        return []
+
+
+def labels(workdir: Path, name: str) -> list[str]:
+    return [r["label"] for r in rows(workdir, name)]
+
+
+def driver_pid(db_url: str, thread_id: str) -> int | None:
+    """The pid in the lease owner of ``thread_id``'s run (store/drivers.py's id)."""
+    db = Db.open(db_url)
+    try:
+        row = db.execute("SELECT owner FROM onward_leases WHERE thread_id = ?", (thread_id,))
+        found = row.fetchone()
+    finally:
+        db.close()
+    return int(found[0].split(":")[1]) if found else None
+
+
+def test_runs_land_on_both_server_processes_and_each_finishes_once(
+    db_url: str, workdir: Path
+) -> None:
+    argv = ["--processes", "2", "--run-slots", "12", "--user-runs", "12"]  # one user, 12 runs
+    proc, url = start_server(db_url, workdir, *argv, real=True, **FAST_LEASES)
+    try:
+        children = listening(proc, url, 2)
+        port = int(url.rsplit(":", 1)[1])
+        serving: set[int] = set()
+
+        def one(i: int) -> None:
+            client = get_sync_client(url=url, api_key=None)
+            tid = client.threads.create()["thread_id"]
+            final = client.runs.wait(tid, "onward", input=chain(f"r{i}", seconds=0.5))
+            assert isinstance(final, dict)
+            assert done_steps(final) == {f"r{i}"}
+
+        def look() -> None:  # which processes hold the clients' connections
+            for pid in children:
+                conns = psutil.Process(pid).net_connections("tcp")
+                if any(c.laddr.port == port and c.status == "ESTABLISHED" for c in conns):
+                    serving.add(pid)
+
+        users = [threading.Thread(target=one, args=(i,)) for i in range(12)]
+        for user in users:
+            user.start()
+        while any(u.is_alive() for u in users):
+            look()
+            time.sleep(0.05)
+        assert serving == set(children)
+        assert sorted(labels(workdir, "effects.jsonl")) == sorted(f"r{i}" for i in range(12))
+        assert len(rows(workdir, "calls.jsonl")) == 12
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
+
+
+def test_a_server_process_killed_mid_run_is_replaced_and_its_run_finished_once(
+    db_url: str, workdir: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "serve.log"
+    proc, url = start_server(db_url, workdir, "--processes", "2", real=True, log=log, **FAST_LEASES)
+    try:
+        client = get_sync_client(url=url, api_key=None)
+        tid = client.threads.create()["thread_id"]
+        run = client.runs.create(tid, "onward", input=chain("a", "b", "c", seconds=1.5))
+        wait_until("step b to run", lambda: labels(workdir, "calls.jsonl") == ["a", "b"])
+        killed = driver_pid(db_url, tid)
+        assert killed in server_processes(proc.pid)
+        os.kill(killed, signal.SIGKILL)
+
+        final = get_sync_client(url=url, api_key=None).runs.join(tid, run["run_id"])
+        assert isinstance(final, dict)
+        assert done_steps(final) == {"a", "b", "c"}
+        assert final["status"] == "done"
+        # No step lost, none done twice: a once; b, cut off mid-call, called again by the
+        # process that took the run over, its effect once (record is idempotent).
+        assert labels(workdir, "effects.jsonl") == ["a", "b", "c"]
+        assert labels(workdir, "calls.jsonl").count("a") == 1
+        wait_until("a new server process", lambda: len(server_processes(proc.pid)) == 2)
+        assert killed not in server_processes(proc.pid)
+        assert f"server process {killed} ended (signal 9)" in log.read_text()
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
+
+
+def test_server_processes_that_keep_dying_stop_the_server_with_exit_1(
+    db_url: str, workdir: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "serve.log"
+    proc, url = start_server(db_url, workdir, "--processes", "2", real=True, log=log)
+    listening(proc, url, 2)
+    killed = 0
+    while proc.poll() is None and killed <= MOST_RESTARTS + 1:
+        children = server_processes(proc.pid)
+        if len(children) == 2:
+            victim = children[0]
+            os.kill(victim, signal.SIGKILL)
+            killed += 1
+            wait_until("the kill to be seen", lambda v=victim: v not in server_processes(proc.pid))
+        time.sleep(0.05)
+    assert proc.wait(30) == 1
+    text = log.read_text()
+    assert f"ended more than {MOST_RESTARTS} times within 60 s, so the server stops" in text
+    assert "Traceback" not in text
+    assert killed == MOST_RESTARTS + 1
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_server_that_cannot_start_says_so_once_with_the_exit_code_of_one_process(
+    db_url: str, workdir: Path, processes: str
+) -> None:
+    argv = ["serve", "--db", db_url, "--port", str(free_port()), "--processes", processes]
+    got = subprocess.run(
+        onward_cmd(*argv, "--config", str(workdir / "missing.yaml")),
+        cwd=workdir,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert got.returncode == 2, got.stderr
+    assert got.stderr.count("error:") == 1, got.stderr
+    assert "missing.yaml" in got.stderr
+    assert "Traceback" not in got.stderr
+    assert "serving" not in got.stderr
+
+
+def test_sigterm_drains_every_server_process_and_exits_0(db_url: str, workdir: Path) -> None:
+    proc, url = start_server(db_url, workdir, "--processes", "3", real=True, **FAST_LEASES)
+    children = listening(proc, url, 3)
+    client = get_sync_client(url=url, api_key=None)
+    tid = client.threads.create()["thread_id"]
+    run = client.runs.create(tid, "onward", input=chain("a", "b", seconds=1.0))
+    wait_until("step a to run", lambda: labels(workdir, "calls.jsonl"))
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 0
+    assert not [pid for pid in children if psutil.pid_exists(pid) and _alive(pid)]
+    # The drained run goes on where it stopped, on the next server.
+    again, url = start_server(db_url, workdir, real=True, **FAST_LEASES)
+    try:
+        final = get_sync_client(url=url, api_key=None).runs.join(tid, run["run_id"])
+        assert isinstance(final, dict)
+        assert done_steps(final) == {"a", "b"}
+        assert labels(workdir, "effects.jsonl") == ["a", "b"]
+    finally:
+        again.terminate()
+        again.wait(30)
+
+
+def test_server_processes_stop_when_their_parent_is_killed(db_url: str, workdir: Path) -> None:
+    proc, url = start_server(db_url, workdir, "--processes", "2", real=True)
+    children = listening(proc, url, 2)
+    proc.kill()
+    proc.wait(10)
+    wait_until("the server processes to stop", lambda: not any(_alive(p) for p in children), 30)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
