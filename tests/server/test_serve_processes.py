@@ -13,6 +13,8 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,19 @@ def _tcp(pid: int) -> list[Any]:
         return []
 
 
+@contextmanager
+def serving(db_url: str, workdir: Path, n: int, *args: str, **kw: Any) -> Iterator[Any]:
+    """``onward serve --processes n`` once each process listens: (process, URL); it must
+    exit 0 when asked to stop at the end."""
+    proc, url = start_server(db_url, workdir, "--processes", str(n), *args, real=True, **kw)
+    try:
+        listening(proc, url, n)
+        yield proc, url
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
+
+
 def labels(workdir: Path, name: str) -> list[str]:
     return [r["label"] for r in rows(workdir, name)]
 
@@ -73,12 +88,11 @@ def driver_pid(db_url: str, thread_id: str) -> int | None:
 def test_runs_land_on_both_server_processes_and_each_finishes_once(
     db_url: str, workdir: Path
 ) -> None:
-    argv = ["--processes", "2", "--run-slots", "12", "--user-runs", "12"]  # one user, 12 runs
-    proc, url = start_server(db_url, workdir, *argv, real=True, **FAST_LEASES)
-    try:
-        children = listening(proc, url, 2)
+    argv = ("--run-slots", "12", "--user-runs", "12")  # one user ("local"), 12 runs
+    with serving(db_url, workdir, 2, *argv, **FAST_LEASES) as (proc, url):
+        children = server_processes(proc.pid)
         port = int(url.rsplit(":", 1)[1])
-        serving: set[int] = set()
+        seen: set[int] = set()
 
         def one(i: int) -> None:
             client = get_sync_client(url=url, api_key=None)
@@ -87,32 +101,24 @@ def test_runs_land_on_both_server_processes_and_each_finishes_once(
             assert isinstance(final, dict)
             assert done_steps(final) == {f"r{i}"}
 
-        def look() -> None:  # which processes hold the clients' connections
-            for pid in children:
-                conns = psutil.Process(pid).net_connections("tcp")
-                if any(c.laddr.port == port and c.status == "ESTABLISHED" for c in conns):
-                    serving.add(pid)
-
         users = [threading.Thread(target=one, args=(i,)) for i in range(12)]
         for user in users:
             user.start()
-        while any(u.is_alive() for u in users):
-            look()
+        while any(u.is_alive() for u in users):  # which processes hold the users' connections
+            for pid in children:
+                if any(c.laddr.port == port and c.status == "ESTABLISHED" for c in _tcp(pid)):
+                    seen.add(pid)
             time.sleep(0.05)
-        assert serving == set(children)
+        assert seen == set(children)
         assert sorted(labels(workdir, "effects.jsonl")) == sorted(f"r{i}" for i in range(12))
         assert len(rows(workdir, "calls.jsonl")) == 12
-    finally:
-        proc.terminate()
-        assert proc.wait(30) == 0
 
 
 def test_a_server_process_killed_mid_run_is_replaced_and_its_run_finished_once(
     db_url: str, workdir: Path, tmp_path: Path
 ) -> None:
     log = tmp_path / "serve.log"
-    proc, url = start_server(db_url, workdir, "--processes", "2", real=True, log=log, **FAST_LEASES)
-    try:
+    with serving(db_url, workdir, 2, log=log, **FAST_LEASES) as (proc, url):
         client = get_sync_client(url=url, api_key=None)
         tid = client.threads.create()["thread_id"]
         run = client.runs.create(tid, "onward", input=chain("a", "b", "c", seconds=1.5))
@@ -132,9 +138,6 @@ def test_a_server_process_killed_mid_run_is_replaced_and_its_run_finished_once(
         wait_until("a new server process", lambda: len(server_processes(proc.pid)) == 2)
         assert killed not in server_processes(proc.pid)
         assert f"server process {killed} ended (signal 9)" in log.read_text()
-    finally:
-        proc.terminate()
-        assert proc.wait(30) == 0
 
 
 def test_server_processes_that_keep_dying_stop_the_server_with_exit_1(

@@ -9,10 +9,12 @@ other).
 
 On Postgres, LangGraph's saver runs on an autocommit connection, so each statement of a
 ``put`` or ``put_writes`` batch commits (and flushes the WAL) alone; here each batch is
-one transaction. The saver borrows its connections from the process's pool
-(:class:`~onward.store.connection.PgPool`), and a batch whose connection was lost, or
-could not be had, is sent again once the server answers (its inserts ignore or update a
-duplicate key, so a batch sent twice saves what it saved once).
+one commit: one statement where the rows in order could leave nothing else
+(:func:`~onward.store.sql.batch_in_one`), else one transaction. The saver borrows its
+connections from the process's pool (:class:`~onward.store.connection.PgPool`), and a
+batch whose connection was lost, or could not be had, is sent again once the server
+answers (its inserts ignore or update a duplicate key, so a batch sent twice saves what
+it saved once).
 
 On SQLite, loading a thread finds each delta channel's last snapshot without decoding
 every checkpoint on the way (see :meth:`OnwardSqliteSaver.full_history`). On both, a

@@ -3,6 +3,7 @@ schema behind the token; and one user's long runs never hold up another user's s
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +79,31 @@ def test_one_users_long_runs_do_not_hold_up_another_users_short_run(
             assert mallory.get(f"/threads/{tid}").json()["status"] == "busy"
             (run,) = mallory.get(f"/threads/{tid}/runs").json()
             assert run["status"] == "running"
+
+
+def test_a_user_spreading_runs_over_server_processes_gets_at_most_each_ones_cap(
+    db_url: str, workdir: Path
+) -> None:
+    """``--processes 2 --user-runs 1``: mallory opens a new connection per request (the
+    kernel spreads connections over the processes) and asks for eight long runs at once;
+    at most one per process is accepted, the rest are 429 with nothing stored for them."""
+    args = ("--processes", "2", "--run-slots", "1", "--user-runs", "1")
+    with (
+        serve(db_url, workdir, *args, real=True, ONWARD_API_TOKENS=TOKENS) as url,
+        httpx.Client(base_url=url, headers=auth(ATTACKER), timeout=60) as mallory,
+    ):
+        threads = [mallory.post("/threads", json={}).json()["thread_id"] for _ in range(8)]
+        body = {"assistant_id": "onward", "input": {"goal": "wait", "plan": long_plan(8)}}
+
+        def ask(tid: str) -> int:
+            with httpx.Client(base_url=url, headers=auth(ATTACKER), timeout=60) as own:
+                return own.post(f"/threads/{tid}/runs", json=body).status_code
+
+        with ThreadPoolExecutor(8) as pool:
+            codes = list(pool.map(ask, threads))
+        accepted = [tid for tid, code in zip(threads, codes, strict=True) if code == 200]
+        assert set(codes) == {200, 429}, codes
+        assert 1 <= len(accepted) <= 2, codes
+        for tid, code in zip(threads, codes, strict=True):
+            runs = mallory.get(f"/threads/{tid}/runs").json()
+            assert len(runs) == (code == 200), (tid, code, runs)
