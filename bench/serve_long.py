@@ -7,7 +7,9 @@ same backend, the bytes of the stream events the server kept for the run, then t
 reads a chat UI makes when it opens the thread: ``get_history(limit=10)`` once first
 (cold: the server has read nothing of the thread yet but its final state), then
 ``get_state`` and ``get_history(limit=10)`` best of 3, and the first values event of a
-follow-up ``runs.stream``.
+follow-up ``runs.stream``. ``history10: answered / decoded``: the same history read as raw
+HTTP, split into the time until the whole answer arrived and the client's decoding of it
+(``orjson``, as ``langgraph_sdk`` decodes), with the answer's size.
 
     python bench/serve_long.py --steps 10,100,1000 [--postgres] [--only-run] [--py-spy DIR]
 
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import psutil
 from langgraph_sdk import get_sync_client
 
@@ -97,6 +100,22 @@ def _cpu(proc: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
+def history_parts(url: str, thread_id: str) -> tuple[float, float, float]:
+    """``get_history(limit=10)`` as a client gets it, best of 3: ms until its whole answer
+    has arrived, ms to decode it (``orjson.loads``, as ``langgraph_sdk`` does), its MB."""
+    arrived = decoded = float("inf")
+    size = 0
+    with httpx.Client(base_url=url, timeout=120) as http:
+        for _ in range(3):
+            t0 = time.perf_counter()
+            body = http.post(f"/threads/{thread_id}/history", json={"limit": 10}).content
+            t1 = time.perf_counter()
+            orjson.loads(body)
+            t2 = time.perf_counter()
+            arrived, decoded, size = min(arrived, t1 - t0), min(decoded, t2 - t1), len(body)
+    return arrived * 1000, decoded * 1000, size / 1e6
+
+
 def first_event(url: str, thread_id: str) -> float:
     """Milliseconds to the first values event of a follow-up message."""
     client = get_sync_client(url=url, api_key=None)
@@ -135,6 +154,7 @@ def over_http(
             nan = float("nan")
             for key in ("cold_history_cpu", "get_state_ms", "get_state_cpu", "history_ms"):
                 row[key] = nan
+            row |= {"answer_ms": nan, "decode_ms": nan, "history_mb": nan}
             row |= {"history_cpu": nan, "state_kb": nan, "first_event_ms": nan}
             return row
         history = lambda: client.threads.get_history(thread_id, limit=10)  # noqa: E731
@@ -142,6 +162,7 @@ def over_http(
         row["cold_history_cpu"] = cpu_ms(history, pid, 1)
         row["get_state_ms"], row["get_state_cpu"] = best_ms(state), cpu_ms(state, pid)
         row["history_ms"], row["history_cpu"] = best_ms(history), cpu_ms(history, pid)
+        row["answer_ms"], row["decode_ms"], row["history_mb"] = history_parts(url, thread_id)
         row["state_kb"] = len(json.dumps(client.threads.get_state(thread_id)["values"])) / 1e3
         row["first_event_ms"] = first_event(url, thread_id)
     return row
@@ -199,6 +220,7 @@ def main() -> None:
         f"{'steps':>6} {'http s':>8} {'local s':>8} {'ratio':>6} {'CPU ratio':>9} "
         f"{'events kB':>10} {'state kB':>9} {'get_state':>10} {'history10':>10} "
         f"{'1st event':>10} | server CPU: {'get_state':>10} {'history10':>10} {'cold hist':>10}"
+        f" | history10: {'answered':>9} {'decoded':>9} {'MB':>5}"
     )
     for n in (int(x) for x in args.steps.split(",")):
         r = measure(n, args.postgres, args.port, args.only_run, args.py_spy)
@@ -207,7 +229,8 @@ def main() -> None:
             f"{r['http_cpu_s'] / r['local_cpu_s']:9.2f} "
             f"{r['event_bytes'] / 1e3:10.1f} {r['state_kb']:9.1f} {r['get_state_ms']:8.1f}ms "
             f"{r['history_ms']:8.1f}ms {r['first_event_ms']:8.1f}ms |             "
-            f"{r['get_state_cpu']:8.1f}ms {r['history_cpu']:8.1f}ms {r['cold_history_cpu']:8.1f}ms",
+            f"{r['get_state_cpu']:8.1f}ms {r['history_cpu']:8.1f}ms {r['cold_history_cpu']:8.1f}ms"
+            f" |            {r['answer_ms']:7.1f}ms {r['decode_ms']:7.1f}ms {r['history_mb']:5.1f}",
             flush=True,
         )
 
