@@ -98,13 +98,15 @@ class Processes:
         # No signal handler of the parent's may run in the new process: held until each
         # side has the handlers it needs (a signal that came meanwhile is then handled).
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
-        pid = os.fork()
-        if pid == 0:  # the server process
-            os.close(readable)
-            os._exit(_child(self.serve, writable))
-        self.alive[pid] = time.monotonic()
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
-        os.close(writable)
+        try:
+            pid = os.fork()
+            if pid == 0:  # the server process
+                os.close(readable)
+                os._exit(_child(self.serve, writable))
+            self.alive[pid] = time.monotonic()
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+            os.close(writable)
         if self.stopping:  # asked to stop while it was being made
             _signal(pid, signal.SIGTERM)
         try:
