@@ -1,7 +1,8 @@
 """A React page on LangGraph's ``useStream`` hook (tests/server/web: Vite + React +
 ``@langchain/langgraph-sdk`` from npm), built with Vite, served from a loopback static
 server and driven in headless Chromium against a real ``onward serve`` (both store
-backends): a batched approval answered unkeyed, a follow-up message, and a cancel.
+backends, one and two server processes): a batched approval answered unkeyed, a
+follow-up message, and a cancel.
 Screenshots of each stage go to ``$ONWARD_ARTIFACTS`` (else ``$ONWARD_TEST_ARTIFACTS``,
 else ``test-artifacts/`` at the repository root, git-ignored). ``.ci/run`` installs the
 page's packages with ``npm ci``; the test builds it once per session."""
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langgraph_sdk import get_sync_client
 
 from tests.support.hitl_tools import rows
@@ -31,14 +33,17 @@ assistants:
 """
 
 
+@pytest.mark.parametrize("processes", ["1", "2"])
 def test_a_usestream_page_approves_a_wave_follows_up_and_cancels(
-    page_dist: Path, db_url: str, workdir: Path
+    page_dist: Path, db_url: str, workdir: Path, processes: str
 ) -> None:
+    """With two server processes the page's requests (the browser keeps several
+    connections) may land on either: its answers, its cancel of a run the other drives."""
     from playwright.sync_api import Page, expect, sync_playwright
 
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     assert chromium, "Chromium is needed (.ci/run installs Debian's chromium)"
-    shots = artifacts(db_url)
+    shots = artifacts(f"{db_url.split(':')[0]}-x{processes}:")
     (workdir / "inbox").mkdir()
     for name in ("a", "b", "c"):
         (workdir / "inbox" / f"{name}.txt").write_text(f"file {name}\n")
@@ -53,7 +58,11 @@ def test_a_usestream_page_approves_a_wave_follows_up_and_cancels(
 
     with (
         static_site(page_dist) as origin,
-        serve(db_url, workdir, "--config", str(config), "--cors-origin", origin) as api,
+        serve(
+            db_url,
+            workdir,
+            *("--config", str(config), "--cors-origin", origin, "--processes", processes),
+        ) as api,
         sync_playwright() as p,
     ):
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
