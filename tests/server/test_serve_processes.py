@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +58,31 @@ def _tcp(pid: int) -> list[Any]:
 
 
 @contextmanager
+def reaped(proc: Any) -> Iterator[set[int]]:
+    """No server process outlives the test, whatever it asserts: the parent and every
+    process added to the set (and its children at the end) are SIGKILLed if still there."""
+    seen: set[int] = set()
+    try:
+        yield seen
+    finally:
+        with suppress(psutil.NoSuchProcess):
+            seen.update(server_processes(proc.pid))
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for pid in seen:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@contextmanager
 def serving(db_url: str, workdir: Path, n: int, *args: str, **kw: Any) -> Iterator[Any]:
     """``onward serve --processes n`` once each process listens: (process, URL); it must
     exit 0 when asked to stop at the end."""
     proc, url = start_server(db_url, workdir, "--processes", str(n), *args, real=True, **kw)
-    try:
-        listening(proc, url, n)
+    with reaped(proc) as seen:
+        seen.update(listening(proc, url, n))
         yield proc, url
-    finally:
         proc.terminate()
         assert proc.wait(30) == 0
 
@@ -145,17 +162,20 @@ def test_server_processes_that_keep_dying_stop_the_server_with_exit_1(
 ) -> None:
     log = tmp_path / "serve.log"
     proc, url = start_server(db_url, workdir, "--processes", "2", real=True, log=log)
-    listening(proc, url, 2)
-    killed = 0
-    while proc.poll() is None and killed <= MOST_RESTARTS + 1:
-        children = server_processes(proc.pid)
-        if len(children) == 2:
-            victim = children[0]
-            os.kill(victim, signal.SIGKILL)
-            killed += 1
-            wait_until("the kill to be seen", lambda v=victim: v not in server_processes(proc.pid))
-        time.sleep(0.05)
-    assert proc.wait(30) == 1
+    with reaped(proc) as seen:
+        seen.update(listening(proc, url, 2))
+        killed = 0
+        while proc.poll() is None and killed <= MOST_RESTARTS + 1:
+            children = server_processes(proc.pid)
+            seen.update(children)
+            if len(children) == 2:
+                victim = children[0]
+                os.kill(victim, signal.SIGKILL)
+                killed += 1
+                gone = lambda v=victim: v not in server_processes(proc.pid)  # noqa: E731
+                wait_until("the kill to be seen", gone)
+            time.sleep(0.05)
+        assert proc.wait(30) == 1
     text = log.read_text()
     assert f"ended more than {MOST_RESTARTS} times within 60 s, so the server stops" in text
     assert "Traceback" not in text
@@ -184,32 +204,34 @@ def test_a_server_that_cannot_start_says_so_once_with_the_exit_code_of_one_proce
 
 def test_sigterm_drains_every_server_process_and_exits_0(db_url: str, workdir: Path) -> None:
     proc, url = start_server(db_url, workdir, "--processes", "3", real=True, **FAST_LEASES)
-    children = listening(proc, url, 3)
-    client = get_sync_client(url=url, api_key=None)
-    tid = client.threads.create()["thread_id"]
-    run = client.runs.create(tid, "onward", input=chain("a", "b", seconds=1.0))
-    wait_until("step a to run", lambda: labels(workdir, "calls.jsonl"))
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(60) == 0
-    assert not [pid for pid in children if psutil.pid_exists(pid) and _alive(pid)]
+    with reaped(proc) as seen:
+        children = listening(proc, url, 3)
+        seen.update(children)
+        client = get_sync_client(url=url, api_key=None)
+        tid = client.threads.create()["thread_id"]
+        run = client.runs.create(tid, "onward", input=chain("a", "b", seconds=1.0))
+        wait_until("step a to run", lambda: labels(workdir, "calls.jsonl"))
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        assert not [pid for pid in children if _alive(pid)]
     # The drained run goes on where it stopped, on the next server.
     again, url = start_server(db_url, workdir, real=True, **FAST_LEASES)
-    try:
+    with reaped(again):
         final = get_sync_client(url=url, api_key=None).runs.join(tid, run["run_id"])
         assert isinstance(final, dict)
         assert done_steps(final) == {"a", "b"}
         assert labels(workdir, "effects.jsonl") == ["a", "b"]
-    finally:
-        again.terminate()
-        again.wait(30)
 
 
 def test_server_processes_stop_when_their_parent_is_killed(db_url: str, workdir: Path) -> None:
     proc, url = start_server(db_url, workdir, "--processes", "2", real=True)
-    children = listening(proc, url, 2)
-    proc.kill()
-    proc.wait(10)
-    wait_until("the server processes to stop", lambda: not any(_alive(p) for p in children), 30)
+    with reaped(proc) as seen:
+        children = listening(proc, url, 2)
+        seen.update(children)
+        proc.kill()
+        proc.wait(10)
+        gone = lambda: not any(_alive(p) for p in children)  # noqa: E731
+        wait_until("the server processes to stop", gone, 30)
 
 
 def _alive(pid: int) -> bool:
