@@ -23,6 +23,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 
 from onward.serve.processes import MOST_RESTARTS
+from onward.store.database import Store
 from onward.store.sql import Db
 from tests.support.common import cli_env, onward_cmd
 from tests.support.hitl_tools import rows
@@ -155,6 +156,44 @@ def test_a_server_process_killed_mid_run_is_replaced_and_its_run_finished_once(
         wait_until("a new server process", lambda: len(server_processes(proc.pid)) == 2)
         assert killed not in server_processes(proc.pid)
         assert f"server process {killed} ended (signal 9)" in log.read_text()
+
+
+def test_a_follow_up_queued_on_another_process_than_the_drives_streams_to_its_end(
+    db_url: str, workdir: Path
+) -> None:
+    """A message sent while the thread's run goes on is queued by the process the
+    client's connection reached, which starts it once the thread is free and streams it:
+    its client's stream ends (it hung when the process driving the thread started it,
+    since the client reads the feed of the process it asked). Until at least one follow-up
+    was queued by the other process."""
+    crossed = 0
+    with serving(db_url, workdir, 2, **FAST_LEASES) as (_proc, url), Store(db_url) as store:
+        for trial in range(16):
+            client = get_sync_client(url=url, api_key=None)
+            tid = client.threads.create()["thread_id"]
+            client.runs.create(tid, "onward", input=chain(f"t{trial}", seconds=1.0))
+            wait_until("its drive", lambda t=tid: driver_pid(db_url, t) is not None)
+            first = driver_pid(db_url, tid)
+            got: list[str] = []
+
+            def follow(t: str = tid, into: list[str] = got) -> None:
+                message = {"messages": [{"type": "human", "content": "and then?"}]}
+                again = get_sync_client(url=url, api_key=None)
+                into.extend(p.event for p in again.runs.stream(t, "onward", input=message))
+
+            reader = threading.Thread(target=follow, daemon=True)
+            reader.start()
+            wait_until("the follow-up queued", lambda t=tid: store.threads.queued(t))
+            (queued,) = store.threads.queued(tid)
+            crossed += f":{first}:" not in str((queued.request or {}).get("by"))
+            reader.join(30)
+            assert not reader.is_alive(), f"trial {trial}: the follow-up's stream hung"
+            assert got[-1:] == ["values"], got
+            runs = client.runs.list(tid)
+            assert sorted(r["status"] for r in runs) == ["success", "success"]
+            if crossed and trial >= 3:
+                break
+    assert crossed
 
 
 def test_server_processes_that_keep_dying_stop_the_server_with_exit_1(

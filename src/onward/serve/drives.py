@@ -21,11 +21,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
+import socket
+import threading
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from fastapi import HTTPException
@@ -63,7 +67,8 @@ from onward.serve.requests import (
 from onward.serve.states import StateAt
 from onward.serve.views import Known, check_visible, read_thread, thread_status
 from onward.serve.wire import chat_values, chunk, jsonable, run_state
-from onward.store.runs import ApiRunStatus
+from onward.store.drivers import DriverId, gone_here, new_driver_id
+from onward.store.runs import ApiRunRow, ApiRunStatus
 from onward.store.sql import Statement
 
 GRAPH_MODES: dict[str, StreamMode] = {
@@ -81,6 +86,10 @@ MAX_QUEUED = 16
 STOP_WAIT = 60.0
 """Longest a request waits for a run it interrupts to stop (seconds)."""
 POLL = 0.1
+ELSEWHERE_POLL = 0.25
+"""Seconds between looks at a thread another process drives, for the runs queued here."""
+QUEUED_STALE = 120.0
+"""Seconds after which any process starts a run another process queued (it may be gone)."""
 """Seconds between looks at a thread another process was asked to stop."""
 KEPT_WAIT = 60.0
 """Longest a drive's end waits for its feed to keep what it fed (seconds)."""
@@ -161,16 +170,69 @@ def _enqueue(
         run_id = str(uuid.uuid4())
         metadata = run_metadata(body)
         active = ctx.control.open(run_id, thread_id, queued=True)
+        by = new_driver_id()  # this process: it drives the run (its feed is the stream's)
         ow.store.threads.add_run(
             run_id,
             thread_id,
             aid,
             metadata or {},
             status=ApiRunStatus.PENDING,
-            request={"body": body, "who": who, "modes": modes},
+            request={"body": body, "who": who, "modes": modes, "by": by},
             multitask_strategy="enqueue",
         )
+    if not any(not a.queued for a in ctx.control.on_thread(thread_id)):
+        _wait_for_thread(ctx, thread_id)  # another process drives the thread now
     return run_id, active.feed
+
+
+def _wait_for_thread(ctx: Serving, thread_id: str) -> None:
+    """Start this process's runs queued on ``thread_id`` once the run another process
+    drives on it has ended (looked for every :data:`ELSEWHERE_POLL` seconds, from a
+    thread of its own; one per thread). The process that queued a run drives it: the
+    client's stream reads this process's feed of it."""
+    with _WAITING_LOCK:
+        if thread_id in _WAITING:
+            return
+        _WAITING.add(thread_id)
+
+    def wait() -> None:
+        try:
+            while not ctx.control.stopping and any(
+                a.queued for a in ctx.control.on_thread(thread_id)
+            ):
+                time.sleep(ELSEWHERE_POLL)
+                with ctx.clients.use() as ow:
+                    running = ow.store.threads.runs(thread_id)
+                    if any(r.status is ApiRunStatus.RUNNING for r in running):
+                        continue
+                    if thread_status(ow, thread_id) == "busy":
+                        continue
+                dispatch(ctx, thread_id)
+        finally:
+            with _WAITING_LOCK:
+                _WAITING.discard(thread_id)
+
+    threading.Thread(target=wait, name="onward-queued", daemon=True).start()
+
+
+_WAITING: set[str] = set()
+"""Threads whose runs queued here wait for another process's run (:func:`_wait_for_thread`)."""
+_WAITING_LOCK = threading.Lock()
+
+
+def _ours_to_start(row: ApiRunRow, now: datetime) -> bool:
+    """Whether this process may start a queued run: one it queued, or one whose queuing
+    process has exited (on this host), or that waited past :data:`QUEUED_STALE` (a process
+    on another host that may be gone); not one another live process will start itself."""
+    by = (row.request or {}).get("by")
+    if not isinstance(by, str):
+        return True  # queued before the queuing process was recorded
+    found = DriverId.parse(by)
+    if found is None or (found.host == socket.gethostname() and found.pid == os.getpid()):
+        return True
+    if gone_here(by) is not None:
+        return True
+    return (now - row.updated_at).total_seconds() > QUEUED_STALE
 
 
 @dataclass
@@ -367,7 +429,10 @@ def dispatch(ctx: Serving, thread_id: str) -> None:
             queued = ow.store.threads.queued(thread_id)  # mostly none: one read, done
             if not queued or thread_status(ow, thread_id) == "busy":
                 return  # driven elsewhere: a later sweep tries again
+            now = ow.store.leases.clock()
         for row in queued:
+            if not _ours_to_start(row, now):
+                return  # the oldest is another process's: it starts it (its client is there)
             req = row.request or {}
             try:
                 body, who, modes = req["body"], req["who"], req["modes"]

@@ -75,7 +75,8 @@ class ApiRunRow:
     from_checkpoint: str | None = None
     """The checkpoint the run started from (None: a new thread's first run)."""
     request: dict[str, Any] | None = None
-    """A queued run's request (``body``, ``who``, ``modes``), until it starts."""
+    """A queued run's request (``body``, ``who``, ``modes``, and ``by``: the process that
+    queued it and will start it), until it starts."""
     multitask_strategy: str = "enqueue"
     pause_after: tuple[str, ...] = ()
     """The request's ``interrupt_after`` (honoured by a drive after a crash too)."""
