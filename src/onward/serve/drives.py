@@ -29,7 +29,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
 from fastapi import HTTPException
@@ -65,7 +65,7 @@ from onward.serve.requests import (
     webhook_of,
 )
 from onward.serve.states import StateAt
-from onward.serve.views import Known, check_visible, read_thread, thread_status
+from onward.serve.views import Known, check_visible, read_thread, status_of, thread_status
 from onward.serve.wire import chat_values, chunk, jsonable, run_state
 from onward.store.drivers import DriverId, gone_here, new_driver_id
 from onward.store.runs import ApiRunRow, ApiRunStatus
@@ -88,8 +88,9 @@ STOP_WAIT = 60.0
 POLL = 0.1
 ELSEWHERE_POLL = 0.25
 """Seconds between looks at a thread another process drives, for the runs queued here."""
-QUEUED_STALE = 120.0
-"""Seconds after which any process starts a run another process queued (it may be gone)."""
+QUEUED_STALE = 10.0
+"""Seconds a thread is free after which any process starts a run another process queued
+(its process looks every :data:`ELSEWHERE_POLL`: it is gone)."""
 """Seconds between looks at a thread another process was asked to stop."""
 KEPT_WAIT = 60.0
 """Longest a drive's end waits for its feed to keep what it fed (seconds)."""
@@ -220,10 +221,11 @@ _WAITING: set[str] = set()
 _WAITING_LOCK = threading.Lock()
 
 
-def _ours_to_start(row: ApiRunRow, now: datetime) -> bool:
-    """Whether this process may start a queued run: one it queued, or one whose queuing
-    process has exited (on this host), or that waited past :data:`QUEUED_STALE` (a process
-    on another host that may be gone); not one another live process will start itself."""
+def _ours_to_start(row: ApiRunRow, free: timedelta) -> bool:
+    """Whether this process may start a queued run: one it queued, one whose queuing
+    process has exited (on this host), or one still queued :data:`QUEUED_STALE` seconds
+    after its thread became free (``free`` ago: its process, on another host, is gone);
+    not one that a live process will start itself once it sees the thread free."""
     by = (row.request or {}).get("by")
     if not isinstance(by, str):
         return True  # queued before the queuing process was recorded
@@ -232,7 +234,7 @@ def _ours_to_start(row: ApiRunRow, now: datetime) -> bool:
         return True
     if gone_here(by) is not None:
         return True
-    return (now - row.updated_at).total_seconds() > QUEUED_STALE
+    return free.total_seconds() > QUEUED_STALE
 
 
 @dataclass
@@ -427,11 +429,15 @@ def dispatch(ctx: Serving, thread_id: str) -> None:
             return
         with ctx.clients.use() as ow:
             queued = ow.store.threads.queued(thread_id)  # mostly none: one read, done
-            if not queued or thread_status(ow, thread_id) == "busy":
+            if not queued:
+                return
+            run = ow.store.get_run(thread_id)
+            if status_of(ow, thread_id, run) == "busy":
                 return  # driven elsewhere: a later sweep tries again
-            now = ow.store.leases.clock()
+            # How long the thread has been free: since its run's last status write.
+            free = ow.store.leases.clock() - run.updated_at if run else timedelta(0)
         for row in queued:
-            if not _ours_to_start(row, now):
+            if not _ours_to_start(row, free):
                 return  # the oldest is another process's: it starts it (its client is there)
             req = row.request or {}
             try:
