@@ -10,8 +10,10 @@ RSS after the round (its process and children, psutil), and on Postgres the most
 connections the server held (``pg_stat_activity`` by its ``application_name``). The
 clients share the host with the server: ``client ms`` is the CPU a user's own thread
 spends on a run (its requests, and parsing what comes back), ``kB/run`` the event data it
-receives (as JSON), ``idle%`` the host's idle CPU share during the round; on a host
-without idle CPU, runs/s is what the server, its database and its clients together cost.
+receives (as JSON), ``idle%`` the host's idle CPU share during the round, ``host ms``
+the CPU the whole host spent a run (server, clients, database, all CPUs), ``db ms`` the
+Postgres server's processes' share of it; on a host without idle CPU, runs/s is what the
+server, its database and its clients together cost.
 
     python bench/serve_users.py [--users 1,10,50] [--rounds 2] [--runs-per-user 2]
     python bench/serve_users.py --levelling 2000 --users 10   # RSS every 500 runs
@@ -34,6 +36,7 @@ users of a deployment do, so the server's run slots and per-user cap apply as sh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -195,6 +198,10 @@ class Round:
     why: Counter[str] = field(default_factory=Counter)
     wall: float = 0.0
     cpu: float = 0.0
+    host: float = 0.0
+    """CPU seconds the whole host was busy during the round (psutil): server, clients, database."""
+    db: float = 0.0
+    """CPU seconds of the Postgres server's processes during the round (0: not Postgres)."""
     rss_mb: float = 0.0
     peak: int = 0
 
@@ -263,6 +270,24 @@ def cpu_of(pid: int) -> float:
     return sum(p.cpu_times().user + p.cpu_times().system for p in tree(pid))
 
 
+def host_busy() -> float:
+    """CPU seconds the host has been busy, all its CPUs together."""
+    t = psutil.cpu_times()
+    return float(t.user + t.nice + t.system + getattr(t, "irq", 0) + getattr(t, "softirq", 0))
+
+
+def postgres_cpu() -> float:
+    """CPU seconds of the running ``postgres`` processes (the server's pool keeps its
+    backends, so a round's difference is what the database spent on it)."""
+    total = 0.0
+    for proc in psutil.process_iter(["name"]):
+        if (proc.info["name"] or "").startswith("postgres"):
+            with contextlib.suppress(psutil.Error):
+                times = proc.cpu_times()
+                total += times.user + times.system
+    return total
+
+
 def connections(app: str) -> int:
     import psycopg
 
@@ -285,11 +310,14 @@ def measure(server: Server, users: int, runs_per_user: int, spy: Path | None = N
     sampler.start()
     with sampled(server.pid, spy), ThreadPoolExecutor(users) as pool:
         cpu0, t0 = cpu_of(server.pid), time.perf_counter()
+        host0, db0 = host_busy(), postgres_cpu() if server.app else 0.0
         psutil.cpu_times_percent()  # from here
         runs = range(users * runs_per_user)
         results = list(pool.map(lambda i: one_run(server, i % users), runs))
         out.wall, out.cpu = time.perf_counter() - t0, cpu_of(server.pid) - cpu0
         out.idle = float(psutil.cpu_times_percent().idle) / 100
+        out.host = host_busy() - host0
+        out.db = postgres_cpu() - db0 if server.app else 0.0
     stop.set()
     sampler.join()
     out.rss_mb = sum(p.memory_info().rss for p in tree(server.pid)) / 1e6
@@ -321,10 +349,13 @@ def report(name: str, users: int, rounds: list[Round]) -> None:
     client = statistics.median(statistics.median(r.client_cpu) for r in rounds)
     data = statistics.median(statistics.median(r.data_kb) for r in rounds)
     idle = statistics.median(r.idle for r in rounds)
+    host = statistics.median(r.host / n for n, r in zip(runs, rounds, strict=True))
+    db = statistics.median(r.db / n for n, r in zip(runs, rounds, strict=True))
     print(
         f"{name:>18} {users:5} {rate:7.2f} {p50:7.2f} {q95:7.2f} {first * 1000:8.0f} "
         f"{errors:3}/{sum(runs):<4} {cpu * 1000:8.1f} {peak or '-':>5} {rss:7.0f} "
-        f"{client * 1000:8.1f} {data:6.1f} {idle * 100:5.0f}",
+        f"{client * 1000:8.1f} {data:6.1f} {idle * 100:5.0f} {host * 1000:8.1f} "
+        f"{(f'{db * 1000:.1f}' if db else '-'):>6}",
         flush=True,
     )
     causes = sum((r.why for r in rounds), Counter[str]())
@@ -397,7 +428,7 @@ def main() -> None:
         print(
             f"{'server':>18} {'users':>5} {'runs/s':>7} {'p50 s':>7} {'p95 s':>7} "
             f"{'1st ms':>8} {'errors':>8} {'CPU ms/run':>8} {'conns':>5} {'RSS MB':>7} "
-            f"{'client ms':>8} {'kB/run':>6} {'idle%':>5}"
+            f"{'client ms':>8} {'kB/run':>6} {'idle%':>5} {'host ms':>8} {'db ms':>6}"
         )
         for users in (int(x) for x in args.users.split(",")):
             got: dict[str, list[Round]] = {s.name: [] for s in servers}

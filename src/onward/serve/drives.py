@@ -86,12 +86,12 @@ MAX_QUEUED = 16
 STOP_WAIT = 60.0
 """Longest a request waits for a run it interrupts to stop (seconds)."""
 POLL = 0.1
+"""Seconds between looks at a thread another process was asked to stop."""
 ELSEWHERE_POLL = 0.25
 """Seconds between looks at a thread another process drives, for the runs queued here."""
 QUEUED_STALE = 10.0
 """Seconds a thread is free after which any process starts a run another process queued
 (its process looks every :data:`ELSEWHERE_POLL`: it is gone)."""
-"""Seconds between looks at a thread another process was asked to stop."""
 KEPT_WAIT = 60.0
 """Longest a drive's end waits for its feed to keep what it fed (seconds)."""
 BACKOFF_FIRST, BACKOFF_MAX = 0.1, 2.0
@@ -202,13 +202,7 @@ def _wait_for_thread(ctx: Serving, thread_id: str) -> None:
                 a.queued for a in ctx.control.on_thread(thread_id)
             ):
                 time.sleep(ELSEWHERE_POLL)
-                with ctx.clients.use() as ow:
-                    running = ow.store.threads.runs(thread_id)
-                    if any(r.status is ApiRunStatus.RUNNING for r in running):
-                        continue
-                    if thread_status(ow, thread_id) == "busy":
-                        continue
-                dispatch(ctx, thread_id)
+                dispatch(ctx, thread_id)  # a no-op while the thread is busy
         finally:
             with _WAITING_LOCK:
                 _WAITING.discard(thread_id)
@@ -434,6 +428,8 @@ def dispatch(ctx: Serving, thread_id: str) -> None:
             run = ow.store.get_run(thread_id)
             if status_of(ow, thread_id, run) == "busy":
                 return  # driven elsewhere: a later sweep tries again
+            if ow.store.threads.count_runs(thread_id, ApiRunStatus.RUNNING):
+                return  # started elsewhere, its drive not yet holding the lease
             # How long the thread has been free: since its run's last status write.
             free = ow.store.leases.clock() - run.updated_at if run else timedelta(0)
         for row in queued:

@@ -301,7 +301,7 @@ sent as a transaction."""
 def batch_in_one(
     batch: Sequence[tuple[str, Sequence[Sequence[Any]]]], last: Statement | None = None
 ) -> Statement | None:
-    """Postgres (``%s`` placeholders): a batch of (SQL, rows) and then ``last`` as one
+    """Postgres: a batch of (SQL, rows) and then ``last`` as one
     statement, each SQL's rows as one multi-row INSERT among data-modifying CTEs; None when
     it cannot be (see :func:`_rows_in_one`), or two of its statements write one table
     (CTEs run in no set order). Each row of an INSERT is a driver call and a message of
@@ -442,18 +442,18 @@ class Db:
                 self.raw.executescript(sql)
 
     def write_all(self, statements: Sequence[Statement]) -> None:
-        """Writes that go together, all or nothing: on Postgres one statement
-        (:func:`_in_one`: one round trip, where a transaction is BEGIN, each statement and
-        COMMIT), on SQLite one transaction. Statements that write the same table stay a
-        transaction on Postgres too: a statement's CTEs run in no set order, and the rows'
-        serial ids must keep theirs."""
+        """Writes that go together, all or nothing: on Postgres one statement where it can
+        be (:func:`batch_in_one`: one round trip, where a transaction is BEGIN, each
+        statement and COMMIT), on SQLite one transaction. Statements that write the same
+        table stay a transaction on Postgres too: a statement's CTEs run in no set order,
+        and the rows' serial ids must keep theirs."""
         if len(statements) < 2:
             for sql, params in statements:
                 self.execute(sql, params)
             return
-        tables = [table_written(sql) for sql, _ in statements]
-        if self.postgres and None not in tables and len(set(tables)) == len(tables):
-            self.execute(*_in_one(statements[:-1], statements[-1]))
+        one = batch_in_one([(sql, [params]) for sql, params in statements])
+        if self.postgres and one is not None:
+            self.execute(*one)
             return
         with self.transaction():
             for sql, params in statements:
