@@ -31,6 +31,11 @@ def test_idle_slots_share_one_look_at_the_queue_per_poll(db_url: str, workdir: P
     running = threading.Thread(target=worker.run)
     started = time.monotonic()
     running.start()
+    # A slow host may take over a second to open the store: wait for the first look,
+    # then leave the slots idle for a while.
+    deadline = started + 60
+    while CountingWorker.claims == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
     time.sleep(1.0)
     worker.drain()
     running.join(30)
