@@ -196,6 +196,50 @@ def test_a_follow_up_queued_on_another_process_than_the_drives_streams_to_its_en
     assert crossed
 
 
+def test_two_messages_sent_at_once_through_two_processes_run_one_after_the_other(
+    db_url: str, workdir: Path
+) -> None:
+    """Two follow-ups sent to one thread at the same instant, on connections that may
+    reach different processes, run one after the other as they would on one process: the
+    second waits its turn (``multitask_strategy`` enqueue), each ends success and each copy
+    is made. Both had found the thread free when each process's own lock decided: one
+    ended ``error`` or a 409, in most tries."""
+    for k in (1, 2):
+        (workdir / f"in{k}").mkdir()
+        (workdir / f"in{k}" / "f.txt").write_text(str(k))
+    with serving(db_url, workdir, 2, **FAST_LEASES) as (_proc, url):
+        client = get_sync_client(url=url, api_key=None)
+        for trial in range(6):
+            tid = client.threads.create()["thread_id"]
+            client.runs.wait(tid, "onward", input=chain(f"t{trial}"))
+            at_once = threading.Barrier(2)
+            failed: list[str] = []
+
+            def send(
+                k: int, t: str = tid, n: int = trial, into: list[str] = failed, go: Any = at_once
+            ) -> None:
+                text = f"copy every file in in{k}/ to out{n}-{k}/"
+                own = get_sync_client(url=url, api_key=None)  # a connection of its own
+                go.wait()
+                try:
+                    own.runs.wait(
+                        t, "onward", input={"messages": [{"type": "human", "content": text}]}
+                    )
+                except Exception as exc:  # a 409: what one process would have queued
+                    into.append(f"{k}: {exc}")
+
+            senders = [threading.Thread(target=send, args=(k,)) for k in (1, 2)]
+            for sender in senders:
+                sender.start()
+            for sender in senders:
+                sender.join(60)
+            assert not failed, f"trial {trial}: {failed}"
+            runs = client.runs.list(tid)
+            assert [r["status"] for r in runs] == ["success"] * 3, f"trial {trial}: {runs}"
+            for k in (1, 2):
+                assert (workdir / f"out{trial}-{k}" / "f.txt").read_text() == str(k), trial
+
+
 def test_server_processes_that_keep_dying_stop_the_server_with_exit_1(
     db_url: str, workdir: Path, tmp_path: Path
 ) -> None:

@@ -62,8 +62,8 @@ def test_migrations_are_numbered_contiguously_from_one() -> None:
     assert SCHEMA_VERSION == STORE_SCHEMA_VERSION == tables.SCHEMA_VERSION == len(MIGRATIONS)
     for migration in MIGRATIONS:
         assert migration.description
-        assert migration.sqlite, migration.number
-        assert migration.postgres, migration.number
+        # One backend may have nothing to change (16: SQLite locks threads in a file).
+        assert migration.sqlite or migration.postgres, migration.number
 
 
 def test_a_new_store_has_the_schema_todays_release_made(db_url: str) -> None:

@@ -27,7 +27,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
@@ -55,6 +56,7 @@ from onward.serve.control import Active, CancelAction, Control
 from onward.serve.encoded import kept_by
 from onward.serve.feed import DONE, Feed
 from onward.serve.intake import ENDED, prepare
+from onward.serve.replay import UNFINISHED
 from onward.serve.requests import (
     a_string,
     check_run_fields,
@@ -120,6 +122,17 @@ def modes_of(body: dict[str, Any]) -> list[str]:
     return modes
 
 
+@contextmanager
+def deciding(ctx: Serving, thread_id: str) -> Iterator[None]:
+    """Held while a request decides what to do with a thread (start, queue or replace its
+    run): this process's lock of the thread, then the store's, which keeps requests that
+    reached other server processes (``--processes``, or servers sharing the store) off it
+    too."""
+    store = ctx.clients.shared("locks").store
+    with ctx.control.thread_lock(thread_id), store.thread_locks(thread_id):
+        yield
+
+
 def launch(
     ctx: Serving, thread_id: str, body: dict[str, Any], who: str, modes: list[str], loop: Any = None
 ) -> tuple[str, Feed]:
@@ -132,7 +145,7 @@ def launch(
         assistant = ctx.catalog.resolve(
             ow.store, a_string(body, "assistant_id"), who, bool(ctx.tokens)
         )
-    with ctx.control.thread_lock(thread_id):
+    with deciding(ctx, thread_id):
         with ctx.clients.use() as ow:
             known = read_thread(ow, thread_id)
             exists = known.row is not None or known.has_run
@@ -140,10 +153,11 @@ def launch(
                 check_visible(thread_id, known, who, ctx.tokens)  # another user's: 404
             busy = exists and (
                 bool(ctx.control.on_thread(thread_id))
-                or bool(ow.store.threads.queued(thread_id))
+                # queued, or started by another process (its drive not yet leased)
+                or bool(ow.store.threads.count_runs(thread_id, *UNFINISHED))
                 or (known.has_run and thread_status(ow, thread_id) == "busy")
             )
-        if not busy:  # what was read holds: this lock keeps other requests off the thread
+        if not busy:  # what was read holds: the lock keeps other requests off the thread
             return stage(ctx, thread_id, body, who, modes, assistant, known=known).go()
         if strategy == "reject":
             raise HTTPException(
@@ -422,34 +436,43 @@ def dispatch(ctx: Serving, thread_id: str) -> None:
         if any(not a.queued for a in ctx.control.on_thread(thread_id)):
             return
         with ctx.clients.use() as ow:
-            queued = ow.store.threads.queued(thread_id)  # mostly none: one read, done
-            if not queued:
+            if not ow.store.threads.queued(thread_id):  # mostly none: one read, done
                 return
-            run = ow.store.get_run(thread_id)
-            if status_of(ow, thread_id, run) == "busy":
-                return  # driven elsewhere: a later sweep tries again
-            if ow.store.threads.count_runs(thread_id, ApiRunStatus.RUNNING):
-                return  # started elsewhere, its drive not yet holding the lease
-            # How long the thread has been free: since its run's last status write.
-            free = ow.store.leases.clock() - run.updated_at if run else timedelta(0)
-        for row in queued:
-            if not _ours_to_start(row, free):
-                return  # the oldest is another process's: it starts it (its client is there)
-            req = row.request or {}
-            try:
-                body, who, modes = req["body"], req["who"], req["modes"]
-                aid, run_id = row.assistant_id, row.run_id
-                stage(ctx, thread_id, body, who, modes, aid, run_id=run_id, force=True).go()
-                return
-            except Exception as exc:  # this one cannot start: say why on its stream
-                message = exc.detail if isinstance(exc, HTTPException) else str(exc)
-                with ctx.clients.use() as ow:
-                    ow.store.threads.set_run_status(row.run_id, ApiRunStatus.ERROR)
-                feed = ctx.control.feed(row.run_id)
-                if feed is not None:
-                    feed.put(("error", {"error": type(exc).__name__, "message": str(message)}))
-                    feed.put(DONE)
-                ctx.control.close(row.run_id)
+        with ctx.clients.shared("locks").store.thread_locks(thread_id):
+            _start_oldest(ctx, thread_id)
+
+
+def _start_oldest(ctx: Serving, thread_id: str) -> None:
+    """:func:`dispatch` under the thread's locks, something queued on it."""
+    with ctx.clients.use() as ow:
+        queued = ow.store.threads.queued(thread_id)  # read again under the store's lock
+        if not queued:
+            return
+        run = ow.store.get_run(thread_id)
+        if status_of(ow, thread_id, run) == "busy":
+            return  # driven elsewhere: a later sweep tries again
+        if ow.store.threads.count_runs(thread_id, ApiRunStatus.RUNNING):
+            return  # started elsewhere, its drive not yet holding the lease
+        # How long the thread has been free: since its run's last status write.
+        free = ow.store.leases.clock() - run.updated_at if run else timedelta(0)
+    for row in queued:
+        if not _ours_to_start(row, free):
+            return  # the oldest is another process's: it starts it (its client is there)
+        req = row.request or {}
+        try:
+            body, who, modes = req["body"], req["who"], req["modes"]
+            aid, run_id = row.assistant_id, row.run_id
+            stage(ctx, thread_id, body, who, modes, aid, run_id=run_id, force=True).go()
+            return
+        except Exception as exc:  # this one cannot start: say why on its stream
+            message = exc.detail if isinstance(exc, HTTPException) else str(exc)
+            with ctx.clients.use() as ow:
+                ow.store.threads.set_run_status(row.run_id, ApiRunStatus.ERROR)
+            feed = ctx.control.feed(row.run_id)
+            if feed is not None:
+                feed.put(("error", {"error": type(exc).__name__, "message": str(message)}))
+                feed.put(DONE)
+            ctx.control.close(row.run_id)
 
 
 def stop_thread(ctx: Serving, thread_id: str, action: CancelAction) -> None:

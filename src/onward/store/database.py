@@ -64,6 +64,7 @@ from onward.store.sql import (
     translate_errors,
 )
 from onward.store.tables import schema_version
+from onward.store.threadlocks import FileLocks, RowLocks
 
 __all__ = [
     "DEFAULT_URL",
@@ -253,6 +254,9 @@ class Store:
         self._serve_ready = False
         self._serve_lock = threading.Lock()
         self.threads = Threads(self._serve_connect)
+        self.thread_locks = self._thread_locks()
+        """A thread's lock, held while a request decides what to do with it (across the
+        processes of this store: store/threadlocks.py)."""
         self.assistants = Assistants(self._serve_connect)
         self.crons = Crons(self._serve_connect, self.cipher)
 
@@ -272,6 +276,10 @@ class Store:
 
     def _close_saver(self) -> None:
         """Close the checkpointer's connection (or the process's pool)."""
+        raise NotImplementedError
+
+    def _thread_locks(self) -> FileLocks | RowLocks:
+        """Thread locks (a file beside a SQLite store, a Postgres table)."""
         raise NotImplementedError
 
     def _setup_checkpointer(self, db: Db) -> None:

@@ -180,6 +180,11 @@ _CRONS = """CREATE TABLE IF NOT EXISTS onward_crons (
     created_at       TEXT NOT NULL,
     updated_at       TEXT NOT NULL
 )"""
+_THREAD_LOCKS = """CREATE TABLE IF NOT EXISTS onward_thread_locks (
+    thread_id TEXT PRIMARY KEY,
+    owner     TEXT NOT NULL,
+    until     TEXT NOT NULL
+)"""
 _FENCE = """CREATE OR REPLACE FUNCTION onward_fence(threads text[], owners text[], epochs bigint[])
 RETURNS void LANGUAGE plpgsql AS $fence$
 BEGIN
@@ -366,6 +371,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE SEQUENCE IF NOT EXISTS onward_lease_epochs",
             _FENCE,
         ),
+    ),
+    Migration(
+        16,
+        "thread locks of onward serve on Postgres: held by one request (of any server "
+        "process) while it decides whether a thread's run starts or waits (a SQLite "
+        "store's are byte-range locks of a file beside it: store/threadlocks.py)",
+        (),
+        (_THREAD_LOCKS,),
+        serve=True,
     ),
 )
 

@@ -21,6 +21,7 @@ from onward.store.connection import PgPool, PooledDb, SharedConnection, close_po
 from onward.store.database import STORE_SCHEMA_VERSION, THREAD_TABLES, Store, _map_saver_errors
 from onward.store.sql import Backend, Db
 from onward.store.tables import schema_version
+from onward.store.threadlocks import RowLocks
 
 
 class TableArtifacts(ArtifactStore):
@@ -148,6 +149,9 @@ class PostgresStore(Store):
         return TableArtifacts(
             SharedConnection(self.connect), cipher=self.cipher, on_put=self.use_artifact
         )
+
+    def _thread_locks(self) -> RowLocks:
+        return RowLocks(SharedConnection(self._serve_connect))
 
     def _close_artifacts(self) -> None:
         if isinstance(self.artifacts, TableArtifacts):

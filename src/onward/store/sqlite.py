@@ -31,6 +31,7 @@ from onward.store.sql import (
     translate_errors,
     wal_checkpoints,
 )
+from onward.store.threadlocks import FileLocks, file_locks
 
 _WRITES = """
 CREATE TABLE IF NOT EXISTS writes (
@@ -141,6 +142,9 @@ class SqliteStore(Store):
         return ArtifactStore(
             self.path.parent / "artifacts", cipher=self.cipher, on_put=self.use_artifact
         )
+
+    def _thread_locks(self) -> FileLocks:
+        return file_locks(self.path.with_name(self.path.name + ".threads.lock"))
 
     def _close_artifacts(self) -> None:
         """Files: nothing to close."""

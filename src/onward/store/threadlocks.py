@@ -1,0 +1,131 @@
+"""Thread locks: one request at a time decides what to do with a thread (start its run,
+queue it behind the running one, or replace that one), across every process of a store.
+
+``onward serve --processes N``, or several servers on one store, each keep their own
+requests apart with a lock in memory; without one in the store, two runs sent to one
+thread at the same moment through two processes both found it free. The lock is held for
+the decision only (a few statements), never for a drive: a thread's **lease** is what
+keeps its drive to one driver.
+
+* **SQLite** (one host): a byte-range lock of a file beside the database
+  (``<db>.threads.lock``, POSIX ``lockf``), one byte per slot of :data:`FILE_SLOTS`; the
+  kernel lets it go when its process dies, and a taker waits without polling. No write
+  to the database: its write lock is what every writer queues for.
+* **Postgres**: a row of ``onward_thread_locks`` (migration 16), taken with one upsert
+  that only replaces a hold past its time, let go with one delete. A holder whose process
+  died on this host loses it at once (store/drivers.py); any other after
+  :data:`LOCK_HOLD`. A taker looks again every :data:`LOCK_POLL` seconds.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from datetime import timedelta
+from pathlib import Path
+
+from onward.model.clock import utcnow
+from onward.store.connection import SharedConnection
+from onward.store.drivers import gone_here, new_driver_id
+from onward.store.sql import Db
+
+LOCK_HOLD = timedelta(seconds=90)
+"""How long a Postgres thread lock holds when its holder neither lets go nor is known
+dead: longer than a decision may wait for a run to stop (60 s)."""
+LOCK_POLL = 0.02
+"""Seconds between looks at a Postgres thread lock another holds."""
+FILE_SLOTS = 4096
+"""Bytes of a SQLite store's lock file: threads whose ids hash alike share one (their
+decisions then take turns; each is milliseconds)."""
+
+ThreadLocks = Callable[[str], AbstractContextManager[None]]
+"""thread id → its lock, held for the ``with`` block."""
+
+_TAKE = (
+    "INSERT INTO onward_thread_locks VALUES (?, ?, ?) ON CONFLICT (thread_id) DO UPDATE "
+    "SET owner = excluded.owner, until = excluded.until WHERE onward_thread_locks.until < ?"
+)
+_LET_GO = "DELETE FROM onward_thread_locks WHERE thread_id = ? AND owner = ?"
+
+
+class FileLocks:
+    """A SQLite store's thread locks: byte ``slot`` of ``path`` for the processes, a
+    lock per slot in memory for this process's threads. POSIX locks are a process's, and
+    closing any descriptor of the file drops them all: so there is one of these per file
+    in a process (:func:`file_locks`), its descriptor open for the process's life."""
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._slots = [threading.Lock() for _ in range(FILE_SLOTS)]
+
+    @contextmanager
+    def __call__(self, thread_id: str) -> Iterator[None]:
+        slot = zlib.crc32(thread_id.encode()) % FILE_SLOTS
+        with self._slots[slot]:
+            fcntl.lockf(self._fd, fcntl.LOCK_EX, 1, slot)
+            try:
+                yield
+            finally:
+                fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, slot)
+
+
+_FILES: dict[str, FileLocks] = {}
+_FILES_LOCK = threading.Lock()
+
+
+def file_locks(path: Path) -> FileLocks:
+    """The process's :class:`FileLocks` of ``path``."""
+    key = os.path.realpath(path)
+    with _FILES_LOCK:
+        found = _FILES.get(key)
+        if found is None:
+            found = _FILES[key] = FileLocks(Path(key))
+        return found
+
+
+# A forked child holds none of its parent's locks: it takes its own.
+os.register_at_fork(after_in_child=_FILES.clear)
+
+
+class RowLocks:
+    """A Postgres store's thread locks: rows of ``onward_thread_locks``."""
+
+    def __init__(self, db: SharedConnection) -> None:
+        self._db = db
+
+    @contextmanager
+    def __call__(self, thread_id: str) -> Iterator[None]:
+        owner = new_driver_id()
+        while not self._take(thread_id, owner):
+            time.sleep(LOCK_POLL)
+        try:
+            yield
+        finally:
+            with self._db.use() as db:
+                db.execute(_LET_GO, (thread_id, owner))
+
+    def _take(self, thread_id: str, owner: str) -> bool:
+        """True: ``owner`` holds the thread's lock now; False: a live holder has it."""
+        with self._db.use() as db:
+            for _ in range(3):  # again after its holder let go or was found dead
+                if _took(db, thread_id, owner):
+                    return True
+                row = db.execute(
+                    "SELECT owner FROM onward_thread_locks WHERE thread_id = ?", (thread_id,)
+                ).fetchone()
+                if row is not None and gone_here(row[0]) is None:
+                    return False
+                if row is not None:  # its process died
+                    db.execute(_LET_GO, (thread_id, row[0]))
+        return False
+
+
+def _took(db: Db, thread_id: str, owner: str) -> bool:
+    now = utcnow()
+    until = (now + LOCK_HOLD).isoformat()
+    return bool(db.execute(_TAKE, (thread_id, owner, until, now.isoformat())).rowcount)
