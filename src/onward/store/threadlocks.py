@@ -8,9 +8,10 @@ the decision only (a few statements), never for a drive: a thread's **lease** is
 keeps its drive to one driver.
 
 * **SQLite** (one host): a byte-range lock of a file beside the database
-  (``<db>.threads.lock``, POSIX ``lockf``), one byte per slot of :data:`FILE_SLOTS`; the
-  kernel lets it go when its process dies, and a taker waits without polling. No write
-  to the database: its write lock is what every writer queues for.
+  (``<db>.threads.lock``, POSIX ``lockf``, one byte per thread at a hashed offset; the
+  file stays empty); the kernel lets it go when its process dies, and a taker waits
+  without polling. No write to the database: its write lock is what every writer queues
+  for.
 * **Postgres**: a row of ``onward_thread_locks`` (migration 16), taken with one upsert
   that only replaces a hold past its time, let go with one delete. A holder whose process
   died on this host loses it at once (store/drivers.py); any other after
@@ -20,10 +21,10 @@ keeps its drive to one driver.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
@@ -39,9 +40,6 @@ LOCK_HOLD = timedelta(seconds=90)
 dead: longer than a decision may wait for a run to stop (60 s)."""
 LOCK_POLL = 0.02
 """Seconds between looks at a Postgres thread lock another holds."""
-FILE_SLOTS = 4096
-"""Bytes of a SQLite store's lock file: threads whose ids hash alike share one (their
-decisions then take turns; each is milliseconds)."""
 
 ThreadLocks = Callable[[str], AbstractContextManager[None]]
 """thread id → its lock, held for the ``with`` block."""
@@ -54,24 +52,52 @@ _LET_GO = "DELETE FROM onward_thread_locks WHERE thread_id = ? AND owner = ?"
 
 
 class FileLocks:
-    """A SQLite store's thread locks: byte ``slot`` of ``path`` for the processes, a
-    lock per slot in memory for this process's threads. POSIX locks are a process's, and
-    closing any descriptor of the file drops them all: so there is one of these per file
-    in a process (:func:`file_locks`), its descriptor open for the process's life."""
+    """A SQLite store's thread locks: one byte of ``path`` per thread (at an offset from
+    a hash of its id) for the processes, and a lock in memory per offset for this
+    process's threads (POSIX locks are a process's). Closing any descriptor of the file
+    drops a process's locks: so there is one of these per file in a process
+    (:func:`file_locks`), its descriptor open for the process's life."""
 
     def __init__(self, path: Path) -> None:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        self._slots = [threading.Lock() for _ in range(FILE_SLOTS)]
+        self._guard = threading.Lock()
+        self._held: dict[int, _Held] = {}
 
     @contextmanager
     def __call__(self, thread_id: str) -> Iterator[None]:
-        slot = zlib.crc32(thread_id.encode()) % FILE_SLOTS
-        with self._slots[slot]:
-            fcntl.lockf(self._fd, fcntl.LOCK_EX, 1, slot)
-            try:
-                yield
-            finally:
-                fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, slot)
+        offset = _offset(thread_id)
+        with self._guard:
+            held = self._held.get(offset)
+            if held is None:
+                held = self._held[offset] = _Held()
+            held.users += 1
+        try:
+            with held.lock:
+                fcntl.lockf(self._fd, fcntl.LOCK_EX, 1, offset)
+                try:
+                    yield
+                finally:
+                    fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, offset)
+        finally:
+            with self._guard:
+                held.users -= 1
+                if held.users == 0:
+                    del self._held[offset]
+
+
+class _Held:
+    """An offset's lock in memory, kept while someone holds or waits for it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+
+
+def _offset(thread_id: str) -> int:
+    """Where the thread's byte is: 62 bits of a hash of its id, so no request can pick a
+    thread id whose lock is another's (a crafted collision would make it wait on theirs)."""
+    digest = hashlib.blake2b(thread_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest) >> 2
 
 
 _FILES: dict[str, FileLocks] = {}

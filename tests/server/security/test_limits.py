@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from onward.store.database import Store
 from tests.support.security import ATTACKER, TOKENS, VICTIM, auth
 from tests.support.serve import serve
 
@@ -107,3 +108,34 @@ def test_a_user_spreading_runs_over_server_processes_gets_at_most_each_ones_cap(
         for tid, code in zip(threads, codes, strict=True):
             runs = mallory.get(f"/threads/{tid}/runs").json()
             assert len(runs) == (code == 200), (tid, code, runs)
+
+
+def test_runs_sent_to_another_users_thread_are_404_and_leave_its_lock_free(
+    db_url: str, workdir: Path
+) -> None:
+    """Mallory sends runs, eight at a time with each multitask strategy, to alice's thread
+    (each request takes the thread's lock in the store while it decides): every one is a
+    404, nothing is stored on the thread, no lock is left held, and alice's run then
+    starts and finishes as if mallory had sent nothing."""
+    with (
+        serve(db_url, workdir, ONWARD_API_TOKENS=TOKENS) as url,
+        httpx.Client(base_url=url, headers=auth(VICTIM), timeout=60) as alice,
+    ):
+        tid = alice.post("/threads", json={}).json()["thread_id"]
+        body: dict[str, Any] = {"assistant_id": "onward", "input": {"plan": long_plan(0)}}
+
+        def ask(strategy: str) -> int:
+            with httpx.Client(base_url=url, headers=auth(ATTACKER), timeout=60) as own:
+                sent = {**body, "multitask_strategy": strategy}
+                return own.post(f"/threads/{tid}/runs", json=sent).status_code
+
+        with ThreadPoolExecutor(8) as pool:
+            for strategy in ("enqueue", "reject", "interrupt", "rollback"):
+                assert set(pool.map(ask, [strategy] * 8)) == {404}, strategy
+        assert alice.get(f"/threads/{tid}/runs").json() == []
+        if db_url.startswith("postgresql"):
+            with Store(db_url) as store, store.db.use() as db:
+                assert db.execute("SELECT COUNT(*) FROM onward_thread_locks").fetchone()[0] == 0
+        done = alice.post(f"/threads/{tid}/runs/wait", json=body)
+        assert done.status_code == 200, done.text
+        assert done.json()["status"] == "done"
