@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from onward.serve.feed import Feed, Keep
 from onward.store.runs import CancelAction
+from onward.store.threadlocks import KeyedLocks
 
 __all__ = ["Active", "CancelAction", "Control"]
 
@@ -42,14 +43,6 @@ class Active:
     stopped: threading.Event = field(default_factory=threading.Event)
 
 
-@dataclass
-class _Held:
-    """A thread's lock and how many requests hold it or wait for it."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    users: int = 0
-
-
 KeepEvents = Callable[[str, str], Keep]
 """(run id, thread id) → where that run's feed keeps its items (the store)."""
 
@@ -62,7 +55,7 @@ class Control:
         self._lock = threading.RLock()
         self._active: dict[str, Active] = {}
         self._feeds: OrderedDict[str, Feed] = OrderedDict()
-        self._threads: dict[str, _Held] = {}
+        self._threads = KeyedLocks()
         self.stopping = False
 
     @contextmanager
@@ -70,19 +63,8 @@ class Control:
         """Held while a request decides what to do with a thread (start, queue, replace
         its run), so two requests cannot both find it free. The lock lives while someone
         holds or waits for it: the server keeps none per thread it ever saw."""
-        with self._lock:
-            held = self._threads.get(thread_id)
-            if held is None:
-                held = self._threads[thread_id] = _Held()
-            held.users += 1
-        try:
-            with held.lock:
-                yield
-        finally:
-            with self._lock:
-                held.users -= 1
-                if held.users == 0:
-                    del self._threads[thread_id]
+        with self._threads(thread_id):
+            yield
 
     def sizes(self) -> dict[str, int]:
         """How many runs, feeds and thread locks the server holds now."""

@@ -25,7 +25,7 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -51,6 +51,41 @@ _TAKE = (
 _LET_GO = "DELETE FROM onward_thread_locks WHERE thread_id = ? AND owner = ?"
 
 
+class KeyedLocks:
+    """A lock in memory per key, kept only while someone holds or waits for it (a server
+    keeps none for every thread it ever saw)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._held: dict[Hashable, _Held] = {}
+
+    @contextmanager
+    def __call__(self, key: Hashable) -> Iterator[None]:
+        with self._guard:
+            held = self._held.get(key)
+            if held is None:
+                held = self._held[key] = _Held()
+            held.users += 1
+        try:
+            with held.lock:
+                yield
+        finally:
+            with self._guard:
+                held.users -= 1
+                if held.users == 0:
+                    del self._held[key]
+
+    def __len__(self) -> int:
+        """How many keys are held or waited for now."""
+        return len(self._held)
+
+
+class _Held:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+
+
 class FileLocks:
     """A SQLite store's thread locks: one byte of ``path`` per thread (at an offset from
     a hash of its id) for the processes, and a lock in memory per offset for this
@@ -60,37 +95,17 @@ class FileLocks:
 
     def __init__(self, path: Path) -> None:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        self._guard = threading.Lock()
-        self._held: dict[int, _Held] = {}
+        self._offsets = KeyedLocks()
 
     @contextmanager
     def __call__(self, thread_id: str) -> Iterator[None]:
         offset = _offset(thread_id)
-        with self._guard:
-            held = self._held.get(offset)
-            if held is None:
-                held = self._held[offset] = _Held()
-            held.users += 1
-        try:
-            with held.lock:
-                fcntl.lockf(self._fd, fcntl.LOCK_EX, 1, offset)
-                try:
-                    yield
-                finally:
-                    fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, offset)
-        finally:
-            with self._guard:
-                held.users -= 1
-                if held.users == 0:
-                    del self._held[offset]
-
-
-class _Held:
-    """An offset's lock in memory, kept while someone holds or waits for it."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.users = 0
+        with self._offsets(offset):
+            fcntl.lockf(self._fd, fcntl.LOCK_EX, 1, offset)
+            try:
+                yield
+            finally:
+                fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, offset)
 
 
 def _offset(thread_id: str) -> int:
