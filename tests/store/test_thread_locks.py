@@ -10,13 +10,18 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
+from onward.errors import StoreError
 from onward.model.clock import utcnow
 from onward.store.database import Store
 from onward.store.sql import Backend, backend_of
+from onward.store.threadlocks import RowLocks
 
 HOLD = """
 import sys, time
@@ -97,5 +102,45 @@ def test_a_postgres_hold_of_a_process_elsewhere_runs_out(db_url: str) -> None:
         taker, taken, done = _taker(store)
         assert not taken.wait(0.5)  # still its holder's
         assert taken.wait(10)  # its hold ran out
+        done.set()
+        taker.join(10)
+
+
+class _DeleteFails:
+    """The store's connection, but the first delete of a lock row fails as a database
+    gone past ``ONWARD_PG_OUTAGE`` does."""
+
+    def __init__(self, real: Any) -> None:
+        self.real, self.failed = real, False
+
+    @contextmanager
+    def use(self) -> Iterator[Any]:
+        with self.real.use() as db:
+            yield self if not self.failed else db
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        if sql.startswith("DELETE") and not self.failed:
+            self.failed = True
+            raise StoreError("the database is gone")
+        with self.real.use() as db:
+            return db.execute(sql, params)
+
+
+def test_a_postgres_lock_whose_delete_failed_is_taken_at_once_in_its_process(
+    db_url: str,
+) -> None:
+    """The decision stands (no error for a run already started); the row stays, and the
+    next request of this process on the thread takes it at once, not after LOCK_HOLD."""
+    if backend_of(db_url) is not Backend.POSTGRES:
+        return  # a SQLite lock is the kernel's: nothing to delete
+    with Store(db_url) as store:
+        store.threads.runs("none")  # the serve tables exist
+        failing = RowLocks(_DeleteFails(store.db))  # type: ignore[arg-type]
+        with failing("t"):
+            pass
+        with store.db.use() as db:
+            assert db.execute("SELECT COUNT(*) FROM onward_thread_locks").fetchone()[0] == 1
+        taker, taken, done = _taker(store)
+        assert taken.wait(5)  # LOCK_HOLD is 90 s
         done.set()
         taker.join(10)

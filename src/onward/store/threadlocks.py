@@ -14,14 +14,16 @@ keeps its drive to one driver.
   for.
 * **Postgres**: a row of ``onward_thread_locks`` (migration 16), taken with one upsert
   that only replaces a hold past its time, let go with one delete. A holder whose process
-  died on this host loses it at once (store/drivers.py); any other after
-  :data:`LOCK_HOLD`. A taker looks again every :data:`LOCK_POLL` seconds.
+  died on this host loses it at once (store/drivers.py), and one whose delete failed (the
+  database gone) to a taker in its own process; any other after :data:`LOCK_HOLD`. A
+  taker looks again every :data:`LOCK_POLL` seconds.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -30,10 +32,13 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from pathlib import Path
 
+from onward.errors import StoreError
 from onward.model.clock import utcnow
 from onward.store.connection import SharedConnection
-from onward.store.drivers import gone_here, new_driver_id
+from onward.store.drivers import drive_ended, gone_here, new_driver_id
 from onward.store.sql import Db
+
+log = logging.getLogger("onward.store")
 
 LOCK_HOLD = timedelta(seconds=90)
 """How long a Postgres thread lock holds when its holder neither lets go nor is known
@@ -147,8 +152,18 @@ class RowLocks:
         try:
             yield
         finally:
+            self._let_go(thread_id, owner)
+
+    def _let_go(self, thread_id: str, owner: str) -> None:
+        """Delete the row; if the database cannot (gone past ``ONWARD_PG_OUTAGE``), the
+        decision stands: this process's next taker takes the row at once (it knows its
+        holder ended), another process's once its hold runs out."""
+        try:
             with self._db.use() as db:
                 db.execute(_LET_GO, (thread_id, owner))
+        except StoreError as exc:
+            drive_ended(owner)
+            log.warning("the lock of thread %s stays until it is taken again: %s", thread_id, exc)
 
     def _take(self, thread_id: str, owner: str) -> bool:
         """True: ``owner`` holds the thread's lock now; False: a live holder has it."""
