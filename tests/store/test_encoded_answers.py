@@ -87,34 +87,3 @@ def test_a_request_that_ends_its_run_keeps_its_values_as_a_reference(tmp_path: P
         store.close()
     assert [len(json.dumps(e.data)) < 1_000 for e in events] == [True] * len(events)
     assert len(events) >= 2  # its metadata and its values
-
-
-def test_a_plans_next_version_is_joined_from_the_parts_its_steps_made_before(
-    db_url: str, workdir: Path, monkeypatch: Any
-) -> None:
-    """A follow-up or a replan makes a new plan that keeps the earlier steps: the plan's
-    steps and each step's chat messages are kept by their contents, so the next version's
-    values make no step or message part again (all 40 steps' messages were made again,
-    keyed by the plan object), and their bytes are those of the state they show."""
-    from onward.serve import encoded
-    from onward.serve.wire import chat_values, run_state
-
-    made: list[Any] = []
-    real_put = encoded._PARTS.put
-
-    def counted(key: Any, of: Any, part: bytes) -> bytes:
-        made.append(key[0])
-        return real_put(key, of, part)
-
-    monkeypatch.setattr(encoded._PARTS, "put", counted)
-    with Onward(db_url) as ow:
-        thread_id = run(ow, 40)
-        values = ow.graph.get_state(ow._config(thread_id)).values
-    encoded.values_bytes(values)
-    assert made.count("pair") >= 40
-    made.clear()
-    plan = run_state(values).plan
-    following = {**values, "plan": plan.model_copy(update={"version": plan.version + 1})}
-    assert encoded.values_bytes(following) == dumps(chat_values(following))
-    assert "pair" not in made
-    assert "step" not in made

@@ -370,13 +370,6 @@ class LazyList(Sequence[T]):
         """The items' plain fields, in order (see :meth:`LazyMap.model_dump`)."""
         return [item.model_dump(**how) for item in self]  # type: ignore[attr-defined]
 
-    def contents(self) -> Iterator[Any]:
-        """Each item's content, not decoded (see :meth:`LazyMap.contents`): its encoded
-        bytes while it is encoded, else the item itself."""
-        raw = self._items.raw
-        for value in self._items_list:
-            yield raw(value) if type(value) is int else value
-
     def peek(self, i: int, field: str, default: Any = None) -> Any:
         """One field of item ``i``, read without decoding the item (see
         :meth:`LazyMap.peek`)."""

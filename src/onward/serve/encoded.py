@@ -6,9 +6,8 @@ checkpoints share nearly all of it, so the answer is joined from encoded parts k
 what they are made of, each exactly the JSON :func:`onward.serve.wire.chat_values` makes:
 
 * a step record or an artifact reference, by its encoded bytes (equal bytes, equal item);
-* a plan step, by its encoded bytes; the plan, by the plan object (a plan is never changed
-  in place), joined from its steps';
-* a settled step's chat messages, by the step's and its record's contents.
+* the plan, by the plan object (a plan is never changed in place);
+* a settled step's chat messages, by the plan object and the step's record.
 
 And a checkpoint's whole values, by the checkpoint: a checkpoint never changes, and its
 values only when rows are saved at an older one (a run resumed from it), which drops them
@@ -21,7 +20,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from langgraph.types import StateSnapshot
@@ -29,14 +28,12 @@ from pydantic import BaseModel
 
 from onward.checkpointing.values import CheckpointValues
 from onward.model.lazy import LazyMap
-from onward.model.state import Plan, PlanSteps, RunState
+from onward.model.state import Plan, RunState
 from onward.observe.chat import conversation_parts, step_pair
 from onward.serve.wire import chat_values, jsonable, run_state, state_fields
 
-PARTS_KEPT = 16384
-"""Encoded parts (records, plan steps, step messages, plans) kept per process. A part
-made from an encoded item is kept under the decoded item too (encoding decodes it in
-place), so a 1,000-step thread's parts are up to 6,000."""
+PARTS_KEPT = 8192
+"""Encoded parts (records, step messages, plans) kept per process."""
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -109,23 +106,12 @@ def values_bytes(values: Any) -> bytes:
     state = run_state(values)
     if state is None or not isinstance(values, Mapping):
         return dumps(chat_values(values))
-    contents = _contents(state)  # before encoding the plan and records decodes them
     parts = [
-        _key(k) + (_messages(state, contents) if k == "messages" else _value(v))
-        for k, v in values.items()
+        _key(k) + (_messages(state) if k == "messages" else _value(v)) for k, v in values.items()
     ]
     if "messages" not in values:
-        parts.append(b'"messages":' + _messages(state, contents))
+        parts.append(b'"messages":' + _messages(state))
     return b"{" + b",".join(parts) + b"}"
-
-
-Contents = tuple[dict[str, Any], dict[str, Any]]
-"""A state's plan steps and step records by id, as their contents (:func:`_content_key`)."""
-
-
-def _contents(state: RunState) -> Contents:
-    index = state.plan.index()
-    return dict(zip(index.ids, index.contents(), strict=True)), dict(state.steps.contents())
 
 
 _PLAIN = (str, int, float, bool, type(None))
@@ -175,57 +161,27 @@ def _plan(plan: Plan) -> bytes:
     key = ("plan", id(plan))
     made = _PARTS.get(key, (plan,))
     if made is None:
-        made = _PARTS.put(key, (plan,), _plan_bytes(plan))
+        made = _PARTS.put(key, (plan,), dumps(jsonable(plan)))
     return made
 
 
-def _plan_bytes(plan: Plan) -> bytes:
-    """``dumps(jsonable(plan))``, each step's JSON made once per content: a plan's next
-    version (a follow-up's, a replan's) shares the earlier steps."""
-    fields = []
-    for name in type(plan).model_fields:
-        if name == "steps":
-            fields.append(_key(name) + b"[" + b",".join(_steps(plan.index())) + b"]")
-        else:
-            fields.append(_key(name) + dumps(jsonable(getattr(plan, name))))
-    return b"{" + b",".join(fields) + b"}"
-
-
-def _steps(steps: PlanSteps) -> Iterator[bytes]:
-    found = _PARTS.found
-    for i, content in enumerate(steps.contents()):
-        made = found.get(("step", content if type(content) is bytes else id(content)))
-        if made is None or (made[0] and made[0][0] is not content):
-            ckey, objects = _content_key(content)
-            step = steps[i]  # decoded in place, if it was encoded
-            part = _PARTS.put(("step", ckey), objects, dumps(jsonable(step)))
-            if step is not content:  # the next encoding finds the decoded step
-                _PARTS.put(("step", id(step)), (step,), part)
-            made = (objects, part)
-        yield made[1]
-
-
-def _messages(state: RunState, contents: Contents) -> bytes:
-    """The conversation's JSON: a settled step's messages made once per step and record
-    (by their contents, read before this encoding decoded any: a plan's next version and
-    a checkpoint loaded again share them)."""
-    index = state.plan.index()
-    steps, records = contents
+def _messages(state: RunState) -> bytes:
+    """The conversation's JSON: a settled step's messages made once per plan and record."""
+    plan = state.plan
+    index = plan.index()
+    records = dict(state.steps.contents())
     out = []
     for part in conversation_parts(state):
         if not isinstance(part, str):
             out.append(_kept_object(part))
             continue
-        skey, step = _content_key(steps.get(part))
-        ckey, record = _content_key(records.get(part))
-        key = ("pair", part, skey, ckey)
-        made = _PARTS.get(key, (*step, *record))
+        content = records.get(part)
+        ckey, objects = _content_key(content)
+        key = ("pair", id(plan), part, ckey)
+        made = _PARTS.get(key, (plan, *objects))
         if made is None:
             pair = b",".join(dumps(jsonable(m)) for m in step_pair(state, index, part))
-            made = _PARTS.put(key, (*step, *record), pair)
-            decoded = (index[index.position[part]], state.steps[part])  # by step_pair
-            if not step or not record:  # the next encoding finds them decoded
-                _PARTS.put(("pair", part, *map(id, decoded)), decoded, pair)
+            made = _PARTS.put(key, (plan, *objects), pair)
         out.append(made)
     return b"[" + b",".join(out) + b"]"
 
