@@ -37,7 +37,7 @@ from fastapi import HTTPException
 from langgraph.types import Command, StreamMode
 
 from onward.checkpointing.values import CheckpointValues
-from onward.client import stopping
+from onward.client import Onward, stopping
 from onward.errors import (
     DatabaseGone,
     DatabaseUnavailable,
@@ -67,7 +67,7 @@ from onward.serve.requests import (
     webhook_of,
 )
 from onward.serve.states import StateAt
-from onward.serve.views import Known, check_visible, read_thread, status_of, thread_status
+from onward.serve.views import Known, check_visible, read_thread, thread_status
 from onward.serve.wire import chat_values, chunk, jsonable, run_state
 from onward.store.drivers import DriverId, gone_here, new_driver_id
 from onward.store.runs import ApiRunRow, ApiRunStatus
@@ -216,7 +216,10 @@ def _wait_for_thread(ctx: Serving, thread_id: str) -> None:
                 a.queued for a in ctx.control.on_thread(thread_id)
             ):
                 time.sleep(ELSEWHERE_POLL)
-                dispatch(ctx, thread_id)  # a no-op while the thread is busy
+                with ctx.clients.use() as ow:
+                    if _driven_elsewhere(ow, thread_id):
+                        continue  # read without the thread's locks; dispatch reads again
+                dispatch(ctx, thread_id)
         finally:
             with _WAITING_LOCK:
                 _WAITING.discard(thread_id)
@@ -442,17 +445,24 @@ def dispatch(ctx: Serving, thread_id: str) -> None:
             _start_oldest(ctx, thread_id)
 
 
+def _driven_elsewhere(ow: Onward, thread_id: str) -> bool:
+    """Whether another process drives the thread: its lease is live, or an API run on
+    it is running (started there, its drive not yet holding the lease)."""
+    lease = ow.store.leases.get(thread_id)
+    if lease is not None and lease.live(ow.store.leases.clock()):
+        return True
+    return bool(ow.store.threads.count_runs(thread_id, ApiRunStatus.RUNNING))
+
+
 def _start_oldest(ctx: Serving, thread_id: str) -> None:
     """:func:`dispatch` under the thread's locks, something queued on it."""
     with ctx.clients.use() as ow:
         queued = ow.store.threads.queued(thread_id)  # read again under the store's lock
         if not queued:
             return
+        if _driven_elsewhere(ow, thread_id):
+            return  # a later sweep tries again
         run = ow.store.get_run(thread_id)
-        if status_of(ow, thread_id, run) == "busy":
-            return  # driven elsewhere: a later sweep tries again
-        if ow.store.threads.count_runs(thread_id, ApiRunStatus.RUNNING):
-            return  # started elsewhere, its drive not yet holding the lease
         # How long the thread has been free: since its run's last status write.
         free = ow.store.leases.clock() - run.updated_at if run else timedelta(0)
     for row in queued:
