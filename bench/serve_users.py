@@ -26,7 +26,12 @@ server, its database and its clients together cost.
 the users run, into ``DIR/<server>-<users>-<round>.txt``; ``--run-slots N``: the onward
 servers' run slots (by default the server's own, 8); ``--processes N``: also this tree's
 onward servers with N processes (``onward serve --processes N``), named ``onward xN ...``
-(their CPU and RSS are all their processes').
+(their CPU and RSS are all their processes'); ``--floor``: after the table, the same run
+through ``Onward.run`` on each chosen backend, in one process, one run after another,
+without HTTP: its CPU, Postgres's and the host's per run. ``own+db`` is the least a
+served run costs the host's server side (the serving process and its database); set
+against ``langgraph dev``'s ``CPU ms/run`` it tells how much room HTTP work has before
+onward's runs/s falls behind on a host without idle CPU.
 
 Each user sends its own API token to ``onward serve`` (``$ONWARD_API_TOKENS``), as the
 users of a deployment do, so the server's run slots and per-user cap apply as shipped;
@@ -288,13 +293,15 @@ def postgres_cpu() -> float:
     return total
 
 
-def connections(app: str) -> int:
-    import psycopg
-
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (app,)
-        ).fetchone()
+def connections(conn: Any, app: str) -> int:
+    """The connections of the server's ``application_name``, counted on ``conn``: one
+    connection for a round's samples. A new one per sample (as before) cost the host
+    5.1 ms of CPU each, a backend's start: 51 ms a second taken from the Postgres servers
+    under measurement and counted in their ``host ms`` (about 3 ms a run at 17 runs/s);
+    the ``db ms`` column never saw it (a backend gone is not summed)."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (app,)
+    ).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -303,8 +310,13 @@ def measure(server: Server, users: int, runs_per_user: int, spy: Path | None = N
     stop = threading.Event()
 
     def sample() -> None:
-        while server.app and not stop.wait(0.1):
-            out.peak = max(out.peak, connections(server.app))
+        if not server.app:
+            return
+        import psycopg
+
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            while not stop.wait(0.1):
+                out.peak = max(out.peak, connections(conn, server.app))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -363,6 +375,68 @@ def report(name: str, users: int, rounds: list[Round]) -> None:
         print(f"{'':>18} {n:5} x {why}", flush=True)
 
 
+FLOOR_RUNS = 200
+"""Runs the no-HTTP floor (:func:`floor`) measures, after a warm-up of 20."""
+
+
+def floor(db: str, workdir: Path) -> tuple[float, float, float]:
+    """The same 3-step run through ``Onward.run`` on ``db``, in a process of its own, one
+    run after another, no HTTP: (its CPU, Postgres's CPU, the host's CPU) per run, in
+    seconds. What a served run cannot cost less than, whatever its HTTP work."""
+    argv = [sys.executable, __file__, "--floor-child", db]
+    proc = subprocess.Popen(
+        argv, cwd=workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"  # warmed up
+    db0, host0 = postgres_cpu(), host_busy()
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    own = float(proc.stdout.readline())
+    pg, host = postgres_cpu() - db0, host_busy() - host0
+    proc.wait(60)
+    return own / FLOOR_RUNS, (pg / FLOOR_RUNS if "postgresql" in db else 0.0), host / FLOOR_RUNS
+
+
+def floor_child(db: str) -> None:
+    """:func:`floor`'s process: warm up, say ``ready``, run on ``go``, print its CPU."""
+    from onward import Onward
+
+    with Onward(db) as ow:
+        for _ in range(20):
+            ow.run("three no-op steps", plan={"steps": STEPS})
+        print("ready", flush=True)
+        sys.stdin.readline()
+        cpu0 = time.process_time()
+        for _ in range(FLOOR_RUNS):
+            ow.run("three no-op steps", plan={"steps": STEPS})
+        print(time.process_time() - cpu0, flush=True)
+
+
+def report_floors(chosen: set[str], tmp: Path) -> None:
+    """:func:`floor` of each chosen backend, and what it leaves of a run served at the
+    CPU ``langgraph dev`` spent on it: its CPU ms/run column against ``own + db`` here."""
+    print(f"no HTTP: Onward.run, one process, {FLOOR_RUNS} runs one after another")
+    print(f"{'store':>18} {'CPU ms/run':>10} {'db ms/run':>9} {'own+db':>7} {'host ms':>8}")
+    for backend in ("sqlite", "postgres"):
+        if backend not in chosen:
+            continue
+        with ExitStack() as stack:
+            if backend == "postgres":
+                db = stack.enter_context(pg_schema())
+            else:
+                db = f"sqlite:///{tmp}/floor.db"
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            own, pg, host = floor(db, workdir)
+        print(
+            f"{'Onward.run ' + backend:>18} {own * 1000:10.1f} "
+            f"{(f'{pg * 1000:.1f}' if pg else '-'):>9} {(own + pg) * 1000:7.1f} "
+            f"{host * 1000:8.1f}",
+            flush=True,
+        )
+
+
 def levelling(total: int, users: int, port: int) -> None:
     """RSS of ``onward serve`` (SQLite) after every 500 of ``total`` runs by ``users``."""
     with ExitStack() as stack:
@@ -390,7 +464,14 @@ def main() -> None:
     parser.add_argument(
         "--processes", type=int, default=1, help="also this tree's servers with this many processes"
     )
+    parser.add_argument(
+        "--floor", action="store_true", help="also each backend's run without HTTP (Onward.run)"
+    )
+    parser.add_argument("--floor-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.floor_child:
+        floor_child(args.floor_child)
+        return
     chosen = set(args.servers.split(","))
     if max(int(u) for u in args.users.split(",")) > MAX_USERS:
         parser.error(f"--users: at most {MAX_USERS}")
@@ -439,6 +520,8 @@ def main() -> None:
                     got[server.name].append(measure(server, users, args.runs_per_user, spy))
             for server in servers:
                 report(server.name, users, got[server.name])
+        if args.floor:
+            report_floors(chosen, tmp)
 
 
 if __name__ == "__main__":
