@@ -1,0 +1,135 @@
+"""Where a served run's CPU goes, by the server's threads.
+
+``onward serve``'s app runs here under uvicorn in this process, the users are
+``langgraph_sdk`` clients on threads of their own (``client``), each streaming runs of
+``serve_users.py``'s 3-step no-op plan on new threads with its own API token, after a
+warm-up of two runs a user. The CPU each thread spent (``/proc/self/task``), summed by
+thread name without its number, per run: ``onward-run`` drives runs (the graph),
+``uvicorn-loop`` is the event loop (HTTP, routing, SSE, values events' JSON), ``AnyIO
+worker thread`` the requests' synchronous work (a run's decision and records),
+``onward-feed`` keeps streamed events in the store. Then the same run through
+``Onward.run`` in this process, for what serving adds.
+
+    python bench/serve_threads.py [--users 1] [--runs 300] [--postgres]
+
+A thread that ended during the measured runs is not in the table (its CPU went with
+it): ``left out`` is the process's CPU that no live thread holds, which is LangGraph's
+task pool, made per run (its checkpoint writes and tasks; the server's own threads are
+kept in pools). ``Onward.run`` is split the same way: its calling thread, the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+
+import uvicorn
+from langgraph_sdk import get_sync_client
+
+from _common import pg_schema
+from onward import Onward
+from onward.serve.app import create_app
+from serve_users import STEPS
+
+CLOCK = os.sysconf("SC_CLK_TCK")
+PORT = 8641
+
+
+def by_thread() -> Counter[str]:
+    """CPU seconds of each live thread of this process, by name without its number."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: Counter[str] = Counter()
+    for task in os.listdir("/proc/self/task"):
+        try:
+            stat = Path(f"/proc/self/task/{task}/stat").read_text()
+        except OSError:
+            continue  # ended since the listing
+        fields = stat[stat.rfind(")") + 2 :].split()
+        name = names.get(int(task), "(not Python's) " + stat[stat.find("(") + 1 : stat.rfind(")")])
+        out[re.sub(r"[-_ ]?\d+(_\d+)?$", "", name)] += (int(fields[11]) + int(fields[12])) / CLOCK
+    return out
+
+
+def process_cpu() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def served(db: str, workdir: Path, users: int, runs: int) -> tuple[Counter[str], float]:
+    """(CPU seconds per run by thread group, the process's CPU per run) of ``runs`` runs."""
+    os.environ["ONWARD_API_TOKENS"] = ",".join(f"bench-{i}:user{i}" for i in range(users))
+    app = create_app(db, workdir=workdir, model=None, recover=False)
+    server = uvicorn.Server(uvicorn.Config(app, port=PORT, log_level="warning"))
+    threading.Thread(target=server.run, daemon=True, name="uvicorn-loop").start()
+    while not server.started:
+        time.sleep(0.05)
+
+    def one(i: int) -> None:
+        client = get_sync_client(url=f"http://127.0.0.1:{PORT}", api_key=f"bench-{i % users}")
+        thread_id = client.threads.create()["thread_id"]
+        run = {"goal": "three no-op steps", "plan": {"steps": STEPS}}
+        list(client.runs.stream(thread_id, "onward", input=run, stream_mode="values"))
+
+    try:
+        with ThreadPoolExecutor(users, thread_name_prefix="client") as pool:
+            list(pool.map(one, range(2 * users)))
+            before, cpu0 = by_thread(), process_cpu()
+            list(pool.map(one, range(runs)))
+            after, cpu = by_thread(), process_cpu() - cpu0
+    finally:
+        server.should_exit = True
+    groups = Counter({k: (after[k] - before.get(k, 0.0)) / runs for k in after})
+    return groups, cpu / runs
+
+
+def local(db: str, runs: int) -> tuple[float, float]:
+    """CPU seconds per run of the same run through ``Onward.run``: (the process's, the
+    calling thread's; the rest is LangGraph's executor threads, made per run)."""
+    with Onward(db) as ow:
+        for _ in range(10):
+            ow.run("three no-op steps", plan={"steps": STEPS})
+        cpu0, own0 = process_cpu(), time.thread_time()
+        for _ in range(runs):
+            ow.run("three no-op steps", plan={"steps": STEPS})
+        return (process_cpu() - cpu0) / runs, (time.thread_time() - own0) / runs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--postgres", action="store_true")
+    args = parser.parse_args()
+    with ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        os.chdir(tmp)
+        db = stack.enter_context(pg_schema()) if args.postgres else f"sqlite:///{tmp}/serve.db"
+        groups, whole = served(db, tmp, args.users, args.runs)
+        alone = local(
+            stack.enter_context(pg_schema()) if args.postgres else f"sqlite:///{tmp}/l.db",
+            args.runs,
+        )
+    backend = "Postgres" if args.postgres else "SQLite"
+    print(f"{backend}, {args.users} users, {args.runs} runs: CPU ms a run by thread")
+    server = {k: v for k, v in groups.items() if k != "client"}
+    for name, seconds in sorted(groups.items(), key=lambda kv: -kv[1]):
+        if seconds * 1000 >= 0.05:
+            print(f"{name:>32} {seconds * 1000:7.2f}")
+    print(f"{'server threads':>32} {sum(server.values()) * 1000:7.2f}")
+    print(f"{'left out (threads ended)':>32} {(whole - sum(groups.values())) * 1000:7.2f}")
+    print(f"{'Onward.run, same process':>32} {alone[0] * 1000:7.2f}")
+    print(f"{'of it its calling thread':>32} {alone[1] * 1000:7.2f}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
