@@ -91,13 +91,14 @@ def stream(
     when the run finished, else the saved snapshot (it holds the pending questions), with
     the status it recorded. ``claimed``: what a worker's claim read of the run (its record,
     its cancel requests, whether it is an API thread), not read again here; ``served``:
-    the caller knows the run is a thread of ``onward serve`` (the server's own drive)."""
+    the caller knows the run is a thread of ``onward serve`` (the server's own drive,
+    which started the run or took it over from the store: its record is not read again)."""
     pause_at = pause_points(interrupt_before)
     pause_after = [
         *pause_points(interrupt_after),
         *((APPROVE, ESCALATE) if stop_after_answer else ()),
     ]
-    if claimed is None or claimed.run is None:
+    if not served and (claimed is None or claimed.run is None):
         row(ow.store, thread_id)  # an unknown thread fails before any lease is taken
     owner = new_owner()
     acquire(ow.store.leases, thread_id, owner, takeover)

@@ -267,7 +267,8 @@ class Onward:
         emits them (the server streams these). ``checkpoint_id`` resumes from a past
         checkpoint of the thread (time travel: a new branch of the same thread).
         ``served``: the run is a thread of ``onward serve`` (its drive says so: the
-        store's cancels of API runs are watched without reading the thread's row)."""
+        store's cancels of API runs are watched without reading the thread's row, and
+        the run's record, which the drive's request stored, is not read again)."""
         self._existing(thread_id)
         yield from driving.stream(
             self,
