@@ -103,7 +103,11 @@ def start(
     acceptance: Sequence[Check],
     constraints: Mapping[str, str] | None,
     fail_fast: bool = True,
+    fresh: bool = False,
 ) -> str:
+    """:meth:`Onward.start`; ``fresh``: the caller read, under the thread's lock, that no
+    run has ``thread_id`` (``onward serve``'s run request): it is not read again (a run
+    that took the id since fails the insert: a StoreError)."""
     policy = policy or RunPolicy()
     # ``judge``: a model reviews every step's output (when a model is configured).
     if goal is None and plan is None:
@@ -111,7 +115,7 @@ def start(
     wd = Path(workdir or Path.cwd()).absolute()
     if not wd.is_dir():
         raise UsageError(f"work directory {wd} does not exist")
-    if thread_id is not None:
+    if thread_id is not None and not fresh:
         _unused(ow, thread_id)
     goal_obj = Goal(objective=goal or "", inputs=list(inputs))
     plan_obj = Plan()

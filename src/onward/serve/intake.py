@@ -15,7 +15,7 @@ from fastapi import HTTPException
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
-from onward.client import Onward, deciding, views
+from onward.client import Onward, deciding, starting, views
 from onward.errors import NoTemplateError, StoreError, TokenError, UsageError, refuse_unknown
 from onward.model.clock import utcnow
 from onward.observe.kinds import EventKind
@@ -320,7 +320,8 @@ def start_run(ctx: Serving, ow: Onward, thread_id: str, data: Any, who: str) -> 
             declared, ow.registry, source="input.plan", allow_tools=run_policy.allow_tools
         )
         inputs = [*declared_goal.inputs, *inputs]
-    ow.start(
+    starting.start(
+        ow,
         goal or (declared_goal.objective if declared_goal else None),
         plan=plan,
         inputs=inputs,
@@ -329,9 +330,11 @@ def start_run(ctx: Serving, ow: Onward, thread_id: str, data: Any, who: str) -> 
         policy=run_policy,
         budget=run_budget,
         max_concurrency=concurrency,
+        judge=False,
         acceptance=declared_goal.acceptance if declared_goal else (),
         constraints=declared_goal.constraints if declared_goal else None,
         fail_fast=False,  # no planner for the goal: the thread's message says so
+        fresh=True,  # prepare read the thread under its lock: no run has it
     )
 
 
