@@ -35,10 +35,10 @@ from pathlib import Path
 import uvicorn
 from langgraph_sdk import get_sync_client
 
-from _common import pg_schema
+from _common import pg_durability, pg_schema, sqlite_durability
 from onward import Onward
 from onward.serve.app import create_app
-from serve_users import STEPS
+from serve_users import STEPS, runs_alone
 
 CLOCK = os.sysconf("SC_CLK_TCK")
 PORT = 8641
@@ -95,11 +95,9 @@ def local(db: str, runs: int) -> tuple[float, float]:
     """CPU seconds per run of the same run through ``Onward.run``: (the process's, the
     calling thread's; the rest is LangGraph's executor threads, made per run)."""
     with Onward(db) as ow:
-        for _ in range(10):
-            ow.run("three no-op steps", plan={"steps": STEPS})
+        runs_alone(ow, 10)
         cpu0, own0 = process_cpu(), time.thread_time()
-        for _ in range(runs):
-            ow.run("three no-op steps", plan={"steps": STEPS})
+        runs_alone(ow, runs)
         return (process_cpu() - cpu0) / runs, (time.thread_time() - own0) / runs
 
 
@@ -119,6 +117,8 @@ def main() -> None:
             args.runs,
         )
     backend = "Postgres" if args.postgres else "SQLite"
+    stated = pg_durability() if args.postgres else sqlite_durability()
+    print(f"durability (read back; served and Onward.run alike): {stated}")
     print(f"{backend}, {args.users} users, {args.runs} runs: CPU ms a run by thread")
     server = {k: v for k, v in groups.items() if k != "client"}
     for name, seconds in sorted(groups.items(), key=lambda kv: -kv[1]):

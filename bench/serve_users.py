@@ -399,18 +399,22 @@ def floor(db: str, workdir: Path) -> tuple[float, float, float]:
     return own / FLOOR_RUNS, (pg / FLOOR_RUNS if "postgresql" in db else 0.0), host / FLOOR_RUNS
 
 
+def runs_alone(ow: Any, n: int) -> None:
+    """``n`` of the users' runs (:data:`STEPS`) through ``Onward.run``, one after another."""
+    for _ in range(n):
+        ow.run("three no-op steps", plan={"steps": STEPS})
+
+
 def floor_child(db: str) -> None:
     """:func:`floor`'s process: warm up, say ``ready``, run on ``go``, print its CPU."""
     from onward import Onward
 
     with Onward(db) as ow:
-        for _ in range(20):
-            ow.run("three no-op steps", plan={"steps": STEPS})
+        runs_alone(ow, 20)
         print("ready", flush=True)
         sys.stdin.readline()
         cpu0 = time.process_time()
-        for _ in range(FLOOR_RUNS):
-            ow.run("three no-op steps", plan={"steps": STEPS})
+        runs_alone(ow, FLOOR_RUNS)
         print(time.process_time() - cpu0, flush=True)
 
 

@@ -22,6 +22,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from onward import Onward
+from onward.client import starting
+from onward.errors import OnwardError, StoreError
 from onward.serve.app import create_app
 from onward.store.connection import PooledDb
 from onward.store.database import Store
@@ -230,3 +232,48 @@ def test_a_served_runs_writes_outside_its_commits_are_one_statement_each_on_post
             kinds = [e.kind for e in ow.store.events.list(thread_id)]
     assert opened == []
     assert kinds.index("run_started") < kinds.index("api_run_started")
+
+
+def test_a_served_drive_of_a_thread_gone_ends_in_a_clear_error_and_holds_no_lease(
+    ow: Onward,
+) -> None:
+    """A served drive does not read its run's record before it starts (its request stored
+    it). A thread gone by then (deleted in between) still ends the drive with onward's
+    error, before any step, and leaves no lease behind."""
+    assert ow.store.leases.all() == {}
+    with pytest.raises(OnwardError):
+        list(ow.stream_modes("gone-before-its-drive", ["values"], served=True))
+    assert ow.store.leases.all() == {}
+
+
+def test_a_start_told_the_id_is_fresh_fails_on_a_taken_id_and_leaves_its_run(
+    ow: Onward, workdir: Path
+) -> None:
+    """The run request's start does not check again that no run has the thread id (the
+    request read that under the thread's lock). A run that took the id all the same makes
+    the start fail with a StoreError (which the request answers 409), its run untouched."""
+
+    def start(goal: str) -> str:
+        plan = {"steps": [{"id": "a", "tool": "noop", "args": {}}]}
+        return starting.start(
+            ow,
+            goal,
+            plan=plan,
+            inputs=(),
+            workdir=workdir,
+            max_concurrency=None,
+            thread_id="taken",
+            policy=None,
+            budget=None,
+            judge=False,
+            acceptance=(),
+            constraints=None,
+            fresh=True,
+        )
+
+    start("the first")
+    before = ow.store.get_run("taken")
+    with pytest.raises(StoreError):
+        start("the second")
+    assert ow.store.get_run("taken") == before
+    assert ow.store.run_request("taken")["input"]["goal"]["objective"] == "the first"

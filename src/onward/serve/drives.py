@@ -448,10 +448,9 @@ def dispatch(ctx: Serving, thread_id: str) -> None:
 def _driven_elsewhere(ow: Onward, thread_id: str) -> bool:
     """Whether another process drives the thread: its lease is live, or an API run on
     it is running (started there, its drive not yet holding the lease)."""
-    lease = ow.store.leases.get(thread_id)
-    if lease is not None and lease.live(ow.store.leases.clock()):
-        return True
-    return bool(ow.store.threads.count_runs(thread_id, ApiRunStatus.RUNNING))
+    return ow.store.leases.live(thread_id) or bool(
+        ow.store.threads.count_runs(thread_id, ApiRunStatus.RUNNING)
+    )
 
 
 def _start_oldest(ctx: Serving, thread_id: str) -> None:

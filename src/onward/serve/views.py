@@ -77,8 +77,7 @@ def status_of(ow: Onward, thread_id: str, run: RunRow | None) -> str:
     """:func:`thread_status` of a thread whose onward run (``run``) was read already."""
     if run is None:
         return "idle"
-    lease = ow.store.leases.get(thread_id)
-    if lease is not None and lease.live(ow.store.leases.clock()):
+    if ow.store.leases.live(thread_id):
         return "busy"
     if ow.pending(thread_id):
         return "interrupted"

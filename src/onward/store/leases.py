@@ -289,6 +289,12 @@ class Leases:
             ).fetchone()
         return _lease(row) if row else None
 
+    def live(self, thread_id: str) -> bool:
+        """Someone may be driving the thread now: it has a lease that is live by the
+        database's clock (:meth:`LeaseRow.live`; no lease, no clock read)."""
+        lease = self.get(thread_id)
+        return lease is not None and lease.live(self.clock())
+
     def all(self) -> dict[str, LeaseRow]:
         with self._use() as conn:
             rows = conn.execute(f"SELECT {_COLUMNS} FROM onward_leases").fetchall()
