@@ -31,7 +31,10 @@ through ``Onward.run`` on each chosen backend, in one process, one run after ano
 without HTTP: its CPU, Postgres's and the host's per run. ``own+db`` is the least a
 served run costs the host's server side (the serving process and its database); set
 against ``langgraph dev``'s ``CPU ms/run`` it tells how much room HTTP work has before
-onward's runs/s falls behind on a host without idle CPU.
+onward's runs/s falls behind on a host without idle CPU. ``--plain``: each onward server
+(this tree's and ``--before``'s) runs as it does where uvloop and httptools cannot be
+imported (Windows, or an install without them): uvicorn then serves on asyncio's loop and
+h11 (named ``... plain``).
 
 Each user sends its own API token to ``onward serve`` (``$ONWARD_API_TOKENS``), as the
 users of a deployment do, so the server's run slots and per-user cap apply as shipped;
@@ -68,6 +71,11 @@ from langgraph_sdk import get_sync_client
 from _common import PG_URL, pg_durability, pg_schema, sampled, sqlite_durability
 
 MAX_USERS = 256
+PLAIN = (
+    "import sys; sys.modules['uvloop'] = sys.modules['httptools'] = None; "
+    "sys.argv[0] = 'onward'; from onward.cli import main; main()"
+)
+"""``python -c`` that runs onward's CLI as if uvloop and httptools were not installed."""
 """Tokens the onward servers accept (``--users`` at most this)."""
 RUN_SLOTS: list[int] = []
 """``--run-slots``: the onward servers' $ONWARD_RUN_SLOTS (none: the server's default)."""
@@ -154,10 +162,11 @@ def onward_server(
     app: str | None,
     src: Path | None = None,
     processes: int = 1,
+    plain: bool = False,
 ) -> Server:
     """``onward serve`` on ``db``; from the source tree ``src`` when given (its ``src``
     folder first on the path), else the installed package; ``processes``: its
-    ``--processes``."""
+    ``--processes``; ``plain``: without uvloop and httptools."""
     workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
     # Each user its own token, as a deployment has them: the server's own run slots and
     # per-user cap apply (RUN_SLOTS: the server's default unless --run-slots).
@@ -169,6 +178,8 @@ def onward_server(
     if app:
         env["PGAPPNAME"] = app
     argv = [sys.executable, "-m", "onward", "serve", "--db", db, "--port", str(port)]
+    if plain:  # uvicorn's "auto" loop and parser fall back when these cannot be imported
+        argv[1:3] = ["-c", PLAIN]
     argv += ["--processes", str(processes)] if processes > 1 else []
     url, pid = stack.enter_context(started(argv, port, env, workdir))
     return Server(name, url, pid, app, onward_input, workdir, tokens=True)
@@ -471,6 +482,9 @@ def main() -> None:
     parser.add_argument(
         "--floor", action="store_true", help="also each backend's run without HTTP (Onward.run)"
     )
+    parser.add_argument(
+        "--plain", action="store_true", help="onward servers without uvloop and httptools"
+    )
     parser.add_argument("--floor-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.floor_child:
@@ -495,14 +509,21 @@ def main() -> None:
             trees.append((f"onward x{args.processes}", None, 5, args.processes))
         for label, src, shift, processes in trees:
             at = app + "-" + label.replace(" ", "-")
+            both = f"{label} sqlite", f"{label} postgres"
+            if args.plain:
+                both = f"{label} sqlite plain", f"{label} pg plain"
             if "sqlite" in chosen:
                 db = f"sqlite:///{tmp}/{label.replace(' ', '-')}.db"
-                name, port = f"{label} sqlite", args.port + shift
-                servers.append(onward_server(stack, name, db, port, None, src, processes))
+                server = onward_server(
+                    stack, both[0], db, args.port + shift, None, src, processes, args.plain
+                )
+                servers.append(server)
             if "postgres" in chosen:
                 pg = stack.enter_context(pg_schema())
-                name, port = f"{label} postgres", args.port + 1 + shift
-                servers.append(onward_server(stack, name, pg, port, at, src, processes))
+                server = onward_server(
+                    stack, both[1], pg, args.port + 1 + shift, at, src, processes, args.plain
+                )
+                servers.append(server)
         if "dev" in chosen:
             servers.append(langgraph_dev(stack, args.port + 2))
         stated = [sqlite_durability()] if "sqlite" in chosen else []

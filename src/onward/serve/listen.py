@@ -5,6 +5,12 @@ with its own code when the port is taken. Binding first makes a taken port, a po
 user may not use or an unknown host a :class:`~onward.errors.UsageError` (exit 2) that
 says what to do, before any announcement; uvicorn is then handed the bound socket. With
 several server processes, each binds its own on the port (:func:`reserve`).
+
+The socket is made with ``IPPROTO_TCP`` named, not 0: asyncio's loop turns Nagle's
+algorithm off (``TCP_NODELAY``) only on connections whose socket says TCP, and a
+streamed run's events are small writes one after another, which Nagle holds back until
+the client acknowledges the last (up to its delayed ACK, 40 ms on Linux). uvloop (the
+serve extra's, except on Windows) turns it off on every TCP connection itself.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ def bind(host: str, port: int, *, shared: bool = False, listen: bool = True) -> 
     if not 0 <= port <= 65535:
         raise UsageError(f"--port {port} is not a TCP port; use one from 1 to 65535")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if shared:
