@@ -56,9 +56,10 @@ PRELOAD = (
     "yaml",
     "onward.serve",
     "uvicorn",
-    "uvicorn.protocols.http.h11_impl",
+    "uvicorn.protocols.http.httptools_impl",
     "uvicorn.lifespan.on",
-    "uvicorn.loops.asyncio",
+    "uvicorn.loops.uvloop",
+    "uvloop",
 )
 """What ``onward run`` / ``resume`` / ``serve`` import, lazily or not, on either backend."""
 
