@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sys
 from collections.abc import Callable
 
 import pytest
-import uvloop
 
 from onward.serve.listen import bind, reserve
 
-LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
-    "asyncio": asyncio.new_event_loop,
-    "uvloop": uvloop.new_event_loop,
-}
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {"asyncio": asyncio.new_event_loop}
+"""The loops uvicorn may serve on: uvloop wherever the serve extra installs it."""
+if sys.platform != "win32":
+    import uvloop
+
+    LOOPS["uvloop"] = uvloop.new_event_loop
 
 
 def _accepted_nodelay(sock: socket.socket, loop: Callable[[], asyncio.AbstractEventLoop]) -> int:
