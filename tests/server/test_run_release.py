@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from onward.checkpointing import values as kept_values
 from onward.serve import control
 from onward.serve.app import create_app
 from onward.serve.encoded import kept_by
@@ -50,32 +51,41 @@ def test_runs_on_many_threads_leave_only_the_newest_feeds_and_no_lock_or_writer(
         assert writers() == []
 
 
-def test_a_streamed_runs_states_are_kept_as_json_only_once_a_read_asks_for_them(
-    db_url: str, tmp_path: Path
+def test_a_streamed_runs_last_states_are_kept_as_json_for_the_threads_that_streamed_last(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A run streams one values event per superstep; their JSON is not kept per
-    checkpoint (it was: about 30 kB per 3-step run, up to 32 MB per store, most never
-    read again). A state read keeps its checkpoint's JSON for the next read."""
+    """A run streams one values event per superstep. A chat UI reads the thread as the run
+    ends (its state, or a history page of what it just streamed), so the JSON of a
+    thread's last supersteps is kept for that read; only for the threads that streamed
+    last (a store once kept every streamed superstep's: about 30 kB per 3-step run, up to
+    32 MB per store, most never read again)."""
+    monkeypatch.setattr(kept_values, "STREAMING", 1)
     app = create_app(db_url, workdir=tmp_path, model=None, recover=False)
     body = {"assistant_id": "onward", "input": noop_chain(3), "stream_mode": ["values"]}
     with TestClient(app) as client:
-        thread_id = client.post("/threads", json={}).json()["thread_id"]
-        streamed = client.post(f"/threads/{thread_id}/runs/stream", json=body)
-        assert streamed.status_code == 200
-        assert streamed.text.count("event: values") >= 3
-        settled(client)
         clients = app.state.serving.clients
-        with clients.use() as ow:
-            last = ow.store.saver.get_tuple({"configurable": {"thread_id": thread_id}})
-        key = (thread_id, "", last.config["configurable"]["checkpoint_id"])
 
-        def kept_json() -> list[bool]:
+        def streamed_run() -> tuple[str, str, str]:
+            thread_id = client.post("/threads", json={}).json()["thread_id"]
+            streamed = client.post(f"/threads/{thread_id}/runs/stream", json=body)
+            assert streamed.status_code == 200
+            assert streamed.text.count("event: values") >= 3
+            settled(client)
+            with clients.use() as ow:
+                last = ow.store.saver.get_tuple({"configurable": {"thread_id": thread_id}})
+            return thread_id, "", last.config["configurable"]["checkpoint_id"]
+
+        def kept_json(key: tuple[str, str, str]) -> list[bool]:
             stores = [kept_by(ow.store.saver) for ow in clients.made()]
-            return [s.text(key) is not None for s in stores if s is not None]
+            return [s.text(key, read=False) is not None for s in stores if s is not None]
 
-        assert kept_json()  # the store keeps JSON at all
-        assert not any(kept_json())
-        state = client.get(f"/threads/{thread_id}/state").json()
-        assert state["checkpoint"]["checkpoint_id"] == key[2]
+        first = streamed_run()
+        assert kept_json(first)  # the store keeps JSON at all
+        assert any(kept_json(first))
+        second = streamed_run()  # one thread's streamed states kept (STREAMING): its own
+        assert any(kept_json(second))
+        assert not any(kept_json(first))
+        state = client.get(f"/threads/{first[0]}/state").json()
+        assert state["checkpoint"]["checkpoint_id"] == first[2]
         assert state["values"]["status"] == "done"
-        assert any(kept_json())
+        assert any(kept_json(first))  # a read keeps what it made

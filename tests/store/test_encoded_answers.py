@@ -87,3 +87,75 @@ def test_a_request_that_ends_its_run_keeps_its_values_as_a_reference(tmp_path: P
         store.close()
     assert [len(json.dumps(e.data)) < 1_000 for e in events] == [True] * len(events)
     assert len(events) >= 2  # its metadata and its values
+
+
+def test_a_thread_keeps_the_json_of_its_latest_streamed_supersteps_only(
+    monkeypatch: Any,
+) -> None:
+    monkeypatch.setattr(kept_values, "STREAMED", 2)
+    kept = CheckpointValues()
+    for cid in ("c1", "c2", "c3"):
+        kept.keep_streamed(("t1", "", cid), cid.encode())
+    kept.keep_streamed(("t2", "", "c1"), b"other")
+    assert kept.text(("t1", "", "c1"), read=False) is None
+    assert kept.text(("t1", "", "c2"), read=False) == b"c2"
+    assert kept.text(("t1", "", "c3"), read=False) == b"c3"
+    assert kept.text(("t2", "", "c1")) == b"other"  # another thread keeps its own
+    assert kept.text(("t1", "", "c2")) == b"c2"  # a read uses it: later ones keep it
+    kept.keep_streamed(("t1", "", "c4"), b"c4")
+    kept.keep_streamed(("t1", "", "c5"), b"c5")
+    assert kept.text(("t1", "", "c2")) == b"c2"
+    assert kept.text(("t1", "", "c3"), read=False) is None
+    assert kept.text(("t1", "", "c4"), read=False) == b"c4"
+    kept.wrote("t1", "c2")  # rows saved at c2: the later c4, c5 may read otherwise now
+    assert kept.text(("t1", "", "c4")) is None
+    assert kept.text(("t1", "", "c5")) is None
+    assert kept.text(("t1", "", "c2")) == b"c2"
+
+
+def test_only_the_threads_that_streamed_last_keep_their_streamed_json(monkeypatch: Any) -> None:
+    monkeypatch.setattr(kept_values, "STREAMING", 2)
+    kept = CheckpointValues()
+    kept.keep_streamed(("t1", "", "c1"), b"t1c1")
+    kept.keep_streamed(("t1", "", "c2"), b"t1c2")
+    assert kept.text(("t1", "", "c1")) == b"t1c1"  # read: no longer a streamed one
+    kept.keep_streamed(("t2", "", "c1"), b"t2c1")
+    kept.keep_streamed(("t1", "", "c3"), b"t1c3")  # t1 streamed last again
+    kept.keep_streamed(("t3", "", "c1"), b"t3c1")  # three threads: t2's go
+    assert kept.text(("t2", "", "c1"), read=False) is None
+    assert [kept.text(("t1", "", c), read=False) for c in ("c1", "c2", "c3")] == [
+        b"t1c1",
+        b"t1c2",
+        b"t1c3",
+    ]
+    assert kept.text(("t3", "", "c1"), read=False) == b"t3c1"
+
+
+def test_the_state_read_as_a_streamed_run_ends_is_the_json_it_streamed_last(
+    tmp_path: Path,
+) -> None:
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    app = create_app(db, workdir=tmp_path, model=None, recover=False)
+    with TestClient(app) as client:
+        thread_id = client.post("/threads", json={}).json()["thread_id"]
+        plan = {"steps": [{"id": f"s{i}", "tool": "noop", "args": {"value": i}} for i in range(3)]}
+        ask = {"assistant_id": "onward", "input": {"goal": "g", "plan": plan}}
+        with client.stream("POST", f"/threads/{thread_id}/runs/stream", json=ask) as stream:
+            lines = [line for line in stream.iter_lines() if line.startswith("data: ")]
+        streamed = [json.loads(line[len("data: ") :]) for line in lines[1:]]  # after metadata
+        with Onward(db) as ow:  # the checkpoints, read by a store of its own
+            page = list(ow.graph.get_state_history(ow._config(thread_id), limit=10))
+        kept = app.state.serving.clients.kept()
+        assert kept is not None
+        keys = [(thread_id, "", s.config["configurable"]["checkpoint_id"]) for s in page]
+        before_any_read = [kept.text(key) for key in keys]
+        history = client.post(f"/threads/{thread_id}/history", json={"limit": 10}).json()
+    assert streamed[-1]["status"] == "done"
+    assert history[0]["values"] == streamed[-1]
+    assert [h["checkpoint"]["checkpoint_id"] for h in history] == [k[2] for k in keys]
+    # The run's supersteps as it streamed them, kept: the head, and most of the page
+    # (a checkpoint whose values event was sent before it was named is not).
+    assert before_any_read[0] is not None
+    assert sum(text is not None for text in before_any_read) > len(history) // 2
+    for text, answer in zip(before_any_read, history, strict=True):
+        assert text is None or json.loads(text) == answer["values"]

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -57,6 +57,13 @@ TEXT_BYTES = 32 * 1024 * 1024
 """Bytes of checkpoints' encoded answers (:meth:`CheckpointValues.keep_text`) a store
 keeps per process (a few history pages of a long thread; the least recently read go
 first)."""
+STREAMED = 10
+"""A thread's streamed supersteps whose encoded values a store keeps until a read uses
+them: a history page as a chat UI reads it as a run ends (useStream's ``limit``: 10)."""
+
+STREAMING = 64
+"""Threads whose streamed supersteps a store keeps (the latest to stream): more than the
+runs a server drives at once, so a run's supersteps stay kept until its client reads."""
 
 Key = tuple[str, str, str]
 """(thread id, checkpoint namespace, checkpoint id)."""
@@ -108,6 +115,9 @@ class CheckpointValues:
         self._text_bytes = 0
         self._threads: dict[str, set[Key]] = {}
         """The keys of each thread held in either: a write looks at its own thread's."""
+        self._streamed: dict[str, deque[Key]] = {}
+        """Each thread's texts kept by :meth:`keep_streamed` that no read has used yet,
+        oldest first."""
 
     def learn(self, channels: Mapping[str, BaseChannel[Any, Any, Any]]) -> None:
         """The delta channels of a graph that uses the saver."""
@@ -141,26 +151,52 @@ class CheckpointValues:
             while len(self._values) > self._kept:
                 self._drop_value(next(iter(self._values)))
 
-    def text(self, key: Key) -> bytes | None:
-        """A checkpoint's encoded answer kept by :meth:`keep_text`, if it still is."""
+    def text(self, key: Key, *, read: bool = True) -> bytes | None:
+        """A checkpoint's encoded answer kept by :meth:`keep_text` or :meth:`keep_streamed`,
+        if it still is (``read``: a reader's use, which a streamed text then is too)."""
         with self._lock:
             found = self._texts.get(key)
             if found is not None:
                 self._texts.move_to_end(key)
+                if read:
+                    self._unstream(key)  # a reader's text now: kept as reads keep theirs
             return found
 
     def keep_text(self, key: Key, text: bytes) -> None:
         """Keep what a reader made of a checkpoint's values (the server's JSON of them): it
         changes when the values do, so it is dropped with them (:meth:`wrote`)."""
         with self._lock:
-            if len(text) > TEXT_BYTES // 4:
+            self._keep(key, text)
+
+    def keep_streamed(self, key: Key, text: bytes) -> None:
+        """Keep a streamed superstep's text as one of its thread's :data:`STREAMED` latest,
+        dropping the oldest of them no read has used: a chat UI reads the thread as its run
+        ends (the state, or a history page: the supersteps it just streamed), and most
+        other supersteps are never read again."""
+        with self._lock:
+            if not self._keep(key, text):
                 return
-            self._drop_text(key)
-            self._text_bytes += len(text)
-            self._texts[key] = text
-            self._threads.setdefault(key[0], set()).add(key)
-            while self._text_bytes > TEXT_BYTES:
-                self._drop_text(next(iter(self._texts)))
+            latest = self._streamed.pop(key[0], None) or deque()
+            self._streamed[key[0]] = latest  # the thread streamed last now
+            if key not in latest:
+                latest.append(key)
+            while len(latest) > STREAMED:
+                self._drop_text(latest[0])
+            while len(self._streamed) > STREAMING:  # threads whose runs ended long ago
+                for old in self._streamed.pop(next(iter(self._streamed))):
+                    self._drop_text(old)
+
+    def _keep(self, key: Key, text: bytes) -> bool:
+        """Under the lock; False when ``text`` is too large to keep."""
+        if len(text) > TEXT_BYTES // 4:
+            return False
+        self._drop_text(key)
+        self._text_bytes += len(text)
+        self._texts[key] = text
+        self._threads.setdefault(key[0], set()).add(key)
+        while self._text_bytes > TEXT_BYTES:
+            self._drop_text(next(iter(self._texts)))
+        return key in self._texts
 
     def _drop_value(self, key: Key) -> None:
         """Under the lock."""
@@ -172,7 +208,16 @@ class CheckpointValues:
         old = self._texts.pop(key, None)
         if old is not None:
             self._text_bytes -= len(old)
+            self._unstream(key)
             self._unindex(key)
+
+    def _unstream(self, key: Key) -> None:
+        """Under the lock: ``key`` is no longer a streamed text awaiting a read."""
+        latest = self._streamed.get(key[0])
+        if latest is not None and key in latest:
+            latest.remove(key)
+            if not latest:
+                del self._streamed[key[0]]
 
     def _unindex(self, key: Key) -> None:
         if key in self._values or key in self._texts:

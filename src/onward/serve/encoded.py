@@ -187,19 +187,18 @@ def _messages(state: RunState) -> bytes:
 
 
 def kept_values(
-    kept: CheckpointValues | None, snap_config: Any, values: Any, *, keep: bool = True
+    kept: CheckpointValues | None, snap_config: Any, values: Any, *, streamed: bool = False
 ) -> bytes:
     """:func:`values_bytes` of a checkpoint's values, kept by ``kept`` per checkpoint
-    (``keep`` False: used when kept, not kept when made: a run's streamed supersteps,
-    most of them never read again)."""
+    (``streamed``: a run's superstep as it streams, kept only as its thread's latest:
+    :meth:`~onward.checkpointing.values.CheckpointValues.keep_streamed`)."""
     key = _checkpoint_key(snap_config)
     if kept is None or key is None:
         return values_bytes(values)
-    found = kept.text(key)
+    found = kept.text(key, read=not streamed)
     if found is None:
         found = values_bytes(values)
-        if keep:
-            kept.keep_text(key, found)
+        (kept.keep_streamed if streamed else kept.keep_text)(key, found)
     return found
 
 

@@ -84,8 +84,9 @@ def resolve(clients: Clients, data: Any) -> Any:
         config = {
             "configurable": {"thread_id": data.thread_id, "checkpoint_id": data.checkpoint_id}
         }
-        # A streamed superstep: its JSON is kept only when a read (state, history) makes it.
-        return Encoded(kept_values(clients.kept(), config, data.raw, keep=False))
+        # A streamed superstep: its JSON is kept as the thread's latest only (the state a
+        # chat UI reads as the run ends); a read (state, history) keeps what it makes.
+        return Encoded(kept_values(clients.kept(), config, data.raw, streamed=True))
     ref = reference(data)
     if ref is None:
         return data
