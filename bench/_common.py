@@ -6,9 +6,11 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,30 @@ def any_size(**policy: Any) -> dict[str, Any]:
     if "max_plan_steps" in RunPolicy.model_fields:
         policy["max_plan_steps"] = 10**9
     return {"policy": RunPolicy(**policy)} if policy else {}
+
+
+def scratch_store(stack: ExitStack, postgres: bool, name: str) -> tuple[Path, str]:
+    """(a temporary directory, now the working one; a store URL): a fresh Postgres schema,
+    or a SQLite file ``name`` in that directory."""
+    tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+    os.chdir(tmp)
+    return tmp, stack.enter_context(pg_schema()) if postgres else f"sqlite:///{tmp}/{name}"
+
+
+@contextmanager
+def served_here(app: Any, port: int) -> Iterator[str]:
+    """``app`` under uvicorn on a thread of this process (``uvicorn-loop``), its URL once it
+    serves; stopped at the end."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
+    threading.Thread(target=server.run, daemon=True, name="uvicorn-loop").start()
+    while not server.started:
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
 
 
 def pg_durability(url: str = PG_URL) -> str:

@@ -16,19 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import tempfile
-import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from pathlib import Path
 
-import uvicorn
 from langgraph_sdk import get_sync_client
 
-from _common import pg_durability, pg_schema, sqlite_durability
+from _common import pg_durability, scratch_store, served_here, sqlite_durability
 from onward.llm.fake import ScriptedChatModel
 from onward.serve.app import create_app
 
@@ -81,19 +76,9 @@ def main() -> None:
     parser.add_argument("--postgres", action="store_true")
     args = parser.parse_args()
     with ExitStack() as stack:
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        os.chdir(tmp)
-        db = stack.enter_context(pg_schema()) if args.postgres else f"sqlite:///{tmp}/chat.db"
-        model = ScriptedChatModel(default=PLAN)
-        app = create_app(db, workdir=tmp, model=model, recover=False)
-        server = uvicorn.Server(uvicorn.Config(app, port=PORT, log_level="warning"))
-        threading.Thread(target=server.run, daemon=True, name="uvicorn-loop").start()
-        while not server.started:
-            time.sleep(0.05)
-        try:
-            got = goals(f"http://127.0.0.1:{PORT}", args.goals)
-        finally:
-            server.should_exit = True
+        tmp, db = scratch_store(stack, args.postgres, "chat.db")
+        app = create_app(db, workdir=tmp, model=ScriptedChatModel(default=PLAN), recover=False)
+        got = goals(stack.enter_context(served_here(app, PORT)), args.goals)
     print("durability (read back):", pg_durability() if args.postgres else sqlite_durability())
     heads = ("run ms", "1st ms", "kB/run")
     print(

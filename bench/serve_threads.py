@@ -24,7 +24,6 @@ import argparse
 import os
 import re
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -32,10 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
-import uvicorn
 from langgraph_sdk import get_sync_client
 
-from _common import pg_durability, pg_schema, sqlite_durability
+from _common import pg_durability, pg_schema, scratch_store, served_here, sqlite_durability
 from onward import Onward
 from onward.serve.app import create_app
 from serve_users import STEPS, runs_alone
@@ -68,25 +66,21 @@ def served(db: str, workdir: Path, users: int, runs: int) -> tuple[Counter[str],
     """(CPU seconds per run by thread group, the process's CPU per run) of ``runs`` runs."""
     os.environ["ONWARD_API_TOKENS"] = ",".join(f"bench-{i}:user{i}" for i in range(users))
     app = create_app(db, workdir=workdir, model=None, recover=False)
-    server = uvicorn.Server(uvicorn.Config(app, port=PORT, log_level="warning"))
-    threading.Thread(target=server.run, daemon=True, name="uvicorn-loop").start()
-    while not server.started:
-        time.sleep(0.05)
 
     def one(i: int) -> None:
-        client = get_sync_client(url=f"http://127.0.0.1:{PORT}", api_key=f"bench-{i % users}")
+        client = get_sync_client(url=url, api_key=f"bench-{i % users}")
         thread_id = client.threads.create()["thread_id"]
         run = {"goal": "three no-op steps", "plan": {"steps": STEPS}}
         list(client.runs.stream(thread_id, "onward", input=run, stream_mode="values"))
 
-    try:
-        with ThreadPoolExecutor(users, thread_name_prefix="client") as pool:
-            list(pool.map(one, range(2 * users)))
-            before, cpu0 = by_thread(), process_cpu()
-            list(pool.map(one, range(runs)))
-            after, cpu = by_thread(), process_cpu() - cpu0
-    finally:
-        server.should_exit = True
+    with (
+        served_here(app, PORT) as url,
+        ThreadPoolExecutor(users, thread_name_prefix="client") as pool,
+    ):
+        list(pool.map(one, range(2 * users)))
+        before, cpu0 = by_thread(), process_cpu()
+        list(pool.map(one, range(runs)))
+        after, cpu = by_thread(), process_cpu() - cpu0
     groups = Counter({k: (after[k] - before.get(k, 0.0)) / runs for k in after})
     return groups, cpu / runs
 
@@ -108,9 +102,7 @@ def main() -> None:
     parser.add_argument("--postgres", action="store_true")
     args = parser.parse_args()
     with ExitStack() as stack:
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        os.chdir(tmp)
-        db = stack.enter_context(pg_schema()) if args.postgres else f"sqlite:///{tmp}/serve.db"
+        tmp, db = scratch_store(stack, args.postgres, "serve.db")
         groups, whole = served(db, tmp, args.users, args.runs)
         alone = local(
             stack.enter_context(pg_schema()) if args.postgres else f"sqlite:///{tmp}/l.db",
