@@ -194,9 +194,9 @@ class CheckpointValues:
         self._text_bytes += len(text)
         self._texts[key] = text
         self._threads.setdefault(key[0], set()).add(key)
-        while self._text_bytes > TEXT_BYTES:
+        while self._text_bytes > TEXT_BYTES:  # the oldest go: never this one (at most a quarter)
             self._drop_text(next(iter(self._texts)))
-        return key in self._texts
+        return True
 
     def _drop_value(self, key: Key) -> None:
         """Under the lock."""
