@@ -11,11 +11,16 @@ follow-up ``runs.stream``. ``history10: answered / decoded``: the same history r
 HTTP, split into the time until the whole answer arrived and the client's decoding of it
 (``orjson``, as ``langgraph_sdk`` decodes), with the answer's size.
 
-    python bench/serve_long.py --steps 10,100,1000 [--postgres] [--only-run] [--py-spy DIR]
+    python bench/serve_long.py --steps 10,100,1000 [--postgres] [--dev] [--only-run] [--py-spy DIR]
 
 ``--only-run``: the runs only (no reads afterwards); ``--py-spy DIR``: the server sampled
 by py-spy (plain mode, raw collapsed stacks) while it drives each run, into
-``DIR/serve-N.txt``.
+``DIR/serve-N.txt``; ``--dev``: after each N, the same run and reads on ``langgraph dev``
+(the same onward graph on LangGraph's in-memory server, as ``bench/serve_users.py`` runs
+it; a fresh server for each N), named ``dev``: its ``local s`` is onward's ``Onward.run``,
+so its ``ratio`` says how its HTTP run compares with onward's own; it keeps its stream
+events in memory, so ``events kB`` is blank; its runs start when its queue is next polled,
+so its ``1st event`` is about a second whatever N.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +44,7 @@ from langgraph_sdk import get_sync_client
 from _common import any_size, chain_plan, pg_durability, pg_schema, sampled, sqlite_durability
 from onward import Onward
 from onward.store.database import Store
+from serve_users import langgraph_dev
 
 POLICY = "max_plan_steps: 1000000\n"
 
@@ -140,31 +146,48 @@ def over_http(
     db: str, workdir: Path, port: int, n: int, only_run: bool = False, spy: Path | None = None
 ) -> dict[str, Any]:
     with server(db, workdir, port) as (url, pid):
-        client = get_sync_client(url=url, api_key=None)
-        thread_id = client.threads.create()["thread_id"]
-        with sampled(pid, spy / f"serve-{n}.txt" if spy else None):
-            t0, cpu0 = time.perf_counter(), _cpu(psutil.Process(pid))
-            client.runs.wait(thread_id, "onward", input=as_input(n))
-            took = time.perf_counter() - t0
-            run_cpu = _cpu(psutil.Process(pid)) - cpu0
-        run_id = client.runs.list(thread_id)[0]["run_id"]
-        row = {"steps": n, "http_s": took, "event_bytes": kept_bytes(db, run_id)}
-        row["http_cpu_s"] = run_cpu
-        if only_run:
-            nan = float("nan")
-            for key in ("cold_history_cpu", "get_state_ms", "get_state_cpu", "history_ms"):
-                row[key] = nan
-            row |= {"answer_ms": nan, "decode_ms": nan, "history_mb": nan}
-            row |= {"history_cpu": nan, "state_kb": nan, "first_event_ms": nan}
-            return row
-        history = lambda: client.threads.get_history(thread_id, limit=10)  # noqa: E731
-        state = lambda: client.threads.get_state(thread_id)  # noqa: E731
-        row["cold_history_cpu"] = cpu_ms(history, pid, 1)
-        row["get_state_ms"], row["get_state_cpu"] = best_ms(state), cpu_ms(state, pid)
-        row["history_ms"], row["history_cpu"] = best_ms(history), cpu_ms(history, pid)
-        row["answer_ms"], row["decode_ms"], row["history_mb"] = history_parts(url, thread_id)
-        row["state_kb"] = len(json.dumps(client.threads.get_state(thread_id)["values"])) / 1e3
-        row["first_event_ms"] = first_event(url, thread_id)
+        row = run_and_read(url, pid, as_input(n), only_run, spy / f"serve-{n}.txt" if spy else None)
+        row["event_bytes"] = kept_bytes(db, row.pop("run_id"))
+    return row | {"steps": n}
+
+
+def on_dev(n: int, port: int, only_run: bool) -> dict[str, Any]:
+    """The N-step run and the reads on ``langgraph dev``, a fresh server."""
+    with ExitStack() as stack:
+        dev = langgraph_dev(stack, port)
+        run = as_input(n) | {"workdir": str(dev.workdir), "policy": {"max_plan_steps": 10**6}}
+        row = run_and_read(dev.url, dev.pid, run | {"goal": {"objective": run["goal"]}}, only_run)
+    return row | {"steps": n, "event_bytes": float("nan")}
+
+
+def run_and_read(
+    url: str, pid: int, run: dict[str, Any], only_run: bool, spy: Path | None = None
+) -> dict[str, Any]:
+    """The run as ``runs.wait`` input on a new thread (seconds, the server's CPU seconds),
+    then, unless ``only_run``, the reads a chat UI makes of its thread."""
+    client = get_sync_client(url=url, api_key=None)
+    thread_id = client.threads.create()["thread_id"]
+    with sampled(pid, spy):
+        t0, cpu0 = time.perf_counter(), _cpu(psutil.Process(pid))
+        client.runs.wait(thread_id, "onward", input=run)
+        took = time.perf_counter() - t0
+        run_cpu = _cpu(psutil.Process(pid)) - cpu0
+    run_id = client.runs.list(thread_id)[0]["run_id"]
+    row = {"run_id": run_id, "http_s": took, "http_cpu_s": run_cpu}
+    nan = float("nan")
+    if only_run:
+        for key in ("cold_history_cpu", "get_state_ms", "get_state_cpu", "history_ms"):
+            row[key] = nan
+        row |= {"answer_ms": nan, "decode_ms": nan, "history_mb": nan}
+        return row | {"history_cpu": nan, "state_kb": nan, "first_event_ms": nan}
+    history = lambda: client.threads.get_history(thread_id, limit=10)  # noqa: E731
+    state = lambda: client.threads.get_state(thread_id)  # noqa: E731
+    row["cold_history_cpu"] = cpu_ms(history, pid, 1)
+    row["get_state_ms"], row["get_state_cpu"] = best_ms(state), cpu_ms(state, pid)
+    row["history_ms"], row["history_cpu"] = best_ms(history), cpu_ms(history, pid)
+    row["answer_ms"], row["decode_ms"], row["history_mb"] = history_parts(url, thread_id)
+    row["state_kb"] = len(json.dumps(client.threads.get_state(thread_id)["values"])) / 1e3
+    row["first_event_ms"] = first_event(url, thread_id)
     return row
 
 
@@ -208,6 +231,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", default="10,100,1000")
     parser.add_argument("--postgres", action="store_true")
+    parser.add_argument("--dev", action="store_true", help="langgraph dev too")
     parser.add_argument("--port", type=int, default=8437)
     parser.add_argument("--only-run", action="store_true", help="no reads after the run")
     parser.add_argument("--py-spy", type=Path, help="sample the server into this folder")
@@ -217,22 +241,30 @@ def main() -> None:
     # Served and local runs use the same store settings; say which, read back.
     print("durability:", pg_durability() if args.postgres else sqlite_durability())
     print(
-        f"{'steps':>6} {'http s':>8} {'local s':>8} {'ratio':>6} {'CPU ratio':>9} "
-        f"{'events kB':>10} {'state kB':>9} {'get_state':>10} {'history10':>10} "
-        f"{'1st event':>10} | server CPU: {'get_state':>10} {'history10':>10} {'cold hist':>10}"
-        f" | history10: {'answered':>9} {'decoded':>9} {'MB':>5}"
+        f"{'server':>6} {'steps':>6} {'http s':>8} {'local s':>8} {'ratio':>6} "
+        f"{'CPU ratio':>9} {'events kB':>10} {'state kB':>9} {'get_state':>10} "
+        f"{'history10':>10} {'1st event':>10} | server CPU: {'get_state':>10} "
+        f"{'history10':>10} {'cold hist':>10} | history10: {'answered':>9} {'decoded':>9} "
+        f"{'MB':>5}"
     )
     for n in (int(x) for x in args.steps.split(",")):
         r = measure(n, args.postgres, args.port, args.only_run, args.py_spy)
-        print(
-            f"{n:6} {r['http_s']:8.2f} {r['local_s']:8.2f} {r['http_s'] / r['local_s']:6.2f} "
-            f"{r['http_cpu_s'] / r['local_cpu_s']:9.2f} "
-            f"{r['event_bytes'] / 1e3:10.1f} {r['state_kb']:9.1f} {r['get_state_ms']:8.1f}ms "
-            f"{r['history_ms']:8.1f}ms {r['first_event_ms']:8.1f}ms |             "
-            f"{r['get_state_cpu']:8.1f}ms {r['history_cpu']:8.1f}ms {r['cold_history_cpu']:8.1f}ms"
-            f" |            {r['answer_ms']:7.1f}ms {r['decode_ms']:7.1f}ms {r['history_mb']:5.1f}",
-            flush=True,
-        )
+        print_row("onward", r)
+        if args.dev:
+            local = {"local_s": r["local_s"], "local_cpu_s": r["local_cpu_s"]}
+            print_row("dev", on_dev(n, args.port + 1, args.only_run) | local)
+
+
+def print_row(name: str, r: dict[str, Any]) -> None:
+    print(
+        f"{name:>6} {r['steps']:6} {r['http_s']:8.2f} {r['local_s']:8.2f} "
+        f"{r['http_s'] / r['local_s']:6.2f} {r['http_cpu_s'] / r['local_cpu_s']:9.2f} "
+        f"{r['event_bytes'] / 1e3:10.1f} {r['state_kb']:9.1f} {r['get_state_ms']:8.1f}ms "
+        f"{r['history_ms']:8.1f}ms {r['first_event_ms']:8.1f}ms |             "
+        f"{r['get_state_cpu']:8.1f}ms {r['history_cpu']:8.1f}ms {r['cold_history_cpu']:8.1f}ms"
+        f" |            {r['answer_ms']:7.1f}ms {r['decode_ms']:7.1f}ms {r['history_mb']:5.1f}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":
