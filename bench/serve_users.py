@@ -13,7 +13,11 @@ spends on a run (its requests, and parsing what comes back), ``kB/run`` the even
 receives (as JSON), ``idle%`` the host's idle CPU share during the round, ``host ms``
 the CPU the whole host spent a run (server, clients, database, all CPUs), ``db ms`` the
 Postgres server's processes' share of it; on a host without idle CPU, runs/s is what the
-server, its database and its clients together cost.
+server, its database and its clients together cost. By default the users are threads
+of this one process, whose own lock lets one run Python at a time: at 50 users it can
+be the slowest part, and the bigger a server's events the more it slows every user.
+``--clients K`` shares them out to K client processes, as users on their own machines
+are.
 
     python bench/serve_users.py [--users 1,10,50] [--rounds 2] [--runs-per-user 2]
     python bench/serve_users.py --levelling 2000 --users 10   # RSS every 500 runs
@@ -46,6 +50,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -58,7 +63,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +82,8 @@ PLAIN = (
 )
 """``python -c`` that runs onward's CLI as if uvloop and httptools were not installed."""
 """Tokens the onward servers accept (``--users`` at most this)."""
+CLIENTS: list[int] = []
+"""``--clients``: the users shared out to this many client processes (none: all in this one)."""
 RUN_SLOTS: list[int] = []
 """``--run-slots``: the onward servers' $ONWARD_RUN_SLOTS (none: the server's default)."""
 ROOT = Path(__file__).resolve().parent.parent
@@ -335,8 +342,7 @@ def measure(server: Server, users: int, runs_per_user: int, spy: Path | None = N
         cpu0, t0 = cpu_of(server.pid), time.perf_counter()
         host0, db0 = host_busy(), postgres_cpu() if server.app else 0.0
         psutil.cpu_times_percent()  # from here
-        runs = range(users * runs_per_user)
-        results = list(pool.map(lambda i: one_run(server, i % users), runs))
+        results = users_run(server, users, runs_per_user, pool)
         out.wall, out.cpu = time.perf_counter() - t0, cpu_of(server.pid) - cpu0
         out.idle = float(psutil.cpu_times_percent().idle) / 100
         out.host = host_busy() - host0
@@ -353,6 +359,29 @@ def measure(server: Server, users: int, runs_per_user: int, spy: Path | None = N
         if ran.why is not None:
             out.why[ran.why] += 1
     return out
+
+
+def users_run(
+    server: Server, users: int, runs_per_user: int, pool: ThreadPoolExecutor
+) -> list[Ran]:
+    """Each user's runs, one after another, the users at once: on ``pool``'s threads in
+    this process, or (``--clients K``) shared out to K client processes."""
+    if not CLIENTS:
+        return list(pool.map(lambda i: one_run(server, i % users), range(users * runs_per_user)))
+    shares = [list(range(k, users, CLIENTS[0])) for k in range(min(CLIENTS[0], users))]
+    fork = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(len(shares), mp_context=fork) as clients:
+        done = clients.map(
+            client_share, [server] * len(shares), shares, [runs_per_user] * len(shares)
+        )
+        return [ran for share in done for ran in share]
+
+
+def client_share(server: Server, users: list[int], runs_per_user: int) -> list[Ran]:
+    """A client process's users, each on its own thread."""
+    with ThreadPoolExecutor(len(users)) as pool:
+        runs = [u for u in users for _ in range(runs_per_user)]
+        return list(pool.map(lambda u: one_run(server, u), runs))
 
 
 def p95(xs: list[float]) -> float:
@@ -485,6 +514,7 @@ def main() -> None:
     parser.add_argument(
         "--plain", action="store_true", help="onward servers without uvloop and httptools"
     )
+    parser.add_argument("--clients", type=int, help="the users in this many client processes")
     parser.add_argument("--floor-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.floor_child:
@@ -495,6 +525,8 @@ def main() -> None:
         parser.error(f"--users: at most {MAX_USERS}")
     if args.run_slots:
         RUN_SLOTS.append(args.run_slots)
+    if args.clients:
+        CLIENTS.append(args.clients)
     if args.py_spy:
         args.py_spy.mkdir(parents=True, exist_ok=True)
     if args.levelling:
