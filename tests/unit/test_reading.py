@@ -56,8 +56,46 @@ def test_where_every_light_read_gives_up_the_answer_is_none(
     done = ow.run(plan=_two_steps(), workdir=workdir, policy=RunPolicy(approve_plan=True))
     for module, name in ((plain, "latest_checkpoint"), (latest, "latest_checkpoint")):
         monkeypatch.setattr(module, name, _refuse)
-    monkeypatch.setattr(questions, "latest_id", _refuse)
+    for module in (questions, latest):
+        monkeypatch.setattr(module, "latest_id", _refuse)
     with Tables.open(db_url) as tables:
         assert reading.plain_view(tables, done.thread_id) is None
         assert reading.view(tables, done.thread_id) is None
         assert reading.inbox(tables, tables.unfinished_runs()) is None
+
+
+def test_a_runs_questions_are_read_without_its_checkpoints_values(
+    ow: Onward, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Onward.pending`` (a served follow-up asks it first) reads the newest checkpoint's
+    id and its pending writes: a long run's values are not loaded to find its question."""
+    from onward.client import views
+
+    waiting = ow.run(plan=_two_steps(), workdir=workdir, policy=RunPolicy(approve_plan=True))
+    asked = ow.pending(waiting.thread_id)
+
+    def loaded(*args: object, **kwargs: object) -> NoReturn:
+        raise AssertionError("the checkpoint's values were loaded")
+
+    monkeypatch.setattr(latest, "latest_checkpoint", loaded)
+    monkeypatch.setattr(views, "snapshot", loaded)
+    again = ow.pending(waiting.thread_id)
+    assert [q.interrupt_id for q in again] == [q.interrupt_id for q in asked]
+    assert [q.kind for q in again] == [q.kind for q in asked] != []
+
+
+def test_the_newest_checkpoint_is_named_without_loading_it(
+    ow: Onward, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onward.serve.intake import latest_checkpoint
+
+    done = ow.run(plan=_two_steps(), workdir=workdir)
+    newest = ow.graph.get_state(ow._config(done.thread_id)).config["configurable"]["checkpoint_id"]
+
+    def loaded(*args: object, **kwargs: object) -> NoReturn:
+        raise AssertionError("the checkpoint was loaded")
+
+    monkeypatch.setattr(type(ow.graph.checkpointer), "get_tuple", loaded)
+    # what a served follow-up's run record names as the checkpoint it starts from
+    assert latest_checkpoint(ow, done.thread_id) == newest
+    assert latest_checkpoint(ow, "no-such-thread") is None

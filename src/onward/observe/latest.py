@@ -61,6 +61,7 @@ from onward.observe.checkpoint import (
     delta_history,
     interrupts,
     latest_checkpoint,
+    latest_id,
     stopped,
 )
 from onward.observe.checkpoint import (
@@ -335,10 +336,11 @@ def view_of(tables: Source, thread_id: str, objective: str) -> RunView:
 
 def asked(tables: Source, thread_id: str, objective: str) -> list[PendingDecision]:
     """``Onward.pending``: the questions of the latest checkpoint's pending interrupts,
-    oldest first; no delta channel is rebuilt (as ``onward inbox``'s plain read)."""
+    oldest first; the checkpoint's values are not read (as ``onward inbox``'s plain read):
+    its id, then its writes."""
     decoder = Decoder(tables.cipher, _types(), unpack_kind)
-    stored = latest_checkpoint(decoder, tables.db, thread_id)  # its values are not rebuilt
-    snap = Snapshot(interrupts=interrupts(decoder, tables.db, thread_id, stored.id))
+    checkpoint_id = latest_id(tables.db, thread_id)
+    snap = Snapshot(interrupts=interrupts(decoder, tables.db, thread_id, checkpoint_id))
     return pending(thread_id, objective, snap)
 
 

@@ -118,6 +118,14 @@ def pending(ow: Onward, thread_id: str) -> list[PendingDecision]:
     return views.pending_of(thread_id, run, views.snapshot(ow, thread_id))
 
 
+def newest_checkpoint(ow: Onward, thread_id: str) -> str | None:
+    """The id of the thread's newest checkpoint (None before its first), read alone: no
+    value of it is loaded."""
+    from onward.observe.checkpoint import latest_id
+
+    return _light(lambda: _on_store(ow.store, lambda s: latest_id(s.db, thread_id)))
+
+
 def state(ow: Onward, thread_id: str) -> RunState:
     """``Onward.state``: the typed state is LangGraph's to give (the third read only)."""
     from onward.client import views

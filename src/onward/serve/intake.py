@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from fastapi import HTTPException
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
 from onward.client import Onward, deciding, starting, views
 from onward.errors import NoTemplateError, StoreError, TokenError, UsageError, refuse_unknown
 from onward.model.clock import utcnow
+from onward.observe import reading
 from onward.observe.kinds import EventKind
 from onward.people import resume_tokens
 from onward.people.approvals import parse_answers
@@ -288,10 +288,7 @@ def goal_text(data: dict[str, Any]) -> str | None:
 
 def latest_checkpoint(ow: Onward, thread_id: str) -> str | None:
     """The id of the thread's newest checkpoint (None before its first)."""
-    saver = ow.graph.checkpointer
-    assert isinstance(saver, BaseCheckpointSaver)
-    found = saver.get_tuple(views.config(thread_id))
-    return str(found.config["configurable"]["checkpoint_id"]) if found else None
+    return reading.newest_checkpoint(ow, thread_id)
 
 
 def start_run(ctx: Serving, ow: Onward, thread_id: str, data: Any, who: str) -> None:
