@@ -129,8 +129,13 @@ def test_breaker_bounds_requests_and_other_steps_go_on(
             opened = time.monotonic()
             failed_when_opened = len(service.posts)
             # A second run started while the breaker is open makes no request: it waits.
+            # Its clock stays at the opening: on a slow host the cooldown (1 s) could end
+            # before its step asks, and it would be the half-open probe instead.
+            assert row is not None
+            assert row.opened_at is not None
+            at_opening = row.opened_at
             monkeypatch.setenv("ONWARD_MAX_WAIT", "0")
-            with Onward(db_url, tool_modules=[TOOLS]) as second:
+            with Onward(db_url, tool_modules=[TOOLS], clock=lambda: at_opening) as second:
                 late = second.run(
                     "late",
                     plan=Plan(
