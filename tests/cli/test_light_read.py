@@ -416,7 +416,8 @@ FORCE_FULL = """
 from onward.observe import checkpoint, latest, plain, questions
 def refuse(*args, **kwargs):
     raise checkpoint.FullRead("the full read, for comparison")
-latest.latest_checkpoint = plain.latest_checkpoint = questions.latest_id = refuse
+latest.latest_checkpoint = plain.latest_checkpoint = refuse
+latest.latest_id = questions.latest_id = refuse
 """
 """Makes every light read give up: the CLI reads through LangGraph."""
 SAY_LOADED = """
