@@ -9,10 +9,14 @@ import { Client } from "@langchain/langgraph-sdk";
 const client = new Client({ apiUrl: process.env.ONWARD_URL, apiKey: null });
 const workdir = process.env.ONWARD_WORKDIR;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const calls = () =>
-  existsSync(`${workdir}/calls.jsonl`)
-    ? readFileSync(`${workdir}/calls.jsonl`, "utf8").trim().split("\n").map((l) => JSON.parse(l).label)
-    : [];
+// The labels of the record tool's calls so far. A call's line is written after its file is
+// opened: a line not ended yet (or a file still empty) is not a call yet.
+const calls = () => {
+  if (!existsSync(`${workdir}/calls.jsonl`)) return [];
+  const text = readFileSync(`${workdir}/calls.jsonl`, "utf8");
+  const ended = text.slice(0, text.lastIndexOf("\n") + 1);
+  return ended.split("\n").filter(Boolean).map((l) => JSON.parse(l).label);
+};
 const chain = (labels, seconds = 0) => ({
   goal: `record ${labels.join(" ")}`,
   plan: {
