@@ -95,7 +95,7 @@ def test_the_newest_checkpoint_is_named_without_loading_it(
     def loaded(*args: object, **kwargs: object) -> NoReturn:
         raise AssertionError("the checkpoint was loaded")
 
-    monkeypatch.setattr(type(ow.graph.checkpointer), "get_tuple", loaded)
+    monkeypatch.setattr(ow.graph.checkpointer, "get_tuple", loaded)
     # what a served follow-up's run record names as the checkpoint it starts from
     assert latest_checkpoint(ow, done.thread_id) == newest
     assert latest_checkpoint(ow, "no-such-thread") is None
