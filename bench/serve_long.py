@@ -239,7 +239,10 @@ def main() -> None:
     if args.py_spy:
         args.py_spy.mkdir(parents=True, exist_ok=True)
     # Served and local runs use the same store settings; say which, read back.
-    print("durability:", pg_durability() if args.postgres else sqlite_durability())
+    durability = pg_durability() if args.postgres else sqlite_durability()
+    if args.dev:
+        durability += "; langgraph dev: checkpoints in memory (no durability to set)"
+    print("durability:", durability)
     print(
         f"{'server':>6} {'steps':>6} {'http s':>8} {'local s':>8} {'ratio':>6} "
         f"{'CPU ratio':>9} {'events kB':>10} {'state kB':>9} {'get_state':>10} "

@@ -42,16 +42,22 @@ class Reads:
 
     def __init__(self) -> None:
         self.tables: Counter[str] = Counter()
+        self.states: Counter[str] = Counter()
+        """Reads of a checkpoint with its values (SqliteSaver keeps them in the row), by
+        whether a drive made them."""
         self.counting = False
         self._lock = threading.Lock()
 
     def statement(self, sql: str) -> None:
-        if not self.counting or threading.current_thread().name in TIMED:
+        name = threading.current_thread().name
+        if not self.counting or name in TIMED:
             return
-        found = re.match(r"\s*SELECT\b.*?\bFROM\s+(\w+)", sql, re.IGNORECASE | re.DOTALL)
+        found = re.match(r"\s*SELECT\b(.*?)\bFROM\s+(\w+)", sql, re.IGNORECASE | re.DOTALL)
         if found:
             with self._lock:
-                self.tables[found.group(1)] += 1
+                self.tables[found.group(2)] += 1
+                if found.group(2) == "checkpoints" and re.search(r"\bcheckpoint\b", found[1]):
+                    self.states["drive" if name.startswith("onward-run") else "request"] += 1
 
 
 @pytest.fixture
@@ -102,3 +108,26 @@ def test_a_run_request_reads_the_thread_run_and_assistant_records_once_each_chec
     over = {t: n for t, n in counted.items() if n > MOST.get(t, 0)}
     assert not over, f"more reads per run than {MOST}: {dict(counted)}"
     assert counted.total() <= sum(MOST.values())
+
+
+def test_a_follow_up_request_loads_its_threads_state_twice(tmp_path: Path, reads: Reads) -> None:
+    """A message on a finished thread: the request reads the state it plans from and
+    LangGraph's update reads it again; its questions and the checkpoint its run record
+    names are found by the checkpoint's id, without its values (they were loaded three
+    more times)."""
+    app = create_app(
+        f"sqlite:///{tmp_path / 'reads.db'}", workdir=tmp_path, model=None, recover=False
+    )
+    with TestClient(app) as client:
+        one_run(client)
+        thread_id = client.post("/threads/search", json={}).json()[0]["thread_id"]
+        message = {"messages": [{"type": "human", "content": "and now?"}]}
+        reads.counting = True
+        answer = client.post(
+            f"/threads/{thread_id}/runs/wait", json={"assistant_id": "onward", "input": message}
+        )
+        assert answer.status_code == 200, answer.text
+        settled(client)
+        reads.counting = False
+    assert reads.tables["checkpoints"] >= 3  # the counting saw the request's reads at all
+    assert reads.states["request"] == 2, dict(reads.states)

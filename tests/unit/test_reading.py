@@ -87,8 +87,6 @@ def test_a_runs_questions_are_read_without_its_checkpoints_values(
 def test_the_newest_checkpoint_is_named_without_loading_it(
     ow: Onward, workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from onward.serve.intake import latest_checkpoint
-
     done = ow.run(plan=_two_steps(), workdir=workdir)
     newest = ow.graph.get_state(ow._config(done.thread_id)).config["configurable"]["checkpoint_id"]
 
@@ -97,5 +95,5 @@ def test_the_newest_checkpoint_is_named_without_loading_it(
 
     monkeypatch.setattr(ow.graph.checkpointer, "get_tuple", loaded)
     # what a served follow-up's run record names as the checkpoint it starts from
-    assert latest_checkpoint(ow, done.thread_id) == newest
-    assert latest_checkpoint(ow, "no-such-thread") is None
+    assert reading.newest_checkpoint(ow, done.thread_id) == newest
+    assert reading.newest_checkpoint(ow, "no-such-thread") is None

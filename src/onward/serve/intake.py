@@ -175,7 +175,7 @@ def prepare(
             metadata,
             pause_before=pause_before(body),
             from_checkpoint=checkpoint_id
-            or (None if started else latest_checkpoint(ow, thread_id)),
+            or (None if started else reading.newest_checkpoint(ow, thread_id)),
             pause_after=pause_after(body),  # a drive after a restart honours them too
             webhook=webhook_of(body),
             multitask_strategy=multitask_of(body),
@@ -284,11 +284,6 @@ def goal_text(data: dict[str, Any]) -> str | None:
     if goal is not None and not isinstance(goal, str):
         raise UsageError("input.goal must be a string")
     return goal
-
-
-def latest_checkpoint(ow: Onward, thread_id: str) -> str | None:
-    """The id of the thread's newest checkpoint (None before its first)."""
-    return reading.newest_checkpoint(ow, thread_id)
 
 
 def start_run(ctx: Serving, ow: Onward, thread_id: str, data: Any, who: str) -> None:
