@@ -145,6 +145,42 @@ def test_tokens_keep_threads_private(db_url: str, workdir: Path) -> None:
         assert payments(workdir) == []
 
 
+def test_a_token_is_taken_from_either_header_in_the_forms_clients_send(
+    db_url: str, workdir: Path
+) -> None:
+    """``Authorization: Bearer`` in any case and with spaces before the token, or
+    ``x-api-key``; a near miss in either is a 401, and the OpenAPI document names both
+    ways as its security schemes."""
+    env = {"ONWARD_API_TOKENS": "tok-alice:alice"}
+    with serve(db_url, workdir, **env) as url:
+        accepted = [
+            {"Authorization": "Bearer tok-alice"},
+            {"Authorization": "bearer tok-alice"},
+            {"Authorization": "BEARER  tok-alice"},
+            {"x-api-key": "tok-alice"},
+            {"Authorization": "Basic dG9rLWFsaWNl", "x-api-key": "tok-alice"},
+            {"Authorization": "Bearer tok-alice", "x-api-key": "nope"},
+        ]
+        for headers in accepted:
+            assert httpx.post(f"{url}/threads", json={}, headers=headers).status_code == 200
+        refused = [
+            {"Authorization": "tok-alice"},
+            {"Authorization": "Bearertok-alice"},
+            {"Authorization": "Token tok-alice"},
+            {"Authorization": "Bearer"},
+            {"Authorization": "Bearer tok-alic"},
+            {"x-api-key": "tok-alice-"},
+            {"x-api-key": ""},
+        ]
+        for headers in refused:
+            answer = httpx.post(f"{url}/threads", json={}, headers=headers)
+            assert answer.status_code == 401, headers
+            assert "Authorization: Bearer TOKEN" in answer.json()["detail"]
+        document = httpx.get(f"{url}/openapi.json", headers=accepted[0]).json()
+        schemes = document["components"]["securitySchemes"]
+        assert {s["type"] for s in schemes.values()} == {"http", "apiKey"}
+
+
 def test_web_page_starts_a_run_and_approves_it_in_a_real_browser(
     server: str, workdir: Path
 ) -> None:

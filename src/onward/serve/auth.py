@@ -22,16 +22,12 @@ def tokens_from_env() -> dict[str, str]:
     return dict(settings().api_tokens)
 
 
-def user_for(tokens: dict[str, str], authorization: str | None, api_key: str | None) -> str | None:
-    """The user a request acts as; None when tokens are configured and none matches."""
+def user_for(tokens: dict[str, str], bearer: str | None, api_key: str | None) -> str | None:
+    """The user a request acts as (``bearer``: the token of ``Authorization: Bearer``);
+    None when tokens are configured and none matches."""
     if not tokens:
         return ANONYMOUS
-    offered = []
-    if authorization and authorization.lower().startswith("bearer "):
-        offered.append(authorization[7:].strip())
-    if api_key:
-        offered.append(api_key.strip())
-    for candidate in offered:
+    for candidate in (t.strip() for t in (bearer, api_key) if t):
         for token, user in tokens.items():
             if hmac.compare_digest(candidate.encode(), token.encode()):
                 return user

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Depends, Header, HTTPException, Request
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from onward.model.state import Budget
 from onward.policies.run import RunPolicy
@@ -60,12 +61,19 @@ async def serving(request: Request) -> Serving:
 Ctx = Annotated[Serving, Depends(serving)]
 
 
+_BEARER = HTTPBearer(auto_error=False)
+_API_KEY = APIKeyHeader(name="x-api-key", auto_error=False)
+"""FastAPI's own readers of the two ways a client sends its token (each reads the header
+itself, where header parameters went through FastAPI's validation on every request), and
+the OpenAPI document names them as its security schemes."""
+
+
 async def user(
     ctx: Ctx,
-    authorization: Annotated[str | None, Header()] = None,
-    x_api_key: Annotated[str | None, Header()] = None,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
+    api_key: Annotated[str | None, Depends(_API_KEY)],
 ) -> str:
-    found = auth.user_for(ctx.tokens, authorization, x_api_key)
+    found = auth.user_for(ctx.tokens, bearer.credentials if bearer else None, api_key)
     if found is None:
         raise HTTPException(401, "missing or unknown token: send Authorization: Bearer TOKEN")
     return found

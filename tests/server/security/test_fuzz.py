@@ -770,6 +770,11 @@ def test_methods_tokens_and_odd_paths(world: World) -> None:
                 {"Authorization": "Token tok-mallory"},
                 {"Authorization": "Bearer tok-mallor"},
                 {"Authorization": "Bearer tok-mallory-and-more"},
+                {"Authorization": "tok-mallory"},
+                {"Authorization": "Bearertok-mallory"},
+                {"Authorization": "Bearer"},
+                {"Authorization": "Bearer  "},
+                {"Authorization": "Bearer tok-mallor", "X-Api-Key": "tok-alic"},
                 {"X-Api-Key": "tok-alic"},
                 {"X-Api-Key": ""},
             ]

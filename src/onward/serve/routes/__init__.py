@@ -1,8 +1,11 @@
 """The server's routes, one router per resource; :data:`ROUTERS` in the order they match.
 
-Order matters where paths overlap (``/threads/search`` before ``/threads/{thread_id}``
-answers a wrong method with the first route's ``Allow``), so it is the order the routes
-were always registered in.
+A request is matched against the routes in this order until one fits, so the resources a
+chat client calls on every run come first: ``threads`` (``POST /threads``), ``runs``
+(streaming a run, then reading it back), ``state`` (opening a thread). Within a router,
+order matters where paths overlap (``/threads/search`` before ``/threads/{thread_id}``
+answers a wrong method with the first route's ``Allow``); the routers' paths do not
+overlap, so their order changes no answer (tests/server/test_served_hops.py).
 """
 
 from fastapi import APIRouter
@@ -21,11 +24,11 @@ from onward.serve.routes import (
 
 ROUTERS: tuple[APIRouter, ...] = (
     info.router,
-    assistants.router,
     threads.router,
-    state.router,
     runs.router,
+    state.router,
     stateless.router,
+    assistants.router,
     crons.router,
     store.router,
     page.router,
