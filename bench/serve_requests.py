@@ -9,7 +9,9 @@ cut. Here each server first makes a thread and streams a 3-step run on it, then 
 ``GET /ok``; ``POST /threads``; ``GET /threads/{id}/runs/{run_id}``; ``GET
 /threads/{id}/state`` and ``POST /threads/{id}/history`` (limit 10) of that thread. For
 each, the server process's CPU per request (psutil: user and system), servers and rounds
-interleaved, medians over the rounds, and onward's against dev's.
+interleaved, medians over the rounds, and onward's against dev's. Then what each server
+sent for that run: the bytes of its ``values`` events (compact JSON, as a client decodes
+them), by the state's key.
 
     python bench/serve_requests.py [--requests 1000] [--rounds 3] [--before DIR]
 
@@ -20,8 +22,10 @@ commit), interleaved with this tree's, named ``before``.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
+from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -36,12 +40,18 @@ from serve_users import Server, cpu_of, langgraph_dev, onward_server
 Call = Callable[[httpx.Client], httpx.Response]
 
 
-def calls(server: Server) -> dict[str, Call]:
-    """The requests measured, on a thread with one 3-step run of ``server``'s."""
+def calls(server: Server, sent: dict[str, Counter[str]]) -> dict[str, Call]:
+    """The requests measured, on a thread with one 3-step run of ``server``'s (the bytes
+    of its values events by key into ``sent[server.name]``)."""
     sdk = get_sync_client(url=server.url, api_key=server.key(0))
     thread_id = sdk.threads.create()["thread_id"]
     parts = list(sdk.runs.stream(thread_id, "onward", input=server.run_input(server.workdir)))
     run_id = next(p.data["run_id"] for p in parts if p.event == "metadata")
+    sent[server.name] = Counter()
+    for part in parts:
+        if part.event == "values":
+            for key, value in part.data.items():
+                sent[server.name][key] += len(json.dumps({key: value}, separators=(",", ":")))
     at = f"/threads/{thread_id}"
     return {
         "GET /ok": lambda c: c.get("/ok"),
@@ -83,12 +93,22 @@ def main() -> None:
             db = f"sqlite:///{tmp}/b.db"
             servers.append(onward_server(stack, "before", db, args.port + 1, None, args.before))
         servers.append(langgraph_dev(stack, args.port + 2))
-        made = {s.name: calls(s) for s in servers}
+        sent: dict[str, Counter[str]] = {}
+        made = {s.name: calls(s, sent) for s in servers}
         rounds: dict[str, list[dict[str, float]]] = {s.name: [] for s in servers}
         for _ in range(args.rounds):
             for server in servers:
                 rounds[server.name].append(measure(server, made[server.name], args.requests))
     report(rounds, args)
+    report_sent(sent["onward"], sent["langgraph dev"])
+
+
+def report_sent(onward: Counter[str], dev: Counter[str]) -> None:
+    print("bytes of the run's values events by key (compact JSON; onward, dev, difference)")
+    for key in sorted(onward.keys() | dev.keys(), key=lambda k: dev[k] - onward[k]):
+        print(f"{key:>16} {onward[key]:8} {dev[key]:8} {onward[key] - dev[key]:8}")
+    total = sum(onward.values()), sum(dev.values())
+    print(f"{'all':>16} {total[0]:8} {total[1]:8} {total[0] - total[1]:8}")
 
 
 def report(rounds: dict[str, list[dict[str, float]]], args: Any) -> None:
