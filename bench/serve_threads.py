@@ -16,6 +16,11 @@ A thread that ended during the measured runs is not in the table (its CPU went w
 it): ``left out`` is the process's CPU that no live thread holds, which is LangGraph's
 task pool, made per run (its checkpoint writes and tasks; the server's own threads are
 kept in pools). ``Onward.run`` is split the same way: its calling thread, the rest.
+Last, the same run streamed through ``Onward.stream_modes`` with ``values`` alone and
+with the modes the server's drive asks for a ``values`` client (``values`` and
+``checkpoints``: LangGraph's ``checkpoints`` events name the checkpoint that saved each
+superstep's values, so the feed can keep a reference instead of the state), rounds
+interleaved (medians of seven): what naming the checkpoints costs a run.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import statistics
 import sys
 import threading
 import time
@@ -95,6 +101,33 @@ def local(db: str, runs: int) -> tuple[float, float]:
         return (process_cpu() - cpu0) / runs, (time.thread_time() - own0) / runs
 
 
+def modes_cost(db: str, runs: int, rounds: int = 7) -> dict[str, float]:
+    """CPU seconds per run streamed with ``values`` alone and with ``checkpoints`` too,
+    medians of ``rounds`` interleaved rounds, and the median of each round's difference."""
+    served = ["checkpoints", "values"]  # onward.serve.drives.Pairing.graph_modes
+    kinds: dict[str, list[str]] = {"values": ["values"], "values+checkpoints": served}
+    got: dict[str, list[float]] = {name: [] for name in kinds}
+    with Onward(db) as ow:
+
+        def one(modes: list[str]) -> None:
+            thread_id = ow.start("three no-op steps", plan={"steps": STEPS})
+            for _ in ow.stream_modes(thread_id, modes):  # type: ignore[arg-type]
+                pass
+
+        for _ in range(rounds):
+            for name, modes in kinds.items():
+                for _ in range(3):
+                    one(modes)
+                cpu0 = process_cpu()
+                for _ in range(runs):
+                    one(modes)
+                got[name].append((process_cpu() - cpu0) / runs)
+    out = {name: statistics.median(values) for name, values in got.items()}
+    pairs = zip(got["values+checkpoints"], got["values"], strict=True)
+    out["checkpoints' cost, median of rounds"] = statistics.median(a - b for a, b in pairs)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=1)
@@ -108,6 +141,10 @@ def main() -> None:
             stack.enter_context(pg_schema()) if args.postgres else f"sqlite:///{tmp}/l.db",
             args.runs,
         )
+        costs = modes_cost(
+            stack.enter_context(pg_schema()) if args.postgres else f"sqlite:///{tmp}/m.db",
+            max(args.runs // 7, 20),
+        )
     backend = "Postgres" if args.postgres else "SQLite"
     stated = pg_durability() if args.postgres else sqlite_durability()
     print(f"durability (read back; served and Onward.run alike): {stated}")
@@ -120,6 +157,9 @@ def main() -> None:
     print(f"{'left out (threads ended)':>32} {(whole - sum(groups.values())) * 1000:7.2f}")
     print(f"{'Onward.run, same process':>32} {alone[0] * 1000:7.2f}")
     print(f"{'of it its calling thread':>32} {alone[1] * 1000:7.2f}")
+    for name, seconds in costs.items():
+        label = name if "cost" in name else "Onward.stream_modes " + name
+        print(f"{label:>38} {seconds * 1000:7.2f}")
     sys.stdout.flush()
 
 
