@@ -114,7 +114,8 @@ def test_a_follow_up_request_loads_its_threads_state_twice(tmp_path: Path, reads
     """A message on a finished thread: the request reads the state it plans from and
     LangGraph's update reads it again; its questions and the checkpoint its run record
     names are found by the checkpoint's id, without its values (they were loaded three
-    more times)."""
+    more times); whether a run drives the thread is read from its lease, not from its
+    whole status."""
     app = create_app(
         f"sqlite:///{tmp_path / 'reads.db'}", workdir=tmp_path, model=None, recover=False
     )
@@ -131,3 +132,7 @@ def test_a_follow_up_request_loads_its_threads_state_twice(tmp_path: Path, reads
         reads.counting = False
     assert reads.tables["checkpoints"] >= 3  # the counting saw the request's reads at all
     assert reads.states["request"] == 2, dict(reads.states)
+    # Whether the thread is busy is its lease alone (it was read in full, questions and
+    # all, and the run record with it: 6 reads of that record on the parent).
+    assert reads.tables["onward_runs"] <= 4, dict(reads.tables)
+    assert reads.tables["writes"] <= 5, dict(reads.tables)

@@ -67,7 +67,7 @@ from onward.serve.requests import (
     webhook_of,
 )
 from onward.serve.states import StateAt
-from onward.serve.views import Known, check_visible, read_thread, thread_status
+from onward.serve.views import Known, check_visible, driven, read_thread
 from onward.serve.wire import chat_values, chunk, jsonable, run_state
 from onward.store.drivers import DriverId, gone_here, new_driver_id
 from onward.store.runs import ApiRunRow, ApiRunStatus
@@ -155,7 +155,7 @@ def launch(
                 bool(ctx.control.on_thread(thread_id))
                 # queued, or started by another process (its drive not yet leased)
                 or bool(ow.store.threads.count_runs(thread_id, *UNFINISHED))
-                or (known.has_run and thread_status(ow, thread_id) == "busy")
+                or driven(ow, thread_id, has_run=known.has_run)
             )
         if not busy:  # what was read holds: the lock keeps other requests off the thread
             return stage(ctx, thread_id, body, who, modes, assistant, known=known).go()
@@ -496,14 +496,14 @@ def stop_thread(ctx: Serving, thread_id: str, action: CancelAction) -> None:
         if active is not None and not active.stopped.wait(STOP_WAIT):
             raise HTTPException(409, f"the run on thread {thread_id} did not stop in time")
     with ctx.clients.use() as ow:
-        if thread_status(ow, thread_id) != "busy":
+        if not driven(ow, thread_id):
             return
         running = ow.store.threads.runs(thread_id)
         asked = [r.run_id for r in running if ow.store.threads.request_cancel(r.run_id, action)]
     deadline = time.monotonic() + STOP_WAIT
     while asked and time.monotonic() < deadline:
         with ctx.clients.use() as ow:
-            if thread_status(ow, thread_id) != "busy":
+            if not driven(ow, thread_id):
                 return
         time.sleep(POLL)
     raise HTTPException(

@@ -47,9 +47,9 @@ from onward.serve.views import (
     at_checkpoint,
     check_assistant,
     check_visible,
+    driven,
     not_found,
     read_thread,
-    thread_status,
 )
 from onward.serve.wire import ASSISTANT_ID, GRAPH_ID
 
@@ -139,7 +139,7 @@ def prepare(
             raise unknown_checkpoint(thread_id, checkpoint_id)
         if known.row is None:  # a run started outside the API: its row is made now
             fresh = ow.store.threads.made(thread_id, who, dict(ours))
-        if not free and known.has_run and thread_status(ow, thread_id) == "busy":
+        if not free and driven(ow, thread_id, has_run=known.has_run):
             raise HTTPException(
                 409, f"thread {thread_id} has a run in progress; wait for it to finish"
             )

@@ -69,6 +69,14 @@ def visible(ow: Onward, thread_id: str, who: str, tokens: dict[str, str]) -> Thr
     return row
 
 
+def driven(ow: Onward, thread_id: str, *, has_run: bool | None = None) -> bool:
+    """``thread_status(ow, thread_id) == "busy"`` without reading the run's questions: the
+    thread has an onward run (``has_run``: read already) whose lease is live."""
+    if has_run is None:
+        has_run = ow.store.get_run(thread_id) is not None
+    return has_run and ow.store.leases.live(thread_id)
+
+
 def thread_status(ow: Onward, thread_id: str) -> str:
     return status_of(ow, thread_id, ow.store.get_run(thread_id))
 

@@ -773,7 +773,7 @@ def test_methods_tokens_and_odd_paths(world: World) -> None:
                 {"Authorization": "tok-mallory"},
                 {"Authorization": "Bearertok-mallory"},
                 {"Authorization": "Bearer"},
-                {"Authorization": "Bearer  "},
+                {"Authorization": "Bearer\ttok-mallory"},
                 {"Authorization": "Bearer tok-mallor", "X-Api-Key": "tok-alic"},
                 {"X-Api-Key": "tok-alic"},
                 {"X-Api-Key": ""},

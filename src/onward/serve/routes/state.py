@@ -16,9 +16,9 @@ from onward.serve.requests import MAX_PAGE, an_object, count, kind
 from onward.serve.strict import StrictRoute
 from onward.serve.views import (
     at_checkpoint,
+    driven,
     history_answer,
     state_answer,
-    thread_status,
     visible,
 )
 
@@ -63,7 +63,7 @@ def state_update(thread_id: str, body: dict[str, Any], ctx: Ctx, who: Who) -> An
         visible(ow, thread_id, who, ctx.tokens)
         if ow.store.get_run(thread_id) is None:
             raise HTTPException(400, f"Thread {thread_id} has no run yet: start one first")
-        if thread_status(ow, thread_id) == "busy":
+        if driven(ow, thread_id, has_run=True):
             raise HTTPException(409, f"Thread {thread_id} has a run in progress")
         checkpoint_id = checkpoint_in(body)
         known_checkpoint(ow, thread_id, checkpoint_id)

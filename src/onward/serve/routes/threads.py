@@ -22,9 +22,9 @@ from onward.serve.strict import StrictRoute
 from onward.serve.views import (
     as_json,
     at_checkpoint,
+    driven,
     not_found,
     thread_json,
-    thread_status,
     visible,
 )
 from onward.serve.wire import ASSISTANT_ID, GRAPH_ID
@@ -152,7 +152,7 @@ def thread_copy(thread_id: str, ctx: Ctx, who: Who) -> Any:
         row = visible(ow, thread_id, who, ctx.tokens)
         if ow.store.get_run(thread_id) is None:
             raise HTTPException(409, f"Thread {thread_id} has no run yet: nothing to copy")
-        if thread_status(ow, thread_id) == "busy":
+        if driven(ow, thread_id, has_run=True):
             raise HTTPException(409, f"Thread {thread_id} has a run in progress")
         snap = ow.graph.get_state(ow._config(thread_id))
         checkpoint_id = snap.config["configurable"]["checkpoint_id"]
@@ -207,7 +207,7 @@ def thread_patch_state(thread_id: str, body: dict[str, Any], ctx: Ctx, who: Who)
         metadata = client_metadata(body)
         if ow.store.get_run(thread_id) is None:
             raise HTTPException(400, f"Thread {thread_id} has no run yet: nothing to patch")
-        if thread_status(ow, thread_id) == "busy":
+        if driven(ow, thread_id, has_run=True):
             raise HTTPException(409, f"Thread {thread_id} has a run in progress")
         checkpoint_id = checkpoint_in(body)
         found = ow.store.saver.get_tuple(at_checkpoint(ow, thread_id, checkpoint_id))
@@ -238,9 +238,7 @@ def delete_thread(ctx: Serving, thread_id: str, who: str) -> None:
     run drives it (also a stateless run's end: :mod:`onward.serve.routes.stateless`)."""
     with ctx.clients.use() as ow:
         visible(ow, thread_id, who, ctx.tokens)
-        if thread_status(ow, thread_id) == "busy" or any(
-            not a.queued for a in ctx.control.on_thread(thread_id)
-        ):
+        if driven(ow, thread_id) or any(not a.queued for a in ctx.control.on_thread(thread_id)):
             raise HTTPException(409, f"Thread {thread_id} has a run in progress")
         for row in ow.store.threads.queued(thread_id):
             cancel_queued(ctx, row.run_id, CancelAction.ROLLBACK)
