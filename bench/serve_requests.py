@@ -25,6 +25,7 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -87,7 +88,7 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="also serve from this source tree")
     args = parser.parse_args()
     with ExitStack() as stack:
-        tmp = Path(stack.enter_context(__import__("tempfile").TemporaryDirectory()))
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         servers = [onward_server(stack, "onward", f"sqlite:///{tmp}/a.db", args.port, None)]
         if args.before:
             db = f"sqlite:///{tmp}/b.db"
