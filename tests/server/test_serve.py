@@ -204,9 +204,20 @@ def test_web_page_starts_a_run_and_approves_it_in_a_real_browser(
         page.screenshot(path=str(shots / "web-waiting-for-approval.png"), full_page=True)
         assert payments(workdir) == []
         approve.click()
-        page.wait_for_function(
-            "document.getElementById('run-status')?.textContent === 'done'", timeout=30_000
-        )
+        try:
+            page.wait_for_function(
+                "document.getElementById('run-status')?.textContent === 'done'", timeout=30_000
+            )
+        except Exception:  # say what the page and the server saw (a clean-clone CI flake)
+            thread_id = page.locator("code").first.inner_text()
+            seen = httpx.get(f"{server}/onward/runs/{thread_id}").json()
+            api_runs = httpx.get(f"{server}/threads/{thread_id}/runs").json()
+            raise AssertionError(
+                f"page error {page.locator('#error').inner_text()!r}; status "
+                f"{page.locator('#run-status').inner_text()!r}; server: {seen['view']['status']}"
+                f", API runs {[r['status'] for r in api_runs]}, pending {seen['pending']}, "
+                f"timeline {seen['timeline'][-6:]}"
+            ) from None
         page.locator("td[data-status='done']").first.wait_for(timeout=10_000)
         page.screenshot(path=str(shots / "web-done.png"), full_page=True)
         browser.close()
