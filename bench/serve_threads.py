@@ -103,7 +103,8 @@ def local(db: str, runs: int) -> tuple[float, float]:
 
 def modes_cost(db: str, runs: int, rounds: int = 7) -> dict[str, float]:
     """CPU seconds per run streamed with ``values`` alone and with ``checkpoints`` too,
-    medians of ``rounds`` interleaved rounds, and the median of each round's difference."""
+    medians of ``rounds`` interleaved rounds, and the median of each round's difference,
+    by the label each is printed with."""
     served = ["checkpoints", "values"]  # onward.serve.drives.Pairing.graph_modes
     kinds: dict[str, list[str]] = {"values": ["values"], "values+checkpoints": served}
     got: dict[str, list[float]] = {name: [] for name in kinds}
@@ -122,7 +123,7 @@ def modes_cost(db: str, runs: int, rounds: int = 7) -> dict[str, float]:
                 for _ in range(runs):
                     one(modes)
                 got[name].append((process_cpu() - cpu0) / runs)
-    out = {name: statistics.median(values) for name, values in got.items()}
+    out = {f"Onward.stream_modes {name}": statistics.median(got[name]) for name in kinds}
     pairs = zip(got["values+checkpoints"], got["values"], strict=True)
     out["checkpoints' cost, median of rounds"] = statistics.median(a - b for a, b in pairs)
     return out
@@ -158,8 +159,7 @@ def main() -> None:
     print(f"{'Onward.run, same process':>32} {alone[0] * 1000:7.2f}")
     print(f"{'of it its calling thread':>32} {alone[1] * 1000:7.2f}")
     for name, seconds in costs.items():
-        label = name if "cost" in name else "Onward.stream_modes " + name
-        print(f"{label:>38} {seconds * 1000:7.2f}")
+        print(f"{name:>38} {seconds * 1000:7.2f}")
     sys.stdout.flush()
 
 

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 from fastapi.routing import APIRoute
+from starlette.routing import Match
 
 from onward import Onward
 from onward.serve.clients import SHARED, Clients, sharing
@@ -121,23 +123,29 @@ def test_routers_that_answer_a_common_request_keep_their_order_and_hot_ones_come
     route's path with its parameters set to every literal segment) fits two of them; where
     one does, they keep the order they always had. The routers a chat client calls on
     every run come first."""
-    import re
-
-    from starlette.routing import Match
-
+    order = [_router_name(r) for r in ROUTERS]
     routes = [(_router_name(r), rt) for r in ROUTERS for rt in r.routes if isinstance(rt, APIRoute)]
     literals = {seg for _, rt in routes for seg in rt.path.split("/") if seg and "{" not in seg}
-    shared: set[tuple[str, str]] = set()
-    for _, route in routes:
-        for fill in ["p", *literals]:
-            path = re.sub(r"\{[^}]+\}", fill, route.path)
-            for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
-                scope = {"type": "http", "method": method, "path": path, "root_path": ""}
-                fits = [(n, rt.matches(scope)[0]) for n, rt in routes]
-                full = {n for n, match in fits if match is Match.FULL}
-                some = full or {n for n, match in fits if match is not Match.NONE}
-                order = [_router_name(r) for r in ROUTERS]
-                if len(some) > 1:
-                    shared.add(tuple(sorted(some, key=order.index)))  # type: ignore[arg-type]
+    requests = {
+        (method, re.sub(r"\{[^}]+\}", fill, route.path))
+        for _, route in routes
+        for fill in ["p", *literals]
+        for method in ("GET", "POST", "PUT", "PATCH", "DELETE")
+    }
+    shared = {
+        tuple(sorted(fitting, key=order.index))
+        for method, path in requests
+        if len(fitting := _routers_fitting(routes, method, path)) > 1
+    }
     assert shared == {("threads", "state"), ("runs", "crons")}
-    assert [_router_name(r) for r in ROUTERS][1:4] == ["threads", "runs", "state"]
+    assert order[1:4] == ["threads", "runs", "state"]
+
+
+def _routers_fitting(routes: list[tuple[str, APIRoute]], method: str, path: str) -> set[str]:
+    """The routers with a route that answers the request; if none does, those with a route
+    whose path fits (one of them answers the 405)."""
+    scope = {"type": "http", "method": method, "path": path, "root_path": ""}
+    fits = [(name, route.matches(scope)[0]) for name, route in routes]
+    return {n for n, match in fits if match is Match.FULL} or {
+        n for n, match in fits if match is not Match.NONE
+    }

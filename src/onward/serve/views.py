@@ -70,8 +70,8 @@ def visible(ow: Onward, thread_id: str, who: str, tokens: dict[str, str]) -> Thr
 
 
 def driven(ow: Onward, thread_id: str, *, has_run: bool | None = None) -> bool:
-    """``thread_status(ow, thread_id) == "busy"`` without reading the run's questions: the
-    thread has an onward run (``has_run``: read already) whose lease is live."""
+    """Whether a run drives the thread (its status is then ``busy``), without reading the
+    run's questions: it has an onward run (``has_run``: read already) whose lease is live."""
     if has_run is None:
         has_run = ow.store.get_run(thread_id) is not None
     return has_run and ow.store.leases.live(thread_id)
@@ -85,7 +85,7 @@ def status_of(ow: Onward, thread_id: str, run: RunRow | None) -> str:
     """:func:`thread_status` of a thread whose onward run (``run``) was read already."""
     if run is None:
         return "idle"
-    if ow.store.leases.live(thread_id):
+    if driven(ow, thread_id, has_run=True):
         return "busy"
     if ow.pending(thread_id):
         return "interrupted"

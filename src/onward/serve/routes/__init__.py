@@ -4,8 +4,10 @@ A request is matched against the routes in this order until one fits, so the res
 chat client calls on every run come first: ``threads`` (``POST /threads``), ``runs``
 (streaming a run, then reading it back), ``state`` (opening a thread). Within a router,
 order matters where paths overlap (``/threads/search`` before ``/threads/{thread_id}``
-answers a wrong method with the first route's ``Allow``); the routers' paths do not
-overlap, so their order changes no answer (tests/server/test_served_hops.py).
+answers a wrong method with the first route's ``Allow``). Across routers, only two pairs
+answer a common request, ``threads`` before ``state`` and ``runs`` before ``crons``, and
+they keep that order; the others may move without changing any answer
+(tests/server/test_served_hops.py).
 """
 
 from fastapi import APIRouter
